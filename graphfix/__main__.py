@@ -1,0 +1,3 @@
+from graphfix.cli import main
+
+main()

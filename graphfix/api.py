@@ -1,0 +1,175 @@
+"""The Python API: the same transforms as the CLI, on objects an export pipeline holds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from graphfix import graphio, registry
+from graphfix._proto import pb
+from graphfix.codemod import run_source
+from graphfix.findings import Change, Finding
+from graphfix.runner import Selected, apply_to_graph
+
+
+def _selected(only, settings, target_devices) -> Selected:
+    transforms = registry.select(list(only) if only else None)
+    parsed: dict[str, dict[str, Any]] = {}
+    for name, options in (settings or {}).items():
+        transform = registry.get_transform(name)
+        known = {p.name for p in transform.params}
+        for key in options:
+            if key not in known:
+                raise registry.UsageError(
+                    f"{name} has no parameter {key!r}; it takes: {', '.join(sorted(known)) or 'none'}"
+                )
+        parsed[name] = dict(options)
+    return Selected.build(transforms, parsed, tuple(target_devices or ()))
+
+
+class _Holder:
+    """A graph in whatever kind the caller gave, as a GraphFile we may edit, and the way back."""
+
+    def __init__(self, graph: Any):
+        p = pb()
+        self.kind = None
+        if isinstance(graph, (str, os.PathLike)):
+            self.kind = "path"
+            self.file = graphio.load(graph)
+            self.label = str(graph)
+            return
+        self.label = "<graph>"
+        if isinstance(graph, (bytes, bytearray)):
+            self.kind = "bytes"
+            self.file = _parse_bytes(bytes(graph))
+            return
+        for kind, cls in (("graphdef", p.graph_pb2.GraphDef),
+                          ("metagraph", p.meta_graph_pb2.MetaGraphDef),
+                          ("savedmodel", p.saved_model_pb2.SavedModel)):
+            if isinstance(graph, cls):
+                copy = cls()
+                copy.CopyFrom(graph)  # never edit the caller's message
+                self.kind = "message"
+                self.file = graphio.GraphFile(Path(self.label), kind, False, copy)
+                return
+        if type(graph).__name__ == "Graph" and hasattr(graph, "as_graph_def"):
+            import tensorflow as tf
+
+            self.kind = "tf.Graph"
+            meta = tf.compat.v1.train.export_meta_graph(graph=graph)
+            self.file = graphio.GraphFile(Path(self.label), "metagraph", False, meta)
+            return
+        raise TypeError(
+            "graph must be a path, bytes, a GraphDef/MetaGraphDef/SavedModel message or a "
+            f"tf.Graph, not {type(graph).__name__}"
+        )
+
+    def result(self, out=None):
+        if self.kind == "path":
+            if out is None:
+                return self.file.message
+            return graphio.save(self.file, out)
+        if self.kind == "bytes":
+            return self.file.serialize()
+        if self.kind == "tf.Graph":
+            import tensorflow as tf
+
+            graph = tf.Graph()
+            with graph.as_default():
+                tf.compat.v1.train.import_meta_graph(self.file.message)
+            return graph
+        return self.file.message
+
+
+def _parse_bytes(data: bytes) -> graphio.GraphFile:
+    p = pb()
+    reasons = []
+    for kind, cls in (("graphdef", p.graph_pb2.GraphDef),
+                      ("metagraph", p.meta_graph_pb2.MetaGraphDef),
+                      ("savedmodel", p.saved_model_pb2.SavedModel)):
+        try:
+            msg = graphio.parse(data, cls, text=False, what=cls.__name__)
+        except ValueError as exc:
+            reasons.append(str(exc))
+            continue
+        return graphio.GraphFile(Path("<bytes>"), kind, False, msg)
+    raise graphio.InputError(f"<bytes>: {reasons[0]}")
+
+
+def check_graph(graph: Any, *, only: Iterable[str] | None = None,
+                settings: dict[str, dict] | None = None,
+                target_devices: Iterable[str] = ()) -> list[Finding]:
+    """Findings for a graph.
+
+    Args:
+        graph: a path, serialized bytes, a GraphDef / MetaGraphDef / SavedModel message or
+            a `tf.Graph`. It is not changed.
+        only: names of the transforms to run. Defaults to all.
+        settings: `{transform: {param: value}}`. Defaults to each param's default.
+        target_devices: devices the graph should place on. Defaults to none given.
+
+    Returns:
+        The findings, each with `node` set.
+    """
+    holder = _Holder(graph)
+    selected = _selected(only, settings, target_devices)
+    findings: list[Finding] = []
+    for graph_def, meta in holder.file.graph_defs():
+        found, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=False)
+        findings.extend(found)
+    return findings
+
+
+def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
+              settings: dict[str, dict] | None = None, target_devices: Iterable[str] = (),
+              out: str | os.PathLike | None = None) -> tuple[Any, list[Change]]:
+    """Fix a graph; return (fixed graph of the kind given, changes).
+
+    Args:
+        graph: as for `check_graph`. A message given is copied, never edited.
+        only, settings, target_devices: as for `check_graph`.
+        out: for a path, where to write the fixed graph (same format). Defaults to not
+            writing: the fixed message is returned instead.
+
+    Returns:
+        (fixed, changes): `fixed` is a new message / bytes / `tf.Graph` like the input (the
+        written path when `out` is given); `changes` lists every edit.
+    """
+    holder = _Holder(graph)
+    selected = _selected(only, settings, target_devices)
+    changes: list[Change] = []
+    for graph_def, meta in holder.file.graph_defs():
+        _, made = apply_to_graph(graph_def, meta, holder.label, selected, fix=True)
+        changes.extend(made)
+    return holder.result(out), changes
+
+
+def _source_codemods(only, settings):
+    selected = _selected(only, settings, ())
+    return [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
+
+
+def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
+                 settings: dict[str, dict] | None = None) -> list[Finding]:
+    """Findings for Python source code. A file that cannot be parsed raises SyntaxError."""
+    result = run_source(code, path, _source_codemods(only, settings), fix=False)
+    if result.skipped:
+        raise SyntaxError(f"{path}: {result.skipped}")
+    return result.findings
+
+
+def fix_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
+               settings: dict[str, dict] | None = None) -> tuple[str, list[Finding]]:
+    """Fix Python source code; return (new code, the findings it addressed)."""
+    result = run_source(code, path, _source_codemods(only, settings), fix=True)
+    if result.skipped:
+        raise SyntaxError(f"{path}: {result.skipped}")
+    return result.new_code, result.findings
+
+
+def verify(graph: Any, **options):
+    """Import and run a graph on the target devices; see `graphfix.verify.verify_graph`."""
+    from graphfix.verify import verify_graph
+
+    return verify_graph(_Holder(graph).file, **options)

@@ -1,0 +1,225 @@
+"""The `graphfix` command line: list, check, fix, verify, demo."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from graphfix import registry
+from graphfix.findings import Report
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Find and fix TF1-style multi-GPU and distributed-training bugs in graphs and code.",
+    pretty_exceptions_enable=False,
+)
+
+ONLY = typer.Option(None, "--only", help="Run only this transform (repeatable).")
+SET = typer.Option(None, "--set", help="Transform parameter NAME.key=value (repeatable).")
+FORMAT = typer.Option("text", "--format", help="text or json.")
+REPORT = typer.Option(None, "--report", help="Also write the JSON report to this file.")
+TARGETS = typer.Option(None, "--target-devices", help="Devices to place on, e.g. /gpu:0,/gpu:1.")
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit 2: how every error ends."""
+    typer.echo(f"graphfix: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _selected(only, settings, targets):
+    from graphfix.runner import Selected
+
+    try:
+        transforms = registry.select(only)
+        parsed = registry.parse_settings(settings or [])
+    except registry.UsageError as exc:
+        fail(str(exc))
+    devices = tuple(d for d in (targets or "").split(",") if d)
+    return Selected.build(transforms, parsed, devices)
+
+
+def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool,
+          extra_lines: list[str] = ()) -> None:
+    doc = report.to_json(fixing=fixing)
+    if report_path is not None:
+        from graphfix.graphio import InputError, atomic_write
+
+        try:
+            atomic_write(report_path, (json.dumps(doc, indent=2) + "\n").encode())
+        except InputError as exc:
+            fail(str(exc))
+    if fmt == "json":
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    for line in extra_lines:
+        typer.echo(line)
+    for finding in report.findings:
+        typer.echo(finding.to_text())
+    if fixing:
+        for change in report.changes:
+            typer.echo(change.to_text())
+    for skip in report.skipped:
+        typer.echo(f"{skip['path']}: skipped: {skip['reason']}")
+    for failure in report.failed:
+        typer.echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+    for note in report.notes:
+        typer.echo(note)
+    s = report.summary()
+    if fixing:
+        typer.echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
+                   f"{s['files_unchanged']} unchanged, {s['skipped']} skipped, {s['failed']} failed")
+    else:
+        typer.echo(f"{s['findings']} finding(s) ({s['fixable']} fixable); "
+                   f"{s['skipped']} skipped, {s['failed']} failed")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in ("text", "json"):
+        fail(f"--format must be text or json, not {fmt!r}")
+
+
+@app.command("list")
+def list_command(fmt: str = FORMAT) -> None:
+    """List the transforms: name, surfaces, one-line summary."""
+    _check_format(fmt)
+    transforms = registry.all_transforms()
+    if fmt == "json":
+        doc = [
+            {"name": t.name, "surfaces": t.surfaces(), "summary": t.summary,
+             "params": [{"name": p.name, "default": p.default, "help": p.help,
+                         "choices": p.choices} for p in t.params]}
+            for t in transforms.values()
+        ]
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "surfaces", "summary", box=None, pad_edge=False)
+    for t in transforms.values():
+        table.add_row(t.name, ", ".join(t.surfaces()), t.summary)
+    Console(width=120).print(table)
+
+
+@app.command()
+def check(
+    paths: List[str] = typer.Argument(..., help="Graphs and Python files or directories."),
+    only: Optional[List[str]] = ONLY,
+    settings: Optional[List[str]] = SET,
+    fmt: str = FORMAT,
+    report_path: Optional[Path] = REPORT,
+    target_devices: Optional[str] = TARGETS,
+) -> None:
+    """Report findings; exit 0 clean, 1 findings, 2 error."""
+    from graphfix.kernels import NoGpuKernelsError
+    from graphfix.runner import run
+
+    _check_format(fmt)
+    selected = _selected(only, settings, target_devices)
+    try:
+        report, _ = run(paths, selected, fix=False)
+    except NoGpuKernelsError as exc:
+        fail(str(exc))
+    _emit(report, fmt, report_path, fixing=False)
+    raise typer.Exit(report.exit_code(fixing=False))
+
+
+@app.command()
+def fix(
+    paths: List[str] = typer.Argument(..., help="Graphs and Python files or directories."),
+    out: Optional[str] = typer.Option(None, "-o", "--output", help="Where to write fixed graphs."),
+    in_place: bool = typer.Option(False, "--in-place", help="Rewrite graphs in place (atomic)."),
+    only: Optional[List[str]] = ONLY,
+    settings: Optional[List[str]] = SET,
+    fmt: str = FORMAT,
+    report_path: Optional[Path] = REPORT,
+    target_devices: Optional[str] = TARGETS,
+    diff: bool = typer.Option(False, "--diff", help="Show what would change; write nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report changes; write nothing."),
+) -> None:
+    """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
+    from graphfix import graphio
+    from graphfix.kernels import NoGpuKernelsError
+    from graphfix.runner import iter_inputs, preflight, run, write_outputs
+
+    _check_format(fmt)
+    if out and in_place:
+        fail("give either -o OUT or --in-place, not both")
+    selected = _selected(only, settings, target_devices)
+    writing = not (diff or dry_run)
+    has_graphs = any(graphio.is_graph_path(p) for _, p in iter_inputs(paths))
+    if writing and has_graphs and not out and not in_place:
+        fail("fixed graphs need somewhere to go: add -o OUT or --in-place")
+    try:
+        report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place, want_diff=diff)
+    except NoGpuKernelsError as exc:
+        fail(str(exc))
+    diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
+    if writing and not report.failed:
+        try:
+            preflight(outputs)
+            write_outputs(outputs)
+        except graphio.InputError as exc:
+            report.failed.append({"path": str(exc).split(": ")[0], "error": str(exc)})
+            _emit(report, fmt, None, fixing=True)
+            raise typer.Exit(2)
+    _emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
+    raise typer.Exit(report.exit_code(fixing=True))
+
+
+@app.command()
+def verify(
+    graph: str = typer.Argument(..., help="The graph to import and run."),
+    steps: int = typer.Option(1, "--steps", help="Steps of the train op (or fetches) to run."),
+    fetch: Optional[List[str]] = typer.Option(None, "--fetch", help="Tensor or op to run."),
+    feed: Optional[List[str]] = typer.Option(None, "--feed", help="NAME=FILE.npy (repeatable)."),
+    compare: Optional[str] = typer.Option(None, "--compare", help="Original graph: outputs must match."),
+    fmt: str = FORMAT,
+    report_path: Optional[Path] = REPORT,
+    target_devices: Optional[str] = TARGETS,
+) -> None:
+    """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
+    from graphfix.verify import VerifyError, verify_path
+
+    _check_format(fmt)
+    devices = tuple(d for d in (target_devices or "").split(",") if d)
+    try:
+        result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
+                             compare=compare, target_devices=devices)
+    except VerifyError as exc:
+        fail(str(exc))
+    doc = result.to_json()
+    if report_path is not None:
+        from graphfix.graphio import InputError, atomic_write
+
+        try:
+            atomic_write(report_path, (json.dumps(doc, indent=2) + "\n").encode())
+        except InputError as exc:
+            fail(str(exc))
+    if fmt == "json":
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        for line in result.to_lines():
+            typer.echo(line)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+@app.command()
+def demo() -> None:
+    """The seed bugs end to end, on built-in fixtures: found, fixed, verified."""
+    from graphfix.demo import run_demo
+
+    raise typer.Exit(run_demo())
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

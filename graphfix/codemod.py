@@ -1,0 +1,187 @@
+"""The source surface: libcst codemods over Python files that build TF1-style graphs.
+
+Each transform's `codemod` is a `SourceCodemod`: a libcst transformer with TF-aware helpers
+(`tf_name` resolves any import alias, `report` records a finding with its position,
+`suppressed` honours `# graphfix: ignore[name]`). `run_source` applies a list of them and
+never raises on bad input: it returns the result, or the reason the file was skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, ClassVar
+
+import libcst as cst
+from libcst import matchers as m
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.metadata import (
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+)
+
+from graphfix.findings import Finding
+
+# Qualified-name prefixes that mean "TensorFlow's TF1 API", longest first.
+_TF_PREFIXES = (
+    "tensorflow.compat.v1.",
+    "tensorflow.compat.v2.",
+    "tensorflow._api.v2.compat.v1.",
+    "tensorflow.",
+)
+_SLIM_PREFIXES = ("tf_slim.", "tensorflow.contrib.slim.", "tensorflow.contrib.framework.")
+_IGNORE = re.compile(r"#\s*graphfix:\s*ignore(?:\[([^\]]*)\])?")
+
+
+def canonical_tf_name(qualified: str) -> str | None:
+    """`tensorflow.compat.v1.get_variable` -> `get_variable`; `tf_slim.conv2d` -> `slim.conv2d`."""
+    for prefix in _SLIM_PREFIXES:
+        if qualified.startswith(prefix):
+            return "slim." + qualified[len(prefix) :].rsplit(".", 1)[-1]
+    if qualified in ("tf_slim", "tensorflow.contrib.slim"):
+        return "slim"
+    for prefix in _TF_PREFIXES:
+        if qualified.startswith(prefix):
+            return qualified[len(prefix) :]
+    return None
+
+
+class SourceCodemod(VisitorBasedCodemodCommand):
+    """Base class of a transform's source surface. Subclasses set `transform_name` and write
+    `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters."""
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    transform_name: ClassVar[str] = ""
+    # Words of which at least one must appear in a file for this codemod to have work there.
+    trigger_words: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None):
+        super().__init__(context)
+        self.options = options or {}
+        self.findings: list[Finding] = []
+        self._lines: list[str] | None = None
+
+    # -- helpers for subclasses --------------------------------------------------------------
+
+    def tf_name(self, node: cst.CSTNode) -> str | None:
+        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
+        try:
+            names = self.get_metadata(QualifiedNameProvider, node, set())
+        except KeyError:
+            return None
+        for qualified in sorted(n.name for n in names):
+            canonical = canonical_tf_name(qualified)
+            if canonical is not None:
+                return canonical
+        return None
+
+    def call_name(self, node: cst.CSTNode) -> str | None:
+        """For a Call, the TF symbol it calls; else None."""
+        return self.tf_name(node.func) if isinstance(node, cst.Call) else None
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node).start
+        return pos.line, pos.column + 1
+
+    def report(self, node: cst.CSTNode, message: str, *, fixable: bool = True,
+               severity: str = "error") -> None:
+        """Record a finding at `node`'s position (nothing if the user suppressed it there)."""
+        if self.suppressed(node):
+            return
+        line, col = self.position(node)
+        self.findings.append(
+            Finding(
+                path=self.context.filename or "<string>",
+                transform=self.transform_name,
+                message=message,
+                fixable=fixable,
+                line=line,
+                col=col,
+                severity=severity,  # type: ignore[arg-type]
+            )
+        )
+
+    def suppressed(self, node: cst.CSTNode) -> bool:
+        """Whether `# graphfix: ignore[...]` covers `node`: on its line, or on the first line
+        (or the comment line just above) of any enclosing statement or `with` block."""
+        lines = self._source_lines()
+        current: cst.CSTNode | None = node
+        while current is not None:
+            try:
+                start = self.get_metadata(PositionProvider, current).start.line
+            except KeyError:
+                start = None
+            if start is not None:
+                for number in (start, start - 1):
+                    if 1 <= number <= len(lines) and self._ignores(lines[number - 1], number == start):
+                        return True
+            current = self.get_metadata(ParentNodeProvider, current, None)
+        return False
+
+    def _ignores(self, line: str, same_line: bool) -> bool:
+        match = _IGNORE.search(line)
+        if not match:
+            return False
+        if not same_line and not line.lstrip().startswith("#"):
+            return False  # a trailing comment on the line above covers only that line
+        names = match.group(1)
+        return names is None or self.transform_name in {n.strip() for n in names.split(",")}
+
+    def _source_lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self._tree.code.splitlines()
+        return self._lines
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self._tree = tree
+        self._lines = None
+        return super().transform_module_impl(tree)
+
+
+@dataclasses.dataclass
+class SourceResult:
+    """What running codemods on one file gave: new code (or the reason it was skipped)."""
+
+    path: str
+    code: str
+    new_code: str
+    findings: list[Finding]
+    skipped: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.skipped is None and self.new_code != self.code
+
+
+def parse_error(exc: Exception) -> str:
+    """A one-line reason for a file libcst cannot parse."""
+    if isinstance(exc, cst.ParserSyntaxError):
+        line = exc.raw_line
+        hint = " (Python 2 code?)" if re.search(r"^\s*(print\s+[^(\s]|exec\s)", exc.editor_line or "") else ""
+        return f"syntax error at line {line}, column {exc.raw_column + 1}{hint}"
+    return f"cannot parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
+               *, fix: bool) -> SourceResult:
+    """Run codemods over one file's code; never raises for bad code (see `skipped`)."""
+    try:
+        module = cst.parse_module(code)
+    except Exception as exc:  # libcst raises ParserSyntaxError and a few others
+        return SourceResult(path, code, code, [], skipped=parse_error(exc))
+    findings: list[Finding] = []
+    current = module
+    for codemod_class, options in codemods:
+        if codemod_class.trigger_words and not any(w in code for w in codemod_class.trigger_words):
+            continue
+        context = CodemodContext(filename=path)
+        codemod = codemod_class(context, options)
+        result = codemod.transform_module(current if fix else module)
+        findings.extend(codemod.findings)
+        if fix:
+            current = result
+    return SourceResult(path, code, current.code, findings)
+
+
+__all__ = ["SourceCodemod", "SourceResult", "canonical_tf_name", "run_source", "m"]

@@ -1,0 +1,102 @@
+"""Device specifications, parsed and merged as `tf.DeviceSpec` does.
+
+A device string names up to five fields: `/job:ps/replica:0/task:1/device:GPU:0`. Legacy
+forms (`/gpu:0`, `/cpu:*`) and partial ones (`/job:worker`) are accepted. Merging follows
+`DeviceSpec.merge_from`: every field the other spec sets overrides ours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+_LEGACY_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSpec:
+    """A parsed device string; every field is optional (None means "unconstrained")."""
+
+    job: str | None = None
+    replica: int | None = None
+    task: int | None = None
+    device_type: str | None = None
+    device_index: int | None = None
+
+    @staticmethod
+    def parse(spec: str) -> "DeviceSpec":
+        """Parse a device string. Raises ValueError naming the part that is not understood."""
+        return _parse(spec or "")
+
+    def merge(self, other: "DeviceSpec") -> "DeviceSpec":
+        """Return self with every field that `other` sets taken from `other`."""
+        return DeviceSpec(
+            *(
+                theirs if theirs is not None else ours
+                for ours, theirs in zip(dataclasses.astuple(self), dataclasses.astuple(other))
+            )
+        )
+
+    def replace(self, **fields) -> "DeviceSpec":
+        """Return a copy with the given fields changed."""
+        return dataclasses.replace(self, **fields)
+
+    def to_string(self) -> str:
+        """The canonical form TF writes: `/job:x/replica:0/task:0/device:CPU:0`."""
+        out = []
+        if self.job is not None:
+            out.append(f"/job:{self.job}")
+        if self.replica is not None:
+            out.append(f"/replica:{self.replica}")
+        if self.task is not None:
+            out.append(f"/task:{self.task}")
+        if self.device_type is not None:
+            index = "*" if self.device_index is None else self.device_index
+            out.append(f"/device:{self.device_type}:{index}")
+        return "".join(out)
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+def _index(text: str, spec: str) -> int | None:
+    if text == "*":
+        return None
+    if not text.isdigit():
+        raise ValueError(f"bad device index {text!r} in device {spec!r}")
+    return int(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse(spec: str) -> DeviceSpec:
+    fields: dict = {}
+    for part in spec.split("/"):
+        if not part:
+            continue
+        bits = part.split(":")
+        head = bits[0]
+        if len(bits) == 2 and head in ("job", "replica", "task"):
+            if head == "job":
+                fields["job"] = bits[1]
+            else:
+                fields[head] = _index(bits[1], spec)
+        elif len(bits) in (1, 2) and head.upper() in _LEGACY_TYPES:
+            fields["device_type"] = head.upper()
+            fields["device_index"] = _index(bits[1], spec) if len(bits) == 2 else None
+        elif len(bits) in (2, 3) and head == "device":
+            fields["device_type"] = bits[1]
+            fields["device_index"] = _index(bits[2], spec) if len(bits) == 3 else None
+        else:
+            raise ValueError(f"unknown part {part!r} in device {spec!r}")
+    return DeviceSpec(**fields)
+
+
+def canonical(spec: str) -> str:
+    """`spec` in TF's canonical spelling (`/gpu:0` becomes `/device:GPU:0`)."""
+    return _parse(spec or "").to_string()
+
+
+def device_type(spec: str) -> str | None:
+    """The device type a device string names, upper-cased (`/gpu:1` -> `GPU`), or None."""
+    kind = _parse(spec or "").device_type
+    return kind.upper() if kind else None

@@ -1,0 +1,116 @@
+"""What a run reports: findings, changes, skipped and failed inputs, and the exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclasses.dataclass
+class Finding:
+    """One problem in one input. `line`/`col` for sources, `node` for graphs."""
+
+    path: str
+    transform: str
+    message: str
+    fixable: bool = True
+    line: int | None = None
+    col: int | None = None
+    node: str | None = None
+    severity: Severity = "error"
+
+    def location(self) -> str:
+        if self.node is not None:
+            return f"{self.path}@{self.node}"
+        if self.line is not None:
+            return f"{self.path}:{self.line}:{self.col or 1}"
+        return self.path
+
+    def to_text(self) -> str:
+        tail = " (fixable)" if self.fixable else ""
+        return f"{self.location()}: {self.transform}: {self.message}{tail}"
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "node": self.node,
+            "transform": self.transform,
+            "message": self.message,
+            "fixable": self.fixable,
+            "severity": self.severity,
+        }
+
+
+@dataclasses.dataclass
+class Change:
+    """One edit a fix made. `node` for graphs, `line` for sources."""
+
+    path: str
+    transform: str
+    description: str
+    node: str | None = None
+    line: int | None = None
+    details: dict = dataclasses.field(default_factory=dict)
+
+    def to_text(self) -> str:
+        where = f"@{self.node}" if self.node else (f":{self.line}" if self.line else "")
+        return f"{self.path}{where}: {self.transform}: {self.description}"
+
+    def to_json(self) -> dict:
+        out = {
+            "path": self.path,
+            "node": self.node,
+            "line": self.line,
+            "transform": self.transform,
+            "description": self.description,
+        }
+        out.update(self.details)
+        return out
+
+
+@dataclasses.dataclass
+class Report:
+    """Everything one command found, changed, skipped and failed on, in input order."""
+
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    changes: list[Change] = dataclasses.field(default_factory=list)
+    skipped: list[dict] = dataclasses.field(default_factory=list)
+    failed: list[dict] = dataclasses.field(default_factory=list)
+    changed_paths: list[str] = dataclasses.field(default_factory=list)
+    unchanged_paths: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def exit_code(self, *, fixing: bool) -> int:
+        """0 clean, 1 findings (check) or changes (fix), 2 any error: Fixit's bitmask."""
+        if self.failed:
+            return 2
+        if fixing:
+            return 1 if self.changes else 0
+        return 1 if self.findings else 0
+
+    def summary(self) -> dict:
+        return {
+            "findings": len(self.findings),
+            "fixable": sum(f.fixable for f in self.findings),
+            "changes": len(self.changes),
+            "files_changed": len(self.changed_paths),
+            "files_unchanged": len(self.unchanged_paths),
+            "skipped": len(self.skipped),
+            "failed": len(self.failed),
+        }
+
+    def to_json(self, *, fixing: bool) -> dict:
+        summary = self.summary()
+        summary["exit_code"] = self.exit_code(fixing=fixing)
+        return {
+            "findings": [f.to_json() for f in self.findings],
+            "changes": [c.to_json() for c in self.changes],
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "notes": self.notes,
+            "summary": summary,
+        }

@@ -1,0 +1,150 @@
+"""Predict TF's placer, statically: the static half of `graphfix verify` and of `check`.
+
+For every colocation group: merge the devices its members ask for (a conflict is TF's
+"Cannot colocate nodes" error), then ask TF's kernel registry whether every member has a
+kernel for the group's device type. A group that cannot place gets TF's own message, so
+what graphfix reports on a machine with no GPU is what TF says on the machine that has one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from graphfix import kernels
+from graphfix.devices import DeviceSpec
+from graphfix.graph import REF_OFFSET, VARIABLE_OPS, GraphIndex
+
+_FIELD_WORDS = {
+    "job": "jobs",
+    "replica": "replicas",
+    "task": "tasks",
+    "device_type": "device types",
+    "device_index": "device ids",
+}
+
+
+@dataclasses.dataclass
+class Group:
+    """A colocation group: its members in graph order and the device they ask for."""
+
+    members: list
+    requested: DeviceSpec | None  # None: members' devices conflict
+    conflict: str | None = None
+
+    @property
+    def first(self):
+        return self.members[0]
+
+    @property
+    def variables(self) -> list:
+        return [n for n in self.members if n.op in VARIABLE_OPS]
+
+
+@dataclasses.dataclass
+class PlacementProblem:
+    """A group TF's placer would reject, in TF's words."""
+
+    group: Group
+    node: str  # the node TF names in its error (the group's first in graph order)
+    message: str
+    no_kernel: list  # members with no kernel for the requested device type
+
+    @property
+    def is_variable_group(self) -> bool:
+        return bool(self.group.variables)
+
+
+def merge_requested(members) -> tuple[DeviceSpec | None, str | None]:
+    """Merge the members' requested devices as TF's placer does (no soft placement)."""
+    merged = DeviceSpec()
+    owner = None
+    for node in members:
+        if not node.device:
+            continue
+        spec = DeviceSpec.parse(node.device)
+        for field, word in _FIELD_WORDS.items():
+            ours, theirs = getattr(merged, field), getattr(spec, field)
+            if ours is not None and theirs is not None and ours != theirs:
+                message = (
+                    f"Cannot colocate nodes {owner.name} and {node.name}: Cannot merge devices "
+                    f"with incompatible {word}: '{merged}' and '{spec}'"
+                )
+                return None, message
+        merged = merged.merge(spec)
+        owner = owner or node
+    return merged, None
+
+
+def groups(graph: GraphIndex, *, with_request_only: bool = True) -> list[Group]:
+    """The colocation groups of a graph (by default only those that ask for a device)."""
+    out = []
+    for members in graph.colocation_groups().values():
+        if with_request_only and not any(n.device for n in members):
+            continue
+        requested, conflict = merge_requested(members)
+        out.append(Group(members=members, requested=requested, conflict=conflict))
+    return out
+
+
+def problems(graph: GraphIndex, group_list: list[Group] | None = None) -> list[PlacementProblem]:
+    """Every group that TF's placer would refuse to place, with TF's wording."""
+    found = []
+    for group in group_list if group_list is not None else groups(graph):
+        if group.conflict:
+            found.append(PlacementProblem(group, group.first.name, group.conflict, []))
+            continue
+        wanted = group.requested.device_type if group.requested else None
+        if not wanted:
+            continue
+        if wanted.upper() == "GPU":
+            kernels.require_gpu_kernels()
+        lacking = [n for n in group.members if not kernels.supports(n, wanted)]
+        if not lacking:
+            continue
+        node = _named_by_placer(group, graph)
+        found.append(PlacementProblem(group, node.name, _message(group, node, wanted), lacking))
+    return found
+
+
+def _is_generator(node, graph: GraphIndex) -> bool:
+    outputs = graph.signatures.output_types(node)
+    return not graph.data_inputs(node) and outputs is not None and len(outputs) == 1 and (
+        outputs[0] < REF_OFFSET
+    )
+
+
+def _named_by_placer(group: Group, graph: GraphIndex):
+    """The member TF's placer fails on first: it walks nodes in graph order but defers
+    generators (no inputs, one non-ref output: Const, VarHandleOp) until their consumers."""
+    for node in group.members:
+        if not _is_generator(node, graph):
+            return node
+    return group.first
+
+
+def _message(group: Group, node, device_type: str) -> str:
+    merged = group.requested.to_string()
+    own = DeviceSpec.parse(node.device).to_string() if node.device else ""
+    if own == merged:
+        reason = (
+            f"Could not satisfy explicit device specification '{merged}' because no "
+            f"supported kernel for {device_type.upper()} devices is available."
+        )
+    else:
+        reason = (
+            f"Could not satisfy explicit device specification '{own}' because the node "
+            f"{node.name} was colocated with a group of nodes that required incompatible "
+            f"device '{merged}'."
+        )
+    return f"Cannot assign a device for operation {node.name}: {reason}"
+
+
+def explain(problem: PlacementProblem) -> str:
+    """Which members lack the kernel and with what attrs: `VariableV2 Variable (dtype=DT_INT32)`."""
+    parts = [
+        f"{n.op} {n.name} ({kernels.describe_attrs(n)})" if kernels.describe_attrs(n)
+        else f"{n.op} {n.name}"
+        for n in problem.no_kernel
+    ]
+    size = len(problem.group.members)
+    return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"

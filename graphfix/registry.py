@@ -1,0 +1,159 @@
+"""Transforms: the base class, typed parameters, and discovery by name.
+
+A transform is one bug, fixed on every surface it applies to. Built-in transforms are the
+modules of `graphfix.transforms`; others register through the `graphfix.transforms`
+entry-point group (`name = "package.module:TransformClass"`). The CLI, the Python API and
+`--set NAME.key=value` all read the same registry and the same declared parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from functools import cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from graphfix.findings import Change, Finding
+    from graphfix.graph import GraphIndex
+
+ENTRY_POINT_GROUP = "graphfix.transforms"
+
+
+class UsageError(ValueError):
+    """A call graphfix cannot carry out as written (unknown transform, bad parameter)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A transform parameter, declared once: the CLI's `--set` and the API both read it."""
+
+    name: str
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    multiple: bool = False  # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
+    kind: type = str
+
+    def parse(self, transform: str, text: str) -> Any:
+        if self.choices is not None and text not in self.choices:
+            raise UsageError(
+                f"{transform}.{self.name} must be one of {', '.join(self.choices)}, not {text!r}"
+            )
+        try:
+            return self.kind(text)
+        except ValueError:
+            raise UsageError(
+                f"{transform}.{self.name} takes a {self.kind.__name__}, not {text!r}"
+            ) from None
+
+
+@dataclasses.dataclass
+class Context:
+    """What a transform may read besides the graph or source: its options and the run."""
+
+    path: str
+    options: dict[str, Any]
+    target_devices: tuple[str, ...] = ()
+    findings: list["Finding"] = dataclasses.field(default_factory=list)
+
+
+class Transform:
+    """Base class of every transform. Subclasses set `name`, `summary`, `params` and
+    implement the surfaces they cover: `check_graph`/`fix_graph` for graphs and `codemod`
+    (a `graphfix.codemod.SourceCodemod` subclass) for Python sources."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    params: ClassVar[tuple[Param, ...]] = ()
+    codemod: ClassVar[type | None] = None
+
+    def check_graph(self, graph: "GraphIndex", ctx: Context) -> list["Finding"]:
+        """Findings for this graph; the graph is not changed."""
+        raise NotImplementedError
+
+    def fix_graph(self, graph: "GraphIndex", ctx: Context) -> list["Change"]:
+        """Edit `graph` (an index over a message the caller owns); return what changed."""
+        raise NotImplementedError
+
+    @classmethod
+    def surfaces(cls) -> list[str]:
+        out = []
+        if cls.fix_graph is not Transform.fix_graph:
+            out.append("graph")
+        if cls.codemod is not None:
+            out.append("source")
+        return out
+
+    @classmethod
+    def default_options(cls) -> dict[str, Any]:
+        return {p.name: ([] if p.multiple else p.default) for p in cls.params}
+
+
+def _is_transform(obj) -> bool:
+    return isinstance(obj, type) and issubclass(obj, Transform) and obj is not Transform and obj.name
+
+
+@cache
+def all_transforms() -> dict[str, type[Transform]]:
+    """Every known transform by name: built-ins first, then entry points."""
+    import graphfix.transforms as package
+
+    found: dict[str, type[Transform]] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for obj in vars(module).values():
+            if _is_transform(obj) and obj.__module__ == module.__name__:
+                found[obj.name] = obj
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        if not _is_transform(obj):
+            raise UsageError(f"entry point {ep.name} = {ep.value} is not a graphfix Transform")
+        found.setdefault(obj.name, obj)
+    return found
+
+
+def get_transform(name: str) -> type[Transform]:
+    """The transform called `name`; UsageError listing the known names otherwise."""
+    known = all_transforms()
+    if name not in known:
+        raise UsageError(f"unknown transform {name!r}; known: {', '.join(sorted(known))}")
+    return known[name]
+
+
+def select(only: list[str] | None) -> list[type[Transform]]:
+    """The transforms to run, in registry order (`only` restricts them by name)."""
+    if only:
+        return [get_transform(n) for n in only]
+    return list(all_transforms().values())
+
+
+def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
+    """`["NAME.key=value", ...]` -> `{NAME: {key: parsed value}}`, checked against params."""
+    out: dict[str, dict[str, Any]] = {}
+    for setting in settings:
+        target, eq, text = setting.partition("=")
+        name, dot, key = target.partition(".")
+        if not eq or not dot:
+            raise UsageError(f"--set takes NAME.key=value, not {setting!r}")
+        transform = get_transform(name)
+        params = {p.name: p for p in transform.params}
+        if key not in params:
+            raise UsageError(
+                f"{name} has no parameter {key!r}; it takes: {', '.join(params) or 'none'}"
+            )
+        param = params[key]
+        options = out.setdefault(name, {})
+        if param.multiple:
+            options.setdefault(key, []).extend(param.parse(name, t) for t in text.split(",") if t)
+        else:
+            options[key] = param.parse(name, text)
+    return out
+
+
+def options_for(transform: type[Transform], settings: dict[str, dict[str, Any]]) -> dict:
+    options = transform.default_options()
+    options.update(settings.get(transform.name, {}))
+    return options

@@ -1,0 +1,252 @@
+"""Running transforms over inputs: graphs and sources, checked or fixed, never half-written.
+
+`run` takes the paths given on the command line and returns a `Report` plus the outputs it
+would write; `write_outputs` writes them only once every input succeeded, each atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+from graphfix import graphio
+from graphfix.codemod import run_source
+from graphfix.findings import Change, Finding, Report
+from graphfix.graph import GraphError, GraphIndex, OpSignatures
+from graphfix.registry import Context, Transform, options_for
+
+SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "build", "dist"})
+
+
+@dataclasses.dataclass
+class Selected:
+    """The transforms of one run, each with its options."""
+
+    transforms: list[tuple[type[Transform], dict[str, Any]]]
+    target_devices: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, transforms: list[type[Transform]], settings: dict, target_devices=()):
+        return cls([(t, options_for(t, settings)) for t in transforms], tuple(target_devices))
+
+
+def index_for(graph_def, meta_graph=None) -> GraphIndex:
+    """A GraphIndex for one graph; a MetaGraphDef adds its op list and collections."""
+    ops = meta_graph.meta_info_def.stripped_op_list if meta_graph is not None else None
+    index = GraphIndex(graph_def, OpSignatures(ops))
+    index.meta_graph = meta_graph
+    return index
+
+
+def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
+                   ) -> tuple[list[Finding], list[Change]]:
+    """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure."""
+    findings: list[Finding] = []
+    changes: list[Change] = []
+    index = index_for(graph_def, meta_graph)
+    for transform_class, options in selected.transforms:
+        if "graph" not in transform_class.surfaces():
+            continue
+        transform = transform_class()
+        ctx = Context(label, options, selected.target_devices)
+        if fix:
+            changes.extend(transform.fix_graph(index, ctx))
+            if index.edges_changed:
+                try:
+                    index.check_structure()
+                except GraphError as exc:
+                    raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
+                index = index_for(graph_def, meta_graph)
+        else:
+            findings.extend(transform.check_graph(index, ctx))
+            findings.extend(ctx.findings)
+    return findings, changes
+
+
+def graph_diff(before, after) -> list[str]:
+    """A readable node-level diff of two GraphDefs."""
+    old = {n.name: n for n in before.node}
+    new = {n.name: n for n in after.node}
+    lines = []
+    for name, node in new.items():
+        if name not in old:
+            lines.append(f"+ {name} ({node.op}) on {node.device or 'any device'}")
+            continue
+        prev = old[name]
+        if prev.device != node.device:
+            lines.append(f"~ {name}: device {prev.device or '(none)'} -> {node.device or '(none)'}")
+        if list(prev.input) != list(node.input):
+            added = [i for i in node.input if i not in prev.input]
+            removed = [i for i in prev.input if i not in node.input]
+            parts = [f"+{i}" for i in added] + [f"-{i}" for i in removed]
+            lines.append(f"~ {name}: inputs {' '.join(parts)}")
+        if prev.attr != node.attr:
+            changed = sorted(k for k in set(prev.attr) | set(node.attr)
+                             if prev.attr.get(k) != node.attr.get(k))
+            lines.append(f"~ {name}: attrs {', '.join(changed)}")
+    for name, node in old.items():
+        if name not in new:
+            lines.append(f"- {name} ({node.op})")
+    return lines
+
+
+def iter_inputs(paths: list[str]) -> list[tuple[str, Path]]:
+    """(label as given, path) for every graph and source the paths name, in order."""
+    out = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir() and not graphio.is_graph_path(path):
+            for sub in sorted(_walk_sources(path)):
+                out.append((str(sub), sub))
+        else:
+            out.append((given, path))
+    return out
+
+
+def _walk_sources(root: Path):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [
+            d for d in dirnames
+            if not d.startswith(".") and d not in SKIP_DIRS
+            and not (Path(dirpath, d, "pyvenv.cfg")).exists()
+        ]
+        for name in filenames:
+            if name.endswith(".py"):
+                yield Path(dirpath, name)
+
+
+@dataclasses.dataclass
+class Output:
+    """A file a fix would write: where, what, and for a SavedModel the loaded file."""
+
+    label: str
+    target: Path | None
+    data: bytes | None = None
+    graph_file: graphio.GraphFile | None = None
+    diff: list[str] = dataclasses.field(default_factory=list)
+
+
+def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
+        in_place: bool = False, want_diff: bool = False) -> tuple[Report, list[Output]]:
+    """Check or fix every input; return the report and the outputs to write."""
+    report = Report()
+    outputs: list[Output] = []
+    inputs = iter_inputs(paths)
+    graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
+    for label, path in inputs:
+        if not path.exists():
+            report.failed.append({"path": label, "error": "no such file or directory"})
+            continue
+        if graphio.is_graph_path(path):
+            _run_graph(label, path, selected, fix, report, outputs, out, in_place,
+                       want_diff, len(graph_inputs))
+        elif path.suffix == ".py":
+            _run_source(label, path, selected, fix, report, outputs, want_diff)
+        else:
+            report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
+                                   "SavedModel directory) or a Python file"})
+    return report, outputs
+
+
+def _graph_target(label: str, path: Path, out: str | None, in_place: bool, count: int) -> Path:
+    if in_place or out is None:
+        return path
+    target = Path(out)
+    if count > 1 or (target.is_dir() and not graphio.is_graph_path(target) and not path.is_dir()):
+        return target / path.name
+    return target
+
+
+def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_diff, count):
+    try:
+        graph_file = graphio.load(path)
+    except graphio.InputError as exc:
+        report.failed.append({"path": label, "error": str(exc).removeprefix(f"{path}: ")})
+        return
+    before = None
+    if want_diff:
+        before = [type(g)() for g, _ in graph_file.graph_defs()]
+        for copy, (g, _) in zip(before, graph_file.graph_defs()):
+            copy.CopyFrom(g)
+    try:
+        for graph_def, meta in graph_file.graph_defs():
+            findings, changes = apply_to_graph(graph_def, meta, label, selected, fix=fix)
+            report.findings.extend(findings)
+            report.changes.extend(changes)
+    except (GraphError, ValueError) as exc:
+        report.failed.append({"path": label, "error": str(exc)})
+        return
+    except Exception as exc:  # a transform's bug must not hide the other inputs' results
+        report.failed.append({"path": label, "error": f"internal error: {type(exc).__name__}: {exc}"})
+        return
+    changed = fix and any(c.path == label for c in report.changes)
+    (report.changed_paths if changed else report.unchanged_paths).append(label)
+    if fix:
+        diff = []
+        if before is not None:
+            for old, (new, _) in zip(before, graph_file.graph_defs()):
+                diff.extend(graph_diff(old, new))
+        target = _graph_target(label, path, out, in_place, count)
+        if changed or target != path:
+            outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
+
+
+def _run_source(label, path, selected, fix, report, outputs, want_diff):
+    codemods = [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
+        return
+    try:
+        code = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        report.skipped.append({"path": label, "reason": f"not UTF-8 ({exc.reason} at byte {exc.start})"})
+        return
+    result = run_source(code, label, codemods, fix=fix)
+    if result.skipped:
+        report.skipped.append({"path": label, "reason": result.skipped})
+        return
+    report.findings.extend(result.findings)
+    if fix and result.changed:
+        report.changed_paths.append(label)
+        for finding in result.findings:
+            if finding.fixable:
+                report.changes.append(Change(label, finding.transform, finding.message,
+                                             line=finding.line))
+        diff = list(difflib.unified_diff(code.splitlines(keepends=True),
+                                         result.new_code.splitlines(keepends=True),
+                                         f"a/{label}", f"b/{label}")) if want_diff else []
+        outputs.append(Output(label, path, data=result.new_code.encode("utf-8"), diff=diff))
+    else:
+        report.unchanged_paths.append(label)
+
+
+def write_outputs(outputs: list[Output]) -> None:
+    """Write every output (atomically, each); InputError on the first that fails."""
+    for output in outputs:
+        if output.graph_file is not None:
+            target = output.target
+            if output.graph_file.path == target:
+                target = None
+            graphio.save(output.graph_file, target)
+        else:
+            graphio.atomic_write(output.target, output.data)
+
+
+def preflight(outputs: list[Output]) -> None:
+    """Refuse before writing anything if some output's directory cannot be written."""
+    for output in outputs:
+        target = output.target
+        if output.graph_file is not None and output.graph_file.kind == "savedmodel":
+            parent = target.parent if target != output.graph_file.path else target
+        else:
+            parent = target.parent
+        parent = parent if str(parent) else Path(".")
+        if not parent.is_dir():
+            raise graphio.InputError(f"{target}: cannot write: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise graphio.InputError(f"{target}: cannot write: permission denied")

@@ -1,0 +1,361 @@
+"""`graphfix verify`: prove a graph places and runs on its target devices.
+
+1. Static: predict TF's placer with TF's own kernel registry (`graphfix.placement`).
+2. Run: import into a fresh graph, run the initializers, then `steps` steps of the train op
+   (or the given fetches) with seeded synthetic feeds. On real GPUs when this process sees
+   them; otherwise each target GPU is stood in for by a logical CPU device, and the report
+   says "simulated".
+3. Compare (optional): the same run of the original graph (with soft placement, since it
+   may not place) must give the same outputs and variable values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from graphfix import graphio, placement
+from graphfix.devices import DeviceSpec
+from graphfix.graph import VARIABLE_OPS, GraphIndex
+from graphfix.runner import index_for
+
+UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
+SEED = 1234
+_NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "RestoreV2",
+                          "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "Const"})
+
+
+class VerifyError(Exception):
+    """Bad input to verify (unreadable graph, bad feed file): one line, exit 2."""
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class VerifyResult:
+    """Each check, pass or fail, plus where the run happened."""
+
+    path: str
+    devices: list[str]
+    simulated: bool
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_lines(self) -> list[str]:
+        where = ", ".join(self.devices) or "CPU"
+        mode = "simulated on logical CPU devices" if self.simulated else "on real devices"
+        lines = [f"verify {self.path}: {mode} ({where})"]
+        for check in self.checks:
+            mark = "pass" if check.passed else "FAIL"
+            lines.append(f"  {mark}  {check.name}" + (f": {check.detail}" if check.detail else ""))
+        lines.append("verified" if self.passed else "verification failed")
+        return lines
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "passed": self.passed,
+            "simulated": self.simulated,
+            "devices": self.devices,
+            "checks": [dataclasses.asdict(c) for c in self.checks],
+        }
+
+
+def verify_path(path: str, **options) -> VerifyResult:
+    """Load a graph file and verify it (VerifyError for bad input)."""
+    try:
+        graph_file = graphio.load(path)
+    except graphio.InputError as exc:
+        raise VerifyError(str(exc)) from None
+    compare = options.pop("compare", None)
+    original = None
+    if compare:
+        try:
+            original = graphio.load(compare)
+        except graphio.InputError as exc:
+            raise VerifyError(str(exc)) from None
+    feeds = _load_feeds(options.pop("feeds", []) or [])
+    return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
+
+
+def _load_feeds(specs: Sequence[str]) -> dict[str, np.ndarray]:
+    out = {}
+    for spec in specs:
+        name, eq, file = spec.partition("=")
+        if not eq or not name or not file:
+            raise VerifyError(f"--feed takes NAME=FILE.npy, not {spec!r}")
+        try:
+            out[name] = np.load(file, allow_pickle=False)
+        except FileNotFoundError:
+            raise VerifyError(f"{file}: no such file") from None
+        except (ValueError, OSError) as exc:
+            raise VerifyError(f"{file}: not a .npy array ({str(exc).splitlines()[0]})") from None
+    return out
+
+
+def gpu_devices(available: Sequence[str] | None = None) -> list[str]:
+    """The GPUs this process sees (`available` injects a device list, for tests)."""
+    if available is not None:
+        return [d for d in available if DeviceSpec.parse(d).device_type == "GPU"]
+    import tensorflow as tf
+
+    return [f"/device:GPU:{i}" for i, _ in enumerate(tf.config.list_physical_devices("GPU"))]
+
+
+def _first_graph(graph_file: graphio.GraphFile):
+    graphs = graph_file.graph_defs()
+    if not graphs:
+        raise VerifyError(f"{graph_file.path}: holds no graph")
+    return graphs[0]
+
+
+def plan_devices(index: GraphIndex, real_gpus: list[str]) -> tuple[dict[str, str], bool, int]:
+    """Map each GPU the graph names to a device of this process.
+
+    Returns (GPU index -> device string, simulated?, CPU devices needed). Without real GPUs,
+    GPU k is stood in for by logical CPU k + 1, so towers stay on distinct devices.
+    """
+    wanted = sorted({
+        spec.device_index or 0
+        for node in index
+        if node.device and (spec := DeviceSpec.parse(node.device)).device_type == "GPU"
+    })
+    if real_gpus:
+        return {}, False, 1
+    return {str(k): f"CPU:{k + 1}" for k in wanted}, True, (max(wanted) + 2 if wanted else 1)
+
+
+def _simulate(graph_def, mapping: dict[str, str]):
+    """A copy of graph_def with each GPU device replaced by its stand-in CPU device."""
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    for node in copy.node:
+        if not node.device:
+            continue
+        spec = DeviceSpec.parse(node.device)
+        if spec.device_type == "GPU":
+            kind, index = mapping[str(spec.device_index or 0)].split(":")
+            node.device = spec.replace(device_type=kind, device_index=int(index)).to_string()
+    return copy
+
+
+def synthetic_value(dtype, shape, rng: np.random.Generator) -> np.ndarray:
+    """A seeded value of a placeholder's dtype and shape (unknown dims: UNKNOWN_DIM)."""
+    dims = [UNKNOWN_DIM if d is None or d < 0 else d for d in (shape or [])]
+    np_dtype = dtype.as_numpy_dtype
+    if dtype.is_floating:
+        return rng.standard_normal(dims).astype(np_dtype)
+    if dtype.is_integer:
+        return rng.integers(0, 2, size=dims).astype(np_dtype)
+    if dtype.is_bool:
+        return rng.integers(0, 2, size=dims).astype(bool)
+    return np.full(dims, b"x", dtype=object)
+
+
+@dataclasses.dataclass
+class _Run:
+    error: str | None
+    values: dict[str, np.ndarray]
+    variables_before: dict[str, np.ndarray]
+    variables_after: dict[str, np.ndarray]
+
+
+def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        if meta is not None:
+            meta_copy = type(meta)()
+            meta_copy.CopyFrom(meta)
+            meta_copy.graph_def.CopyFrom(graph_def)
+            tf1.train.import_meta_graph(meta_copy, clear_devices=False)
+        else:
+            tf1.import_graph_def(graph_def, name="")
+    variables = [op for op in graph.get_operations() if op.type in VARIABLE_OPS]
+    init_ops = _init_ops(graph, meta)
+    targets = _fetch_targets(graph, meta, fetches)
+    rng = np.random.default_rng(SEED)
+    feed_dict = {}
+    for op in graph.get_operations():
+        if op.type == "Placeholder":
+            tensor = op.outputs[0]
+            value = feeds.get(op.name, feeds.get(tensor.name))
+            if value is None:
+                shape = tensor.shape.as_list() if tensor.shape.rank is not None else []
+                value = synthetic_value(tensor.dtype, shape, rng)
+            feed_dict[tensor] = value
+    config = tf1.ConfigProto(device_count={"CPU": cpu_count}, allow_soft_placement=soft)
+    values: dict[str, np.ndarray] = {}
+    before: dict[str, np.ndarray] = {}
+    after: dict[str, np.ndarray] = {}
+    try:
+        with tf1.Session(graph=graph, config=config) as session:
+            if init_ops:
+                session.run(init_ops, feed_dict=feed_dict)
+            before = _read_variables(session, graph, variables)
+            for _ in range(max(steps, 1)):
+                results = session.run(targets, feed_dict=feed_dict)
+            for target, value in zip(targets, results):
+                if isinstance(value, np.ndarray) or np.isscalar(value):
+                    values[target.name] = np.asarray(value)
+            after = _read_variables(session, graph, variables)
+    except tf.errors.OpError as exc:
+        return _Run(_first_line(exc), values, before, after)
+    return _Run(None, values, before, after)
+
+
+def _first_line(exc) -> str:
+    message = getattr(exc, "message", str(exc))
+    lines = [ln for ln in message.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if "Cannot assign" in ln or "Could not satisfy" in ln]
+    return (keep or lines or [type(exc).__name__])[0].strip()
+
+
+def _read_variables(session, graph, variables) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+
+    out = {}
+    for op in variables:
+        if op.type == "VarHandleOp":
+            with graph.as_default():
+                read = tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
+            try:
+                out[op.name] = np.asarray(session.run(read))
+            except tf.errors.OpError:
+                continue
+        else:
+            try:
+                out[op.name] = np.asarray(session.run(op.outputs[0]))
+            except tf.errors.OpError:
+                continue
+    return out
+
+
+def _init_ops(graph, meta) -> list:
+    import tensorflow as tf
+
+    with graph.as_default():
+        initializers = [v.initializer for v in tf.compat.v1.global_variables()]
+        initializers += [v.initializer for v in tf.compat.v1.local_variables()]
+        if initializers:
+            return initializers
+    try:
+        return [graph.get_operation_by_name("init")]
+    except KeyError:
+        pass
+    # A bare GraphDef: each variable's initializing assign (named VAR/Assign by TF).
+    ops = []
+    for op in graph.get_operations():
+        if op.type in ("Assign", "AssignVariableOp") and op.name.endswith("/Assign"):
+            ops.append(op)
+    return ops
+
+
+def _fetch_targets(graph, meta, fetches: Sequence[str]) -> list:
+    if fetches:
+        out = []
+        for name in fetches:
+            try:
+                out.append(graph.as_graph_element(name))
+            except (KeyError, ValueError) as exc:
+                raise VerifyError(f"--fetch {name}: {exc}") from None
+        return out
+    train_ops = graph.get_collection("train_op")
+    if train_ops:
+        return list(train_ops)
+    consumed = {t.op.name for op in graph.get_operations() for t in op.inputs}
+    consumed |= {c.name for op in graph.get_operations() for c in op.control_inputs}
+    outputs = []
+    for op in graph.get_operations():
+        if op.name in consumed or op.type in _NOT_OUTPUTS or op.type in VARIABLE_OPS:
+            continue
+        if op.name == "init" or op.name.startswith("save/") or op.type.startswith("Assign"):
+            continue
+        outputs.append(op.outputs[0] if op.outputs else op)
+    return outputs
+
+
+def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequence[str] = (),
+                 feeds: dict[str, np.ndarray] | None = None, compare=None,
+                 target_devices: Sequence[str] = (), available_devices: Sequence[str] | None = None,
+                 label: str | None = None, tolerance: float = 1e-5) -> VerifyResult:
+    """Verify a loaded graph: static placement, then a seeded run (see module docstring).
+
+    Args:
+        graph_file: the graph, as `graphio.load` gives it.
+        steps: how many times to run the train op or fetches. Defaults to 1.
+        fetches: names to run. Defaults to the `train_op` collection, else the outputs.
+        feeds: placeholder name -> value. Defaults to seeded synthetic values.
+        compare: the original graph (a GraphFile); its outputs must match.
+        target_devices: unused for now beyond the report. Defaults to ().
+        available_devices: inject the device list instead of asking TF (for tests).
+        label: the path to name in the report.
+        tolerance: the allowed absolute and relative difference. Defaults to 1e-5.
+    """
+    graph_def, meta = _first_graph(graph_file)
+    index = index_for(graph_def, meta)
+    real_gpus = gpu_devices(available_devices)
+    mapping, simulated, cpu_count = plan_devices(index, real_gpus)
+    devices = real_gpus or sorted({f"/device:GPU:{k} -> /device:{v}" for k, v in mapping.items()})
+    result = VerifyResult(label or str(graph_file.path), devices, simulated)
+
+    problems = placement.problems(index)
+    if problems:
+        for problem in problems:
+            result.checks.append(Check("placement", False, problem.message))
+        return result
+    result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"))
+
+    runnable = _simulate(graph_def, mapping) if simulated else graph_def
+    run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
+               cpu_count=cpu_count, soft=False)
+    if run.error:
+        result.checks.append(Check("run", False, run.error))
+        return result
+    result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran"))
+    result.values = {**run.values, **{f"variable:{k}": v for k, v in run.variables_after.items()}}
+
+    if compare is not None:
+        original_def, original_meta = _first_graph(compare)
+        original_index = index_for(original_def, original_meta)
+        original_mapping, _, original_cpus = plan_devices(original_index, real_gpus)
+        original_runnable = (_simulate(original_def, original_mapping) if simulated
+                             else original_def)
+        reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
+                         feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True)
+        if reference.error:
+            result.checks.append(Check("compare", False, f"original graph failed: {reference.error}"))
+        else:
+            result.checks.append(_compare(run, reference, tolerance))
+    return result
+
+
+def _compare(run: _Run, reference: _Run, tolerance: float) -> Check:
+    pairs = [(k, run.values.get(k), v) for k, v in reference.values.items()]
+    pairs += [(f"variable {k}", run.variables_after.get(k), v)
+              for k, v in reference.variables_after.items()]
+    mismatched = []
+    for name, ours, theirs in pairs:
+        if ours is None:
+            mismatched.append(f"{name} missing")
+        elif ours.shape != theirs.shape or (
+            ours.dtype.kind in "fciub" and not np.allclose(ours, theirs, rtol=tolerance, atol=tolerance)
+        ):
+            mismatched.append(name)
+    if mismatched:
+        return Check("compare", False, f"differs from the original: {', '.join(mismatched[:5])}")
+    return Check("compare", True, f"{len(pairs)} output(s) and variable(s) equal the original's")
