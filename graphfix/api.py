@@ -168,8 +168,19 @@ def fix_source(code: str, *, path: str = "<string>", only: Iterable[str] | None 
     return result.new_code, result.findings
 
 
-def verify(graph: Any, **options):
-    """Import and run a graph on the target devices; see `graphfix.verify.verify_graph`."""
-    from graphfix.verify import verify_graph
+def verify(graph: Any, *, compare: Any = None, **options):
+    """Import and run a graph on the target devices (see `graphfix.verification.verify_graph`).
 
-    return verify_graph(_Holder(graph).file, **options)
+    Args:
+        graph: as for `check_graph`.
+        compare: the original graph, any kind `check_graph` takes. Defaults to none.
+        options: `steps`, `fetches`, `feeds`, `available_devices`, `tolerance`.
+
+    Returns:
+        A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
+    """
+    from graphfix.verification import verify_graph
+
+    original = _Holder(compare).file if compare is not None else None
+    holder = _Holder(graph)
+    return verify_graph(holder.file, compare=original, label=holder.label, **options)

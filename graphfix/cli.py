@@ -185,7 +185,7 @@ def verify(
     target_devices: Optional[str] = TARGETS,
 ) -> None:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
-    from graphfix.verify import VerifyError, verify_path
+    from graphfix.verification import VerifyError, verify_path
 
     _check_format(fmt)
     devices = tuple(d for d in (target_devices or "").split(",") if d)
