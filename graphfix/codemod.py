@@ -154,13 +154,17 @@ class SourceResult:
         return self.skipped is None and self.new_code != self.code
 
 
-def parse_error(exc: Exception) -> str:
-    """A one-line reason for a file libcst cannot parse."""
+_PYTHON2 = re.compile(r"^\s*(print\s+[^\s(=]|exec\s+[^\s(=])|^\s*except\s+\w+\s*,\s*\w+\s*:|\bur?\"|`")
+
+
+def parse_error(exc: Exception, code: str) -> str:
+    """A one-line reason for a file libcst cannot parse (with a hint for Python 2 code)."""
     if isinstance(exc, cst.ParserSyntaxError):
-        line = exc.raw_line
-        hint = " (Python 2 code?)" if re.search(r"^\s*(print\s+[^(\s]|exec\s)", exc.editor_line or "") else ""
-        return f"syntax error at line {line}, column {exc.raw_column + 1}{hint}"
-    return f"cannot parse: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        lines = code.splitlines()
+        hint = " (Python 2 code?)" if any(_PYTHON2.search(ln) for ln in lines) else ""
+        return f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}{hint}"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"cannot parse: {text}"
 
 
 def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
@@ -169,7 +173,7 @@ def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], d
     try:
         module = cst.parse_module(code)
     except Exception as exc:  # libcst raises ParserSyntaxError and a few others
-        return SourceResult(path, code, code, [], skipped=parse_error(exc))
+        return SourceResult(path, code, code, [], skipped=parse_error(exc, code))
     findings: list[Finding] = []
     current = module
     for codemod_class, options in codemods:

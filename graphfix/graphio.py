@@ -53,9 +53,14 @@ def serialize(message, *, text: bool) -> bytes:
 
 
 def is_graph_path(path: Path) -> bool:
-    """Whether graphfix reads `path` as a graph (rather than as Python source)."""
+    """Whether graphfix reads `path` as a graph (rather than as Python source).
+
+    A directory is a SavedModel if it holds `saved_model.pb(txt)` or a `variables/` folder
+    (then a missing `saved_model.pb` is an error, not an empty source tree).
+    """
     if path.is_dir():
-        return (path / "saved_model.pb").exists() or (path / "saved_model.pbtxt").exists()
+        return any((path / name).exists()
+                   for name in ("saved_model.pb", "saved_model.pbtxt", "variables"))
     return path.suffix in (".pb", ".pbtxt", ".meta")
 
 

@@ -1,0 +1,158 @@
+"""Graph I/O: every format round-trips in its own format, deterministically, without TF."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import graphfix
+from graphfix import graphio
+
+from conftest import FIXTURES, REPO, run_cli
+
+SEED = FIXTURES / "variables_to_cpu" / "seed000_ref"
+
+
+def _seed_graph_def():
+    return graphio.load(SEED / "before.pbtxt").message
+
+
+def test_proto_loading_does_not_import_tf_and_tf_still_imports_after():
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        import graphfix
+        from graphfix import graphio
+        start = time.perf_counter()
+        graph = graphio.load({str(SEED / 'before.pbtxt')!r})
+        fixed, changes = graphfix.fix_graph(graph.message)
+        assert changes, "the seed graph has a variable to move"
+        assert "tensorflow.python" not in sys.modules, sorted(m for m in sys.modules if m.startswith("tensorflow"))[:5]
+        assert "tensorflow" not in sys.modules
+        print("graph path seconds", round(time.perf_counter() - start, 3))
+        import tensorflow as tf
+        assert tf.compat.v1.GraphDef is type(fixed), "one GraphDef class, shared with TF"
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.compat.v1.import_graph_def(fixed, name="")
+        with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=True)) as s:
+            s.run("init")
+            print("output", s.run("output:0"))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=REPO / "tests", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "output 2" in result.stdout
+
+
+def _write_formats(tmp_path, tf):
+    """The seed graph as .pb, .pbtxt, .meta and a SavedModel with variables/ and assets/."""
+    tf1 = tf.compat.v1
+    graph_def = _seed_graph_def()
+    (tmp_path / "g.pb").write_bytes(graph_def.SerializeToString(deterministic=True))
+    (tmp_path / "g.pbtxt").write_bytes(graphio.serialize(graph_def, text=True))
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.import_graph_def(graph_def, name="")
+        meta = tf1.train.export_meta_graph(graph=graph, clear_devices=False)
+        meta.collection_def["my_collection"].node_list.value.append("output")
+    (tmp_path / "g.meta").write_bytes(meta.SerializeToString(deterministic=True))
+    saved = tmp_path / "saved"
+    graph = tf.Graph()  # the seed's variables, built on the CPU: export must run here
+    with graph.as_default():
+        tf1.Variable(1, name="a", use_resource=False)
+        tf1.Variable(2, name="c", use_resource=False)
+        tf1.Variable(2, name="d", use_resource=False)
+        init = tf1.global_variables_initializer()
+        with tf1.Session(graph=graph) as session:
+            session.run(init)
+            builder = tf1.saved_model.Builder(str(saved))
+            builder.add_meta_graph_and_variables(session, ["serve"])
+            builder.save()
+    sm = graphio.load(saved)
+    # Put the GPU pins back into the SavedModel's graph, as the exporting machine had them.
+    pinned = {n.name: n.device for n in graph_def.node}
+    for node in sm.message.meta_graphs[0].graph_def.node:
+        node.device = pinned.get(node.name, node.device)
+    graphio.save(sm)
+    (saved / "assets").mkdir(exist_ok=True)
+    (saved / "assets" / "vocab.txt").write_text("hello\n")
+    return saved
+
+
+def test_each_format_is_written_in_the_format_read(tmp_path, tf):
+    saved = _write_formats(tmp_path, tf)
+    for name in ("g.pb", "g.pbtxt", "g.meta"):
+        out = tmp_path / f"fixed_{name}"
+        run_cli("fix", tmp_path / name, "-o", out, check_exit=1)
+        loaded = graphio.load(out)
+        assert loaded.text == name.endswith(".pbtxt")
+        assert loaded.kind == ("metagraph" if name.endswith(".meta") else "graphdef")
+        graph_def = loaded.graph_defs()[0][0]
+        assert {n.name: n.device for n in graph_def.node}["d"] == "/device:CPU:0"
+        if name.endswith(".meta"):  # collections kept
+            assert list(loaded.message.collection_def["my_collection"].node_list.value) == ["output"]
+    out = tmp_path / "fixed_saved"
+    run_cli("fix", saved, "-o", out, check_exit=1)
+    assert (out / "saved_model.pb").exists()
+    assert (out / "assets" / "vocab.txt").read_text() == "hello\n"
+    for entry in (saved / "variables").iterdir():
+        assert (out / "variables" / entry.name).read_bytes() == entry.read_bytes()
+    fixed = graphio.load(out)
+    assert {n.name: n.device for n in fixed.graph_defs()[0][0].node}["d"] == "/device:CPU:0"
+    # The fixed SavedModel loads and runs with TF's own loader.
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with tf1.Session(graph=graph, config=tf1.ConfigProto(allow_soft_placement=True)) as session:
+        tf1.saved_model.loader.load(session, ["serve"], str(out))
+        assert session.run("d:0") == 2
+
+
+def test_unchanged_graph_is_unchanged_byte_for_byte(tmp_path):
+    after = FIXTURES / "variables_to_cpu" / "seed000_ref" / "after.pbtxt"
+    graph_def = graphio.load(after).message
+    binary = tmp_path / "g.pb"
+    binary.write_bytes(graph_def.SerializeToString(deterministic=True))
+    original = binary.read_bytes()
+    result = run_cli("fix", binary, "--in-place", check_exit=0)
+    assert "0 change(s)" in result.stdout
+    assert binary.read_bytes() == original
+    out = tmp_path / "copy.pb"
+    run_cli("fix", binary, "-o", out, check_exit=0)
+    assert out.read_bytes() == original
+
+
+def test_in_place_is_atomic_and_keeps_mode(tmp_path):
+    target = tmp_path / "g.pbtxt"
+    target.write_bytes((SEED / "before.pbtxt").read_bytes())
+    target.chmod(0o640)
+    run_cli("fix", target, "--in-place", check_exit=1)
+    assert oct(target.stat().st_mode & 0o777) == "0o640"
+    assert [p.name for p in tmp_path.iterdir()] == ["g.pbtxt"], "no temporary file left"
+    assert graphio.load(target).message != _seed_graph_def()
+
+
+def test_api_returns_the_kind_it_was_given(tmp_path, tf):
+    graph_def = _seed_graph_def()
+    fixed, changes = graphfix.fix_graph(graph_def)
+    assert type(fixed) is type(graph_def) and fixed is not graph_def and changes
+    data, _ = graphfix.fix_graph(graph_def.SerializeToString())
+    assert isinstance(data, bytes)
+    assert data == fixed.SerializeToString(deterministic=True)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    fixed_graph, changes = graphfix.fix_graph(graph)
+    assert isinstance(fixed_graph, tf.Graph) and changes
+    assert fixed_graph.get_operation_by_name("d").device == "/device:CPU:0"
+    assert graph.get_operation_by_name("d").device == "/device:GPU:0", "input graph untouched"
+    path_result, _ = graphfix.fix_graph(SEED / "before.pbtxt")
+    assert type(path_result) is type(graph_def)
+    written, _ = graphfix.fix_graph(SEED / "before.pbtxt", out=tmp_path / "o.pbtxt")
+    assert graphio.load(written).message == path_result
+    findings = graphfix.check_graph(graph_def, target_devices=["/gpu:0"])
+    assert [f.node for f in findings] == ["d"] and findings[0].severity == "error"
