@@ -289,6 +289,7 @@ class GraphIndex:
 
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""
+        self.node(name)
         return self._colocation().find(name)
 
     def colocation_groups(self) -> dict[str, list]:
