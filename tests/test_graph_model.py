@@ -87,7 +87,8 @@ def test_colocation_groups_follow_ref_resource_and_class(tf):
     assert root("bump_ref") == root("ref") == root("ref/Assign")
     assert root("AssignAddVariableOp") == root("res") == root("pinned_by_class")
     assert root("res/Read/ReadVariableOp") == root("res")
-    assert root("plain_read") == root("ref"), "Identity of a ref reads the ref: colocated by _class"
+    assert root("ref/read") == root("ref"), "the variable's own read is colocated by _class"
+    assert root("plain_read") != root("ref"), "an Identity takes a value, not a ref"
     assert root("free") not in (root("ref"), root("res"))
     assert root("ref") != root("res")
     with pytest.raises(GraphError, match="no node named 'ghost'"):
