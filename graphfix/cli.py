@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -219,6 +220,8 @@ def demo() -> None:
 
 
 def main() -> None:
+    # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         app()
     except KeyboardInterrupt:
