@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from graphfix import graphio, placement
+from graphfix import graphio, placement, training
 from graphfix.devices import DeviceSpec
 from graphfix.graph import VARIABLE_OPS, GraphIndex
 from graphfix.runner import index_for
@@ -135,6 +136,19 @@ def plan_devices(index: GraphIndex, real_gpus: list[str]) -> tuple[dict[str, str
     if real_gpus:
         return {}, False, 1
     return {str(k): f"CPU:{k + 1}" for k in wanted}, True, (max(wanted) + 2 if wanted else 1)
+
+
+def _seeded(graph_def):
+    """A copy whose random ops draw the same numbers in every run: each op left unseeded
+    (seed = seed2 = 0) gets a seed from its name, so two graphs agree node by node."""
+    copy = type(graph_def)()
+    copy.CopyFrom(graph_def)
+    for node in copy.node:
+        if "seed" in node.attr and "seed2" in node.attr:
+            if node.attr["seed"].i == 0 and node.attr["seed2"].i == 0:
+                node.attr["seed"].i = SEED
+                node.attr["seed2"].i = zlib.crc32(node.name.encode()) & 0x7FFFFFFF
+    return copy
 
 
 def _simulate(graph_def, mapping: dict[str, str]):
@@ -320,34 +334,62 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         return result
     result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"))
 
-    runnable = _simulate(graph_def, mapping) if simulated else graph_def
+    runnable = _seeded(_simulate(graph_def, mapping) if simulated else graph_def)
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
                cpu_count=cpu_count, soft=False)
     if run.error:
         result.checks.append(Check("run", False, run.error))
         return result
     result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran"))
+    update_check = _update_ops_check(index, run)
+    if update_check is not None:
+        result.checks.append(update_check)
     result.values = {**run.values, **{f"variable:{k}": v for k, v in run.variables_after.items()}}
 
     if compare is not None:
         original_def, original_meta = _first_graph(compare)
         original_index = index_for(original_def, original_meta)
         original_mapping, _, original_cpus = plan_devices(original_index, real_gpus)
-        original_runnable = (_simulate(original_def, original_mapping) if simulated
-                             else original_def)
+        original_runnable = _seeded(_simulate(original_def, original_mapping) if simulated
+                                    else original_def)
         reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
                          feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True)
         if reference.error:
             result.checks.append(Check("compare", False, f"original graph failed: {reference.error}"))
         else:
-            result.checks.append(_compare(run, reference, tolerance))
+            skip = _update_variables(index) | _update_variables(original_index)
+            result.checks.append(_compare(run, reference, tolerance, skip))
     return result
 
 
-def _compare(run: _Run, reference: _Run, tolerance: float) -> Check:
+def _update_variables(index: GraphIndex) -> set[str]:
+    names, _ = training.update_ops(index)
+    return {v for n in names if (v := training.variable_of(index, index.node(n)))}
+
+
+def _update_ops_check(index: GraphIndex, run: _Run) -> Check | None:
+    """Every variable an update op writes (batch-norm moving statistics) must have moved."""
+    variables = sorted(_update_variables(index))
+    if not variables:
+        return None
+    still = [
+        v for v in variables
+        if v in run.variables_before and v in run.variables_after
+        and np.array_equal(run.variables_before[v], run.variables_after[v])
+    ]
+    if still:
+        return Check("update ops", False,
+                     f"{len(still)} of {len(variables)} update-op variable(s) never changed: "
+                     f"{', '.join(still[:3])}" + (", ..." if len(still) > 3 else ""))
+    return Check("update ops", True, f"all {len(variables)} update-op variable(s) changed")
+
+
+def _compare(run: _Run, reference: _Run, tolerance: float, skip: set[str]) -> Check:
+    """Fetched outputs and variables must match; update-op variables are left to their own
+    check (a fix that makes them train changes them on purpose)."""
     pairs = [(k, run.values.get(k), v) for k, v in reference.values.items()]
     pairs += [(f"variable {k}", run.variables_after.get(k), v)
-              for k, v in reference.variables_after.items()]
+              for k, v in reference.variables_after.items() if k not in skip]
     mismatched = []
     for name, ours, theirs in pairs:
         if ours is None:
