@@ -56,11 +56,23 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     # Words of which at least one must appear in a file for this codemod to have work there.
     trigger_words: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None):
+    def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
+                 run_facts: dict[str, Any] | None = None):
         super().__init__(context)
         self.options = options or {}
+        # What `scan` found in every file of this run, by path: lets a codemod see that the
+        # model with batch norm is in model.py while the optimizer is in train.py.
+        self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
         self._lines: list[str] | None = None
+
+    @classmethod
+    def scan(cls, path: str, code: str) -> Any:
+        """Facts about one file that other files of the same run may need (default: none).
+
+        Called once per source file of a run, before any codemod runs; must not raise.
+        """
+        return None
 
     # -- helpers for subclasses --------------------------------------------------------------
 
@@ -167,8 +179,27 @@ def parse_error(exc: Exception, code: str) -> str:
     return f"cannot parse: {text}"
 
 
+def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod], dict]]
+                 ) -> dict[type, dict[str, Any]]:
+    """Run each codemod's `scan` over every file of a run: {codemod class: {path: facts}}."""
+    facts: dict[type, dict[str, Any]] = {}
+    for codemod_class, _ in codemods:
+        if codemod_class.scan.__func__ is SourceCodemod.scan.__func__:
+            continue
+        found = {}
+        for path, code in files.items():
+            try:
+                value = codemod_class.scan(path, code)
+            except Exception:  # a file scan cannot parse is skipped later with its reason
+                value = None
+            if value is not None:
+                found[path] = value
+        facts[codemod_class] = found
+    return facts
+
+
 def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool) -> SourceResult:
+               *, fix: bool, run_facts: dict[type, dict[str, Any]] | None = None) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`)."""
     try:
         module = cst.parse_module(code)
@@ -180,7 +211,7 @@ def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], d
         if codemod_class.trigger_words and not any(w in code for w in codemod_class.trigger_words):
             continue
         context = CodemodContext(filename=path)
-        codemod = codemod_class(context, options)
+        codemod = codemod_class(context, options, (run_facts or {}).get(codemod_class))
         result = codemod.transform_module(current if fix else module)
         findings.extend(codemod.findings)
         if fix:

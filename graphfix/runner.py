@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from graphfix import graphio
-from graphfix.codemod import run_source
+from graphfix.codemod import SourceCodemod, run_source, scan_sources
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
@@ -136,6 +136,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     outputs: list[Output] = []
     inputs = iter_inputs(paths)
     graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
+    run_facts = _scan_run(inputs, selected)
     for label, path in inputs:
         if not path.exists():
             report.failed.append({"path": label, "error": "no such file or directory"})
@@ -144,7 +145,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
             _run_graph(label, path, selected, fix, report, outputs, out, in_place,
                        want_diff, len(graph_inputs))
         elif path.suffix == ".py":
-            _run_source(label, path, selected, fix, report, outputs, want_diff)
+            _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts)
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory) or a Python file"})
@@ -194,7 +195,22 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _run_source(label, path, selected, fix, report, outputs, want_diff):
+def _scan_run(inputs, selected: Selected) -> dict:
+    """Every scanning codemod's facts about every source file of the run."""
+    codemods = [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
+    if not any(c.scan.__func__ is not SourceCodemod.scan.__func__ for c, _ in codemods):
+        return {}
+    files = {}
+    for label, path in inputs:
+        if path.suffix == ".py" and path.is_file():
+            try:
+                files[label] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+    return scan_sources(files, codemods)
+
+
+def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None):
     codemods = [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
     try:
         raw = path.read_bytes()
@@ -206,7 +222,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff):
     except UnicodeDecodeError as exc:
         report.skipped.append({"path": label, "reason": f"not UTF-8 ({exc.reason} at byte {exc.start})"})
         return
-    result = run_source(code, label, codemods, fix=fix)
+    result = run_source(code, label, codemods, fix=fix, run_facts=run_facts)
     if result.skipped:
         report.skipped.append({"path": label, "reason": result.skipped})
         return
