@@ -202,16 +202,7 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
     variables = [op for op in graph.get_operations() if op.type in VARIABLE_OPS]
     init_ops = _init_ops(graph, meta)
     targets = _fetch_targets(graph, meta, fetches)
-    rng = np.random.default_rng(SEED)
-    feed_dict = {}
-    for op in graph.get_operations():
-        if op.type == "Placeholder":
-            tensor = op.outputs[0]
-            value = feeds.get(op.name, feeds.get(tensor.name))
-            if value is None:
-                shape = tensor.shape.as_list() if tensor.shape.rank is not None else []
-                value = synthetic_value(tensor.dtype, shape, rng)
-            feed_dict[tensor] = value
+    feed_dict = _feed_dict(graph, feeds)
     config = tf1.ConfigProto(device_count={"CPU": cpu_count}, allow_soft_placement=soft)
     values: dict[str, np.ndarray] = {}
     before: dict[str, np.ndarray] = {}
@@ -230,6 +221,28 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
     except tf.errors.OpError as exc:
         return _Run(_first_line(exc), values, before, after)
     return _Run(None, values, before, after)
+
+
+def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
+    """A value for every placeholder: the given feed (checked), else a seeded synthetic one."""
+    rng = np.random.default_rng(SEED)
+    placeholders = {op.name: op.outputs[0] for op in graph.get_operations()
+                    if op.type == "Placeholder"}
+    for name in feeds:
+        if name.split(":")[0] not in placeholders:
+            raise VerifyError(f"--feed {name}: no placeholder of that name; the graph has: "
+                              f"{', '.join(sorted(placeholders)) or 'none'}")
+    feed_dict = {}
+    for name, tensor in placeholders.items():
+        value = feeds.get(name, feeds.get(tensor.name))
+        if value is None:
+            shape = tensor.shape.as_list() if tensor.shape.rank is not None else []
+            value = synthetic_value(tensor.dtype, shape, rng)
+        elif not tensor.shape.is_compatible_with(value.shape):
+            raise VerifyError(f"--feed {name}: shape {list(value.shape)} does not fit the "
+                              f"placeholder's {tensor.shape}")
+        feed_dict[tensor] = value
+    return feed_dict
 
 
 def _first_line(exc) -> str:
