@@ -63,11 +63,44 @@ def seed000(workdir: Path) -> bool:
     return not unfixed.passed and bool(findings) and not remaining and result.passed
 
 
+def seed003(workdir: Path) -> bool:
+    """Seed 003: two towers with slim.batch_norm, averaged gradients, no UPDATE_OPS."""
+    from graphfix.verification import verify_path
+
+    _say("== seed 003: two-tower slim.batch_norm, averaged gradients, UPDATE_OPS never run ==")
+    before = workdir / "seed003.pbtxt"
+    before.write_bytes(_fixture("seed003_two_tower_batch_norm.pbtxt").read_bytes())
+    only = ["update-ops"]
+    moving_mean = "variable:conv1/BatchNorm/moving_mean"
+    _say("$ graphfix verify seed003.pbtxt --fetch train")
+    unfixed = verify_path(str(before), steps=1, fetches=["train"])
+    for line in unfixed.to_lines():
+        _say("  " + line.replace(str(workdir) + "/", ""))
+    _say(f"  conv1 moving_mean after a step: {unfixed.values.get(moving_mean)}")
+    _say("$ graphfix check seed003.pbtxt --only update-ops")
+    findings = _check(before, only)
+    for finding in findings:
+        _say("  " + finding.to_text().replace(str(workdir) + "/", ""))
+    fixed = workdir / "seed003.fixed.pbtxt"
+    _say("$ graphfix fix seed003.pbtxt -o seed003.fixed.pbtxt --only update-ops")
+    for change in _fix(before, fixed, only):
+        _say("  " + change.to_text().replace(str(workdir) + "/", ""))
+    _say("$ graphfix verify seed003.fixed.pbtxt --fetch train --compare seed003.pbtxt")
+    result = verify_path(str(fixed), steps=1, fetches=["train"], compare=str(before))
+    for line in result.to_lines():
+        _say("  " + line.replace(str(workdir) + "/", ""))
+    _say(f"  conv1 moving_mean after a step: {result.values.get(moving_mean)}")
+    return not unfixed.passed and bool(findings) and result.passed
+
+
 def run_demo() -> int:
     """Run every seed case; exit 0 when each was found, fixed and verified."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="graphfix-demo-") as tmp:
-        outcomes = {"seed 000 (variables-to-cpu)": seed000(Path(tmp))}
+        outcomes = {
+            "seed 000 (variables-to-cpu)": seed000(Path(tmp)),
+            "seed 003 (update-ops)": seed003(Path(tmp)),
+        }
     _say()
     for name, ok in outcomes.items():
         _say(f"{'found, fixed, verified' if ok else 'FAILED'}: {name}")

@@ -13,24 +13,6 @@ from graphfix.graphio import serialize
 
 from conftest import FIXTURES, error_lines, run_cli
 
-CASES = sorted(p for p in (FIXTURES / "variables_to_cpu").iterdir() if (p / "before.pbtxt").exists())
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_fixture_pair(case):
-    settings = json.loads((case / "case.json").read_text())["settings"]
-    before = graphio.load(case / "before.pbtxt").message
-    after_text = (case / "after.pbtxt").read_bytes()
-    fixed, changes = graphfix.fix_graph(before, only=["variables-to-cpu"], settings=settings)
-    assert serialize(fixed, text=True) == after_text
-    # Idempotent: the fixed graph is a no-op case, unchanged byte for byte.
-    again, more = graphfix.fix_graph(fixed, only=["variables-to-cpu"], settings=settings)
-    assert more == []
-    assert serialize(again, text=True) == after_text
-    # The caller's message is never edited.
-    assert serialize(before, text=True) == (case / "before.pbtxt").read_bytes()
-
-
 def test_float_variable_left_alone_by_no_kernel_scope():
     case = FIXTURES / "variables_to_cpu" / "float_gpu_no_kernel_scope"
     assert (case / "before.pbtxt").read_bytes() == (case / "after.pbtxt").read_bytes()
