@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 import zlib
 from pathlib import Path
 from typing import Any, Sequence
@@ -49,6 +50,7 @@ class VerifyResult:
     simulated: bool
     checks: list[Check] = dataclasses.field(default_factory=list)
     values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -71,6 +73,7 @@ class VerifyResult:
             "simulated": self.simulated,
             "devices": self.devices,
             "checks": [dataclasses.asdict(c) for c in self.checks],
+            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
         }
 
 
@@ -184,11 +187,14 @@ class _Run:
     values: dict[str, np.ndarray]
     variables_before: dict[str, np.ndarray]
     variables_after: dict[str, np.ndarray]
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
     import tensorflow as tf
 
+    seconds = {}
+    clock = time.perf_counter()
     tf1 = tf.compat.v1
     graph = tf.Graph()
     with graph.as_default():
@@ -201,8 +207,11 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
             tf1.import_graph_def(graph_def, name="")
     variables = [op for op in graph.get_operations() if op.type in VARIABLE_OPS]
     init_ops = _init_ops(graph, meta)
+    reads = _variable_reads(graph, variables)
     targets = _fetch_targets(graph, meta, fetches)
     feed_dict = _feed_dict(graph, feeds)
+    seconds["graph_import"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     config = tf1.ConfigProto(device_count={"CPU": cpu_count}, allow_soft_placement=soft)
     values: dict[str, np.ndarray] = {}
     before: dict[str, np.ndarray] = {}
@@ -211,16 +220,17 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
         with tf1.Session(graph=graph, config=config) as session:
             if init_ops:
                 session.run(init_ops, feed_dict=feed_dict)
-            before = _read_variables(session, graph, variables)
+            before = _read_variables(session, reads)
             for _ in range(max(steps, 1)):
                 results = session.run(targets, feed_dict=feed_dict)
             for target, value in zip(targets, results):
                 if isinstance(value, np.ndarray) or np.isscalar(value):
                     values[target.name] = np.asarray(value)
-            after = _read_variables(session, graph, variables)
+            after = _read_variables(session, reads)
     except tf.errors.OpError as exc:
         return _Run(_first_line(exc), values, before, after)
-    return _Run(None, values, before, after)
+    seconds["run"] = time.perf_counter() - clock
+    return _Run(None, values, before, after, seconds)
 
 
 def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
@@ -252,24 +262,37 @@ def _first_line(exc) -> str:
     return (keep or lines or [type(exc).__name__])[0].strip()
 
 
-def _read_variables(session, graph, variables) -> dict[str, np.ndarray]:
+def _variable_reads(graph, variables) -> dict:
+    """A tensor reading each variable's value, made once before the session starts."""
     import tensorflow as tf
 
-    out = {}
-    for op in variables:
-        if op.type == "VarHandleOp":
-            with graph.as_default():
-                read = tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
+    reads = {}
+    with graph.as_default():
+        for op in variables:
+            if op.type == "VarHandleOp":
+                with tf.name_scope("graphfix_verify"), tf.device(op.device or None):
+                    reads[op.name] = tf.raw_ops.ReadVariableOp(
+                        resource=op.outputs[0], dtype=op.get_attr("dtype"))
+            else:
+                reads[op.name] = op.outputs[0]
+    return reads
+
+
+def _read_variables(session, reads: dict) -> dict[str, np.ndarray]:
+    """Every variable's value in one session call (one by one if some cannot be read)."""
+    import tensorflow as tf
+
+    try:
+        values = session.run(list(reads.values()))
+        return {name: np.asarray(v) for name, v in zip(reads, values)}
+    except tf.errors.OpError:
+        out = {}
+        for name, tensor in reads.items():
             try:
-                out[op.name] = np.asarray(session.run(read))
+                out[name] = np.asarray(session.run(tensor))
             except tf.errors.OpError:
                 continue
-        else:
-            try:
-                out[op.name] = np.asarray(session.run(op.outputs[0]))
-            except tf.errors.OpError:
-                continue
-    return out
+        return out
 
 
 def _init_ops(graph, meta) -> list:
@@ -333,14 +356,20 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         label: the path to name in the report.
         tolerance: the allowed absolute and relative difference. Defaults to 1e-5.
     """
+    clock = time.perf_counter()
+    import tensorflow  # noqa: F401  (timed on its own: the fixed cost of every verify)
+
+    seconds = {"tensorflow_import": time.perf_counter() - clock}
     graph_def, meta = _first_graph(graph_file)
     index = index_for(graph_def, meta)
     real_gpus = gpu_devices(available_devices)
     mapping, simulated, cpu_count = plan_devices(index, real_gpus)
     devices = real_gpus or sorted({f"/device:GPU:{k} -> /device:{v}" for k, v in mapping.items()})
-    result = VerifyResult(label or str(graph_file.path), devices, simulated)
+    result = VerifyResult(label or str(graph_file.path), devices, simulated, seconds=seconds)
 
+    clock = time.perf_counter()
     problems = placement.problems(index)
+    seconds["placement_check"] = time.perf_counter() - clock
     if problems:
         for problem in problems:
             result.checks.append(Check("placement", False, problem.message))
@@ -357,6 +386,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     update_check = _update_ops_check(index, run)
     if update_check is not None:
         result.checks.append(update_check)
+    seconds.update(graph_import=run.seconds["graph_import"], run=run.seconds["run"])
     result.values = {**run.values, **{f"variable:{k}": v for k, v in run.variables_after.items()}}
 
     if compare is not None:
