@@ -1,0 +1,246 @@
+"""variables-to-cpu, source surface: fixture pairs, and the fixed code built by real TF.
+
+Each `fixtures/variables_to_cpu/source/<case>/` holds before.py and after.py (identical for
+no-op cases). A line marked `# expect: error` / `# expect: warning` (plus `unfixable` when
+the finding is reported but not fixed) is where a finding must be, and nowhere else.
+
+Cases that define `build()` are also built, before and after the fix, by TensorFlow in one
+subprocess (graph mode, TF1 behaviour): after the fix no variable op asks for a GPU, and
+every op that is not part of a variable (its colocation group, its name scope, or an
+initial value only it consumes) keeps its device, so the compute stays on the GPU. This machine may have no GPU, so nothing is run;
+placement is judged on the built graph and by graphfix's own check against TF's kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import graphfix
+
+NAME = "variables-to-cpu"
+SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "variables_to_cpu" / "source"
+CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
+BUILT = [c for c in CASES if re.search(r"^def build\(", (c / "before.py").read_text(), re.M)]
+_EXPECT = re.compile(r"#\s*expect:\s*(error|warning)(\s+unfixable)?")
+VARIABLE_OPS = ("VariableV2", "VarHandleOp")
+
+
+def expected(code: str) -> list[tuple[int, str, bool]]:
+    """(line, severity, fixable) of every `# expect:` marker."""
+    out = []
+    for number, line in enumerate(code.splitlines(), 1):
+        match = _EXPECT.search(line)
+        if match:
+            out.append((number, match.group(1), match.group(2) is None))
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_source_case(case: Path):
+    before = (case / "before.py").read_text()
+    after = (case / "after.py").read_text()
+
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert fixed == after
+    assert [(f.line, f.severity, f.fixable) for f in findings] == expected(before)
+
+    refixed, left = graphfix.fix_source(after, only=[NAME])
+    assert refixed == after  # idempotent
+    # What is left after the fix: the unfixable findings, nothing else.
+    assert [(f.line, f.severity, f.fixable) for f in left] == [
+        e for e in expected(after) if not e[2]]
+    if case.name.startswith("noop_"):
+        assert after == before and not expected(before)
+
+
+def test_check_finds_what_fix_fixes():
+    code = (SOURCE / "seed000" / "before.py").read_text()
+    (finding,) = graphfix.check_source(code, only=[NAME])
+    assert (finding.line, finding.severity, finding.fixable) == expected(code)[0]
+    assert ("Could not satisfy explicit device specification '/device:GPU:0' because no "
+            "supported kernel for GPU devices is available") in finding.message
+    assert "VariableV2 has no GPU kernel for int32" in finding.message
+    assert graphfix.fix_source(code, only=[NAME])[1] == [finding]
+
+    towers = graphfix.check_source((SOURCE / "cifar10_towers" / "before.py").read_text(),
+                                   only=[NAME])
+    assert len(towers) == 2
+    assert all("multi-GPU tower: shared variables belong on the CPU" in f.message
+               for f in towers)
+
+
+def test_produced_code_needs_tensorflow_only():
+    for case in CASES:
+        after = (case / "after.py").read_text().replace("# graphfix: ignore", "")
+        assert "graphfix" not in after
+
+
+# -- built by TensorFlow ----------------------------------------------------------------------
+
+_worker_process: subprocess.Popen | None = None
+
+
+def _start_worker() -> subprocess.Popen:
+    global _worker_process
+    if _worker_process is None:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
+        _worker_process = subprocess.Popen(
+            [sys.executable, __file__, *(str(c) for c in BUILT)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+    return _worker_process
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _build_in_background(request):
+    """Start the TensorFlow subprocess before the first test, so it builds while the libcst
+    tests run (importing TF takes most of this file's time); stop it if it is still going."""
+    if any(item.module is request.module and "built" in item.fixturenames
+           for item in request.session.items):
+        _start_worker()
+    yield
+    if _worker_process is not None and _worker_process.poll() is None:
+        _worker_process.kill()
+        _worker_process.wait()
+
+
+@pytest.fixture(scope="module")
+def built() -> dict:
+    """What `_worker` printed: each case's ops before and after the fix, the seed's check."""
+    stdout, stderr = _start_worker().communicate(timeout=240)
+    assert _worker_process.returncode == 0, stderr[-4000:]
+    return json.loads(stdout.splitlines()[-1])
+
+
+def _moves_with_variables(nodes: dict) -> set[str]:
+    """Ops a variable-placing fix may move: the variables, what is colocated with them or in
+    their name scope, and what only feeds those (an initial value: `tf.Variable(tf.zeros(..))`).
+    `tf.group`'s NoOps (one per device of its inputs) follow their inputs, so they are left
+    out of every comparison."""
+    variables = {name for name, node in nodes.items() if node["op"] in VARIABLE_OPS}
+    moving = {
+        name for name, node in nodes.items()
+        if name in variables
+        or any(c.removeprefix("loc:@") in variables for c in node["colocate"])
+        or any(name.startswith(v + "/") for v in variables)
+    }
+    consumers: dict[str, set[str]] = {name: set() for name in nodes}
+    for name, node in nodes.items():
+        for source in node["inputs"]:
+            consumers[source.lstrip("^").split(":")[0]].add(name)
+    grew = True
+    while grew:
+        feeding = {n for n, c in consumers.items() if n not in moving and c and c <= moving}
+        moving |= feeding
+        grew = bool(feeding)
+    return moving
+
+
+def _on_gpu(device: str) -> bool:
+    return "GPU" in device.upper()
+
+
+@pytest.mark.parametrize("case", BUILT, ids=lambda p: p.name)
+def test_fixed_graph_places_variables_on_cpu(case: Path, built: dict):
+    graphs = built["cases"][case.name]
+    before = {n: v for n, v in graphs["before"].items() if v["op"] != "NoOp"}
+    after = {n: v for n, v in graphs["after"].items() if v["op"] != "NoOp"}
+    assert set(before) == set(after), "the fix must not add, drop or rename ops"
+
+    variables = [n for n, node in after.items() if node["op"] in VARIABLE_OPS]
+    assert variables
+    assert not [n for n in variables if _on_gpu(after[n]["device"])], "a variable is on a GPU"
+    moving = _moves_with_variables(graphs["after"])
+    for name, node in after.items():
+        if name not in moving:
+            assert node["device"] == before[name]["device"], f"{name} ({node['op']}) moved"
+
+    changed = (case / "before.py").read_text() != (case / "after.py").read_text()
+    assert changed == any(_on_gpu(before[n]["device"]) for n in variables)
+    if changed:  # the case computes on a GPU, before and after the fix
+        assert any(_on_gpu(after[n]["device"]) for n in after if n not in moving)
+
+
+def test_seed000_fixed_graph_places(built: dict):
+    """Seed 000 fixed: `d` on the CPU, `b` and `init_d` still on the GPU, and graphfix's
+    placement check (TF's kernel registry, target /gpu:0) finds no error left."""
+    seed = built["cases"]["seed000"]
+    after = seed["after"]
+    d = after["Variable_2"]  # a, c, d: Variable, Variable_1, Variable_2
+    assert d["op"] in VARIABLE_OPS and d["device"] == "/device:CPU:0"
+    assert seed["before"]["Variable_2"]["device"] == "/device:GPU:0"
+    assert after["Const"]["device"] == "/device:GPU:0"  # b = tf.constant(2)
+    assert after["init_3"]["device"] == "/device:GPU:0"  # init_d
+
+    assert any(severity == "error" and "no supported kernel for GPU devices" in message
+               for severity, message in seed["check_before"])
+    assert [f for f in seed["check_after"] if f[0] == "error"] == []
+
+
+def test_gpu_kernel_tables_match_tensorflow(built: dict):
+    """The dtypes the codemod treats as having GPU variable kernels are TF's own."""
+    from graphfix.transforms import variables_to_cpu as module
+
+    for op, dtypes in module._GPU_VARIABLE_DTYPES.items():
+        assert set(dtypes) == set(built["gpu_dtypes"][op]) & module._DTYPES, op
+
+
+# -- the subprocess ---------------------------------------------------------------------------
+
+
+def _worker(case_dirs: list[str]) -> dict:
+    import importlib
+    import pkgutil
+
+    import tensorflow as tf
+
+    tf.compat.v1.disable_v2_behavior()  # TF1 graphs: ref variables, as in the seeds
+    try:  # tf_slim's batch_norm imports a path tf_keras keeps under src/
+        importlib.import_module("tf_keras.legacy_tf_layers")
+    except ImportError:
+        package = importlib.import_module("tf_keras.src.legacy_tf_layers")
+        sys.modules["tf_keras.legacy_tf_layers"] = package
+        for info in pkgutil.iter_modules(package.__path__):
+            sys.modules[f"tf_keras.legacy_tf_layers.{info.name}"] = importlib.import_module(
+                f"tf_keras.src.legacy_tf_layers.{info.name}")
+    from tensorflow.python.framework import dtypes, kernels
+
+    def gpu_dtypes(op):
+        return sorted({
+            dtypes.as_dtype(t).name
+            for k in kernels.get_registered_kernels_for_op(op).kernel if k.device_type == "GPU"
+            for c in k.constraint for t in c.allowed_values.list.type
+        })
+
+    out = {"gpu_dtypes": {op: gpu_dtypes(op) for op in ("VariableV2", "AssignVariableOp")},
+           "cases": {}}
+    for case_dir in map(Path, case_dirs):
+        result = out["cases"][case_dir.name] = {}
+        for which in ("before", "after"):
+            path = case_dir / f"{which}.py"
+            namespace = {"__name__": f"fixture_{case_dir.name}_{which}", "__file__": str(path)}
+            graph = tf.Graph()
+            with graph.as_default():
+                exec(compile(path.read_text(), str(path), "exec"), namespace)
+                namespace["build"]()
+            graph_def = graph.as_graph_def()
+            result[which] = {
+                n.name: {"op": n.op, "device": n.device, "inputs": list(n.input),
+                         "colocate": [c.decode() for c in n.attr["_class"].list.s]}
+                for n in graph_def.node
+            }
+            if case_dir.name == "seed000":
+                findings = graphfix.check_graph(graph_def, only=[NAME], target_devices=["/gpu:0"])
+                result[f"check_{which}"] = [(f.severity, f.message) for f in findings]
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(_worker(sys.argv[1:])))
