@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from graphfix import graphio, registry
 from graphfix._proto import pb
 from graphfix.codemod import run_source
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Changes, Finding
 from graphfix.runner import Selected, apply_to_graph
 
 
@@ -134,11 +134,12 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
 
     Returns:
         (fixed, changes): `fixed` is a new message / bytes / `tf.Graph` like the input (the
-        written path when `out` is given); `changes` lists every edit.
+        written path when `out` is given); `changes` lists every edit, and
+        `changes.renames` maps each tensor a fix moved to its new name.
     """
     holder = _Holder(graph)
     selected = _selected(only, settings, target_devices)
-    changes: list[Change] = []
+    changes = Changes()
     for graph_def, meta in holder.file.graph_defs():
         _, made = apply_to_graph(graph_def, meta, holder.label, selected, fix=True)
         changes.extend(made)

@@ -72,6 +72,19 @@ class Change:
         return out
 
 
+class Changes(list):
+    """The changes a fix made (a list of `Change`), plus the renames callers must follow."""
+
+    @property
+    def renames(self) -> dict[str, str]:
+        """Old tensor name -> new one, for every feed or output a fix moved (e.g. a fed
+        variable `emb:0` is now fed as `emb/feed:0`)."""
+        out: dict[str, str] = {}
+        for change in self:
+            out.update(change.details.get("renames", {}))
+        return out
+
+
 @dataclasses.dataclass
 class Report:
     """Everything one command found, changed, skipped and failed on, in input order."""
