@@ -1,0 +1,139 @@
+"""replica-placement on graphs: agreement with TF's replica_device_setter, greedy balance."""
+
+from __future__ import annotations
+
+import pytest
+
+import graphfix
+from graphfix.devices import DeviceSpec
+from graphfix.graph import VARIABLE_OPS, GraphIndex
+
+from conftest import FIXTURES, error_lines, run_cli
+
+
+def _mlp(tf, sizes=(4, 8, 8, 2), optimizer="adam", use_resource=False):
+    tf1 = tf.compat.v1
+    x = tf1.placeholder(tf.float32, [None, sizes[0]], name="x")
+    y = tf1.placeholder(tf.float32, [None, sizes[-1]], name="y")
+    net = x
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
+        w = tf1.get_variable(f"w{i}", [fan_in, fan_out], use_resource=use_resource)
+        b = tf1.get_variable(f"b{i}", [fan_out], initializer=tf1.zeros_initializer(),
+                             use_resource=use_resource)
+        net = tf.matmul(net, w) + b
+    loss = tf.reduce_mean(tf.square(net - y), name="loss")
+    step = tf1.train.get_or_create_global_step()
+    opt = (tf1.train.AdamOptimizer(0.01) if optimizer == "adam"
+           else tf1.train.GradientDescentOptimizer(0.1))
+    opt.minimize(loss, global_step=step, name="train")
+    tf1.global_variables_initializer()
+
+
+MODELS = {
+    "mlp_adam_ref": lambda tf: _mlp(tf),
+    "mlp_adam_resource": lambda tf: _mlp(tf, use_resource=True),
+    "mlp_sgd": lambda tf: _mlp(tf, optimizer="sgd"),
+    "wide": lambda tf: _mlp(tf, sizes=(16, 3, 64, 5, 2)),
+}
+
+
+def _build(tf, build, device_fn=None):
+    graph = tf.Graph()
+    with graph.as_default():
+        if device_fn is None:
+            build(tf)
+        else:
+            with tf.compat.v1.device(device_fn):
+                build(tf)
+    return graph.as_graph_def()
+
+
+@pytest.mark.parametrize("ps_tasks", [1, 2, 3])
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_agrees_with_replica_device_setter(tf, model, ps_tasks):
+    tf1 = tf.compat.v1
+    by_tf = _build(tf, MODELS[model], tf1.train.replica_device_setter(ps_tasks=ps_tasks))
+    plain = _build(tf, MODELS[model])
+    fixed, changes = graphfix.fix_graph(plain, only=["replica-placement"],
+                                        settings={"replica-placement": {"ps_tasks": ps_tasks}})
+    ours = {n.name: n.device for n in fixed.node}
+    theirs = {n.name: n.device for n in by_tf.node}
+    assert {n.name for n in fixed.node if n.op in VARIABLE_OPS and not n.device} == set()
+    # Under the setter, tf.group() also splits its NoOp per device: only NoOps may differ.
+    kinds = {n.name: n.op for n in list(by_tf.node) + list(fixed.node)}
+    assert {n for n in set(ours) ^ set(theirs) if kinds[n] != "NoOp"} == set()
+    # Where TF's placer runs each node: a variable's colocation group runs where the
+    # variable is (a member naming another device is overridden along its ref or resource
+    # edge, as the placer does).
+    def effective(graph_def):
+        index = GraphIndex(graph_def)
+        out = {}
+        for members in index.colocation_groups().values():
+            variables = [n for n in members if n.op in VARIABLE_OPS]
+            for node in members:
+                out[node.name] = variables[0].device if variables else node.device
+        return out
+
+    ours, theirs = effective(fixed), effective(by_tf)
+    # tf.group() builds its NoOp under its inputs' shared device (when they share one) and
+    # the setter keeps it there; in a graph built without the setter that device is empty.
+    # A NoOp computes nothing, so where it runs does not matter.
+    mismatched = {n: (ours[n], theirs[n]) for n in set(ours) & set(theirs)
+                  if DeviceSpec.parse(ours[n]) != DeviceSpec.parse(theirs[n])
+                  and kinds[n] != "NoOp"}
+    assert mismatched == {}
+    variables = {n.name: n.device for n in by_tf.node if n.op in VARIABLE_OPS}
+    assert {n: ours[n] for n in variables} == variables, "variables exactly as TF puts them"
+
+
+def test_greedy_balances_uneven_variables(tf, capsys):
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf1.placeholder(tf.float32, [None, 10], name="x")
+        # Creation order sends both large variables to task 0 under round-robin.
+        shapes = {"big_a": [10, 500], "small0": [10, 10], "big_b": [10, 500],
+                  "small1": [10, 10], "small2": [10, 20], "small3": [10, 5]}
+        variables = [tf1.get_variable(name, shape) for name, shape in shapes.items()]
+        out = sum(tf.reduce_sum(tf.matmul(x, v)) for v in variables)
+        tf.identity(out, name="out")
+    graph_def = graph.as_graph_def()
+    shares = {}
+    for strategy in ("round-robin", "greedy"):
+        _, changes = graphfix.fix_graph(graph_def, only=["replica-placement"], settings={
+            "replica-placement": {"ps_tasks": 2, "strategy": strategy}})
+        load = changes[0].details["ps_bytes"]
+        shares[strategy] = max(load.values()) / sum(load.values())
+        print(f"{strategy}: bytes per ps task {load}, largest task holds {shares[strategy]:.0%}")
+    assert shares["greedy"] <= 0.60 < shares["round-robin"]
+
+
+def test_pipeline_op_pinned_on_ps_moves_to_worker(tf):
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():  # the seed's program
+        with tf.device("/job:ps/task:0"):
+            init = tf1.constant_initializer([0])
+            c = tf1.get_variable("myc", shape=[], initializer=init)
+            res = tf.add(c, 1, name="pipeline_add")  # lands on the ps
+        tf1.assign(c, res, name="train_op")
+    graph_def = graph.as_graph_def()
+    findings = graphfix.check_graph(graph_def, only=["replica-placement"])
+    assert [f.node for f in findings] == ["pipeline_add/y", "pipeline_add"]
+    assert "runs on the parameter server" in findings[0].message
+    fixed, _ = graphfix.fix_graph(graph_def, only=["replica-placement"])
+    devices = {n.name: n.device for n in fixed.node}
+    assert devices["pipeline_add"] == "/job:worker"
+    assert devices["myc"] == "/job:ps/task:0"
+    # The assign names no device and is bound to myc by its ref edge: the placer keeps it
+    # with myc, so the fix leaves it as it is.
+    assert devices["train_op"] == ""
+    assert GraphIndex(fixed).group_root("train_op") == GraphIndex(fixed).group_root("myc")
+
+
+def test_ps_tasks_zero_is_a_clear_error(tmp_path):
+    graph = FIXTURES / "variables_to_cpu" / "seed000_ref" / "after.pbtxt"
+    result = run_cli("check", graph, "--only", "replica-placement",
+                     "--set", "replica-placement.ps_tasks=0")
+    assert result.returncode == 2
+    assert "replica-placement.ps_tasks must be at least 1, not 0" in error_lines(result.stderr)[0]
