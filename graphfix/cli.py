@@ -181,6 +181,8 @@ def verify(
     fetch: Optional[List[str]] = typer.Option(None, "--fetch", help="Tensor or op to run."),
     feed: Optional[List[str]] = typer.Option(None, "--feed", help="NAME=FILE.npy (repeatable)."),
     compare: Optional[str] = typer.Option(None, "--compare", help="Original graph: outputs must match."),
+    cluster: Optional[str] = typer.Option(None, "--cluster",
+                                          help="Run on a local TF cluster, e.g. ps=2,worker=2."),
     fmt: str = FORMAT,
     report_path: Optional[Path] = REPORT,
     target_devices: Optional[str] = TARGETS,
@@ -192,7 +194,7 @@ def verify(
     devices = tuple(d for d in (target_devices or "").split(",") if d)
     try:
         result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
-                             compare=compare, target_devices=devices)
+                             compare=compare, target_devices=devices, cluster=cluster)
     except VerifyError as exc:
         fail(str(exc))
     doc = result.to_json()

@@ -148,3 +148,34 @@ def explain(problem: PlacementProblem) -> str:
     ]
     size = len(problem.group.members)
     return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"
+
+
+_DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 7: 8, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2,
+                18: 16, 19: 2, 22: 4, 23: 8}
+
+
+def variable_bytes(node) -> int:
+    """A variable's size in bytes from its `shape` and `dtype` attrs (unknown dims count 1)."""
+    elements = 1
+    if "shape" in node.attr:
+        for dim in node.attr["shape"].shape.dim:
+            elements *= max(dim.size, 1)
+    return elements * _DTYPE_BYTES.get(node.attr["dtype"].type, 4)
+
+
+def summary(graph: GraphIndex) -> list[str]:
+    """Ops and variable bytes per requested device (a group member naming no device is
+    counted on its group's device): one line per device, busiest first."""
+    ops: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for members in graph.colocation_groups().values():
+        merged, _ = merge_requested(members)
+        group_device = merged.to_string() if merged else ""
+        for node in members:
+            device = DeviceSpec.parse(node.device).to_string() if node.device else group_device
+            device = device or "(no device: the placer chooses)"
+            ops[device] = ops.get(device, 0) + 1
+            if node.op in VARIABLE_OPS:
+                size[device] = size.get(device, 0) + variable_bytes(node)
+    return [f"{device}: {count} op(s), {size.get(device, 0)} variable byte(s)"
+            for device, count in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from graphfix import graphio
+from graphfix import graphio, placement
 from graphfix.codemod import SourceCodemod, run_source, scan_sources
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
@@ -177,6 +177,9 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             findings, changes = apply_to_graph(graph_def, meta, label, selected, fix=fix)
             report.findings.extend(findings)
             report.changes.extend(changes)
+            if not fix:
+                lines = placement.summary(index_for(graph_def, meta))
+                report.notes.append(f"{label}: placement: " + "; ".join(lines))
     except (GraphError, ValueError) as exc:
         report.failed.append({"path": label, "error": str(exc)})
         return

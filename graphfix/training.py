@@ -122,3 +122,19 @@ def tower_of(node) -> int | None:
     if match:
         return int(match.group(1))
     return None
+
+
+_GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
+
+
+def detect_loss(index: GraphIndex) -> str | None:
+    """The tensor the optimizer differentiates: `tf.gradients` seeds it with a Fill named
+    `gradients/grad_ys_0` (or `gradients/Fill`), consumed by `gradients/<loss>_grad/...`."""
+    for node in index:
+        if node.op != "Fill" or not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", node.name):
+            continue
+        for consumer, _, _ in index.consumers(node.name):
+            match = _GRADIENT_OF.search(consumer.name)
+            if match and match.group(1) in index:
+                return f"{match.group(1)}:0"
+    return "loss:0" if "loss" in index else None

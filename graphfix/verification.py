@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import time
 import zlib
 from pathlib import Path
@@ -51,6 +52,7 @@ class VerifyResult:
     checks: list[Check] = dataclasses.field(default_factory=list)
     values: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    placement: list[str] = dataclasses.field(default_factory=list)  # ops and bytes per device
 
     @property
     def passed(self) -> bool:
@@ -63,6 +65,7 @@ class VerifyResult:
         for check in self.checks:
             mark = "pass" if check.passed else "FAIL"
             lines.append(f"  {mark}  {check.name}" + (f": {check.detail}" if check.detail else ""))
+        lines += [f"  placement  {line}" for line in self.placement]
         lines.append("verified" if self.passed else "verification failed")
         return lines
 
@@ -74,6 +77,7 @@ class VerifyResult:
             "devices": self.devices,
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+            "placement": self.placement,
         }
 
 
@@ -91,6 +95,11 @@ def verify_path(path: str, **options) -> VerifyResult:
         except graphio.InputError as exc:
             raise VerifyError(str(exc)) from None
     feeds = _load_feeds(options.pop("feeds", []) or [])
+    cluster = options.pop("cluster", None)
+    if cluster:
+        options.pop("target_devices", None)
+        return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
+                                 **options)
     return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
 
 
@@ -136,9 +145,9 @@ def plan_devices(index: GraphIndex, real_gpus: list[str]) -> tuple[dict[str, str
         for node in index
         if node.device and (spec := DeviceSpec.parse(node.device)).device_type == "GPU"
     })
-    if real_gpus:
+    if real_gpus or not wanted:
         return {}, False, 1
-    return {str(k): f"CPU:{k + 1}" for k in wanted}, True, (max(wanted) + 2 if wanted else 1)
+    return {str(k): f"CPU:{k + 1}" for k in wanted}, True, max(wanted) + 2
 
 
 def _seeded(graph_def):
@@ -188,9 +197,12 @@ class _Run:
     variables_before: dict[str, np.ndarray]
     variables_after: dict[str, np.ndarray]
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    devices: dict[str, str] = dataclasses.field(default_factory=dict)  # node -> where it ran
+    loss: tuple[float, float] | None = None  # before and after the steps
 
 
-def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
+def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str = "",
+         loss_name: str | None = None) -> _Run:
     import tensorflow as tf
 
     seconds = {}
@@ -216,21 +228,43 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft) -> _Run:
     values: dict[str, np.ndarray] = {}
     before: dict[str, np.ndarray] = {}
     after: dict[str, np.ndarray] = {}
+    devices: dict[str, str] = {}
+    loss = None
+    loss_tensor = graph.get_tensor_by_name(loss_name) if loss_name else None
     try:
-        with tf1.Session(graph=graph, config=config) as session:
+        with tf1.Session(target, graph=graph, config=config) as session:
             if init_ops:
                 session.run(init_ops, feed_dict=feed_dict)
             before = _read_variables(session, reads)
-            for _ in range(max(steps, 1)):
-                results = session.run(targets, feed_dict=feed_dict)
-            for target, value in zip(targets, results):
+            loss_before = session.run(loss_tensor, feed_dict) if loss_tensor is not None else None
+            for step in range(max(steps, 1)):
+                if target and step == 0:  # a distributed run: record where each op ran
+                    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+                    metadata = tf1.RunMetadata()
+                    results = session.run(targets, feed_dict, options=options,
+                                          run_metadata=metadata)
+                    devices = _devices_from(metadata)
+                else:
+                    results = session.run(targets, feed_dict=feed_dict)
+            for fetched, value in zip(targets, results):
                 if isinstance(value, np.ndarray) or np.isscalar(value):
-                    values[target.name] = np.asarray(value)
+                    values[fetched.name] = np.asarray(value)
             after = _read_variables(session, reads)
+            if loss_tensor is not None:
+                loss = (float(loss_before), float(session.run(loss_tensor, feed_dict)))
     except tf.errors.OpError as exc:
         return _Run(_first_line(exc), values, before, after)
     seconds["run"] = time.perf_counter() - clock
-    return _Run(None, values, before, after, seconds)
+    return _Run(None, values, before, after, seconds, devices, loss)
+
+
+def _devices_from(metadata) -> dict[str, str]:
+    """Node name -> the device it ran on, from a traced step's step stats."""
+    out = {}
+    for device in metadata.step_stats.dev_stats:
+        for stats in device.node_stats:
+            out.setdefault(stats.node_name.split(":")[0], device.device)
+    return out
 
 
 def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
@@ -365,7 +399,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     real_gpus = gpu_devices(available_devices)
     mapping, simulated, cpu_count = plan_devices(index, real_gpus)
     devices = real_gpus or sorted({f"/device:GPU:{k} -> /device:{v}" for k, v in mapping.items()})
-    result = VerifyResult(label or str(graph_file.path), devices, simulated, seconds=seconds)
+    result = VerifyResult(label or str(graph_file.path), devices, simulated, seconds=seconds,
+                          placement=placement.summary(index))
 
     clock = time.perf_counter()
     problems = placement.problems(index)
@@ -402,6 +437,103 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         else:
             skip = _update_variables(index) | _update_variables(original_index)
             result.checks.append(_compare(run, reference, tolerance, skip))
+    return result
+
+
+def parse_cluster(text: str) -> dict[str, int]:
+    """`ps=2,worker=2` -> {"ps": 2, "worker": 2}; VerifyError when malformed."""
+    cluster = {}
+    for part in text.split(","):
+        job, eq, count = part.partition("=")
+        if not eq or not job.strip() or not count.strip().isdigit() or int(count) < 1:
+            raise VerifyError(f"--cluster takes JOB=TASKS,... such as ps=2,worker=2, not {text!r}")
+        cluster[job.strip()] = int(count)
+    if "worker" not in cluster:
+        raise VerifyError(f"--cluster {text!r} has no worker job to run the steps from")
+    return cluster
+
+
+def _check_cluster_covers(index: GraphIndex, cluster: dict[str, int]) -> None:
+    for node in index:
+        spec = DeviceSpec.parse(node.device)
+        if spec.job is None:
+            continue
+        tasks = cluster.get(spec.job, 0)
+        if spec.task is not None and spec.task >= tasks or spec.job not in cluster:
+            described = ", ".join(f"{j}={n}" for j, n in cluster.items())
+            raise VerifyError(
+                f"node {node.name} is placed on {node.device}, which the cluster ({described}) "
+                "does not have")
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports on 127.0.0.1 the OS has just handed out (loopback only)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
+    """A real in-process TF cluster on loopback: {job: [Server]} (servers live with the
+    process; they cannot be stopped, so start one cluster per verify)."""
+    import tensorflow as tf
+
+    ports = iter(_free_ports(sum(cluster.values())))
+    spec = {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in cluster.items()}
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": cpu_count})
+    servers = {
+        job: [tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job, task_index=i,
+                                   config=config, start=True) for i in range(n)]
+        for job, n in cluster.items()
+    }
+    return servers, spec
+
+
+def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *, steps: int = 1,
+                      fetches: Sequence[str] = (), feeds: dict[str, np.ndarray] | None = None,
+                      label: str | None = None) -> VerifyResult:
+    """Run a ps/worker graph on a real local cluster: init, `steps` steps from worker 0.
+
+    Reports where each variable actually lived (from the traced step's step stats), the ops
+    and bytes per device, and whether a step changed the loss.
+    """
+    graph_def, meta = _first_graph(graph_file)
+    index = index_for(graph_def, meta)
+    _check_cluster_covers(index, cluster)
+    mapping, simulated, cpu_count = plan_devices(index, [])
+    described = ", ".join(f"{j}={n}" for j, n in cluster.items())
+    result = VerifyResult(label or str(graph_file.path), [f"local cluster {described}"],
+                          simulated, placement=placement.summary(index))
+    servers, spec = start_local_cluster(cluster, cpu_count)
+    result.devices = [f"/job:{job}/task:{i} {address}" for job, addresses in spec.items()
+                      for i, address in enumerate(addresses)]
+    runnable = _seeded(_simulate(graph_def, mapping) if simulated else graph_def)
+    loss = training.detect_loss(index)
+    run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
+               cpu_count=cpu_count, soft=False, target=servers["worker"][0].target,
+               loss_name=loss)
+    if run.error:
+        result.checks.append(Check("run", False, run.error))
+        return result
+    result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran "
+                                            "from /job:worker/task:0"))
+    variables = sorted(n.name for n in index if n.op in VARIABLE_OPS)
+    lived = {v: run.devices.get(v, "?") for v in variables}
+    where = ", ".join(f"{v} on {d}" for v, d in lived.items())
+    result.checks.append(Check("variables", True, where))
+    result.values = {f"device:{v}": d for v, d in lived.items()}
+    if run.loss is not None:
+        before, after = run.loss
+        changed = not np.isclose(before, after)
+        result.checks.append(Check("loss", changed, f"{loss} {before:.6g} -> {after:.6g}"))
+    result.seconds.update(run.seconds)
     return result
 
 

@@ -33,22 +33,10 @@ Parameters:
 from __future__ import annotations
 
 from graphfix.devices import DeviceSpec
+from graphfix.placement import variable_bytes
 from graphfix.findings import Change, Finding
 from graphfix.graph import COLOCATION_ATTR, VARIABLE_OPS, GraphIndex
 from graphfix.registry import Context, Param, Transform, UsageError
-
-_DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 7: 8, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2,
-                18: 16, 19: 2, 22: 4, 23: 8}
-
-
-def variable_bytes(node) -> int:
-    """A variable's size in bytes from its `shape` and `dtype` attrs (unknown dims count 1)."""
-    elements = 1
-    if "shape" in node.attr:
-        for dim in node.attr["shape"].shape.dim:
-            elements *= max(dim.size, 1)
-    return elements * _DTYPE_BYTES.get(node.attr["dtype"].type, 4)
-
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
     tasks = {spec.task for n in graph if n.device
