@@ -1,0 +1,249 @@
+"""update-ops, source surface: fixture pairs, one run over several files, and fixed code
+that really trains its batch-norm statistics.
+
+Each `fixtures/update_ops/source/<case>/` holds before.py and after.py (identical for
+`noop_*` cases), or before/ and after/ folders of files fixed together as one run (a batch
+norm in model.py makes the train op in train.py a finding). A line marked
+`# expect: error` (plus `unfixable` when it is reported but not fixed) is where a finding
+must be. Cases that define `build()` are also run by TensorFlow, before and after the fix:
+one training step must move the moving means after the fix and only then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import graphfix
+from graphfix import registry
+from graphfix.runner import Selected, run
+
+from conftest import FIXTURES, run_cli
+
+NAME = "update-ops"
+SOURCE = FIXTURES / "update_ops" / "source"
+CASES = sorted(p for p in SOURCE.iterdir()
+               if (p / "before.py").is_file() or (p / "before").is_dir())
+BUILT = [c for c in CASES if (c / "before.py").is_file()
+         and re.search(r"^def build\(", (c / "before.py").read_text(), re.M)]
+_EXPECT = re.compile(r"#\s*expect:\s*error(\s+unfixable)?")
+
+
+def expected(code: str) -> list[tuple[int, bool]]:
+    """(line, fixable) of every `# expect:` marker."""
+    return [(number, match.group(1) is None)
+            for number, line in enumerate(code.splitlines(), 1)
+            if (match := _EXPECT.search(line))]
+
+
+def _check_run(paths: list[str]) -> list[tuple[str, int, bool]]:
+    """(file name, line, fixable) of the findings of one check run of the real runner."""
+    report, _ = run(paths, Selected.build(registry.select([NAME]), {}), fix=False)
+    assert not report.failed and not report.skipped
+    return sorted((Path(f.path).name, f.line, f.fixable) for f in report.findings)
+
+
+def _case_single(case: Path) -> None:
+    before = (case / "before.py").read_text()
+    after = (case / "after.py").read_text()
+
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert fixed == after
+    assert [(f.line, f.fixable) for f in findings] == expected(before)
+    assert all(f.severity == "error" and f.message.startswith(
+        "train op built without UPDATE_OPS: batch-norm moving averages never update (seed 003)")
+        for f in findings)
+    assert graphfix.check_source(before, only=[NAME]) == findings
+
+    refixed, left = graphfix.fix_source(after, only=[NAME])
+    assert refixed == after  # idempotent
+    assert [(f.line, f.fixable) for f in left] == [e for e in expected(after) if not e[1]]
+    if case.name.startswith("noop_"):
+        assert after == before and not expected(before)
+
+
+def _case_run(case: Path, tmp_path: Path) -> None:
+    """The files of before/ fixed together by `python -m graphfix fix DIR`."""
+    work = tmp_path / case.name
+    shutil.copytree(case / "before", work)
+    names = sorted(p.name for p in work.glob("*.py"))
+    marked = sorted((name, line, fixable) for name in names
+                    for line, fixable in expected((work / name).read_text()))
+    assert marked and _check_run([str(work)]) == marked
+
+    # Alone, a file without batch norm of its own has nothing to fix: the run is the unit.
+    from graphfix.transforms.update_ops import UpdateOpsCodemod
+
+    for name in names:
+        if UpdateOpsCodemod.scan(name, (work / name).read_text()) is None:
+            assert _check_run([str(work / name)]) == []
+
+    result = run_cli("fix", work, "--only", NAME, "--format", "json", check_exit=1)  # changed
+    report = json.loads(result.stdout)
+    assert report["summary"]["files_changed"] == len({n for n, _, fixable in marked if fixable})
+    for name in names:
+        assert (work / name).read_text() == (case / "after" / name).read_text(), name
+    assert _check_run([str(work)]) == [m for m in marked if not m[2]]
+    again, outputs = run([str(work)], Selected.build(registry.select([NAME]), {}), fix=True)
+    assert outputs == [] and again.changes == []  # idempotent
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_source_case(case: Path, tmp_path: Path):
+    if (case / "before").is_dir():
+        _case_run(case, tmp_path)
+    else:
+        _case_single(case)
+
+
+def test_alias_spellings():
+    """The fix speaks the file's own TF: a compat.v1 alias, `ops` from the framework."""
+    body = ("def train(x, opt):\n"
+            "    y = slim.batch_norm(x)\n"
+            "    return opt.minimize(tf.reduce_sum(y))\n")
+    for header, spelled in [
+        ("from tensorflow.compat import v1\nimport tf_slim as slim\ntf = v1\n", "v1"),
+        ("import tensorflow as tf\nslim = tf.contrib.slim\ntf1 = tf.compat.v1\n", "tf1"),
+        ("from tensorflow.python.framework import ops\nfrom tensorflow.contrib import slim\n"
+         "import numpy as tf\n", "ops"),
+    ]:
+        fixed, findings = graphfix.fix_source(header + body, only=[NAME])
+        assert len(findings) == 1 and findings[0].fixable, header
+        m = spelled
+        wrapper = f"{m}.control_dependencies({m}.get_collection({m}.GraphKeys.UPDATE_OPS))"
+        assert f"    with {wrapper}:\n        return opt.minimize" in fixed, fixed
+        assert graphfix.fix_source(fixed, only=[NAME]) == (fixed, [])
+
+
+_TF = "import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n"
+
+
+@pytest.mark.parametrize("code, trains", [
+    ("slim.batch_norm(x)", True),
+    ("slim.batch_norm(x, is_training=False)", False),
+    ("slim.batch_norm(x, updates_collections=None)", False),
+    ("slim.batch_norm(x, updates_collections='my_updates')", False),
+    ("slim.batch_norm(x, updates_collections=tf.GraphKeys.UPDATE_OPS)", True),
+    ("slim.batch_norm(x, **bn_params)", True),  # not visible: may train
+    ("p = {'is_training': False}\nslim.batch_norm(x, **p)", False),
+    ("tf.contrib.layers.batch_norm(x, is_training=is_training)", True),
+    ("tf.layers.batch_normalization(x)", False),  # training=False by default
+    ("tf.layers.batch_normalization(x, training=True)", True),
+    ("tf.layers.batch_normalization(x, training=ph)", True),
+    ("tf.layers.BatchNormalization()(x, training=True)", True),
+    ("bn = tf.layers.BatchNormalization()\ny = bn(x)", False),
+    ("bn = tf.layers.BatchNormalization()\ny = bn(x, True)", True),
+    ("layers.append(tf.layers.BatchNormalization())", True),  # its calls are not visible
+    ("tf.keras.layers.BatchNormalization()(x, training=True)", False),
+    ("slim.conv2d(x, 8, 3, normalizer_fn=slim.batch_norm)", True),
+    ("p = dict(is_training=False)\n"
+     "slim.conv2d(x, 8, 3, normalizer_fn=slim.batch_norm, normalizer_params=p)", False),
+    ("with slim.arg_scope([slim.batch_norm], is_training=False):\n"
+     "    slim.conv2d(x, 8, 3, normalizer_fn=slim.batch_norm)", False),
+    ("with slim.arg_scope([slim.batch_norm], updates_collections=None):\n"
+     "    slim.batch_norm(x)", False),
+    ("from tf_slim.nets import resnet_v2\nresnet_v2.resnet_v2_50(x, is_training=True)", True),
+    ("from nets import resnet_v1\nresnet_v1.resnet_v1_101(x, is_training=False)", False),
+    ("from tensorflow.contrib import slim as s\ns.batch_norm(x)", True),
+    ("tf.nn.batch_normalization(x, m, v, None, None, 1e-3)", False),  # no moving averages
+])
+def test_batch_norm_that_trains(code: str, trains: bool):
+    """What counts as a batch norm feeding UPDATE_OPS (what `scan` reports to the run)."""
+    from graphfix.transforms.update_ops import UpdateOpsCodemod
+
+    assert (UpdateOpsCodemod.scan("m.py", _TF + code + "\n") is not None) == trains
+
+
+# -- trained by TensorFlow --------------------------------------------------------------------
+
+_worker_process: subprocess.Popen | None = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _train_in_background(request):
+    """Start the TensorFlow subprocess with the module, so it imports TF and trains while
+    the libcst tests run; stop it if it is still going at the end."""
+    global _worker_process
+    if any(item.module is request.module and "trained" in item.fixturenames
+           for item in request.session.items):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
+        _worker_process = subprocess.Popen(
+            [sys.executable, __file__, *(str(c) for c in BUILT)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+    yield
+    if _worker_process is not None and _worker_process.poll() is None:
+        _worker_process.kill()
+        _worker_process.wait()
+
+
+@pytest.fixture(scope="module")
+def trained() -> dict:
+    stdout, stderr = _worker_process.communicate(timeout=240)
+    assert _worker_process.returncode == 0, stderr[-4000:]
+    return json.loads(stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", BUILT, ids=lambda p: p.name)
+def test_fixed_program_trains_moving_statistics(case: Path, trained: dict):
+    """One step of the train op: the moving means move after the fix, and not before it
+    (batch norm that never trains: never; already correct programs: both times)."""
+    result = trained[case.name]
+    assert result["moving_means"] > 0
+    if case.name.startswith("noop_"):
+        trains = case.name != "noop_not_training"
+        assert result["before"] == result["after"] == trains
+    else:
+        assert (result["before"], result["after"]) == (False, True)
+
+
+def _worker(case_dirs: list[str]) -> dict:
+    """Build each case's `build()` before and after the fix in graph mode (TF1 behaviour),
+    run one step, and say whether the batch-norm moving means changed."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf.compat.v1.disable_v2_behavior()
+    sys.path.insert(0, str(FIXTURES))
+    import tfslim_compat
+
+    tfslim_compat.install()
+    from tensorflow.python.framework import ops, tensor
+
+    if not hasattr(ops, "Tensor"):  # tf_slim's updates_collections=None path reads ops.Tensor,
+        ops.Tensor = tensor.Tensor  # which TF 2.21 keeps in framework.tensor only
+    out = {}
+    for case_dir in map(Path, case_dirs):
+        result = out[case_dir.name] = {}
+        for which in ("before", "after"):
+            path = case_dir / f"{which}.py"
+            if which == "after" and path.read_text() == (case_dir / "before.py").read_text():
+                result["after"] = result["before"]  # a no-op case: the same program
+                continue
+            namespace = {"__name__": f"fixture_{case_dir.name}_{which}", "__file__": str(path)}
+            graph = tf.Graph()
+            with graph.as_default():
+                exec(compile(path.read_text(), str(path), "exec"), namespace)
+                train_op = namespace["build"]()
+                means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
+                init = tf.compat.v1.global_variables_initializer()
+            config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+            with tf.compat.v1.Session(graph=graph, config=config) as sess:
+                sess.run(init)
+                start = sess.run(means)
+                sess.run(train_op)
+                end = sess.run(means)
+            result[which] = any(not np.array_equal(a, b) for a, b in zip(start, end))
+            result["moving_means"] = len(means)
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(_worker(sys.argv[1:])))
