@@ -13,23 +13,37 @@ Graph functions take a path, bytes, a GraphDef / MetaGraphDef / SavedModel messa
 unless a placement check, a `tf.Graph` or `verify` needs it.
 """
 
-from graphfix.api import check_graph, check_source, fix_graph, fix_source, verify
-from graphfix.findings import Change, Finding
-from graphfix.registry import Context, Param, Transform, UsageError, all_transforms
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Change",
-    "Context",
-    "Finding",
-    "Param",
-    "Transform",
-    "UsageError",
-    "all_transforms",
-    "check_graph",
-    "check_source",
-    "fix_graph",
-    "fix_source",
-    "verify",
-]
+# Names are loaded on first use, so `import graphfix` stays cheap: the graph path must not
+# wait for libcst or the TensorFlow runtime.
+_EXPORTS = {
+    "check_graph": "graphfix.api",
+    "check_source": "graphfix.api",
+    "fix_graph": "graphfix.api",
+    "fix_source": "graphfix.api",
+    "verify": "graphfix.api",
+    "Change": "graphfix.findings",
+    "Finding": "graphfix.findings",
+    "Context": "graphfix.registry",
+    "Param": "graphfix.registry",
+    "Transform": "graphfix.registry",
+    "UsageError": "graphfix.registry",
+    "all_transforms": "graphfix.registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'graphfix' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_EXPORTS))

@@ -8,7 +8,6 @@ from typing import Any, Iterable
 
 from graphfix import graphio, registry
 from graphfix._proto import pb
-from graphfix.codemod import run_source
 from graphfix.findings import Change, Changes, Finding
 from graphfix.runner import Selected, apply_to_graph
 
@@ -146,6 +145,12 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
     return holder.result(out), changes
 
 
+def _run_source(code, path, codemods, fix):
+    from graphfix.codemod import run_source  # libcst: only the source path pays for it
+
+    return run_source(code, path, codemods, fix=fix)
+
+
 def _source_codemods(only, settings):
     selected = _selected(only, settings, ())
     return [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
@@ -154,7 +159,7 @@ def _source_codemods(only, settings):
 def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
                  settings: dict[str, dict] | None = None) -> list[Finding]:
     """Findings for Python source code. A file that cannot be parsed raises SyntaxError."""
-    result = run_source(code, path, _source_codemods(only, settings), fix=False)
+    result = _run_source(code, path, _source_codemods(only, settings), False)
     if result.skipped:
         raise SyntaxError(f"{path}: {result.skipped}")
     return result.findings
@@ -163,7 +168,7 @@ def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | Non
 def fix_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
                settings: dict[str, dict] | None = None) -> tuple[str, list[Finding]]:
     """Fix Python source code; return (new code, the findings it addressed)."""
-    result = run_source(code, path, _source_codemods(only, settings), fix=True)
+    result = _run_source(code, path, _source_codemods(only, settings), True)
     if result.skipped:
         raise SyntaxError(f"{path}: {result.skipped}")
     return result.new_code, result.findings

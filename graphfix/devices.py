@@ -30,12 +30,7 @@ class DeviceSpec:
 
     def merge(self, other: "DeviceSpec") -> "DeviceSpec":
         """Return self with every field that `other` sets taken from `other`."""
-        return DeviceSpec(
-            *(
-                theirs if theirs is not None else ours
-                for ours, theirs in zip(dataclasses.astuple(self), dataclasses.astuple(other))
-            )
-        )
+        return _merge(self, other)
 
     def replace(self, **fields) -> "DeviceSpec":
         """Return a copy with the given fields changed."""
@@ -43,6 +38,9 @@ class DeviceSpec:
 
     def to_string(self) -> str:
         """The canonical form TF writes: `/job:x/replica:0/task:0/device:CPU:0`."""
+        return _to_string(self)
+
+    def _format(self) -> str:
         out = []
         if self.job is not None:
             out.append(f"/job:{self.job}")
@@ -57,6 +55,22 @@ class DeviceSpec:
 
     def __str__(self) -> str:
         return self.to_string()
+
+
+@lru_cache(maxsize=4096)
+def _to_string(spec: DeviceSpec) -> str:
+    return spec._format()
+
+
+@lru_cache(maxsize=4096)
+def _merge(ours: DeviceSpec, theirs: DeviceSpec) -> DeviceSpec:
+    return DeviceSpec(
+        theirs.job if theirs.job is not None else ours.job,
+        theirs.replica if theirs.replica is not None else ours.replica,
+        theirs.task if theirs.task is not None else ours.task,
+        theirs.device_type if theirs.device_type is not None else ours.device_type,
+        theirs.device_index if theirs.device_index is not None else ours.device_index,
+    )
 
 
 def _index(text: str, spec: str) -> int | None:

@@ -102,6 +102,7 @@ class OpSignatures:
 
     def __init__(self, stripped_op_list=None):
         self._ops = dict(_builtin_signatures())
+        self._output_handles: dict[str, object] = {}
         if stripped_op_list is not None:
             for op in stripped_op_list.op:
                 if op.name not in self._ops:
@@ -123,10 +124,43 @@ class OpSignatures:
         sig = self._ops.get(node.op)
         return None if sig is None else _expand(sig["out"], node, sig.get("defaults", {}))
 
+    def output_handles(self, op: str):
+        """How `op`'s outputs may be refs or resources, cached per op: None (never), a list
+        of fixed output types (some a handle), "maybe" (expand the node's signature), or a
+        tuple of the type attrs that make an output a resource only when one is DT_RESOURCE."""
+        if op in self._output_handles:
+            return self._output_handles[op]
+        sig = self._ops.get(op)
+        kind = None
+        if sig is not None:
+            args = sig["out"]
+            if any(a.startswith("&") or a.split("*")[0] == "=20" for a in args):
+                kind = "maybe" if any(_by_attr(a) for a in args) else (_fixed(args) or "maybe")
+            elif any(_by_attr(a) for a in args):
+                kind = tuple(sorted({a.strip("[]").split("*")[0] for a in args if _by_attr(a)}))
+        self._output_handles[op] = kind
+        return kind
+
     def can_take_handle(self, op: str) -> bool:
         """Whether some input of `op` may be a ref or a resource (a cheap pre-filter)."""
         sig = self._ops.get(op)
         return sig is not None and any(_may_be_handle(arg) for arg in sig["in"])
+
+
+def _names_resource(value) -> bool:
+    return value.type == DT_RESOURCE or DT_RESOURCE in value.list.type
+
+
+def _by_attr(arg: str) -> bool:
+    """An argument whose type an attr decides (it may be a resource on some node)."""
+    return not arg.lstrip("&").startswith("=")
+
+
+def _fixed(args: list[str]) -> list[int] | None:
+    """Output types of an op whose outputs are all fixed and single (else None: expand)."""
+    if any("*" in a for a in args):
+        return None
+    return [int(a.lstrip("&")[1:]) + REF_OFFSET * a.startswith("&") for a in args]
 
 
 def _may_be_handle(arg: str) -> bool:
@@ -189,6 +223,8 @@ class _UnionFind:
 
     def find(self, item: str) -> str:
         parent = self.parent
+        if item not in parent:
+            return item
         root = item
         while parent.get(root, root) != root:
             root = parent[root]
@@ -268,24 +304,46 @@ class GraphIndex:
         if self._groups is not None:
             return self._groups
         groups = _UnionFind()
-        nodes = self.nodes
         signatures = self.signatures
+        handles = self._handle_tensors()
         for node in self.graph_def.node:
-            # An unknown name is still a group key: TF colocates all nodes that name it.
-            for other in self.colocated_with(node):
-                groups.union(other, node.name)
-            if not node.input or node.op in RESOURCE_COLOCATION_EXEMPT:
-                continue
-            if not signatures.can_take_handle(node.op):
+            if COLOCATION_ATTR in node.attr:
+                # An unknown name is still a group key: TF colocates all nodes that name it.
+                for other in self.colocated_with(node):
+                    groups.union(other, node.name)
+            if not any(text in handles for text in node.input):
+                continue  # the common case: no input can be a ref or a resource
+            if node.op in RESOURCE_COLOCATION_EXEMPT:
                 continue
             types = signatures.input_types(node)
             if types is None:
                 continue
-            for dtype, (source, _) in zip(types, self.data_inputs(node)):
-                if is_handle_type(dtype) and source in nodes:
-                    groups.union(source, node.name)
+            for dtype, text in zip(types, node.input):
+                if is_handle_type(dtype) and text in handles:
+                    groups.union(parse_input(text)[0], node.name)
         self._groups = groups
         return groups
+
+    def _handle_tensors(self) -> set[str]:
+        """Input strings (`name`, `name:1`) of every tensor that may be a ref or a resource."""
+        signatures = self.signatures
+        out: set[str] = set()
+        for node in self.graph_def.node:
+            kind = signatures.output_handles(node.op)
+            if kind is None:
+                continue
+            if isinstance(kind, tuple):  # a resource only where a type attr says so (rare)
+                attrs = node.attr
+                if not any(name in attrs and _names_resource(attrs[name]) for name in kind):
+                    continue
+                kind = "maybe"
+            types = signatures.output_types(node) if kind == "maybe" else kind
+            if types is None:
+                continue
+            for index, dtype in enumerate(types):
+                if is_handle_type(dtype):
+                    out.add(node.name if index == 0 else f"{node.name}:{index}")
+        return out
 
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""

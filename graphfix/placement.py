@@ -75,10 +75,14 @@ def merge_requested(members) -> tuple[DeviceSpec | None, str | None]:
     return merged, None
 
 
-def groups(graph: GraphIndex, *, with_request_only: bool = True) -> list[Group]:
-    """The colocation groups of a graph (by default only those that ask for a device)."""
+def groups(graph: GraphIndex, *, with_request_only: bool = True,
+           variables_only: bool = False) -> list[Group]:
+    """The colocation groups of a graph (by default only those that ask for a device;
+    `variables_only`: only those holding a variable)."""
     out = []
     for members in graph.colocation_groups().values():
+        if variables_only and not any(n.op in VARIABLE_OPS for n in members):
+            continue
         if with_request_only and not any(n.device for n in members):
             continue
         requested, conflict = merge_requested(members)

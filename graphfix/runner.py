@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from graphfix import graphio, placement
-from graphfix.codemod import SourceCodemod, run_source, scan_sources
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
@@ -200,6 +199,10 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
 
 def _scan_run(inputs, selected: Selected) -> dict:
     """Every scanning codemod's facts about every source file of the run."""
+    if not any(p.suffix == ".py" for _, p in inputs):
+        return {}
+    from graphfix.codemod import SourceCodemod, scan_sources  # libcst: sources only
+
     codemods = [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
     if not any(c.scan.__func__ is not SourceCodemod.scan.__func__ for c, _ in codemods):
         return {}
@@ -225,6 +228,8 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     except UnicodeDecodeError as exc:
         report.skipped.append({"path": label, "reason": f"not UTF-8 ({exc.reason} at byte {exc.start})"})
         return
+    from graphfix.codemod import run_source
+
     result = run_source(code, label, codemods, fix=fix, run_facts=run_facts)
     if result.skipped:
         report.skipped.append({"path": label, "reason": result.skipped})

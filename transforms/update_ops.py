@@ -21,7 +21,9 @@ an edge that would close a cycle is never added.
 Parameters:
     train_op: the train op's name (repeatable); overrides the collection and detection.
     towers: `all` (default) runs every tower's update ops; `first` only the first tower's
-        (the slim `model_deploy` convention: statistics from one clone).
+        (the slim `model_deploy` convention: statistics from one clone). A train op that
+        already runs exactly the first tower's update ops follows that convention on purpose
+        and is left alone either way.
 
 In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file or in another
 file of the same run, each `minimize(...)` / `apply_gradients(...)` that does not run the
@@ -61,6 +63,20 @@ def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
             first = min(numbered)
             names = [n for n in names if by_tower[n] in (None, first)]
     return names
+
+
+def _first_tower_convention(graph: GraphIndex, updates: list[str], before: set[str]) -> bool:
+    """Whether the train op already runs exactly the first tower's update ops: the slim
+    `model_deploy` convention, a choice the author made, not the bug."""
+    covered = {u for u in updates if u in before}
+    if not covered:
+        return False
+    towers = {u: training.tower_of(graph.node(u)) for u in updates}
+    numbered = [t for t in towers.values() if t is not None]
+    if not numbered:
+        return False
+    first = min(numbered)
+    return covered == {u for u, t in towers.items() if t == first}
 
 
 def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
@@ -104,9 +120,11 @@ class UpdateOps(Transform):
         plan = []
         for train in trains:
             before = graph.ancestors([train])
-            missing = [u for u in updates if u not in before and u != train]
+            if _first_tower_convention(graph, updates, before):
+                continue
             # An update op that runs after the train op would close a cycle: never add it.
-            missing = [u for u in missing if train not in graph.ancestors([u])]
+            after = training.descendants(graph, [train])
+            missing = [u for u in updates if u not in before and u != train and u not in after]
             if missing:
                 plan.append((train, _maximal(graph, missing), len(updates)))
         return plan, None
