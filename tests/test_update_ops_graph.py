@@ -116,3 +116,12 @@ def test_undecidable_train_op_is_a_finding_naming_the_parameter(tf):
     fixed, changes = graphfix.fix_graph(graph_def, only=["update-ops"],
                                         settings={"update-ops": {"train_op": ["train"]}})
     _assert_train_runs_every_update(fixed)
+
+
+def test_a_first_tower_only_graph_is_the_authors_choice():
+    """slim's model_deploy runs the first clone's update ops only: that is not the bug."""
+    first = FIXTURES / "update_ops" / "two_tower_slim_bn_first_tower" / "after.pbtxt"
+    graph_def = graphio.load(first).message
+    assert graphfix.check_graph(graph_def, only=["update-ops"]) == []
+    fixed, changes = graphfix.fix_graph(graph_def, only=["update-ops"])
+    assert list(changes) == [] and fixed == graph_def
