@@ -153,7 +153,7 @@ def _run_source(code, path, codemods, fix):
 
 def _source_codemods(only, settings):
     selected = _selected(only, settings, ())
-    return [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
+    return [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
 
 
 def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,

@@ -22,7 +22,7 @@ app = typer.Typer(
 
 ONLY = typer.Option(None, "--only", help="Run only this transform (repeatable).")
 SET = typer.Option(None, "--set", help="Transform parameter NAME.key=value (repeatable).")
-FORMAT = typer.Option("text", "--format", help="text or json.")
+FORMAT = typer.Option("text", "--format", help="text or json (check: also sarif).")
 REPORT = typer.Option(None, "--report", help="Also write the JSON report to this file.")
 TARGETS = typer.Option(None, "--target-devices", help="Devices to place on, e.g. /gpu:0,/gpu:1.")
 
@@ -48,6 +48,11 @@ def _selected(only, settings, targets):
 def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool,
           extra_lines: list[str] = ()) -> None:
     doc = report.to_json(fixing=fixing)
+    if fmt == "sarif":
+        from graphfix.sarif import to_sarif
+
+        typer.echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
+        fmt = "quiet"
     if report_path is not None:
         from graphfix.graphio import InputError, atomic_write
 
@@ -57,6 +62,10 @@ def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool
             fail(str(exc))
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2))
+        return
+    if fmt == "quiet":
+        for failure in report.failed:
+            typer.echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
         return
     for line in extra_lines:
         typer.echo(line)
@@ -80,9 +89,9 @@ def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool
                    f"{s['skipped']} skipped, {s['failed']} failed")
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in ("text", "json"):
-        fail(f"--format must be text or json, not {fmt!r}")
+def _check_format(fmt: str, allowed: tuple[str, ...] = ("text", "json")) -> None:
+    if fmt not in allowed:
+        fail(f"--format must be {' or '.join(allowed)}, not {fmt!r}")
 
 
 @app.command("list")
@@ -121,7 +130,7 @@ def check(
     from graphfix.kernels import NoGpuKernelsError
     from graphfix.runner import run
 
-    _check_format(fmt)
+    _check_format(fmt, ("text", "json", "sarif"))
     selected = _selected(only, settings, target_devices)
     try:
         report, _ = run(paths, selected, fix=False)

@@ -68,7 +68,9 @@ class Transform:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
-    codemod: ClassVar[type | None] = None
+    # The source surface: a SourceCodemod subclass, or "module:Class" (relative to the
+    # transform's package) imported on first use, so the graph path never loads libcst.
+    codemod: ClassVar[type | str | None] = None
 
     def check_graph(self, graph: "GraphIndex", ctx: Context) -> list["Finding"]:
         """Findings for this graph; the graph is not changed."""
@@ -77,6 +79,15 @@ class Transform:
     def fix_graph(self, graph: "GraphIndex", ctx: Context) -> list["Change"]:
         """Edit `graph` (an index over a message the caller owns); return what changed."""
         raise NotImplementedError
+
+    @classmethod
+    def source_codemod(cls) -> type | None:
+        """The codemod class of the source surface (imported now if named lazily)."""
+        if isinstance(cls.codemod, str):
+            module_name, _, class_name = cls.codemod.partition(":")
+            module = importlib.import_module(module_name, package=cls.__module__)
+            cls.codemod = getattr(module, class_name)
+        return cls.codemod
 
     @classmethod
     def surfaces(cls) -> list[str]:

@@ -203,7 +203,7 @@ def _scan_run(inputs, selected: Selected) -> dict:
         return {}
     from graphfix.codemod import SourceCodemod, scan_sources  # libcst: sources only
 
-    codemods = [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
+    codemods = [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
     if not any(c.scan.__func__ is not SourceCodemod.scan.__func__ for c, _ in codemods):
         return {}
     files = {}
@@ -217,7 +217,7 @@ def _scan_run(inputs, selected: Selected) -> dict:
 
 
 def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None):
-    codemods = [(t.codemod, o) for t, o in selected.transforms if t.codemod is not None]
+    codemods = [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
     try:
         raw = path.read_bytes()
     except OSError as exc:

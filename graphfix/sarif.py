@@ -1,0 +1,47 @@
+"""SARIF 2.1.0 output for `graphfix check --format sarif` (GitHub code scanning reads it)."""
+
+from __future__ import annotations
+
+from graphfix.findings import Report
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def to_sarif(report: Report, transforms: dict) -> dict:
+    """One run, one rule per transform, one result per finding. Graph findings point at
+    the graph file and name the node in a logical location."""
+    rules = [
+        {
+            "id": name,
+            "name": name,
+            "shortDescription": {"text": t.summary},
+            "helpUri": f"https://github.com/graphfix/graphfix/blob/main/docs/transforms/{name}.md",
+        }
+        for name, t in sorted(transforms.items())
+    ]
+    index = {rule["id"]: i for i, rule in enumerate(rules)}
+    results = []
+    for finding in report.findings:
+        location = {"physicalLocation": {"artifactLocation": {"uri": finding.path}}}
+        if finding.line is not None:
+            location["physicalLocation"]["region"] = {
+                "startLine": finding.line, "startColumn": finding.col or 1}
+        if finding.node is not None:
+            location["logicalLocations"] = [{"name": finding.node, "kind": "node"}]
+        results.append({
+            "ruleId": finding.transform,
+            "ruleIndex": index.get(finding.transform, 0),
+            "level": "error" if finding.severity == "error" else "warning",
+            "message": {"text": finding.message},
+            "locations": [location],
+            "properties": {"fixable": finding.fixable},
+        })
+    return {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "graphfix", "informationUri":
+                                "https://github.com/graphfix/graphfix", "rules": rules}},
+            "results": results,
+        }],
+    }

@@ -1,0 +1,60 @@
+"""What the CLI prints: list, SARIF, diffs, dry runs."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import FIXTURES, run_cli
+
+SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
+
+
+def test_list_shows_every_transform_with_surfaces():
+    result = run_cli("list", check_exit=0)
+    for name in ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-placement"):
+        assert name in result.stdout
+    doc = json.loads(run_cli("list", "--format", "json", check_exit=0).stdout)
+    by_name = {t["name"]: t for t in doc}
+    assert by_name["variables-to-cpu"]["surfaces"] == ["graph", "source"]
+    assert by_name["update-ops"]["params"][1]["choices"] == ["all", "first"]
+
+
+def test_sarif_has_rules_results_and_locations(tmp_path):
+    source = tmp_path / "train.py"
+    source.write_text("import tensorflow as tf\nwith tf.device('/gpu:0'):\n    d = tf.Variable(2)\n")
+    result = run_cli("check", SEED, source, "--only", "variables-to-cpu", "--format", "sarif",
+                     check_exit=1)
+    doc = json.loads(result.stdout)
+    assert doc["version"] == "2.1.0" and doc["$schema"].endswith("sarif-2.1.0.json")
+    run = doc["runs"][0]
+    assert run["tool"]["driver"]["name"] == "graphfix"
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert "variables-to-cpu" in rule_ids
+    graph_result, source_result = run["results"]
+    assert graph_result["level"] == "error"
+    assert graph_result["locations"][0]["logicalLocations"][0]["name"] == "d"
+    region = source_result["locations"][0]["physicalLocation"]["region"]
+    assert region["startLine"] == 3 and region["startColumn"] >= 1
+    assert rule_ids[graph_result["ruleIndex"]] == graph_result["ruleId"]
+
+
+def test_graph_diff_and_dry_run_write_nothing(tmp_path):
+    target = tmp_path / "g.pbtxt"
+    target.write_bytes(SEED.read_bytes())
+    result = run_cli("fix", target, "--diff", "--only", "variables-to-cpu", check_exit=1)
+    assert "~ d: device /device:GPU:0 -> /device:CPU:0" in result.stdout
+    assert target.read_bytes() == SEED.read_bytes()
+    dry = run_cli("fix", target, "--dry-run", "--only", "variables-to-cpu", "--format", "json",
+                  check_exit=1)
+    assert json.loads(dry.stdout)["summary"]["changes"] == 1
+    assert target.read_bytes() == SEED.read_bytes()
+
+
+def test_source_diff_is_unified(tmp_path):
+    source = tmp_path / "train.py"
+    text = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    d = tf.Variable(2)\n"
+    source.write_text(text)
+    result = run_cli("fix", source, "--diff", "--only", "variables-to-cpu", check_exit=1)
+    assert f"--- a/{source}" in result.stdout and f"+++ b/{source}" in result.stdout
+    assert '+    with tf.device("/cpu:0"):' in result.stdout
+    assert source.read_text() == text
