@@ -311,7 +311,7 @@ class GraphIndex:
                 # An unknown name is still a group key: TF colocates all nodes that name it.
                 for other in self.colocated_with(node):
                     groups.union(other, node.name)
-            if not any(text in handles for text in node.input):
+            if handles.isdisjoint(node.input):
                 continue  # the common case: no input can be a ref or a resource
             if node.op in RESOURCE_COLOCATION_EXEMPT:
                 continue
@@ -327,9 +327,11 @@ class GraphIndex:
     def _handle_tensors(self) -> set[str]:
         """Input strings (`name`, `name:1`) of every tensor that may be a ref or a resource."""
         signatures = self.signatures
+        kinds = signatures._output_handles
         out: set[str] = set()
         for node in self.graph_def.node:
-            kind = signatures.output_handles(node.op)
+            op = node.op
+            kind = kinds[op] if op in kinds else signatures.output_handles(op)
             if kind is None:
                 continue
             if isinstance(kind, tuple):  # a resource only where a type attr says so (rare)
@@ -353,10 +355,16 @@ class GraphIndex:
     def colocation_groups(self) -> dict[str, list]:
         """Every colocation group with more than one member or a variable: root -> NodeDefs."""
         groups = self._colocation()
-        members: dict[str, list] = defaultdict(list)
+        parent, find = groups.parent, groups.find
+        members: dict[str, list] = {}
         for node in self.graph_def.node:
-            members[groups.find(node.name)].append(node)
-        return dict(members)
+            name = node.name
+            root = find(name) if name in parent else name
+            if root in members:
+                members[root].append(node)
+            else:
+                members[root] = [node]
+        return members
 
     def group_of(self, name: str) -> list:
         """All NodeDefs that TF's placer must put on one device together with `name`."""

@@ -56,6 +56,9 @@ class PlacementProblem:
 
 def merge_requested(members) -> tuple[DeviceSpec | None, str | None]:
     """Merge the members' requested devices as TF's placer does (no soft placement)."""
+    asked = {node.device for node in members if node.device}
+    if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
+        return DeviceSpec.parse(asked.pop() if asked else ""), None
     merged = DeviceSpec()
     owner = None
     for node in members:
