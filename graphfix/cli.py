@@ -27,6 +27,9 @@ REPORT = typer.Option(None, "--report", help="Also write the JSON report to this
 TARGETS = typer.Option(None, "--target-devices", help="Devices to place on, e.g. /gpu:0,/gpu:1.")
 
 
+MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
+
+
 def fail(message: str) -> None:
     """One line on stderr, exit 2: how every error ends."""
     typer.echo(f"graphfix: error: {message}", err=True)
@@ -72,8 +75,12 @@ def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool
     for finding in report.findings:
         typer.echo(finding.to_text())
     if fixing:
-        for change in report.changes:
+        shown = report.changes[:MAX_CHANGE_LINES]
+        for change in shown:
             typer.echo(change.to_text())
+        if len(report.changes) > len(shown):
+            typer.echo(f"... and {len(report.changes) - len(shown)} more change(s) "
+                       "(--format json or --report FILE lists them all)")
     for skip in report.skipped:
         typer.echo(f"{skip['path']}: skipped: {skip['reason']}")
     for failure in report.failed:

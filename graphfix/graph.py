@@ -102,7 +102,7 @@ class OpSignatures:
 
     def __init__(self, stripped_op_list=None):
         self._ops = dict(_builtin_signatures())
-        self._output_handles: dict[str, object] = {}
+        self._plans: dict[tuple[str, str], object] = {}
         if stripped_op_list is not None:
             for op in stripped_op_list.op:
                 if op.name not in self._ops:
@@ -124,22 +124,28 @@ class OpSignatures:
         sig = self._ops.get(node.op)
         return None if sig is None else _expand(sig["out"], node, sig.get("defaults", {}))
 
-    def output_handles(self, op: str):
-        """How `op`'s outputs may be refs or resources, cached per op: None (never), a list
-        of fixed output types (some a handle), "maybe" (expand the node's signature), or a
-        tuple of the type attrs that make an output a resource only when one is DT_RESOURCE."""
-        if op in self._output_handles:
-            return self._output_handles[op]
-        sig = self._ops.get(op)
-        kind = None
-        if sig is not None:
-            args = sig["out"]
-            if any(a.startswith("&") or a.split("*")[0] == "=20" for a in args):
-                kind = "maybe" if any(_by_attr(a) for a in args) else (_fixed(args) or "maybe")
-            elif any(_by_attr(a) for a in args):
-                kind = tuple(sorted({a.strip("[]").split("*")[0] for a in args if _by_attr(a)}))
-        self._output_handles[op] = kind
-        return kind
+    def handle_positions(self, node, side: str) -> list[int] | None:
+        """Positions of `node`'s inputs (`side="in"`) or outputs (`"out"`) that are a ref
+        or a resource; None for an op this graph does not describe. Decided per op once
+        where every argument is a single tensor (the common case), else per node."""
+        key = (node.op, side)
+        plan = self._plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            sig = self._ops.get(node.op)
+            plan = None if sig is None else _handle_plan(sig[side], sig.get("defaults", {}))
+            self._plans[key] = plan
+        if plan is None:
+            return None
+        if plan == "expand":
+            types = self.input_types(node) if side == "in" else self.output_types(node)
+            return None if types is None else [i for i, t in enumerate(types) if is_handle_type(t)]
+        always, by_attr = plan
+        if not by_attr:
+            return list(always)
+        attrs = node.attr
+        extra = [i for i, name, default in by_attr
+                 if (attrs[name].type if name in attrs else default) == DT_RESOURCE]
+        return list(always) + extra if extra else list(always)
 
     def can_take_handle(self, op: str) -> bool:
         """Whether some input of `op` may be a ref or a resource (a cheap pre-filter)."""
@@ -147,20 +153,22 @@ class OpSignatures:
         return sig is not None and any(_may_be_handle(arg) for arg in sig["in"])
 
 
-def _names_resource(value) -> bool:
-    return value.type == DT_RESOURCE or DT_RESOURCE in value.list.type
+_UNPLANNED = object()
 
 
-def _by_attr(arg: str) -> bool:
-    """An argument whose type an attr decides (it may be a resource on some node)."""
-    return not arg.lstrip("&").startswith("=")
-
-
-def _fixed(args: list[str]) -> list[int] | None:
-    """Output types of an op whose outputs are all fixed and single (else None: expand)."""
-    if any("*" in a for a in args):
-        return None
-    return [int(a.lstrip("&")[1:]) + REF_OFFSET * a.startswith("&") for a in args]
+def _handle_plan(args: list[str], defaults: dict):
+    """For an op's argument list: "expand" if some argument is a list or repeated, else
+    (positions always a handle, ((position, type attr, its default), ...) that are a handle
+    when the attr is DT_RESOURCE)."""
+    if any("*" in a or "[" in a for a in args):
+        return "expand"
+    always, by_attr = [], []
+    for position, arg in enumerate(args):
+        if arg.startswith("&") or arg == "=20":
+            always.append(position)
+        elif not arg.startswith("="):
+            by_attr.append((position, arg, defaults.get(arg)))
+    return tuple(always), tuple(by_attr)
 
 
 def _may_be_handle(arg: str) -> bool:
@@ -218,8 +226,11 @@ def is_handle_type(dtype: int) -> bool:
 
 
 class _UnionFind:
+    """Disjoint sets of names that also keep each set's members (for groups on demand)."""
+
     def __init__(self):
         self.parent: dict[str, str] = {}
+        self.members: dict[str, list[str]] = {}
 
     def find(self, item: str) -> str:
         parent = self.parent
@@ -234,8 +245,15 @@ class _UnionFind:
 
     def union(self, a: str, b: str) -> None:
         ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
+        if ra == rb:
+            return
+        ours = self.members.pop(ra, None) or [ra]
+        theirs = self.members.pop(rb, None) or [rb]
+        if len(ours) < len(theirs):
+            ra, rb, ours, theirs = rb, ra, theirs, ours
+        self.parent[rb] = ra
+        ours.extend(theirs)
+        self.members[ra] = ours
 
 
 class GraphIndex:
@@ -251,6 +269,7 @@ class GraphIndex:
             raise GraphError(f"duplicate node name {dup!r}")
         self._consumers: dict[str, list[tuple[object, int, int]]] | None = None
         self._groups: _UnionFind | None = None
+        self._positions: dict[str, int] | None = None
         self.edges_changed = False
 
     # -- reading ---------------------------------------------------------------------------
@@ -304,7 +323,7 @@ class GraphIndex:
         if self._groups is not None:
             return self._groups
         groups = _UnionFind()
-        signatures = self.signatures
+        handle_positions = self.signatures.handle_positions
         handles = self._handle_tensors()
         for node in self.graph_def.node:
             if COLOCATION_ATTR in node.attr:
@@ -315,36 +334,20 @@ class GraphIndex:
                 continue  # the common case: no input can be a ref or a resource
             if node.op in RESOURCE_COLOCATION_EXEMPT:
                 continue
-            types = signatures.input_types(node)
-            if types is None:
-                continue
-            for dtype, text in zip(types, node.input):
-                if is_handle_type(dtype) and text in handles:
-                    groups.union(parse_input(text)[0], node.name)
+            inputs = node.input
+            for position in handle_positions(node, "in") or ():
+                if position < len(inputs) and inputs[position] in handles:
+                    groups.union(parse_input(inputs[position])[0], node.name)
         self._groups = groups
         return groups
 
     def _handle_tensors(self) -> set[str]:
         """Input strings (`name`, `name:1`) of every tensor that may be a ref or a resource."""
-        signatures = self.signatures
-        kinds = signatures._output_handles
+        handle_positions = self.signatures.handle_positions
         out: set[str] = set()
         for node in self.graph_def.node:
-            op = node.op
-            kind = kinds[op] if op in kinds else signatures.output_handles(op)
-            if kind is None:
-                continue
-            if isinstance(kind, tuple):  # a resource only where a type attr says so (rare)
-                attrs = node.attr
-                if not any(name in attrs and _names_resource(attrs[name]) for name in kind):
-                    continue
-                kind = "maybe"
-            types = signatures.output_types(node) if kind == "maybe" else kind
-            if types is None:
-                continue
-            for index, dtype in enumerate(types):
-                if is_handle_type(dtype):
-                    out.add(node.name if index == 0 else f"{node.name}:{index}")
+            for index in handle_positions(node, "out") or ():
+                out.add(node.name if index == 0 else f"{node.name}:{index}")
         return out
 
     def group_root(self, name: str) -> str:
@@ -365,6 +368,26 @@ class GraphIndex:
             else:
                 members[root] = [node]
         return members
+
+    def variable_groups(self) -> dict[str, list]:
+        """The colocation groups that hold a variable op: root -> NodeDefs (in the order the
+        groups were joined; sort by `position` where graph order matters)."""
+        groups = self._colocation()
+        parent, nodes = groups.parent, self.nodes
+        out: dict[str, list] = {}
+        for node in self.graph_def.node:
+            if node.op in VARIABLE_OPS:
+                root = groups.find(node.name) if node.name in parent else node.name
+                if root not in out:
+                    names = groups.members.get(root, [root])
+                    out[root] = [nodes[n] for n in names if n in nodes]
+        return out
+
+    def position(self, node) -> int:
+        """A node's index in the GraphDef (graph order, as TF's placer walks it)."""
+        if self._positions is None:
+            self._positions = {n.name: i for i, n in enumerate(self.graph_def.node)}
+        return self._positions[node.name]
 
     def group_of(self, name: str) -> list:
         """All NodeDefs that TF's placer must put on one device together with `name`."""
@@ -410,6 +433,7 @@ class GraphIndex:
     def _invalidate(self) -> None:
         self._consumers = None
         self._groups = None
+        self._positions = None
         self.edges_changed = True
 
     # -- checking --------------------------------------------------------------------------

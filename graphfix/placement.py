@@ -83,9 +83,8 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     """The colocation groups of a graph (by default only those that ask for a device;
     `variables_only`: only those holding a variable)."""
     out = []
-    for members in graph.colocation_groups().values():
-        if variables_only and not any(n.op in VARIABLE_OPS for n in members):
-            continue
+    every = graph.variable_groups() if variables_only else graph.colocation_groups()
+    for members in every.values():
         if with_request_only and not any(n.device for n in members):
             continue
         requested, conflict = merge_requested(members)
@@ -108,6 +107,7 @@ def problems(graph: GraphIndex, group_list: list[Group] | None = None) -> list[P
         lacking = [n for n in group.members if not kernels.supports(n, wanted)]
         if not lacking:
             continue
+        group.members.sort(key=graph.position)
         node = _named_by_placer(group, graph)
         found.append(PlacementProblem(group, node.name, _message(group, node, wanted), lacking))
     return found

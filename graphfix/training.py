@@ -55,8 +55,10 @@ def detect_update_ops(index: GraphIndex) -> list[str]:
     """Batch-norm moving-average updates: assigns to moving statistics, not initializers."""
     found = []
     for node in index:
-        if node.op not in ASSIGN_OPS:
+        if node.op not in ASSIGN_OPS or not node.input:
             continue
+        if node.name == parse_input(node.input[0])[0] + "/Assign":
+            continue  # a variable's own initializer (the common case: skip it cheaply)
         variable = variable_of(index, node)
         if variable is None or not _MOVING_STAT.search(variable):
             continue
