@@ -29,11 +29,31 @@ change report lists each rename (`V:0 -> V/feed:0`) so callers can update their 
 Parameters:
     variables: names of the variables that are fed (repeatable, or comma-separated).
 
-In source: a `feed_dict` entry keyed by a variable becomes an assignment that runs first.
+In source: a feed entry keyed by a variable that an optimizer (or an assign) updates leaves
+the feed, and the variable is loaded just before the run: `var.load(value, sess)`, through
+`run_step_fn` for a MonitoredSession. A load feeds the variable's initializer, so it adds no
+op to the graph however often it runs. Feeds of placeholders and tensors stay; variables
+known only at run time (keys taken from a collection, fed by name) and runs a load cannot
+safely precede are reported, not fixed. See `FeedToAssignCodemod`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import libcst as cst
+from libcst.metadata import (
+    Assignment,
+    GlobalScope,
+    ImportAssignment,
+    MetadataWrapper,
+    ParentNodeProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+    ScopeProvider,
+)
+
+from graphfix.codemod import SourceCodemod, canonical_tf_name
 from graphfix.findings import Change, Finding
 from graphfix.graph import COLOCATION_ATTR, VARIABLE_OPS, GraphIndex, is_handle_type, parse_input
 from graphfix.registry import Context, Param, Transform
@@ -208,3 +228,958 @@ class FeedToAssign(Transform):
                 node=variable, details={"renames": {old: target}, "signature": key},
             ))
         return changes
+
+
+# -- Source surface -------------------------------------------------------------------------
+#
+# Everything is read off the syntax tree (nothing here imports TensorFlow). A feed key counts
+# as a variable when its binding is visible: a name assigned from a variable constructor or a
+# collection lookup, or an attribute that every file of the run assigns only from those.
+
+# Variable constructors, as `canonical_tf_name` spells them: (trainable by default, position
+# of `trainable`, position of `dtype`, position of the initial value).
+_VARIABLE_CALLS = {
+    "Variable": (True, 1, None, 0),
+    "VariableV1": (True, 1, None, 0),
+    "get_variable": (True, 5, 2, None),
+    "slim.variable": (True, 5, 2, None),
+    "slim.model_variable": (True, 5, 2, None),
+    "get_local_variable": (False, None, 2, None),
+    "slim.local_variable": (False, None, None, 0),
+    "slim.global_variable": (False, None, None, 0),
+}
+_GLOBAL_STEP_CALLS = frozenset(
+    {"train.get_or_create_global_step", "train.create_global_step", "train.get_global_step",
+     "slim.get_or_create_global_step", "slim.create_global_step", "slim.get_global_step"}
+)
+# Calls that give a list of variables: "variable" (an optimizer may update them) or "frozen".
+_COLLECTION_CALLS = {
+    "trainable_variables": "variable", "global_variables": "variable",
+    "all_variables": "variable", "model_variables": "variable",
+    "local_variables": "frozen", "moving_average_variables": "frozen",
+    "slim.get_variables": "variable", "slim.get_model_variables": "variable",
+    "slim.get_trainable_variables": "variable", "slim.get_variables_to_restore": "variable",
+    "slim.get_variables_by_name": "variable", "slim.get_variables_by_suffix": "variable",
+    "slim.get_local_variables": "frozen",
+}
+_COLLECTION_KEYS = {
+    "TRAINABLE_VARIABLES": "variable", "GLOBAL_VARIABLES": "variable", "VARIABLES": "variable",
+    "MODEL_VARIABLES": "variable", "LOCAL_VARIABLES": "frozen",
+    "trainable_variables": "variable", "variables": "variable",
+    "model_variables": "variable", "local_variables": "frozen",
+}
+# Ops that write a variable in place (as a function taking it first, or as its method).
+_UPDATES = frozenset(
+    {"assign", "assign_add", "assign_sub", "scatter_update", "scatter_add", "scatter_sub",
+     "scatter_mul", "scatter_div", "scatter_max", "scatter_min", "scatter_nd_update",
+     "scatter_nd_add", "scatter_nd_sub", "batch_scatter_update"}
+)
+# dtypes no optimizer updates: a variable of one is never written by `minimize`.
+_NOT_TRAINED_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string"}
+)
+_MONITORED = frozenset(
+    {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
+)
+_VARIABLES_ERROR = _FLOAT_REF_ERROR.replace("feeding it", "feeding a variable", 1)
+_VARIABLE_KINDS = frozenset({"variable", "frozen", "global_step"})
+_HEADERS = {cst.If: "an `if` condition", cst.While: "a `while` condition",
+            cst.For: "a `for` header", cst.With: "a `with` header"}
+_LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
+              "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
+
+
+def _arg(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if position is not None and position < len(positional):
+        return positional[position].value
+    return None
+
+
+def _combine(kinds) -> str | None:
+    """One kind for a name bound (or an attribute assigned) in several places."""
+    kinds = {k for k in kinds if k is not None}
+    if not kinds:
+        return None
+    if kinds <= _VARIABLE_KINDS:
+        for kind in ("variable", "global_step", "frozen"):
+            if kind in kinds:
+                return kind
+    return "other" if kinds == {"other"} else None
+
+
+def _update_key(expr: cst.BaseExpression | None) -> str | None:
+    """How `updated` facts name a variable expression: its last name (`self.lr` -> `lr`)."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+class _Walk(cst.CSTVisitor):
+    """Every node of some kinds under a root, in source order (lambdas skipped if asked)."""
+
+    def __init__(self, kinds, skip_lambdas: bool = False):
+        super().__init__()
+        self.kinds, self.skip_lambdas = kinds, skip_lambdas
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found.append(node)
+        return not (self.skip_lambdas and isinstance(node, cst.Lambda))
+
+
+def _walk(root: cst.CSTNode, kinds, skip_lambdas: bool = False) -> list:
+    walker = _Walk(kinds, skip_lambdas)
+    root.visit(walker)
+    return walker.found
+
+
+_FACT_NODES = (cst.Assign, cst.AnnAssign, cst.Call)
+
+
+def _has_effects(expr: cst.CSTNode) -> bool:
+    """Whether evaluating `expr` may do something (call, yield, await, bind a name)."""
+    return bool(_walk(expr, (cst.Call, cst.Yield, cst.Await, cst.NamedExpr), skip_lambdas=True))
+
+
+class _Reader:
+    """What the syntax says about expressions: TF names, bindings, variables, collections.
+
+    Shared by `FeedToAssignCodemod.scan` (over a MetadataWrapper's resolved metadata) and the
+    codemod (over its own); `attributes` and `updated` are the run's facts (empty in scan).
+    """
+
+    def __init__(self, qualified, scope, parent):
+        self._qualified, self.scope, self.parent = qualified, scope, parent
+        self.attributes: dict[str, set] = {}
+        self.updated: set[str] = set()
+
+    def canonical(self, node: cst.CSTNode) -> str | None:
+        """The TF symbol `node` names, also through a module alias (`v1 = tf.compat.v1`)."""
+        for name in sorted(q.name for q in self._qualified(node)):
+            canonical = canonical_tf_name(name)
+            if canonical is not None:
+                return canonical
+        chain, root = [], node
+        while isinstance(root, cst.Attribute):
+            chain.append(root.attr.value)
+            root = root.value
+        if not chain or not isinstance(root, cst.Name):
+            return None
+        assignments = self.bindings(root) or []
+        value = self.bound_value(assignments[0]) if len(assignments) == 1 else None
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            tail = ".".join(reversed(chain))
+            for name in sorted(q.name for q in self._qualified(value)):
+                canonical = canonical_tf_name(f"{name}.{tail}")
+                if canonical is not None:
+                    return canonical
+        return None
+
+    def imported(self, node: cst.CSTNode) -> bool:
+        """Whether `node` names something imported (`subprocess.run`, `tf.app.run`)."""
+        return any(q.source == QualifiedNameSource.IMPORT for q in self._qualified(node))
+
+    def builtin(self, node: cst.CSTNode, name: str) -> bool:
+        return (isinstance(node, cst.Name) and node.value == name
+                and not any(isinstance(a, Assignment) for a in self.bindings(node) or ()))
+
+    # -- bindings ---------------------------------------------------------------------------
+
+    def bindings(self, name: cst.Name) -> list | None:
+        """The assignments `name` may refer to; None if its scope is unknown."""
+        scope = self.scope(name)
+        if scope is None:
+            return None
+        return list(scope[name.value])
+
+    def bound_value(self, assignment) -> cst.BaseExpression | str | None:
+        """What an assignment binds: the value of `x = v` / `x: T = v`, the item of `with v
+        as x`, the loop of `for x in ...` (a For or CompFor node), `"import:NAME"` for an
+        import; None when the syntax does not show it (a parameter, part of a tuple)."""
+        if isinstance(assignment, ImportAssignment):
+            node = assignment.node
+            if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(
+                    node.names, cst.ImportStar):
+                for alias in node.names:
+                    bound = (alias.asname.name.value if alias.asname is not None
+                             and isinstance(alias.asname.name, cst.Name)
+                             else alias.evaluated_name.split(".")[0])
+                    if bound == assignment.name:
+                        return "import:" + alias.evaluated_name.rsplit(".", 1)[-1]
+            return None
+        if not isinstance(assignment, Assignment):
+            return None
+        node = assignment.node
+        if not isinstance(node, cst.Name):
+            return None
+        parent = self.parent(node)
+        if isinstance(parent, cst.AssignTarget):
+            statement = self.parent(parent)
+            if isinstance(statement, cst.Assign):
+                return statement.value
+        if isinstance(parent, cst.AnnAssign) and parent.target is node:
+            return parent.value
+        if isinstance(parent, cst.AsName):
+            item = self.parent(parent)
+            if isinstance(item, cst.WithItem):
+                return item.item
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is node:
+            return parent
+        return None
+
+    # -- kinds ------------------------------------------------------------------------------
+
+    def kind(self, expr: cst.BaseExpression | None, depth: int = 0) -> str | None:
+        """"variable" (a variable an optimizer may update), "frozen" (one no optimizer
+        updates: `trainable=False`, a bool or int), "global_step", "other" (not a variable),
+        or None (not known from the source)."""
+        if expr is None or depth > 5:
+            return None
+        if isinstance(expr, cst.Name):
+            if expr.value == "None":
+                return None
+            assignments = self.bindings(expr)
+            if not assignments:
+                return None
+            return _combine(self._bound_kind(a, depth) for a in assignments)
+        if isinstance(expr, cst.Attribute):
+            if self.canonical(expr) is not None:
+                return "other"  # tf.something
+            return _combine(self.attributes.get(expr.attr.value, ()))
+        if isinstance(expr, cst.Call):
+            name = self.canonical(expr.func)
+            if name in _VARIABLE_CALLS:
+                return self._created(expr, name)
+            if name in _GLOBAL_STEP_CALLS:
+                return "global_step"
+            if name == "slim.get_unique_variable":
+                return "variable"
+            if self.builtin(expr.func, "next") and expr.args:
+                return self._comprehension(expr.args[0].value, depth) or "other"
+            return "other"
+        if isinstance(expr, cst.Subscript):
+            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+                found = (self.collection(expr.value, depth + 1)
+                         or self._comprehension(expr.value, depth))
+                if found:
+                    return found
+            return "other"
+        return "other"
+
+    def _bound_kind(self, assignment, depth: int) -> str | None:
+        value = self.bound_value(assignment)
+        if isinstance(value, str):
+            return _combine(self.attributes.get(value.removeprefix("import:"), ()))
+        if isinstance(value, (cst.For, cst.CompFor)):
+            return self.collection(value.iter, depth + 1)
+        return self.kind(value, depth + 1)
+
+    def _created(self, call: cst.Call, name: str) -> str:
+        trainable_default, trainable_at, dtype_at, value_at = _VARIABLE_CALLS[name]
+        trainable = _arg(call, "trainable", trainable_at)
+        if trainable is None:
+            if not trainable_default:
+                return "frozen"
+        elif isinstance(trainable, cst.Name) and trainable.value == "False":
+            return "frozen"
+        dtype = _arg(call, "dtype", dtype_at)
+        if dtype is not None and self._dtype_name(dtype) in _NOT_TRAINED_DTYPES:
+            return "frozen"
+        value = _arg(call, "initial_value", value_at) if value_at is not None else None
+        if self._not_float(value):
+            return "frozen"
+        return "variable"
+
+    def _dtype_name(self, expr: cst.BaseExpression) -> str | None:
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return value if isinstance(value, str) else None
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value
+        if isinstance(expr, cst.Name):
+            return (self.canonical(expr) or expr.value).rsplit(".", 1)[-1]
+        return None
+
+    @staticmethod
+    def _not_float(value: cst.BaseExpression | None) -> bool:
+        """An initial value that makes an int or bool variable: `0`, `True`, `[1, 2]`."""
+        if isinstance(value, cst.Integer):
+            return True
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return True
+        if isinstance(value, (cst.List, cst.Tuple)) and value.elements:
+            return all(_Reader._not_float(e.value) for e in value.elements)
+        return False
+
+    def collection(self, expr: cst.BaseExpression | None, depth: int = 0) -> str | None:
+        """"variable"/"frozen" when `expr` is a list of variables from a collection."""
+        if expr is None or depth > 5:
+            return None
+        if isinstance(expr, cst.Name):
+            assignments = self.bindings(expr) or []
+            values = [self.bound_value(a) for a in assignments]
+            kinds = {self.collection(v, depth + 1) if isinstance(v, cst.BaseExpression) else None
+                     for v in values}
+            return kinds.pop() if len(kinds) == 1 else None
+        if not isinstance(expr, cst.Call):
+            return None
+        name = self.canonical(expr.func)
+        if name in _COLLECTION_CALLS:
+            return _COLLECTION_CALLS[name]
+        getter = name in ("get_collection", "get_collection_ref") or (
+            name is None and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in ("get_collection", "get_collection_ref"))
+        if getter:
+            key = _arg(expr, "key", 0)
+            if isinstance(key, cst.Attribute):
+                return _COLLECTION_KEYS.get(key.attr.value)
+            if isinstance(key, cst.SimpleString):
+                return _COLLECTION_KEYS.get(str(key.evaluated_value))
+            return None
+        if any(self.builtin(expr.func, f) for f in ("list", "sorted", "tuple")) and expr.args:
+            return self.collection(expr.args[0].value, depth + 1)
+        return None
+
+    def _comprehension(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        """`[v for v in COLLECTION if ...]` / `(v for v in COLLECTION ...)`: its kind."""
+        if not isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            return None
+        loop = expr.for_in
+        if (isinstance(expr.elt, cst.Name) and isinstance(loop.target, cst.Name)
+                and expr.elt.value == loop.target.value):
+            return self.collection(loop.iter, depth + 1)
+        return None
+
+    def runtime_collection(self, expr: cst.BaseExpression) -> bool:
+        """A dict whose keys come from a variable collection: `{v: ... for v in
+        tf.trainable_variables()}`, `dict(zip(tf.global_variables(), values))`."""
+        if isinstance(expr, cst.DictComp):
+            loops, loop = [], expr.for_in
+            while loop is not None:
+                loops.append(loop.iter)
+                loop = loop.inner_for_in
+        elif isinstance(expr, cst.Call) and self.builtin(expr.func, "dict") and expr.args:
+            loops = [expr.args[0].value]
+        else:
+            return False
+        for root in loops:
+            for node in [root, *_walk(root, (cst.Call, cst.Name))]:
+                if self.collection(node):
+                    return True
+        return False
+
+    def op_name(self, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+        """The op a key names at run time: `"emb:0"`, `graph.get_tensor_by_name("emb:0")`."""
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return value.split(":")[0] if isinstance(value, str) else None
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+                and expr.func.attr.value in ("get_tensor_by_name", "as_graph_element")
+                and expr.args):
+            return self.op_name(expr.args[0].value, depth + 1)
+        if isinstance(expr, cst.Name) and depth < 3:
+            values = [self.bound_value(a) for a in self.bindings(expr) or []]
+            if len(values) == 1 and isinstance(values[0], cst.BaseExpression):
+                return self.op_name(values[0], depth + 1)
+        return None
+
+    # -- facts about one file, for the whole run --------------------------------------------
+
+    def facts(self, nodes: list[cst.CSTNode]) -> dict:
+        """Facts about a file, from its assignments and calls (`_walk` order):
+        `attributes`: attribute (or module-level) name -> kinds of what is assigned to it;
+        `updated`: names of variables something writes in place (`global_step=`,
+        `tf.assign(v, ...)`, `v.assign_add(...)`); `monitored`: attributes holding a
+        MonitoredSession; `names`: `name=` of the trainable variables created."""
+        facts: dict = {"attributes": {}, "updated": set(), "monitored": set(), "names": set()}
+        for node in nodes:
+            if isinstance(node, cst.Call):
+                self._call_facts(node, facts)
+                continue
+            targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
+                       else [node.target])
+            for target in targets:
+                if isinstance(target, cst.Attribute):
+                    name = target.attr.value
+                elif isinstance(target, cst.Name) and isinstance(self.scope(target), GlobalScope):
+                    name = target.value
+                else:
+                    continue
+                kind = self.kind(node.value)
+                if kind is not None:
+                    facts["attributes"].setdefault(name, set()).add(kind)
+                if isinstance(node.value, cst.Call) and self.canonical(node.value.func) in _MONITORED:
+                    facts["monitored"].add(name)
+        return facts
+
+    def _call_facts(self, call: cst.Call, facts: dict) -> None:
+        name = self.canonical(call.func)
+        if name in _UPDATES:
+            target = _arg(call, "ref", 0)
+            self._note_update(target, facts)
+        elif (name is None and isinstance(call.func, cst.Attribute)
+              and call.func.attr.value in _UPDATES):
+            self._note_update(call.func.value, facts)
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "global_step":
+                self._note_update(arg.value, facts)
+        if (isinstance(call.func, cst.Attribute) and name is None
+                and call.func.attr.value in ("minimize", "apply_gradients")):
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            if len(positional) > 1:
+                self._note_update(positional[1].value, facts)
+        if name in _VARIABLE_CALLS and self._created(call, name) == "variable":
+            label = _arg(call, "name", 0 if _VARIABLE_CALLS[name][1] == 5 or name ==
+                         "get_local_variable" else None)  # (name, shape, dtype, ...)
+            if isinstance(label, cst.SimpleString) and isinstance(label.evaluated_value, str):
+                facts["names"].add(label.evaluated_value.rsplit("/", 1)[-1])
+
+    def _note_update(self, expr, facts: dict) -> None:
+        key = _update_key(expr)
+        if key is not None:
+            facts["updated"].add(key)
+        if self.kind(expr) == "global_step":
+            facts["updated"].add("<global_step>")
+
+
+def _merge(facts: list[dict]) -> dict:
+    merged: dict = {"attributes": {}, "updated": set(), "monitored": set(), "names": set()}
+    for one in facts:
+        for name, kinds in one["attributes"].items():
+            merged["attributes"].setdefault(name, set()).update(kinds)
+        for key in ("updated", "monitored", "names"):
+            merged[key] |= one[key]
+    return merged
+
+
+def _lookup(mapping, default):
+    """`node -> value` over a MetadataWrapper's resolved mapping (some values are lazy)."""
+    def get(node):
+        value = mapping.get(node, default)
+        return value() if callable(value) else value
+    return get
+
+
+@dataclasses.dataclass
+class _Run:
+    """A `sess.run` (or `op.run` / `tensor.eval`) given a feed dict."""
+
+    call: cst.Call
+    feed: cst.BaseExpression
+    feed_arg: cst.Arg
+    label: str  # `sess.run`, for messages
+    session: str | None  # what `load` is given; None: the default session
+    monitored: bool  # a MonitoredSession: `load` needs its raw session, from run_step_fn
+    small: cst.BaseSmallStatement | None  # the statement the loads go before
+    problem: str | None  # why nothing can go before it
+
+
+class FeedToAssignCodemod(SourceCodemod):
+    """Load fed variables before the run instead of feeding them.
+
+    Found: a `sess.run(...)` whose feed dict (`feed_dict=`, or `Session.run`'s second
+    positional argument; also `op.run(feed_dict=...)` and `tensor.eval(feed_dict=...)`) has a
+    key that is a variable an optimizer or an assign may update:
+
+    - a name bound to `tf.Variable`, `tf.get_variable`, slim's `variable`/`model_variable`
+      (any import alias, compat.v1 spellings), or looked up from a variable collection:
+      `tf.trainable_variables()[i]`, `[v for v in tf.global_variables() if v.name ==
+      "myvar_23:0"][0]`, `next(v for v in ...)`, a loop over a collection;
+    - an attribute (`self.embeddings`, `model.embeddings`) when every file of the run that
+      assigns that attribute name assigns it a variable (`scan` reads every file first).
+
+    Variables no optimizer updates (`trainable=False`, bool or int: `is_training`, a step
+    counter) are left alone, since feeding one works, unless something updates them in
+    place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`, `v.assign_add(...)`). In
+    that case a `load` would also make the value outlast the run. Placeholders, tensors, and
+    keys whose binding the source does not show (a parameter) stay as they are.
+
+    Fixed: the entry leaves the feed, and the variable is loaded just before the statement.
+    `Variable.load` runs the variable's initializer with the value fed into it, so it adds
+    no op to the graph however often it runs::
+
+        sess.run(train_op, feed_dict={emb: value, x: batch})
+        ->
+        emb.load(value, sess)
+        sess.run(train_op, feed_dict={x: batch})
+
+    A feed left empty is dropped (`None` where a positional argument follows). A dict built
+    earlier in the same function (`fd = {emb: v, x: b}`) loses the entry where it is built,
+    and every run it is fed to gets the load. `op.run`/`tensor.eval` and
+    `tf.get_default_session().run` load through the default session (`emb.load(value)`).
+    A MonitoredSession (`MonitoredSession`, `MonitoredTrainingSession`,
+    `SingularMonitoredSession`, bound by `with ... as s` or `s = ...`, or an attribute
+    assigned one in the run) cannot be handed to `load`: running the initializer through it
+    would run its hooks. The public way to its raw session is `run_step_fn`, so the load
+    becomes::
+
+        mon_sess.run_step_fn(lambda step_context: emb.load(value, step_context.session))
+
+    Reported, not fixed (fixable=False, with what to do instead): a run that is not a
+    statement of its own (in a lambda, a comprehension, one branch of `x if c else y`, a
+    compound statement's header); a session that is an expression other than a name
+    (`tf.Session().run`); a value whose computation would move ahead of a call before it in
+    the statement; a dict built earlier that is changed in place (`fd[emb] = v`), used
+    elsewhere, built in another block or function, or in more than one place, or whose value
+    could change between the build and the run; and variables known only at run time: a dict
+    whose keys come from a collection (`{v: ... for v in tf.trainable_variables()}`), or a
+    variable fed by name (`"embeddings:0"`, `get_tensor_by_name`).
+
+    Idempotent; findings and fixes honour `# graphfix: ignore[feed-to-assign]`. Not
+    followed: feed dicts passed in from a caller, sessions held in a container, and whether
+    a given run's fetches really update the variable (a fed trainable variable is loaded
+    even in a run that only evaluates, so the value stays in the variable afterwards).
+    """
+
+    METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
+    DESCRIPTION = "Load fed variables before the run (Variable.load) instead of feeding them."
+    transform_name = "feed-to-assign"
+    trigger_words = ("run(", "eval(")
+
+    @classmethod
+    def scan(cls, path: str, code: str) -> dict | None:
+        """Variables one file creates (by attribute name), and which ones it updates."""
+        if "tensorflow" not in code and "tf_slim" not in code:
+            return None
+        wrapper = MetadataWrapper(cst.parse_module(code))
+        resolved = wrapper.resolve_many([QualifiedNameProvider, ScopeProvider, ParentNodeProvider])
+        reader = _Reader(_lookup(resolved[QualifiedNameProvider], set()),
+                         _lookup(resolved[ScopeProvider], None),
+                         _lookup(resolved[ParentNodeProvider], None))
+        return reader.facts(_walk(wrapper.module, _FACT_NODES))
+
+    # -- the module ---------------------------------------------------------------------------
+
+    def visit_Module(self, node: cst.Module) -> None:
+        reader = _Reader(lambda n: self.get_metadata(QualifiedNameProvider, n, set()),
+                         lambda n: self.get_metadata(ScopeProvider, n, None),
+                         lambda n: self.get_metadata(ParentNodeProvider, n, None))
+        own = self.context.filename
+        nodes = _walk(node, _FACT_NODES)
+        facts = _merge([reader.facts(nodes),
+                        *(f for path, f in sorted(self.run_facts.items()) if path != own)])
+        reader.attributes, reader.updated = facts["attributes"], facts["updated"]
+        self._reader, self._facts = reader, facts
+        self._loads: dict[cst.BaseSmallStatement, list[str]] = {}
+        self._dropped: set[cst.CSTNode] = set()  # dict elements and arguments to remove
+        self._nulled: set[cst.Arg] = set()  # positional feeds that become `None`
+        named: dict[frozenset, list[_Run]] = {}
+        for call in nodes:
+            run = self._run(call) if isinstance(call, cst.Call) else None
+            if run is None:
+                continue
+            if isinstance(run.feed, cst.Dict):
+                self._inline(run)
+            elif reader.runtime_collection(run.feed):
+                self._runtime(run)
+            elif isinstance(run.feed, cst.Name):
+                assignments = [a for a in reader.bindings(run.feed) or []
+                               if isinstance(a, Assignment)]
+                if assignments:
+                    named.setdefault(frozenset(assignments), []).append(run)
+        for assignments, runs in named.items():
+            self._named(assignments, runs)
+        self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return self._tree.code_for_node(node)
+
+    def _ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        out = []
+        node = self._reader.parent(node)
+        while node is not None:
+            out.append(node)
+            node = self._reader.parent(node)
+        return out
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def _run(self, call: cst.Call) -> _Run | None:
+        """The run `call` is, if it is given a feed dict."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("run", "eval"):
+            return None
+        if not isinstance(func.value, cst.Call) and self._reader.imported(func.value):
+            return None  # subprocess.run, tf.app.run
+        positional = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in positional):
+            return None
+        feed_arg = next((a for a in call.args
+                         if a.keyword is not None and a.keyword.value == "feed_dict"), None)
+        fetches = bool(positional) or _arg(call, "fetches", None) is not None
+        if func.attr.value == "run" and (fetches or feed_arg is None):
+            # Session.run(fetches, feed_dict=None, options=None, run_metadata=None)
+            if feed_arg is None and len(positional) >= 2:
+                feed_arg = positional[1]
+            if feed_arg is None or _arg(call, "session", None) is not None:
+                return None
+            session_expr = func.value
+        else:
+            # Operation.run(feed_dict=None, session=None), Tensor.eval(feed_dict, session)
+            if feed_arg is None and func.attr.value == "eval" and positional and isinstance(
+                    positional[0].value, (cst.Dict, cst.DictComp)):
+                feed_arg = positional[0]
+            if feed_arg is None:
+                return None
+            session_expr = _arg(call, "session", 1 if func.attr.value == "eval" else None)
+        session, monitored, problem = self._session(session_expr)
+        small, where = self._statement(call)
+        return _Run(call, feed_arg.value, feed_arg, self._code(func), session, monitored,
+                    small, where or problem)
+
+    def _session(self, expr: cst.BaseExpression | None) -> tuple[str | None, bool, str | None]:
+        """(what `load` is given, a MonitoredSession?, why not) for a run's session."""
+        if expr is None:
+            return None, False, None
+        if (isinstance(expr, cst.Call) and not expr.args
+                and self._reader.canonical(expr.func) == "get_default_session"):
+            return None, False, None
+        plain = expr
+        while isinstance(plain, cst.Attribute):
+            plain = plain.value
+        if not isinstance(plain, cst.Name):
+            return None, False, (f"its session is `{self._code(expr)}`, an expression that "
+                                 "would be evaluated again for the load")
+        return self._code(expr), self._monitored(expr), None
+
+    def _monitored(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value in self._facts["monitored"]
+        for assignment in self._reader.bindings(expr) or []:
+            value = self._reader.bound_value(assignment)
+            if isinstance(value, cst.Call) and self._reader.canonical(value.func) in _MONITORED:
+                return True
+        return False
+
+    def _statement(self, call: cst.Call) -> tuple[cst.BaseSmallStatement | None, str | None]:
+        """The simple statement a load can go before, or why there is none."""
+        child, node = call, self._reader.parent(call)
+        while node is not None:
+            if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp,
+                                 cst.GeneratorExp)):
+                return None, "the run is inside a lambda or a comprehension"
+            if isinstance(node, cst.IfExp) and child is not node.test:
+                return None, "the run is on one branch of a conditional expression"
+            if isinstance(node, cst.BooleanOperation) and child is node.right:
+                return None, "the run happens only when `and`/`or` gets to it"
+            if isinstance(node, (cst.Expr, cst.Assign, cst.AnnAssign, cst.AugAssign,
+                                 cst.Return)):
+                return node, None
+            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                what = _HEADERS.get(type(node), f"`{type(node).__name__}` statement")
+                return None, f"the run is in {what}, not a statement of its own"
+            child, node = node, self._reader.parent(node)
+        return None, "the run is not in a statement"
+
+    # -- feeds --------------------------------------------------------------------------------
+
+    def _verdict(self, key: cst.BaseExpression):
+        """"move" for a variable key to load instead; ("by-name", op) for a variable fed by
+        its name; None for keys that stay."""
+        kind = self._reader.kind(key)
+        if kind == "variable":
+            return "move"
+        if kind in ("frozen", "global_step"):
+            updated = self._reader.updated
+            if _update_key(key) in updated or (kind == "global_step" and "<global_step>" in updated):
+                return "move"
+            return None
+        op = self._reader.op_name(key)
+        if op is not None and op.rsplit("/", 1)[-1] in self._facts["names"]:
+            return ("by-name", op)
+        return None
+
+    def _entries(self, run: _Run, literal: cst.Dict) -> list[cst.DictElement]:
+        """The entries of a dict literal to move; variables fed by name are reported."""
+        moves = []
+        for element in literal.elements:
+            if not isinstance(element, cst.DictElement):
+                continue
+            verdict = self._verdict(element.key)
+            if verdict == "move":
+                if not self.suppressed(element):
+                    moves.append(element)
+            elif isinstance(verdict, tuple):
+                self.report(element.key,
+                            f"`{self._code(element.key)}` feeds variable {verdict[1]} by name "
+                            f"to {run.label}; {_FLOAT_REF_ERROR}; not fixed: a name or a "
+                            f"tensor has no `load`; {_LOAD_HELP}", fixable=False)
+        return moves
+
+    def _inline(self, run: _Run) -> None:
+        literal = cst.ensure_type(run.feed, cst.Dict)
+        moves = self._entries(run, literal)
+        if not moves:
+            return
+        problem = (run.problem or self._order_problem(run, moves)
+                   or self._spread_problem(literal, moves) or self._lambda_problem(run, moves))
+        self._report(moves, [run], problem)
+        if problem:
+            return
+        self._apply(moves, [run])
+        if all(e in self._dropped for e in literal.elements):
+            args = list(run.call.args)
+            later = args[args.index(run.feed_arg) + 1:]
+            if run.feed_arg.keyword is None and any(a.keyword is None for a in later):
+                self._nulled.add(run.feed_arg)
+            else:
+                self._dropped.add(run.feed_arg)
+
+    def _runtime(self, run: _Run) -> None:
+        if self.suppressed(run.feed):
+            return
+        self.report(run.feed,
+                    f"`{self._code(run.feed)}` feeds variables taken from a collection to "
+                    f"{run.label}; {_VARIABLES_ERROR}; not fixed: which variables it feeds "
+                    f"is known only at run time; {_LOAD_HELP}", fixable=False)
+
+    def _named(self, assignments: frozenset, runs: list[_Run]) -> None:
+        """A feed dict built earlier (`fd = {...}; sess.run(op, feed_dict=fd)`)."""
+        reader = self._reader
+        name = cst.ensure_type(runs[0].feed, cst.Name).value
+        values = [reader.bound_value(a) for a in assignments]
+        if any(isinstance(v, cst.BaseExpression) and reader.runtime_collection(v) for v in values):
+            for run in runs:
+                self._runtime(run)
+            return
+        moves = [e for v in values if isinstance(v, cst.Dict) for e in self._entries(runs[0], v)]
+        feeds = {run.feed for run in runs}
+        others = [access.node for a in assignments for access in a.references
+                  if access.node not in feeds]
+        for node in others:  # fd[emb] = v, fd.update({emb: v}): a variable put in later
+            for key in self._put_keys(node):
+                if self._verdict(key) == "move" and not self.suppressed(key):
+                    line = self.position(key)[0]
+                    self.report(key, f"variable `{self._code(key)}` is put into `{name}` "
+                                     f"(line {line}), which is fed to {self._runs_text(runs)}; "
+                                     f"{_FLOAT_REF_ERROR}; not fixed: the dict is changed "
+                                     f"after it is built; {_LOAD_HELP}", fixable=False)
+        if not moves:
+            return
+        if len(assignments) != 1:
+            problem = f"`{name}` is assigned in more than one place"
+        elif others:
+            problem = (f"`{name}` is also changed or used elsewhere (line "
+                       f"{self.position(others[0])[0]})")
+        else:
+            problem = self._build_problem(next(iter(assignments)), name, runs, moves)
+        self._report(moves, runs, problem)
+        if problem is None:
+            self._apply(moves, runs)
+
+    def _put_keys(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Keys a use of a dict's name stores: `fd[k] = v`, `fd.update({k: v})`,
+        `fd.setdefault(k, v)`."""
+        parent = self._reader.parent(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node and isinstance(
+                self._reader.parent(parent), cst.AssignTarget):
+            index = parent.slice[0].slice
+            return [index.value] if isinstance(index, cst.Index) else []
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = self._reader.parent(parent)
+            if isinstance(call, cst.Call) and call.args:
+                if parent.attr.value == "update" and isinstance(call.args[0].value, cst.Dict):
+                    return [e.key for e in call.args[0].value.elements
+                            if isinstance(e, cst.DictElement)]
+                if parent.attr.value == "setdefault":
+                    return [call.args[0].value]
+        return []
+
+    def _build_problem(self, assignment, name: str, runs: list[_Run],
+                       moves: list[cst.DictElement]) -> str | None:
+        """Why the loads cannot go before the runs of a dict built earlier, if they cannot."""
+        reader = self._reader
+        target = reader.parent(assignment.node)
+        assign = reader.parent(target)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return f"`{name}` is assigned together with other names"
+        built = self.position(assign)
+        block = reader.parent(reader.parent(assign))
+        for run in runs:
+            if run.problem:
+                return run.problem
+            line = self.position(run.call)[0]
+            if reader.scope(run.feed) is not assignment.scope:
+                return f"`{name}` is built in another function or class (line {built[0]})"
+            if self.position(run.small) < built:
+                return f"`{name}` is built after the run at line {line}"
+            if block not in self._ancestors(run.small):
+                return (f"`{name}` is built inside a block (line {built[0]}) that the run at "
+                        f"line {line} is not in")
+        problem = self._lambda_problem(runs[0], moves) if any(r.monitored for r in runs) else None
+        if problem:
+            return problem
+        for element in moves:
+            if _has_effects(element.value):
+                return (f"its value `{self._code(element.value)}` is computed where `{name}` is "
+                        f"built (line {built[0]}), not at the run")
+            for node in _walk(element.key, (cst.Name,)) + _walk(element.value, (cst.Name,)):
+                parent = reader.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.attr is node:
+                    continue
+                for other in reader.bindings(node) or []:
+                    if (isinstance(other, Assignment) and not isinstance(other, ImportAssignment)
+                            and other.node is not None and self.position(other.node) > built):
+                        return (f"`{node.value}` is assigned again at line "
+                                f"{self.position(other.node)[0]}, after `{name}` is built")
+        return None
+
+    def _order_problem(self, run: _Run, moves: list[cst.DictElement]) -> str | None:
+        """A moved value that calls something would now run before the calls that come
+        before it in the statement."""
+        moved_calls = {c for e in moves for c in _walk(e, (cst.Call,))}
+        for element in moves:
+            if not _has_effects(element.value):
+                continue
+            start = self.position(element)
+            ancestors = set(self._ancestors(element))
+            for call in _walk(run.small, (cst.Call,)):
+                if call in ancestors or call in moved_calls or self.position(call) >= start:
+                    continue
+                return (f"its value `{self._code(element.value)}` would be computed before "
+                        f"`{self._code(call)}`, which comes first in the statement")
+        return None
+
+    def _spread_problem(self, literal: cst.Dict, moves: list[cst.DictElement]) -> str | None:
+        first = literal.elements.index(moves[0])
+        for element in literal.elements[first:]:
+            if isinstance(element, cst.StarredDictElement):
+                return f"`**{self._code(element.value)}` after it may feed it again"
+        return None
+
+    def _lambda_problem(self, run: _Run, moves: list[cst.DictElement]) -> str | None:
+        if not run.monitored:
+            return None
+        for element in moves:
+            names = _walk(element.key, (cst.Name,)) + _walk(element.value, (cst.Name,))
+            if any(n.value == "step_context" for n in names):
+                return "it uses the name `step_context`, which the run_step_fn load needs"
+            if _walk(element.value, (cst.NamedExpr,)):
+                return "its value binds a name (`:=`), which it would do inside a lambda"
+        return None
+
+    # -- findings and edits -------------------------------------------------------------------
+
+    def _runs_text(self, runs: list[_Run], where: bool = True) -> str:
+        """`sess.run`, with the lines of the runs when the finding is not at one."""
+        if not where:
+            return runs[0].label
+        lines = ", ".join(str(self.position(r.call)[0]) for r in runs)
+        return f"{runs[0].label} (line{'s' if len(runs) > 1 else ''} {lines})"
+
+    def _load(self, run: _Run, element: cst.DictElement) -> str:
+        key, value = self._code(element.key), self._code(element.value)
+        if not isinstance(element.key, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+            key = f"({key})"
+        if run.monitored:
+            return (f"{run.session}.run_step_fn(lambda step_context: "
+                    f"{key}.load({value}, step_context.session))")
+        return f"{key}.load({value}, {run.session})" if run.session else f"{key}.load({value})"
+
+    def _report(self, moves: list[cst.DictElement], runs: list[_Run], problem: str | None) -> None:
+        for element in moves:
+            inline = element in runs[0].feed.elements if isinstance(runs[0].feed, cst.Dict) else False
+            message = (f"variable `{self._code(element.key)}` is fed to "
+                       f"{self._runs_text(runs, not inline)}; {_FLOAT_REF_ERROR}")
+            if problem:
+                message += f"; not fixed: {problem}; {_LOAD_HELP}"
+            else:
+                message += f"; fix: `{self._load(runs[0], element)}` before the run"
+            self.report(element.key, message, fixable=problem is None)
+
+    def _apply(self, moves: list[cst.DictElement], runs: list[_Run]) -> None:
+        self._dropped.update(moves)
+        for run in runs:
+            for element in moves:
+                self._loads.setdefault(run.small, []).append(self._load(run, element))
+
+    @staticmethod
+    def _without(items, originals, dropped, closing=None):
+        """(`items` minus those whose original is dropped, the whitespace before the closing
+        bracket). When the last item goes, the one left last takes its comma and the closing
+        whitespace, so the bracket stays where it was; the comment that followed the dropped
+        item goes with it, the kept item keeps its own."""
+        kept = [new for old, new in zip(originals, items) if old not in dropped]
+        if not kept or originals[-1] not in dropped:
+            return kept, closing
+        mine, theirs = kept[-1].comma, items[-1].comma
+        own_line = cst.TrailingWhitespace()
+        if isinstance(mine, cst.Comma) and isinstance(mine.whitespace_after,
+                                                      cst.ParenthesizedWhitespace):
+            own_line = mine.whitespace_after.first_line
+        comma = theirs
+        if isinstance(theirs, cst.Comma):
+            if isinstance(mine, cst.Comma):
+                comma = comma.with_changes(whitespace_before=mine.whitespace_before)
+            if isinstance(theirs.whitespace_after, cst.ParenthesizedWhitespace):
+                comma = comma.with_changes(
+                    whitespace_after=theirs.whitespace_after.with_changes(first_line=own_line))
+        if isinstance(closing, cst.ParenthesizedWhitespace):
+            closing = closing.with_changes(first_line=own_line)
+        kept[-1] = kept[-1].with_changes(comma=comma)
+        return kept, closing
+
+    def leave_Dict(self, original_node: cst.Dict, updated_node: cst.Dict) -> cst.Dict:
+        if not any(e in self._dropped for e in original_node.elements):
+            return updated_node
+        kept, closing = self._without(updated_node.elements, original_node.elements,
+                                      self._dropped, updated_node.rbrace.whitespace_before)
+        if not kept:
+            return updated_node.with_changes(elements=[], lbrace=cst.LeftCurlyBrace(),
+                                             rbrace=cst.RightCurlyBrace())
+        return updated_node.with_changes(
+            elements=kept, rbrace=updated_node.rbrace.with_changes(whitespace_before=closing))
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if not any(a in self._dropped or a in self._nulled for a in original_node.args):
+            return updated_node
+        args = [new.with_changes(value=cst.Name("None")) if old in self._nulled else new
+                for old, new in zip(original_node.args, updated_node.args)]
+        kept, _ = self._without(args, original_node.args, self._dropped)
+        return updated_node.with_changes(args=kept)
+
+    def _split_lines(self, originals, smalls) -> list[cst.SimpleStatementLine]:
+        """The small statements of one line as lines, each load before its statement."""
+        lines: list[cst.SimpleStatementLine] = []
+        start = 0
+        config = self._tree.config_for_parsing
+        for i, small in enumerate(originals):
+            if small not in self._loads:
+                continue
+            if i > start:
+                piece = list(smalls[start:i])
+                piece[-1] = piece[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+                lines.append(cst.SimpleStatementLine(body=piece))
+            lines += [cst.ensure_type(cst.parse_statement(text, config), cst.SimpleStatementLine)
+                      for text in self._loads[small]]
+            start = i
+        last = list(smalls[start:])
+        last[-1] = last[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        lines.append(cst.SimpleStatementLine(body=last))
+        return lines
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine):
+        if not any(s in self._loads for s in original_node.body):
+            return updated_node
+        lines = self._split_lines(original_node.body, updated_node.body)
+        lines[-1] = lines[-1].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
+        lines[0] = lines[0].with_changes(leading_lines=updated_node.leading_lines)
+        return cst.FlattenSentinel(lines)
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
+                                   updated_node: cst.SimpleStatementSuite):
+        if not any(s in self._loads for s in original_node.body):
+            return updated_node
+        return cst.IndentedBlock(body=self._split_lines(original_node.body, updated_node.body),
+                                 header=updated_node.trailing_whitespace)
+
+
+FeedToAssign.codemod = FeedToAssignCodemod

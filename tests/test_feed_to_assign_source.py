@@ -1,0 +1,220 @@
+"""feed-to-assign, source surface: fixture pairs, and the fixed scripts run by TensorFlow.
+
+Each `fixtures/feed_to_assign/source/<case>/` holds before.py and after.py (identical for
+`noop_*` cases), or before/ and after/ folders fixed as one run. A line marked
+`# expect: error col N` (`error unfixable col N` when the finding is reported but not fixed;
+several joined by commas) is where a finding must be, at column N, and nowhere else.
+
+Cases that define `main()` are run (graph mode, TF1 behaviour) in a subprocess started
+before the first test, so TensorFlow imports while the libcst tests run: before the fix
+each fails with TF's float_ref error; after it each runs, its first step computes from the
+fed value, and its graph has as many ops after the last step as after the first. The seed's
+before.py is also run as the script it is, in a subprocess of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import graphfix
+from graphfix import registry
+from graphfix.runner import Selected, run, write_outputs
+
+NAME = "feed-to-assign"
+SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "feed_to_assign" / "source"
+CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
+RUNNABLE = [c for c in CASES if re.search(r"^def main\(", (c / "before.py").read_text(), re.M)]
+SEED = SOURCE / "seed003_embeddings"
+FLOAT_REF = "incompatible with expected float_ref"
+_EXPECT = re.compile(r"#\s*expect:\s*(.*)$")
+_ONE = re.compile(r"error(\s+unfixable)?\s+col\s+(\d+)")
+
+
+def expected(code: str) -> list[tuple[int, int, bool]]:
+    """(line, col, fixable) of every `# expect:` marker, in order."""
+    out = []
+    for number, line in enumerate(code.splitlines(), 1):
+        marker = _EXPECT.search(line)
+        if marker:
+            for part in marker.group(1).split(","):
+                one = _ONE.fullmatch(part.strip())
+                assert one, f"bad marker on line {number}: {part!r}"
+                out.append((number, int(one.group(2)), one.group(1) is None))
+    return out
+
+
+def found(findings) -> list[tuple[int, int, bool]]:
+    return [(f.line, f.col, f.fixable) for f in findings]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_source_case(case: Path):
+    before = (case / "before.py").read_text()
+    after = (case / "after.py").read_text()
+
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert fixed == after
+    assert found(findings) == expected(before)
+    assert all(f.severity == "error" and FLOAT_REF in f.message for f in findings)
+    assert all("graphfix.runtime.load_variable_feeds" in f.message
+               for f in findings if not f.fixable)
+
+    refixed, left = graphfix.fix_source(after, only=[NAME])
+    assert refixed == after  # idempotent
+    # What is left after the fix: the unfixable findings, nothing else.
+    assert found(left) == [e for e in expected(after) if not e[2]]
+    if case.name.startswith("noop_"):
+        assert after == before and not expected(before)
+    assert "graphfix" not in after.replace("# graphfix: ignore", "").replace(
+        "graphfix.runtime.load_variable_feeds", "")  # the fixed code needs TensorFlow only
+
+
+def test_seed_finding_quotes_tensorflow():
+    (finding,) = graphfix.check_source((SEED / "before.py").read_text(), only=[NAME])
+    assert finding.fixable
+    assert "variable `embeddings` is fed to sess.run" in finding.message
+    assert "Input 0 of node ... was passed float from _arg_...:0 " + FLOAT_REF in finding.message
+    assert "fix: `embeddings.load(pretrained, sess)` before the run" in finding.message
+
+
+def test_multi_file_run(tmp_path: Path):
+    """`model.word_vectors` is a variable only for a run that also reads model.py."""
+    case = SOURCE / "multi_file"
+    train = (case / "before" / "train.py").read_text()
+    alone, findings = graphfix.fix_source(train, only=[NAME])
+    assert alone == train and findings == []
+
+    work = tmp_path / "before"
+    shutil.copytree(case / "before", work)
+    selected = Selected.build(registry.select([NAME]), {})
+    report, outputs = run([str(work)], selected, fix=True)
+    assert not report.failed and not report.skipped
+    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
+        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
+    write_outputs(outputs)
+    for path in sorted((case / "after").glob("*.py")):
+        assert (work / path.name).read_text() == path.read_text(), path.name
+
+    report, outputs = run([str(work)], selected, fix=True)  # idempotent
+    assert outputs == [] and report.findings == []
+
+
+# -- run by TensorFlow ------------------------------------------------------------------------
+
+_ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+_processes: dict[str, subprocess.Popen] = {}
+
+
+def _start(key: str, *args: str) -> subprocess.Popen:
+    if key not in _processes:
+        _processes[key] = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True, env=_ENV,
+                                           cwd=SEED)
+    return _processes[key]
+
+
+def _start_all() -> None:
+    _start("seed-before", str(SEED / "before.py"))
+    _start("worker", __file__, *map(str, RUNNABLE))
+
+
+def _finish(key: str) -> subprocess.CompletedProcess:
+    if key not in _processes:
+        _start_all()
+    process = _processes[key]
+    stdout, stderr = process.communicate(timeout=240)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _run_in_background(request):
+    """Start the TensorFlow subprocesses before the first test (importing TF takes most of
+    this file's time); stop any still going at the end."""
+    if any(item.module is request.module and {"seed_script", "worked"} & set(item.fixturenames)
+           for item in request.session.items):
+        _start_all()
+    yield
+    for process in _processes.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def seed_script() -> subprocess.CompletedProcess:
+    """`python before.py` of the seed's case."""
+    return _finish("seed-before")
+
+
+@pytest.fixture(scope="module")
+def worked() -> dict:
+    """What each runnable case's main() gave, before and after the fix ({"error": ...} if
+    it raised TF's error)."""
+    result = _finish("worker")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_seed_script_fails_before_and_runs_after_from_the_fed_value(seed_script, worked):
+    """The seed's case: before the codemod the script raises TF's float_ref error; after it,
+    it runs and the variable starts from the fed value (and Adam then trains it)."""
+    assert seed_script.returncode != 0
+    assert ("Input 0 of node Adam/update_embeddings/AssignSub was passed float from "
+            "_arg_embeddings_") in seed_script.stderr
+    assert FLOAT_REF in seed_script.stderr
+
+    result = worked[SEED.name]["after"]
+    assert "error" not in result, result
+    # The first step computed from the fed embeddings (all 0.5; the random init is not):
+    # logits = 4 * 0.5 = 2 for ids 1 and 2, labels 1 and 0 -> loss ((2-1)^2 + (2-0)^2) / 2.
+    assert result["first_loss"] == pytest.approx(2.5)
+    rows = result["embeddings"]
+    # The fed value stayed in the variable: rows no id touched are still exactly 0.5 ...
+    assert all(value == 0.5 for i in (0, 3, 9) for value in rows[i])
+    # ... and the optimizer updated the rows it trained, from 0.5.
+    assert all(0.45 < value < 0.5 for i in (1, 2) for value in rows[i])
+    # Loading every step adds nothing to the graph.
+    sizes = result["graph_sizes"]
+    assert len(sizes) == 3 and len(set(sizes)) == 1
+
+
+@pytest.mark.parametrize("case", RUNNABLE, ids=lambda p: p.name)
+def test_fixed_case_runs_from_the_fed_value(case: Path, worked: dict):
+    before, after = worked[case.name]["before"], worked[case.name]["after"]
+    assert "error" in before and FLOAT_REF in before["error"], before
+    assert "error" not in after, after
+    assert after["first_loss"] == pytest.approx(after["expected_first_loss"])
+    assert len(after["graph_sizes"]) >= 2 and len(set(after["graph_sizes"])) == 1
+
+
+def _worker(case_dirs: list[str]) -> dict:
+    """Run each case's main() before and after the fix, each in a graph of its own."""
+    import tensorflow.compat.v1 as tf
+
+    out = {}
+    for case in map(Path, case_dirs):
+        out[case.name] = {}
+        for side in ("before", "after"):
+            spec = importlib.util.spec_from_file_location(f"{case.name}_{side}",
+                                                          case / f"{side}.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            with tf.Graph().as_default():
+                try:
+                    out[case.name][side] = module.main()
+                except tf.errors.OpError as exc:
+                    out[case.name][side] = {"error": exc.message}
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(_worker(sys.argv[1:])))
