@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import libcst as cst
 from libcst import matchers as m
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     ParentNodeProvider,
     PositionProvider,
@@ -47,6 +48,126 @@ def canonical_tf_name(qualified: str) -> str | None:
     return None
 
 
+# -- shared vocabulary: what a TF1 program's source says ------------------------------------
+#
+# TF symbols below are spelled as `canonical_tf_name` gives them.
+
+# Calls that create variables. Initial value first (`Variable`, slim's local/global):
+VARIABLE_CALLS = frozenset(
+    {"Variable", "VariableV1", "slim.local_variable", "slim.global_variable"}
+)
+# (name, shape, dtype, initializer, ...):
+GET_VARIABLE_CALLS = frozenset(
+    {"get_variable", "get_local_variable", "slim.variable", "slim.model_variable"}
+)
+GLOBAL_STEP_CALLS = frozenset(
+    {"train.get_or_create_global_step", "train.create_global_step",
+     "slim.get_or_create_global_step", "slim.create_global_step"}
+)
+# Layers: they create variables and compute.
+LAYER_CALLS = frozenset(
+    {f"layers.{n}" for n in (
+        "dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose",
+        "separable_conv1d", "separable_conv2d", "batch_normalization")}
+    | {f"{prefix}.{n}" for prefix in ("slim", "contrib.layers") for n in (
+        "conv1d", "conv2d", "conv3d", "convolution", "convolution1d", "convolution2d",
+        "convolution3d", "conv2d_transpose", "conv3d_transpose", "convolution2d_transpose",
+        "convolution3d_transpose", "separable_conv2d", "separable_convolution2d",
+        "conv2d_in_plane", "convolution2d_in_plane", "fully_connected", "linear", "relu",
+        "relu6", "batch_norm", "layer_norm", "group_norm", "instance_norm", "bias_add",
+        "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
+)
+CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_CALLS | LAYER_CALLS
+DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
+
+HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
+_BRACES = re.compile(r"\{[^{}]*\}")
+
+
+def argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
+    """The argument `call` passes as `keyword=`, or at `position` (None: keyword only)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if position is not None and position < len(positional):
+        return positional[position].value
+    return None
+
+
+def device_argument(call: cst.Call) -> cst.BaseExpression | None:
+    """What a `device(...)` call is given (v1 and v2 name the parameter differently)."""
+    return argument(call, "device_name_or_function", 0) or argument(call, "device_name", None)
+
+
+def device_template(expr: cst.BaseExpression) -> str | None:
+    """A device string expression's text, with `HOLE` for each runtime part (of
+    `'/job:worker/task:%d' % i`, `"/job:worker/task:" + HOLE`); None if `expr` is not a string
+    expression (a device function, a name, None)."""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if isinstance(expr, cst.ConcatenatedString):
+        left, right = device_template(expr.left), device_template(expr.right)
+        return None if left is None or right is None else left + right
+    if isinstance(expr, cst.FormattedString):
+        return "".join(
+            part.value.replace("{{", "{").replace("}}", "}")
+            if isinstance(part, cst.FormattedStringText) else HOLE
+            for part in expr.parts
+        )
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, cst.Modulo):
+            left = device_template(expr.left)
+            return None if left is None else _PERCENT.sub(HOLE, left).replace("%%", "%")
+        if isinstance(expr.operator, cst.Add):
+            left, right = device_template(expr.left), device_template(expr.right)
+            if left is None and right is None:
+                return None
+            return (HOLE if left is None else left) + (HOLE if right is None else right)
+    if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "format"):
+        base = device_template(expr.func.value)
+        if base is None:
+            return None
+        text = _BRACES.sub(HOLE, base.replace("{{", "\1").replace("}}", "\2"))
+        return text.replace("\1", "{").replace("\2", "}")
+    return None
+
+
+def v1_spelling(module: cst.Module, symbol: str) -> str | None:
+    """How compat.v1's `symbol` (`device`, `train.replica_device_setter`) is reached through
+    the module's own top-level imports, if it can be: `tf.device` after `import
+    tensorflow.compat.v1 as tf`, `tf.compat.v1.device` after `import tensorflow as tf`."""
+    found: dict[str, str] = {}  # what an import binds (qualified) -> the name it binds
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if alias.asname is not None:
+                        bound = cst.ensure_type(alias.asname.name, cst.Name).value
+                        found.setdefault(alias.evaluated_name, bound)
+                    else:
+                        top = alias.evaluated_name.split(".")[0]
+                        found.setdefault(top, top)
+            elif (isinstance(small, cst.ImportFrom) and small.module is not None
+                  and not small.relative and not isinstance(small.names, cst.ImportStar)):
+                base = get_full_name_for_node(small.module)
+                for alias in small.names:
+                    bound = (cst.ensure_type(alias.asname.name, cst.Name).value
+                             if alias.asname else alias.evaluated_name)
+                    found.setdefault(f"{base}.{alias.evaluated_name}", bound)
+    parts = f"tensorflow.compat.v1.{symbol}".split(".")
+    for cut in range(len(parts), 0, -1):  # the longest import first
+        qualified = ".".join(parts[:cut])
+        if qualified in found:
+            return ".".join([found[qualified], *parts[cut:]])
+    return None
+
+
 class SourceCodemod(VisitorBasedCodemodCommand):
     """Base class of a transform's source surface. Subclasses set `transform_name` and write
     `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters."""
@@ -65,6 +186,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
         self._lines: list[str] | None = None
+        self._aliases: dict[str, str] | None = None
 
     @classmethod
     def scan(cls, path: str, code: str) -> Any:
@@ -87,6 +209,50 @@ class SourceCodemod(VisitorBasedCodemodCommand):
             if canonical is not None:
                 return canonical
         return None
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        """Every qualified name `node` may refer to, through the file's imports."""
+        try:
+            return {n.name for n in self.get_metadata(QualifiedNameProvider, node, set())}
+        except KeyError:
+            return set()
+
+    def tf_qualified(self, node: cst.CSTNode) -> str | None:
+        """The TF qualified name `node` refers to, through imports and module-level aliases
+        (`slim = tf.contrib.slim`; `tf_name` sees imports only)."""
+        for qualified in sorted(self.qualified_names(node)):
+            if canonical_tf_name(qualified) is not None:
+                return qualified
+        chain = []
+        current = node
+        while isinstance(current, cst.Attribute):
+            chain.append(current.attr.value)
+            current = current.value
+        if isinstance(current, cst.Name):
+            aliases = self._module_aliases()
+            if current.value in aliases and self.qualified_names(current) == {current.value}:
+                return ".".join([aliases[current.value], *reversed(chain)])  # the alias itself
+        return None
+
+    def tf_canonical(self, node: cst.CSTNode) -> str | None:
+        """As `tf_name`, through module-level aliases too."""
+        qualified = self.tf_qualified(node)
+        return canonical_tf_name(qualified) if qualified else None
+
+    def _module_aliases(self) -> dict[str, str]:
+        """`{name: TF qualified name}` for module-level `name = <TF module or symbol>`."""
+        if self._aliases is None:
+            self._aliases = {}
+            for statement in self._tree.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                            and isinstance(small.targets[0].target, cst.Name)):
+                        qualified = self.tf_qualified(small.value)
+                        if qualified is not None:
+                            self._aliases[small.targets[0].target.value] = qualified
+        return self._aliases
 
     def call_name(self, node: cst.CSTNode) -> str | None:
         """For a Call, the TF symbol it calls; else None."""
@@ -148,6 +314,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self._tree = tree
         self._lines = None
+        self._aliases = None
         return super().transform_module_impl(tree)
 
 
@@ -219,4 +386,8 @@ def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], d
     return SourceResult(path, code, current.code, findings)
 
 
-__all__ = ["SourceCodemod", "SourceResult", "canonical_tf_name", "run_source", "m"]
+__all__ = [
+    "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
+    "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
+    "canonical_tf_name", "device_argument", "device_template", "m", "run_source", "v1_spelling",
+]

@@ -28,14 +28,43 @@ Parameters:
     ps_device: the ps job. Defaults to `/job:ps`.
     worker_device: where every other op goes. Defaults to `/job:worker`.
     strategy: `round-robin` (default, as TF) or `greedy` (by byte size).
+
+In source: a program that places its model by hand gets TF's setter instead. Ops created
+under a `tf.device('/job:ps/...')` string (`tf.add` in the seed) are warnings, and the scope
+becomes `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))` spelled with
+the file's own aliases: the variables stay on the ps, the ops go to the worker. In a file
+whose ClusterSpec has a `ps` job, variables under no scope or under a worker's
+(`'/job:worker/task:%d' % i`) are warnings too, as each worker trains its own copy: the
+worker scope becomes the setter with that `worker_device`, unscoped variable statements move
+into a setter scope. The setter's `cluster=` and `worker_device=` come from the program's own
+ClusterSpec and `Server(..., task_index=...)`. Scopes that choose ps tasks by hand are
+reported, not rewritten (round-robin may move a variable to another task). Device functions
+(a setter already, slim's `variables_device()`, a chooser) are left alone; see
+`ReplicaPlacementCodemod`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import libcst as cst
+from libcst.metadata import Assignment, FunctionScope, ParentNodeProvider, ScopeProvider
+
+from graphfix.codemod import (
+    CREATES_VARIABLES,
+    DEVICE_CALLS,
+    HOLE,
+    LAYER_CALLS,
+    SourceCodemod,
+    argument,
+    device_argument,
+    device_template,
+    v1_spelling,
+)
 from graphfix.devices import DeviceSpec
-from graphfix.placement import variable_bytes
 from graphfix.findings import Change, Finding
 from graphfix.graph import COLOCATION_ATTR, VARIABLE_OPS, GraphIndex
+from graphfix.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform, UsageError
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
@@ -154,3 +183,824 @@ class ReplicaPlacement(Transform):
                        f"ps bytes: {by_task}",
                        details={"ps_bytes": {str(k): v for k, v in sorted(load.items())},
                                 "nodes": len(moved)})]
+
+
+
+
+
+
+
+
+
+
+
+
+# -- Source surface -------------------------------------------------------------------------
+#
+# Where a call's ops land is read off the syntax tree: the innermost `with device(...)` that
+# decides (a string naming a job, or anything else), in the same function or, through the
+# file's own calls of that function, at its callers. Nothing here imports TensorFlow.
+
+_SETTER = "train.replica_device_setter"
+_CLUSTER_SPEC = "train.ClusterSpec"
+_SERVERS = frozenset({"train.Server", "distribute.Server"})
+_V1_MODULES = frozenset({"tensorflow.compat.v1", "tensorflow._api.v2.compat.v1"})
+_V1_DEVICE = frozenset(f"{m}.device" for m in _V1_MODULES)
+# TF calls that create no op a worker should run: scopes, collections, sessions, cluster
+# objects, initializer and optimizer objects, NoOps (`tf.group`), and the state updates
+# (`tf.assign`) that the placer keeps with their variable whatever their device says.
+_NO_OPS = frozenset({
+    "device", "python.framework.ops.device", "name_scope", "variable_scope",
+    "get_variable_scope", "control_dependencies", "colocate_with", "slim.arg_scope",
+    "get_collection", "get_collection_ref", "add_to_collection", "add_to_collections",
+    "global_variables", "local_variables", "trainable_variables", "all_variables",
+    "model_variables", "moving_average_variables", "get_default_graph", "Graph",
+    "reset_default_graph", "set_random_seed", "random.set_seed", "Session",
+    "InteractiveSession", "ConfigProto", "GPUOptions", "RunOptions", "RunMetadata",
+    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS, _SETTER,
+    "train.MonitoredTrainingSession", "train.Supervisor", "train.Coordinator",
+    "train.Scaffold", "train.Saver", "train.start_queue_runners", "train.ChiefSessionCreator",
+    "train.WorkerSessionCreator", "train.SessionManager", "summary.FileWriter",
+    "group", "no_op", "global_variables_initializer", "initialize_all_variables",
+    "variables_initializer", "local_variables_initializer", "initialize_local_variables",
+    "tables_initializer", "assign", "assign_add", "assign_sub", "scatter_update",
+    "scatter_add", "scatter_sub", "scatter_nd_update", "scatter_nd_add", "scatter_nd_sub",
+})
+_NO_OP_PREFIXES = ("logging.", "app.", "flags.", "gfile.", "io.gfile.", "errors.",
+                   "estimator.", "distribute.", "initializers.", "keras.initializers.",
+                   "sysconfig.", "test.", "config.",
+                   "python.")  # TF's internal modules: not judged
+_NO_OP_SUFFIXES = ("_initializer", "Initializer", "Optimizer", "Hook", "regularizer")
+# State the workers share through the ps on purpose (a queue with a `shared_name`): the
+# setter would move it to each worker, so a ps scope holding one is not rewritten.
+_SHARED_STATE = frozenset(
+    {f"{prefix}{name}" for prefix in ("", "queue.", "io.", "data_flow_ops.") for name in (
+        "FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "QueueBase",
+        "ConditionalAccumulator", "SparseConditionalAccumulator", "Barrier")}
+)
+_GRADIENT_METHODS = frozenset({"minimize", "compute_gradients"})  # opt.minimize(loss)
+_LINE = 99  # longest line the fix writes before it breaks the setter's arguments
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _JobScope:
+    """A `with` item whose device string names a job: `tf.device('/job:ps/task:0')`."""
+
+    item: cst.WithItem
+    call: cst.Call  # the `device(...)` call
+    job: str
+    task: str | None  # "0", or with HOLE for a runtime index; None if not named
+    rest: str  # what it names besides job and task: "/cpu:0", or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Path:
+    """Where ops created at one place land, along one chain of callers.
+
+    kind: `ps` (a string scope naming the ps job), `job` (one naming another job: a worker),
+    `none` (no device scope at all), `other` (a device function, `replica_device_setter`,
+    slim's `variables_device()`, `colocate_with`, or callers we cannot see)."""
+
+    kind: str
+    scope: _JobScope | None = None
+
+
+@dataclasses.dataclass
+class _Cluster:
+    """A cluster definition with a ps job."""
+
+    node: cst.CSTNode = dataclasses.field(repr=False)  # the ClusterSpec call, or the dict
+    name: cst.Name | None  # the name the program binds it to, if any
+    ps_tasks: int | None  # the number of ps addresses, when the literal says
+    jobs: tuple[str, ...]
+
+
+class _Collect(cst.CSTVisitor):
+    def __init__(self):
+        super().__init__()
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+
+class _Names(cst.CSTVisitor):
+    """The variable names an expression reads (not attribute or keyword names)."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[cst.Name] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+
+def _parse_job_device(template: str) -> tuple[str, str | None, str] | None:
+    """(job, task, the rest) of a device template that names a job; None if it names none.
+    A job chosen at run time gives job HOLE."""
+    job, task, rest = None, None, []
+    for part in template.split("/"):
+        if not part:
+            continue
+        head, _, value = part.partition(":")
+        if head == "job":
+            job = value
+        elif head == "task":
+            task = value
+        elif head != "replica":
+            rest.append(part)
+    if job is None:
+        return None
+    return job, task, "".join(f"/{p}" for p in rest)
+
+
+def _string_value(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+class ReplicaPlacementCodemod(SourceCodemod):
+    """Place variables on the parameter servers and every other op on the worker, by
+    `replica_device_setter`, where a distributed program places them by hand.
+
+    Found (warnings, at the call):
+
+    - an op created under a device string naming the ps job (`tf.device('/job:ps/task:0')`,
+      a `%`/`+`/`.format`/f-string one too), directly or in a function of the file called
+      there: a TF op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
+      `opt.minimize`/`opt.compute_gradients`. Not counted: what creates no op a worker should
+      run (scopes, initializer and optimizer objects, `tf.group`, the global initializer),
+      the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
+      variable), and a variable's own initial value;
+    - a variable created with no ps placement (no device scope at all, or a string naming
+      another job: `tf.device('/job:worker/task:%d' % i)`) in a file whose cluster has a
+      `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a `'ps'` key given
+      to `ClusterSpec` or `Server`. Each worker then trains its own copy.
+
+    Left alone: code under a device function (`replica_device_setter`, slim's
+    `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
+    slim variables under `arg_scope(..., device=...)` or given `device=`; variables the
+    hand-written ps scopes already hold, with no op beside them (the seed as written);
+    functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
+    unless they define the cluster themselves (a `main`).
+
+    Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
+    spelled through the file's own imports (TF2's `tf.device` takes no device function):
+
+    - a ps scope with ops in it becomes the setter; the variables stay on the ps, the ops
+      go to the worker (seed 003, in `build(cluster_spec, task_index)`)::
+
+          with tf.device('/job:ps/task:0'):
+              c = tf.get_variable('myc', shape=[], initializer=init)
+              res = tf.add(c, 1)
+          ->
+          with tf.device(tf.train.replica_device_setter(
+                  worker_device='/job:worker/task:%d' % task_index, cluster=cluster_spec)):
+              c = tf.get_variable('myc', shape=[], initializer=init)
+              res = tf.add(c, 1)
+
+    - a worker scope over variables becomes the setter with that worker as its
+      `worker_device`: the compute stays where it was, the variables go to the ps;
+    - variables under no scope: the statements from the first to the last of them, in the
+      innermost block holding them all, move into a setter scope.
+
+    The setter's arguments come from the program: `cluster=` the name the cluster is bound
+    to (else `ps_tasks=` the number of ps addresses in the literal, else the number of ps
+    tasks the device strings name), `worker_device='/job:worker/task:%d' % EXPR` with EXPR
+    the worker `Server(..., task_index=EXPR)` (omitted under a scope that already names the
+    worker, or when no Server says), `ps_device=` when the ps strings name a device type.
+    The `ps_tasks` parameter is the count when the program does not say it; the other
+    parameters are the graph surface's.
+    An expression of another function reaches the scope through the parameters the file's
+    calls pass it in (`build(cluster_spec, FLAGS.task)` -> `cluster=cluster_spec`).
+
+    Reported but not fixed (fixable=False): ps scopes that choose ps tasks by hand (more
+    than one, one chosen at run time, or one other than 0) — one setter spreads the
+    variables round-robin from task 0, which may move a variable to another task; a ps
+    scope that also holds a queue or accumulator (state the workers share on the ps: the
+    setter would give each worker its own) or names a device chosen at run time;
+    variables under no scope that no single block holds; a scope of which another finding
+    is suppressed; no ps task count; no compat.v1 spelling.
+
+    Findings and fixes honour `# graphfix: ignore[replica-placement]` on the line, on an
+    enclosing statement or on the `with` line of the scope. Not seen: device strings held in
+    variables, methods (`self.build()`), functions of other files, `with g.device(...)`.
+    """
+
+    DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
+    METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
+    transform_name = "replica-placement"
+    trigger_words = ("job:ps", "'ps'", '"ps"')
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return self._tree.code_for_node(node)
+
+    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.get_metadata(ParentNodeProvider, node, None)
+
+    # -- the module: what the program says, then what to report and rewrite ------------------
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._item_edits: dict[cst.WithItem, str] = {}
+        self._wraps: dict[cst.CSTNode, tuple[int, int, str]] = {}
+        collect = _Collect()
+        node.visit(collect)
+        self._calls = collect.calls
+        self._quote = self._quote_of()
+        self._job_scopes: dict[cst.Call, _JobScope | str] = {}
+        self._shared: dict[_JobScope, cst.Call] = {}  # a ps scope's first shared queue
+        self._cluster = self._find_cluster()
+        self._worker_job, self._worker_task = self._find_worker()
+        ps_ops, unplaced = self._survey()
+        self._plan_ps_scopes(ps_ops)
+        self._plan_unplaced(unplaced)
+        self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+
+    def _quote_of(self) -> str:
+        """The quote the file's device strings use (else its first string argument's)."""
+        strings = [(self.tf_canonical(c.func) in DEVICE_CALLS, a.value) for c in self._calls
+                   for a in c.args if isinstance(a.value, cst.SimpleString)]
+        for _, string in sorted(strings, key=lambda pair: not pair[0]):
+            return string.quote[0]
+        return '"'
+
+    def _survey(self):
+        """The op calls on the ps ({ps scope: [(call, scopes)]}) and the variables with no ps
+        placement ([(call, paths)])."""
+        ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
+        unplaced: list[tuple[cst.Call, list[_Path]]] = []
+        statements_seen: set[cst.CSTNode] = set()
+        for call in self._calls:
+            name = self.tf_canonical(call.func)
+            if self._in_variable_arguments(call):
+                continue  # an initial value: it goes where its variable's initializer goes
+            if name in CREATES_VARIABLES and self._cluster is not None:
+                slim = name.startswith(("slim.", "contrib.layers."))
+                if not (slim and argument(call, "device", None) is not None):
+                    paths = self._paths(call, "slim" if slim else "variable")
+                    if {p.kind for p in paths} <= {"none", "job"}:
+                        unplaced.append((call, paths))
+            if name in _SHARED_STATE:
+                for path in self._paths(call, "op"):
+                    if path.kind == "ps":
+                        self._shared.setdefault(path.scope, call)
+                continue
+            if not self._creates_op(call, name):
+                continue
+            statement = self._statement_of(call)
+            if statement in statements_seen:
+                continue  # one finding per statement: its outermost op
+            scopes = list(dict.fromkeys(p.scope for p in self._paths(call, "op")
+                                        if p.kind == "ps"))
+            if scopes:
+                statements_seen.add(statement)
+                for scope in scopes:
+                    ps_ops.setdefault(scope, []).append((call, scopes))
+        return ps_ops, unplaced
+
+    def _creates_op(self, call: cst.Call, name: str | None) -> bool:
+        if name is None:
+            return (isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value in _GRADIENT_METHODS
+                    and self.tf_qualified(call.func.value) is None)
+        if name in CREATES_VARIABLES:
+            return name in LAYER_CALLS  # a layer computes too
+        return not (name in _NO_OPS or name.startswith(_NO_OP_PREFIXES)
+                    or name.endswith(_NO_OP_SUFFIXES) or ".initializers." in name)
+
+    def _in_variable_arguments(self, call: cst.Call) -> bool:
+        current = self._parent(call)
+        while current is not None and not isinstance(current, (cst.BaseStatement, cst.Lambda)):
+            if isinstance(current, cst.Call):
+                name = self.tf_canonical(current.func)
+                if name in CREATES_VARIABLES and name not in LAYER_CALLS:
+                    return True
+            current = self._parent(current)
+        return False
+
+    def _statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        current = node
+        while current is not None and not isinstance(current, cst.BaseStatement):
+            current = self._parent(current)
+        return current if current is not None else node
+
+    # -- the cluster and this worker ----------------------------------------------------------
+
+    def _find_cluster(self) -> _Cluster | None:
+        """The first cluster definition with a ps job: what ClusterSpec or Server is given."""
+        for call in self._calls:
+            name = self.tf_canonical(call.func)
+            if name == _CLUSTER_SPEC:
+                given = argument(call, "cluster", 0)
+            elif name in _SERVERS:
+                given = argument(call, "server_or_cluster_def", 0)
+            else:
+                continue
+            found = self._cluster_dict(given)
+            if found is None:
+                continue
+            literal, bound = found
+            ps, jobs = None, []
+            for element in literal.elements:
+                if not isinstance(element, cst.DictElement):
+                    continue
+                key = _string_value(element.key)
+                if key is None:
+                    continue
+                jobs.append(key)
+                if key == "ps":
+                    ps = element.value
+            if ps is None:
+                continue
+            tasks = (len(ps.elements) if isinstance(ps, (cst.List, cst.Tuple, cst.Dict))
+                     else None)
+            if tasks == 0:
+                continue
+            if name == _CLUSTER_SPEC:
+                bound = self._bound_name(call) or bound
+            return _Cluster(call if name == _CLUSTER_SPEC else literal, bound, tasks, tuple(jobs))
+        return None
+
+    def _cluster_dict(self, expr, depth: int = 0) -> tuple[cst.Dict, cst.Name | None] | None:
+        """The dict literal a cluster argument is, or names (with the name bound to it)."""
+        if isinstance(expr, cst.Dict):
+            return expr, self._bound_name(expr)
+        if isinstance(expr, cst.Name) and depth < 3:
+            value = self._single_value(expr)
+            if isinstance(value, cst.Dict):
+                return value, self._bound_name(value)
+            if isinstance(value, cst.Call) and self.tf_canonical(value.func) == _CLUSTER_SPEC:
+                return self._cluster_dict(argument(value, "cluster", 0), depth + 1)
+        return None
+
+    def _single_value(self, name: cst.Name) -> cst.BaseExpression | None:
+        """The value of `name` when one plain assignment in its scope binds it."""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None:
+            return None
+        assignments = [a for a in scope[name.value] if isinstance(a, Assignment)]
+        if len(assignments) != 1:
+            return None
+        target = assignments[0].node
+        assign = self._parent(self._parent(target) or target)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            return assign.value
+        return None
+
+    def _bound_name(self, value: cst.CSTNode) -> cst.Name | None:
+        """`x` for the value of `x = value`."""
+        parent = self._parent(value)
+        if (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return parent.targets[0].target
+        return None
+
+    def _find_worker(self) -> tuple[str, cst.BaseExpression | None]:
+        """(this worker's job, the expression of its task index) from the Server calls."""
+        jobs, tasks = set(), {}
+        for call in self._calls:
+            if self.tf_canonical(call.func) not in _SERVERS:
+                continue
+            job = _string_value(argument(call, "job_name", 1))
+            task = argument(call, "task_index", 2)
+            if job == "ps" or task is None:
+                continue
+            if job is not None:
+                jobs.add(job)
+            tasks.setdefault(self._code(task), task)
+        others = set(self._cluster.jobs) - {"ps"} if self._cluster else set()
+        job = (jobs.pop() if len(jobs) == 1 else
+               others.pop() if not jobs and len(others) == 1 else "worker")
+        return job, (next(iter(tasks.values())) if len(tasks) == 1 else None)
+
+    # -- where ops land ------------------------------------------------------------------------
+
+    def _job_scope(self, call: cst.Call) -> _JobScope | str:
+        """A device call's verdict: a `_JobScope`, `partial` (a string naming no job: it
+        merges with the scopes outside) or `other` (a function, None, a name)."""
+        if call not in self._job_scopes:
+            given = device_argument(call)
+            template = None if given is None else device_template(given)
+            parsed = None if template is None else _parse_job_device(template)
+            if template is None:
+                verdict = "other"
+            elif parsed is None:
+                verdict = "partial"
+            elif HOLE in parsed[0]:
+                verdict = "other"  # a job chosen at run time: not ours to judge
+            else:
+                verdict = _JobScope(self._parent(call), call, *parsed)
+            self._job_scopes[call] = verdict
+        return self._job_scopes[call]
+
+    def _verdict(self, item: cst.WithItem, what: str) -> _Path | None:
+        """What a `with` item says about ops (`what` is op, variable or slim); None: it does
+        not place them, look further out."""
+        expr = item.item
+        if not isinstance(expr, cst.Call):
+            return None
+        name = self.tf_canonical(expr.func)
+        if name == "slim.arg_scope":
+            placed = what == "slim" and argument(expr, "device", None) is not None
+            return _Path("other") if placed else None
+        if name == "colocate_with":
+            return _Path("other")
+        if name not in DEVICE_CALLS:
+            return None
+        scope = self._job_scope(expr)
+        if scope == "partial":
+            return None
+        if scope == "other":
+            return _Path("other")
+        return _Path("ps" if scope.job == "ps" else "job", scope)
+
+    def _paths(self, node: cst.CSTNode, what: str, seen: tuple = ()) -> list[_Path]:
+        """Where ops created at `node` land, one path per chain of callers in this file."""
+        child, parent = node, self._parent(node)
+        while parent is not None:
+            if isinstance(parent, cst.With):
+                items = list(parent.items)
+                if child is not parent.body:
+                    items = items[: next(i for i, it in enumerate(items) if it is child)]
+                for item in reversed(items):
+                    verdict = self._verdict(item, what)
+                    if verdict is not None:
+                        return [verdict]
+            elif isinstance(parent, cst.Lambda) and child is parent.body:
+                return [_Path("other")]
+            elif isinstance(parent, cst.FunctionDef) and child is parent.body:
+                return self._caller_paths(parent, what, seen)
+            elif isinstance(parent, cst.ClassDef):
+                return [_Path("other")]
+            child, parent = parent, self._parent(parent)
+        return [_Path("none")]
+
+    def _caller_paths(self, function: cst.FunctionDef, what: str, seen: tuple) -> list[_Path]:
+        if function in seen or len(seen) > 8:
+            return [_Path("other")]
+        calls = self._call_sites(function)
+        if not calls:  # the program's entry (it makes the cluster: `tf.app.run(main)`), or
+            # called from where we cannot see
+            return [_Path("none" if self._defines_cluster(function) else "other")]
+        return [p for call in calls for p in self._paths(call, what, (*seen, function))]
+
+    def _call_sites(self, function: cst.FunctionDef) -> list[cst.Call] | None:
+        """The file's calls of `function`; None if it is also used otherwise (passed on,
+        stored, a method) so that we cannot see every caller."""
+        if isinstance(self._parent(self._parent(function) or function), cst.ClassDef):
+            return None
+        scope = self.get_metadata(ScopeProvider, function, None)
+        if scope is None:
+            return None
+        calls = []
+        for assignment in scope.assignments[function.name.value]:
+            if getattr(assignment, "node", None) is not function:
+                continue
+            for access in assignment.references:
+                parent = self._parent(access.node)
+                if not (isinstance(parent, cst.Call) and parent.func is access.node):
+                    return None
+                calls.append(parent)
+        return calls
+
+    def _defines_cluster(self, function: cst.FunctionDef) -> bool:
+        for call in self._calls:
+            if self.tf_canonical(call.func) in (_CLUSTER_SPEC, *_SERVERS):
+                current = self._parent(call)
+                while current is not None and current is not function:
+                    current = self._parent(current)
+                if current is function:
+                    return True
+        return False
+
+    # -- spelling the setter -------------------------------------------------------------------
+
+    def _spell_at(self, expr: cst.CSTNode, site: cst.CSTNode, depth: int = 0) -> str | None:
+        """How the value of `expr` is spelled at `site`: through the parameter the file's calls
+        of the enclosing function pass it in, else as written if its names mean the same
+        there; None if neither."""
+        function = self._function_of(site)
+        if function is not None and depth < 4:
+            calls = self._call_sites(function)
+            if calls:
+                for name, position in self._parameters(function):
+                    given = {self._code(a) if a is not None else None
+                             for a in (argument(c, name, position) for c in calls)}
+                    if None in given or len(given) != 1:
+                        continue
+                    if self._spell_at(expr, calls[0], depth + 1) == given.pop():
+                        return name
+        return self._code(expr) if self._visible(expr, site) else None
+
+    def _parameters(self, function: cst.FunctionDef):
+        params = function.params
+        positional = [*params.posonly_params, *params.params]
+        yield from ((p.name.value, i) for i, p in enumerate(positional))
+        yield from ((p.name.value, None) for p in params.kwonly_params)
+
+    def _visible(self, expr: cst.CSTNode, site: cst.CSTNode) -> bool:
+        names = _Names()
+        expr.visit(names)
+        here = self.get_metadata(ScopeProvider, site, None)
+        line = self.position(site)[0]
+        for name in names.found:
+            there = self.get_metadata(ScopeProvider, name, None)
+            if here is None or there is None:
+                return False
+            bound = set(here[name.value])
+            if not bound or bound != set(there[name.value]):
+                return False
+            for assignment in bound:  # a local must be bound before the scope
+                if (isinstance(assignment, Assignment)
+                        and isinstance(assignment.scope, FunctionScope)
+                        and not isinstance(assignment.node, cst.Param)
+                        and self.position(assignment.node)[0] >= line):
+                    return False
+        return True
+
+    def _function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        child, parent = node, self._parent(node)
+        while parent is not None:
+            if isinstance(parent, cst.FunctionDef) and child is parent.body:
+                return parent
+            child, parent = parent, self._parent(parent)
+        return None
+
+    def _v1(self, func: cst.BaseExpression | None, symbol: str) -> str | None:
+        """compat.v1's `symbol` spelled like the `device` function the code calls, else
+        through the module's imports."""
+        if func is not None:
+            if symbol == "device" and self.tf_qualified(func) in _V1_DEVICE:
+                return self._code(func)
+            if isinstance(func, cst.Attribute):
+                base = self.tf_qualified(func.value)
+                if base in _V1_MODULES:
+                    return f"{self._code(func.value)}.{symbol}"
+                if base == "tensorflow":
+                    return f"{self._code(func.value)}.compat.v1.{symbol}"
+        return v1_spelling(self._tree, symbol)
+
+    def _worker_device(self, site: cst.CSTNode) -> str | None:
+        """`'/job:worker/task:%d' % EXPR` for this worker's Server, spelled at `site`."""
+        task = self._worker_task
+        if task is None:
+            return None
+        q, job = self._quote, self._worker_job
+        if isinstance(task, cst.Integer):
+            return f"{q}/job:{job}/task:{task.value}{q}"
+        spelled = self._spell_at(task, site)
+        if spelled is None:
+            return None
+        if not isinstance(task, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+            spelled = f"({spelled})"
+        return f"{q}/job:{job}/task:%d{q} % {spelled}"
+
+    def _setter(self, site: cst.CSTNode, func: cst.BaseExpression | None, column: int, *,
+                worker: str | None, ps_scope: _JobScope | None = None,
+                ps_tasks: int | None = None) -> tuple[str | None, str]:
+        """(`device(replica_device_setter(...))` to write at `site`, or None and why not)."""
+        device, setter = self._v1(func, "device"), self._v1(func, _SETTER)
+        if device is None or setter is None:
+            return None, "no compat.v1 spelling of device and replica_device_setter in this file"
+        args = []
+        cluster = None
+        if self._cluster is not None and self._cluster.name is not None:
+            cluster = self._spell_at(self._cluster.name, site)
+        if cluster is None:
+            count = self._cluster.ps_tasks if self._cluster is not None else None
+            count = count or self.options.get("ps_tasks") or ps_tasks
+            if count is None:
+                return None, "cannot tell how many ps tasks the cluster has"
+            args.append(f"ps_tasks={count}")
+        if ps_scope is not None and ps_scope.rest:
+            args.append(f"ps_device={self._quote}/job:ps{ps_scope.rest}{self._quote}")
+        if worker is not None:
+            args.append(f"worker_device={worker}")
+        if cluster is not None:
+            args.append(f"cluster={cluster}")
+        head, tail = f"{device}({setter}(", "))"
+        text = head + ", ".join(args) + tail
+        if column + len(text) + 6 > _LINE:  # `with ` ... `:`
+            # Continuation lines: 8 spaces past the statement (libcst adds the block's indent).
+            joined = ", ".join(args)
+            if column + 8 + len(joined) + len(tail) + 1 > _LINE:
+                joined = ",\n        ".join(args)
+            text = f"{head}\n        {joined}{tail}"
+        return text, ""
+
+    # -- ops on the parameter server -----------------------------------------------------------
+
+    def _hand_spread(self) -> list[str]:
+        """The ps tasks the file's ps scopes name, if they choose tasks by hand (more than
+        one, one chosen at run time, or one other than task 0); else []."""
+        tasks = set()
+        for call in self._calls:
+            if self.tf_canonical(call.func) in DEVICE_CALLS:
+                scope = self._job_scope(call)
+                if isinstance(scope, _JobScope) and scope.job == "ps":
+                    tasks.add((scope.task or "0").replace(HOLE, "N"))
+        if tasks and tasks != {"0"}:  # a setter would start at task 0
+            return sorted(f"/job:ps/task:{t}" for t in tasks)
+        return []
+
+    def _plan_ps_scopes(self, ps_ops) -> None:
+        spread = self._hand_spread()
+        notes: dict[_JobScope, tuple[bool, str]] = {}
+        for scope, ops in ps_ops.items():
+            live = [c for c, _ in ops if not self._suppressed(c, scope)]
+            if not live:
+                continue
+            if len(live) < len(ops):
+                notes[scope] = False, ("; not fixed: another op under this scope is suppressed")
+                continue
+            if HOLE in scope.rest:
+                notes[scope] = False, ("; not fixed: the device on the ps is chosen at run "
+                                       "time; put the model under tf.device(tf.train."
+                                       "replica_device_setter(...)) by hand")
+                continue
+            if scope in self._shared:
+                notes[scope] = False, (
+                    f"; not fixed: the scope also holds "
+                    f"{self._code(self._shared[scope].func)}, shared state the workers reach "
+                    f"on the ps, which replica_device_setter would move to each worker; move "
+                    f"the other ops out of the scope by hand")
+                continue
+            if spread:
+                notes[scope] = False, (
+                    f"; not fixed: the device scopes spread variables over ps tasks by hand "
+                    f"({', '.join(spread)}), and one replica_device_setter spreads them "
+                    f"round-robin, which may move a variable to another task; put the model "
+                    f"under tf.device(tf.train.replica_device_setter(...)) by hand")
+                continue
+            with_node = self._parent(scope.item)
+            worker, unnamed = None, ""
+            if not any(p.kind == "job" for p in self._paths(with_node, "op")):
+                worker = self._worker_device(with_node)
+                if worker is None:
+                    unnamed = (" (no Server names this worker's task: give the setter "
+                               "worker_device='/job:worker/task:%d' % task_index)")
+            text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
+                                     worker=worker, ps_scope=scope, ps_tasks=1)
+            if text is None:
+                notes[scope] = False, f"; not fixed: {why}"
+                continue
+            self._item_edits[scope.item] = text
+            notes[scope] = True, (f"; fix: {self._code(scope.call)} becomes "
+                                  f"{self._short(text)}, which keeps the variables on the ps "
+                                  f"and sends every other op to the worker{unnamed}")
+        reported = set()
+        for scope, ops in ps_ops.items():
+            for call, scopes in ops:
+                if id(call) in reported or self._suppressed(call, scope) or scope not in notes:
+                    continue
+                reported.add(id(call))
+                fixable = all(notes.get(s, (False, ""))[0] for s in scopes)
+                where = self.position(self._parent(scope.item))[0]
+                self.report(call, (
+                    f"{self._code(call.func)} runs on the parameter server (under "
+                    f"{self._code(scope.call)}, line {where}): pipeline ops belong on the "
+                    f"worker") + notes[scope][1], fixable=fixable, severity="warning")
+
+    def _short(self, text: str) -> str:
+        return " ".join(text.split()).replace("( ", "(")
+
+    def _suppressed(self, node: cst.CSTNode, scope: _JobScope | None) -> bool:
+        return self.suppressed(node) or (scope is not None and self.suppressed(scope.item))
+
+    # -- variables on no parameter server -----------------------------------------------------
+
+    def _plan_unplaced(self, unplaced) -> None:
+        if not unplaced:
+            return
+        # By the worker scope they are under (None: no scope; "mixed": several).
+        by_scope: dict[_JobScope | str | None, list[tuple[cst.Call, bool]]] = {}
+        for call, paths in unplaced:
+            scopes = {p.scope for p in paths}
+            key = scopes.pop() if len(scopes) == 1 else "mixed"
+            scope = key if isinstance(key, _JobScope) else None
+            by_scope.setdefault(key, []).append((call, self._suppressed(call, scope)))
+        cluster_line = self.position(self._cluster.node)[0]
+        for scope, variables in by_scope.items():
+            live = [c for c, suppressed in variables if not suppressed]
+            if not live:
+                continue
+            if len(live) < len(variables):
+                note, fixable = "; not fixed: another variable here is suppressed", False
+            elif scope == "mixed":
+                note, fixable = ("; not fixed: the function creating it is called under "
+                                 "different device scopes; build the model under "
+                                 "tf.device(tf.train.replica_device_setter(...))"), False
+            elif scope is None:
+                note, fixable = self._plan_region(live)
+            else:
+                note, fixable = self._plan_worker_scope(scope)
+            for call in live:
+                layer = self.tf_canonical(call.func) in LAYER_CALLS
+                if isinstance(scope, _JobScope):
+                    where = (f"on /job:{scope.job} (under {self._code(scope.call)}, line "
+                             f"{self.position(self._parent(scope.item))[0]})")
+                else:
+                    where = "on no parameter server"
+                self.report(call, (
+                    f"{self._code(call.func)} creates "
+                    f"{'its variables' if layer else 'a variable'} "
+                    f"{where} though the cluster (line {cluster_line}) has a 'ps' job: each "
+                    f"worker trains its own copy") + note, fixable=fixable, severity="warning")
+
+    def _plan_worker_scope(self, scope: _JobScope) -> tuple[str, bool]:
+        with_node = self._parent(scope.item)
+        given = device_argument(scope.call)
+        text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
+                                 worker=self._code(given))
+        if text is None:
+            return f"; not fixed: {why}", False
+        self._item_edits[scope.item] = text
+        return (f"; fix: {self._code(scope.call)} becomes {self._short(text)}, which keeps the "
+                f"compute on that worker and puts the variables on the ps"), True
+
+    def _plan_region(self, calls: list[cst.Call]) -> tuple[str, bool]:
+        """Wrap the statements from the first to the last variable, in the innermost block
+        that holds them all, in a setter scope."""
+        chains = [self._blocks_of(c) for c in calls]  # [(block, its statement)], innermost first
+        common = [b for b, _ in chains[0]
+                  if all(any(b is other for other, _ in chain) for chain in chains[1:])]
+        hint = "; build the model under tf.device(tf.train.replica_device_setter(...))"
+        if not common:
+            return ("; not fixed: no one block builds them all (they are created in functions "
+                    "called from several places)" + hint), False
+        block = common[0]
+        body = list(block.body)
+        holding = [next(st for b, st in chain if b is block) for chain in chains]
+        indices = [next(i for i, st in enumerate(body) if st is held) for held in holding]
+        first, last = min(indices), max(indices)
+        site = body[first]
+        text, why = self._setter(site, None, self.position(site)[1] - 1,
+                                 worker=self._worker_device(site))
+        if text is None:
+            return f"; not fixed: {why}" + hint, False
+        if block in self._wraps:
+            first, last = min(first, self._wraps[block][0]), max(last, self._wraps[block][1])
+        self._wraps[block] = (first, last, text)
+        return f"; fix: the statements that create them move under {self._short(text)}", True
+
+    def _blocks_of(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+        """(block, statement of it holding `node`), innermost first: in its function, then
+        at the function's call, if the file calls it once."""
+        out = []
+        child, parent = node, self._parent(node)
+        while parent is not None:
+            if (isinstance(parent, (cst.IndentedBlock, cst.Module))
+                    and isinstance(child, cst.BaseStatement)):
+                out.append((parent, child))
+            if isinstance(parent, cst.FunctionDef) and child is parent.body:
+                calls = self._call_sites(parent)
+                if not calls or len(calls) > 1 or len(out) > 64:
+                    break
+                child, parent = calls[0], self._parent(calls[0])
+                continue
+            if isinstance(parent, (cst.ClassDef, cst.Lambda)):
+                break
+            child, parent = parent, self._parent(parent)
+        return out
+
+    # -- rewriting ----------------------------------------------------------------------------
+
+    def leave_WithItem(self, original_node: cst.WithItem,
+                       updated_node: cst.WithItem) -> cst.WithItem:
+        text = self._item_edits.get(original_node)
+        if text is None:
+            return updated_node
+        return updated_node.with_changes(item=cst.parse_expression(text))
+
+    def _wrapped(self, block, body: list) -> list:
+        first, last, text = self._wraps[block]
+        statements = list(body[first : last + 1])
+        template = cst.ensure_type(cst.parse_statement(f"with {text}:\n    pass\n"), cst.With)
+        inner = [statements[0].with_changes(leading_lines=()), *statements[1:]]
+        wrapped = template.with_changes(body=cst.IndentedBlock(body=inner),
+                                        leading_lines=statements[0].leading_lines)
+        return [*body[:first], wrapped, *body[last + 1 :]]
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        if original_node not in self._wraps:
+            return updated_node
+        return updated_node.with_changes(body=self._wrapped(original_node, updated_node.body))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if original_node not in self._wraps:
+            return updated_node
+        return updated_node.with_changes(body=self._wrapped(original_node, updated_node.body))
+
+
+ReplicaPlacement.codemod = ReplicaPlacementCodemod

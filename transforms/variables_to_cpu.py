@@ -39,14 +39,25 @@ see `VariablesToCpuCodemod`.
 from __future__ import annotations
 
 import dataclasses
-import re
+import functools
 
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider
 
 from graphfix import placement
-from graphfix.codemod import SourceCodemod, canonical_tf_name
+from graphfix.codemod import (
+    DEVICE_CALLS,
+    GET_VARIABLE_CALLS,
+    GLOBAL_STEP_CALLS,
+    HOLE,
+    LAYER_CALLS,
+    VARIABLE_CALLS,
+    SourceCodemod,
+    argument,
+    device_argument,
+    device_template,
+    v1_spelling,
+)
 from graphfix.findings import Change, Finding
 from graphfix.graph import GraphIndex
 from graphfix.registry import Context, Param, Transform
@@ -57,6 +68,7 @@ def _on_gpu(group: placement.Group) -> bool:
     return spec is not None and (spec.device_type or "").upper() == "GPU"
 
 
+@functools.lru_cache(maxsize=1024)
 def _cpu_device_of(device: str) -> str:
     """The CPU of the same job/replica/task as `device`."""
     from graphfix.devices import DeviceSpec
@@ -84,9 +96,8 @@ class VariablesToCpu(Transform):
         to explain findings (`explain`), never to decide what moves.
         """
         scope = ctx.options["scope"]
-        gpu_groups = [g for g in placement.groups(graph) if _on_gpu(g) and not g.conflict]
-        if scope == "variables":
-            gpu_groups = [g for g in gpu_groups if g.variables]
+        every = placement.groups(graph, variables_only=scope == "variables")
+        gpu_groups = [g for g in every if _on_gpu(g) and not g.conflict]
         problems = {}
         if explain or scope == "no-kernel":
             problems = {id(p.group): p for p in placement.problems(graph, gpu_groups)}
@@ -161,30 +172,6 @@ _DTYPES = frozenset(
 )
 _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
-# TF symbols (as `graphfix.codemod.canonical_tf_name` spells them) that create variables.
-_VARIABLE_LIKE = frozenset(  # initial value first: dtype from `dtype=` or the value
-    {"Variable", "VariableV1", "slim.local_variable", "slim.global_variable"}
-)
-_GET_VARIABLE_LIKE = frozenset(  # (name, shape, dtype, initializer, ...): float32 by default
-    {"get_variable", "get_local_variable", "slim.variable", "slim.model_variable"}
-)
-_GLOBAL_STEP = frozenset(  # int64
-    {"train.get_or_create_global_step", "train.create_global_step",
-     "slim.get_or_create_global_step", "slim.create_global_step"}
-)
-_LAYERS = frozenset(
-    {f"layers.{n}" for n in (
-        "dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose",
-        "separable_conv1d", "separable_conv2d", "batch_normalization")}
-    | {f"{prefix}.{n}" for prefix in ("slim", "contrib.layers") for n in (
-        "conv1d", "conv2d", "conv3d", "convolution", "convolution1d", "convolution2d",
-        "convolution3d", "conv2d_transpose", "conv3d_transpose", "convolution2d_transpose",
-        "convolution3d_transpose", "separable_conv2d", "separable_convolution2d",
-        "conv2d_in_plane", "convolution2d_in_plane", "fully_connected", "linear", "relu",
-        "relu6", "batch_norm", "layer_norm", "group_norm", "instance_norm", "bias_add",
-        "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
-)
-_DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
 _V1_DEVICE = frozenset(
     {"tensorflow.compat.v1.device", "tensorflow._api.v2.compat.v1.device",
      "tensorflow.python.framework.ops.device"}
@@ -205,9 +192,6 @@ _TENSOR_CALLS = {
 _DEVICE_FUNCTION = (
     'lambda op: "/cpu:0" if op.type in ("VariableV2", "VarHandleOp") else op.device'
 )
-_HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
-_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
-_BRACES = re.compile(r"\{[^{}]*\}")
 _INT32_MAX = 2**31 - 1
 
 
@@ -252,40 +236,6 @@ class _Wrapper:
         return self.kind != "cpu"
 
 
-def _device_template(expr: cst.BaseExpression) -> str | None:
-    """A device string expression's text, with `_HOLE` for its runtime parts; None if `expr`
-    is not a string expression (a device function, a name, None)."""
-    if isinstance(expr, cst.SimpleString):
-        value = expr.evaluated_value
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-    if isinstance(expr, cst.ConcatenatedString):
-        left, right = _device_template(expr.left), _device_template(expr.right)
-        return None if left is None or right is None else left + right
-    if isinstance(expr, cst.FormattedString):
-        return "".join(
-            part.value.replace("{{", "{").replace("}}", "}")
-            if isinstance(part, cst.FormattedStringText) else _HOLE
-            for part in expr.parts
-        )
-    if isinstance(expr, cst.BinaryOperation):
-        if isinstance(expr.operator, cst.Modulo):
-            left = _device_template(expr.left)
-            return None if left is None else _PERCENT.sub(_HOLE, left).replace("%%", "%")
-        if isinstance(expr.operator, cst.Add):
-            left, right = _device_template(expr.left), _device_template(expr.right)
-            if left is None and right is None:
-                return None
-            return (_HOLE if left is None else left) + (_HOLE if right is None else right)
-    if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value == "format"):
-        base = _device_template(expr.func.value)
-        if base is None:
-            return None
-        text = _BRACES.sub(_HOLE, base.replace("{{", "\1").replace("}}", "\2"))
-        return text.replace("\1", "{").replace("\2", "}")
-    return None
-
-
 def _classify_device(template: str) -> tuple[str, str, bool]:
     """(kind, TF's spelling, runtime index?) for a device template. kind is `gpu`, `other`
     (names another device type), `partial` (no device type: `/job:worker`, merges with the
@@ -298,13 +248,13 @@ def _classify_device(template: str) -> tuple[str, str, bool]:
             continue
         bits = part.split(":")
         head = bits[0]
-        if _HOLE in head:
+        if HOLE in head:
             return "unknown", "", False
         if head in ("job", "replica", "task") and len(bits) == 2:
             fields[head] = bits[1]
         elif head.upper() in ("CPU", "GPU", "TPU") and len(bits) in (1, 2):
             kind_of, index = head.upper(), (bits[1] if len(bits) == 2 else "*")
-        elif head == "device" and len(bits) in (2, 3) and _HOLE not in bits[1]:
+        elif head == "device" and len(bits) in (2, 3) and HOLE not in bits[1]:
             kind_of, index = bits[1].upper(), (bits[2] if len(bits) == 3 else "*")
         else:
             return "unknown", "", False
@@ -312,65 +262,16 @@ def _classify_device(template: str) -> tuple[str, str, bool]:
         return "partial", "", False
     if kind_of not in ("GPU", "XLA_GPU"):
         return "other", "", False
-    dynamic = _HOLE in index
+    dynamic = HOLE in index
     text = "".join(f"/{k}:{fields[k]}" for k in ("job", "replica", "task") if k in fields)
-    text = (text + f"/device:{kind_of}:{'N' if dynamic else index}").replace(_HOLE, "N")
+    text = (text + f"/device:{kind_of}:{'N' if dynamic else index}").replace(HOLE, "N")
     return "gpu", text, dynamic
-
-
-def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if position is not None and position < len(positional):
-        return positional[position].value
-    return None
-
-
-def _device_argument(call: cst.Call) -> cst.BaseExpression | None:
-    """What a `device(...)` call is given (v1 and v2 name the parameter differently)."""
-    return _argument(call, "device_name_or_function", 0) or _argument(call, "device_name", None)
 
 
 def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     """The value a small statement computes, for `x = v`, `x: T = v`, `v` and `return v`."""
     if isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
         return statement.value
-    return None
-
-
-def _v1_device_import(module: cst.Module) -> str | None:
-    """compat.v1's `device` spelled through the module's own top-level imports, if any:
-    `tf.device` after `import tensorflow.compat.v1 as tf`, `tf.compat.v1.device` after
-    `import tensorflow as tf`."""
-    spellings = {  # what an import binds -> how `device` is reached from it, best first
-        "tensorflow.compat.v1.device": "{}", "tensorflow.compat.v1": "{}.device",
-        "tensorflow.compat": "{}.v1.device", "tensorflow": "{}.compat.v1.device",
-    }
-    found: dict[str, str] = {}
-    for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    if alias.asname is not None:
-                        bound = cst.ensure_type(alias.asname.name, cst.Name).value
-                        found.setdefault(alias.evaluated_name, bound)
-                    else:
-                        top = alias.evaluated_name.split(".")[0]
-                        found.setdefault(top, top)
-            elif (isinstance(small, cst.ImportFrom) and small.module is not None
-                  and not small.relative and not isinstance(small.names, cst.ImportStar)):
-                base = get_full_name_for_node(small.module)
-                for alias in small.names:
-                    bound = (cst.ensure_type(alias.asname.name, cst.Name).value
-                             if alias.asname else alias.evaluated_name)
-                    found.setdefault(f"{base}.{alias.evaluated_name}", bound)
-    for qualified, spelling in spellings.items():
-        if qualified in found:
-            return spelling.format(found[qualified])
     return None
 
 
@@ -443,57 +344,21 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     # -- resolving names ----------------------------------------------------------------------
 
-    def _names(self, node: cst.CSTNode) -> set[str]:
-        try:
-            return {n.name for n in self.get_metadata(QualifiedNameProvider, node, set())}
-        except KeyError:
-            return set()
-
-    def _qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name `node` refers to, through imports and module-level aliases
-        (`slim = tf.contrib.slim`)."""
-        for qualified in sorted(self._names(node)):
-            if canonical_tf_name(qualified) is not None:
-                return qualified
-        chain = []
-        current = node
-        while isinstance(current, cst.Attribute):
-            chain.append(current.attr.value)
-            current = current.value
-        if isinstance(current, cst.Name) and current.value in self._aliases:
-            if self._names(current) == {current.value}:  # the module-level name itself
-                return ".".join([self._aliases[current.value], *reversed(chain)])
-        return None
-
-    def _canonical(self, node: cst.CSTNode) -> str | None:
-        qualified = self._qualified(node)
-        return canonical_tf_name(qualified) if qualified else None
-
     def _code(self, node: cst.CSTNode) -> str:
         return self._tree.code_for_node(node)
 
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._aliases: dict[str, str] = {}
-        for statement in node.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Name)):
-                    qualified = self._qualified(small.value)
-                    if qualified is not None:
-                        self._aliases[small.targets[0].target.value] = qualified
-        self._v1_device_import = _v1_device_import(node)
+        self._v1_device_import = v1_spelling(node, "device")
         # Tower code: a GPU chosen at run time, or more than one GPU named in the file.
         calls = _Calls()
         node.visit(calls)
         gpus, self._towers = set(), False
         for call in calls.found:
-            if self._canonical(call.func) in _DEVICE_CALLS:
-                argument = _device_argument(call)
-                template = None if argument is None else _device_template(argument)
+            if self.tf_canonical(call.func) in DEVICE_CALLS:
+                given = device_argument(call)
+                template = None if given is None else device_template(given)
                 if template is not None:
                     kind, device, dynamic = _classify_device(template)
                     if kind == "gpu":
@@ -510,9 +375,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- finding variables --------------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
-        name = self._canonical(node.func)
-        if name is None or not (name in _VARIABLE_LIKE or name in _GET_VARIABLE_LIKE
-                                or name in _GLOBAL_STEP or name in _LAYERS):
+        name = self.tf_canonical(node.func)
+        if name is None or not (name in VARIABLE_CALLS or name in GET_VARIABLE_CALLS
+                                or name in GLOBAL_STEP_CALLS or name in LAYER_CALLS):
             return
         slim_family = name.startswith(("slim.", "contrib.layers."))
         statement, scope = self._scope_of(node, slim_family)
@@ -520,9 +385,9 @@ class VariablesToCpuCodemod(SourceCodemod):
             self._with_variables.add(statement)
         if scope is None:
             return
-        if slim_family and _argument(node, "device", None) is not None:
+        if slim_family and argument(node, "device", None) is not None:
             return  # slim.variable(..., device=...) places itself
-        use_resource = _argument(node, "use_resource", None)
+        use_resource = argument(node, "use_resource", None)
         variable = _Variable(
             call=node,
             name=name,
@@ -569,14 +434,14 @@ class VariablesToCpuCodemod(SourceCodemod):
         "stop" (it decides, and not for a GPU)."""
         if not isinstance(expr, cst.Call):
             return "outer"
-        name = self._canonical(expr.func)
+        name = self.tf_canonical(expr.func)
         if name == "slim.arg_scope":
-            has_device = _argument(expr, "device", None) is not None
+            has_device = argument(expr, "device", None) is not None
             return "stop" if slim_family and has_device else "outer"
-        if name not in _DEVICE_CALLS:
+        if name not in DEVICE_CALLS:
             return "outer"
-        argument = _device_argument(expr)
-        template = None if argument is None else _device_template(argument)
+        given = device_argument(expr)
+        template = None if given is None else device_template(given)
         if template is None:
             return "stop"  # None, a device function, a name: not ours to judge
         kind, device, dynamic = _classify_device(template)
@@ -590,7 +455,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         """How the file spells the slim module in `func` (`slim` in `slim.conv2d`)."""
         current = func.value if isinstance(func, cst.Attribute) else None
         while isinstance(current, (cst.Attribute, cst.Name)):
-            if self._qualified(current) in _SLIM_MODULES:
+            if self.tf_qualified(current) in _SLIM_MODULES:
                 return self._code(current)
             current = current.value if isinstance(current, cst.Attribute) else None
         return None
@@ -604,7 +469,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         elif isinstance(expr, cst.Attribute):
             name = expr.attr.value
         elif isinstance(expr, cst.Name):
-            canonical = self._canonical(expr)
+            canonical = self.tf_canonical(expr)
             name = canonical.rsplit(".", 1)[-1] if canonical else expr.value
         else:
             return None
@@ -642,32 +507,32 @@ class VariablesToCpuCodemod(SourceCodemod):
         if isinstance(expr, cst.Lambda):
             return self._value_dtype(expr.body)
         if isinstance(expr, cst.Call):
-            shape = _TENSOR_CALLS.get(self._canonical(expr.func) or "")
+            shape = _TENSOR_CALLS.get(self.tf_canonical(expr.func) or "")
             if shape is None:
                 return None
             position, default = shape
-            explicit = _argument(expr, "dtype", position)
+            explicit = argument(expr, "dtype", position)
             if explicit is not None:
                 return self._dtype_of(explicit)
             if isinstance(default, tuple):
-                return self._value_dtype(_argument(expr, *default))
+                return self._value_dtype(argument(expr, *default))
             return default
         return None
 
     def _variable_dtype(self, call: cst.Call, name: str) -> str | None:
-        if name in _GLOBAL_STEP:
+        if name in GLOBAL_STEP_CALLS:
             return "int64"
-        if name in _VARIABLE_LIKE:
-            explicit = _argument(call, "dtype", None)
+        if name in VARIABLE_CALLS:
+            explicit = argument(call, "dtype", None)
             if explicit is not None:
                 return self._dtype_of(explicit)
-            return self._value_dtype(_argument(call, "initial_value", 0))
-        if name in _GET_VARIABLE_LIKE:
-            initializer = _argument(call, "initializer", 3)
+            return self._value_dtype(argument(call, "initial_value", 0))
+        if name in GET_VARIABLE_CALLS:
+            initializer = argument(call, "initializer", 3)
             from_value = self._value_dtype(initializer)  # a tensor or value initializes
             if from_value is not None:
                 return from_value
-            explicit = _argument(call, "dtype", 2)
+            explicit = argument(call, "dtype", 2)
             if explicit is not None:
                 return self._dtype_of(explicit)
             if initializer is None or self._is_initializer(initializer):
@@ -677,7 +542,7 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _is_initializer(self, expr: cst.BaseExpression) -> bool:
         """An initializer object (`tf.zeros_initializer()`): it takes the variable's dtype."""
         target = expr.func if isinstance(expr, cst.Call) else expr
-        name = self._canonical(target) or ""
+        name = self.tf_canonical(target) or ""
         return name.endswith("_initializer") or "initializers." in name
 
     # -- findings and fixes -------------------------------------------------------------------
@@ -704,7 +569,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 f"supported kernel for GPU devices is available\" ({self._kernel_op(variable)} "
                 f"has no GPU kernel for {variable.dtype})"
             )
-        creates = "creates its variables" if variable.name in _LAYERS else "creates a variable"
+        creates = "creates its variables" if variable.name in LAYER_CALLS else "creates a variable"
         if scope.dynamic or self._towers:
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
@@ -713,7 +578,7 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _wrapper(self, site: _Site) -> tuple[_Wrapper | None, str]:
         """How to wrap a site's statement, and the note the findings end with."""
         variables = site.variables
-        calls = {id(v.call) for v in variables if v.name not in _LAYERS}
+        calls = {id(v.call) for v in variables if v.name not in LAYER_CALLS}
         smalls = (site.statement.body if isinstance(site.statement, (
             cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [])
         if len(calls) == len(variables) and all(
@@ -737,11 +602,11 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def _v1_device(self, func: cst.BaseExpression) -> str | None:
         """A spelling of compat.v1's `device` (it takes device functions) in this file."""
-        qualified = self._qualified(func)
+        qualified = self.tf_qualified(func)
         if qualified in _V1_DEVICE:
             return self._code(func)
         if (qualified == "tensorflow.device" and isinstance(func, cst.Attribute)
-                and "tensorflow" in self._names(func.value)):
+                and "tensorflow" in self.qualified_names(func.value)):
             return f"{self._code(func.value)}.compat.v1.device"
         return self._v1_device_import
 

@@ -1,0 +1,225 @@
+"""replica-placement, source surface: fixture pairs, and the fixed code built by real TF.
+
+Each `fixtures/replica_placement/source/<case>/` holds before.py and after.py (identical for
+no-op cases). A line marked `# expect: warning` (plus `unfixable` when the finding is
+reported but not fixed) is where a finding must be, and nowhere else; its column is where
+the call it names starts.
+
+Cases that define `build(cluster_spec, task_index)` are also built, before and after the
+fix, by TensorFlow in one subprocess (graph mode, no servers started), for a cluster of two
+ps tasks and worker task 1. Before, the bug shows: an op that is not a variable's on the ps,
+or a variable off it. After, every variable op is on `/job:ps/task:k`, over every ps task
+when there are enough variables; no other op outside the variables' colocation groups is on
+the ps, and those given a job are on worker task 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import graphfix
+
+NAME = "replica-placement"
+SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "replica_placement" / "source"
+CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
+BUILT = [c for c in CASES if re.search(r"^def build\(cluster_spec, task_index\)",
+                                       (c / "before.py").read_text(), re.M)]
+_EXPECT = re.compile(r"#\s*expect:\s*(error|warning)(\s+unfixable)?")
+VARIABLE_OPS = ("VariableV2", "VarHandleOp")
+PS_TASKS, TASK_INDEX = 2, 1
+
+
+def expected(code: str) -> list[tuple[int, str, bool]]:
+    """(line, severity, fixable) of every `# expect:` marker."""
+    out = []
+    for number, line in enumerate(code.splitlines(), 1):
+        match = _EXPECT.search(line)
+        if match:
+            out.append((number, match.group(1), match.group(2) is None))
+    return out
+
+
+def _at_call(code: str, finding) -> bool:
+    """Whether the finding's column is where the call its message names starts."""
+    line = code.splitlines()[finding.line - 1]
+    return line[finding.col - 1:].startswith(finding.message.split()[0] + "(")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_source_case(case: Path):
+    before = (case / "before.py").read_text()
+    after = (case / "after.py").read_text()
+
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert fixed == after
+    assert [(f.line, f.severity, f.fixable) for f in findings] == expected(before)
+    assert all(_at_call(before, f) for f in findings), [f.to_text() for f in findings]
+    assert graphfix.check_source(before, only=[NAME]) == findings
+
+    refixed, left = graphfix.fix_source(after, only=[NAME])
+    assert refixed == after  # idempotent
+    # What is left after the fix: the unfixable findings, nothing else.
+    assert [(f.line, f.severity, f.fixable) for f in left] == [
+        e for e in expected(after) if not e[2]]
+    if case.name.startswith("noop_"):
+        assert after == before and not expected(before)
+
+
+def test_seed003_fix_uses_the_programs_cluster_and_task():
+    """The seed's ps scope becomes the setter, with the ClusterSpec and the worker task that
+    main() passes build(); the finding names the op on the ps."""
+    before = (SOURCE / "seed003" / "before.py").read_text()
+    fixed, (finding,) = graphfix.fix_source(before, only=[NAME])
+    assert finding.message.startswith("tf.add runs on the parameter server (under "
+                                      "tf.device('/job:ps/task:0'), line 18)")
+    assert "with tf.device('/job:ps/task:0')" not in fixed
+    assert ("with tf.device(tf.train.replica_device_setter(\n"
+            "            worker_device='/job:worker/task:%d' % task_index, "
+            "cluster=cluster_spec)):") in fixed
+
+    left = (SOURCE / "ps_tasks_by_hand" / "before.py").read_text()
+    (spread,) = graphfix.check_source(left, only=[NAME])
+    assert "may move a variable to another task" in spread.message and not spread.fixable
+
+
+def test_unplaced_variables_say_each_worker_trains_its_own_copy():
+    for case in ("cluster_spec_unplaced", "worker_task_scopes", "unplaced_unclear"):
+        code = (SOURCE / case / "before.py").read_text()
+        for finding in graphfix.check_source(code, only=[NAME]):
+            assert "each worker trains its own copy" in finding.message
+            assert "replica_device_setter" in finding.message
+
+
+def test_produced_code_needs_tensorflow_only():
+    for case in CASES:
+        after = (case / "after.py").read_text().replace("# graphfix: ignore", "")
+        assert "graphfix" not in after
+
+
+# -- built by TensorFlow ----------------------------------------------------------------------
+
+_worker_process: subprocess.Popen | None = None
+
+
+def _start_worker() -> subprocess.Popen:
+    global _worker_process
+    if _worker_process is None:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        _worker_process = subprocess.Popen(
+            [sys.executable, __file__, *(str(c) for c in BUILT)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+    return _worker_process
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _build_in_background(request):
+    """Start the TensorFlow subprocess before the first test, so it builds while the libcst
+    tests run; stop it if it is still going."""
+    if any(item.module is request.module and "built" in item.fixturenames
+           for item in request.session.items):
+        _start_worker()
+    yield
+    if _worker_process is not None and _worker_process.poll() is None:
+        _worker_process.kill()
+        _worker_process.wait()
+
+
+@pytest.fixture(scope="module")
+def built() -> dict:
+    """What `_worker` printed: each case's ops before and after the fix."""
+    stdout, stderr = _start_worker().communicate(timeout=240)
+    assert _worker_process.returncode == 0, stderr[-4000:]
+    return json.loads(stdout.splitlines()[-1])
+
+
+def _job_task(device: str) -> tuple[str | None, str | None]:
+    job = re.search(r"/job:([^/]+)", device)
+    task = re.search(r"/task:(\d+)", device)
+    return (job.group(1) if job else None), (task.group(1) if task else None)
+
+
+def _variable_groups(nodes: dict) -> set[str]:
+    """The variables and every op colocated with one (`_class: loc:@var`)."""
+    variables = {n for n, node in nodes.items() if node["op"] in VARIABLE_OPS}
+    return variables | {n for n, node in nodes.items()
+                        if any(c.removeprefix("loc:@") in variables for c in node["colocate"])}
+
+
+@pytest.mark.parametrize("case", BUILT, ids=lambda p: p.name)
+def test_fixed_graph_places_variables_on_ps(case: Path, built: dict):
+    # tf.group's NoOps (one per device of their inputs, a ps task among them under
+    # replica_device_setter too) compute nothing: left out.
+    before, after = ({n: v for n, v in built[case.name][which].items() if v["op"] != "NoOp"}
+                     for which in ("before", "after"))
+    assert set(before) == set(after), "the fix must not add, drop or rename ops"
+    groups = _variable_groups(after)
+    variables = [n for n, node in after.items() if node["op"] in VARIABLE_OPS]
+    assert variables
+
+    def pipeline_on_ps(nodes):
+        return [n for n, node in nodes.items()
+                if n not in groups and _job_task(node["device"])[0] == "ps"]
+
+    variables_off_ps = [n for n in variables if _job_task(before[n]["device"])[0] != "ps"]
+    assert pipeline_on_ps(before) or variables_off_ps, "the case must show the bug"
+
+    tasks = set()
+    for name in variables:
+        job, task = _job_task(after[name]["device"])
+        assert job == "ps" and task is not None, (name, after[name]["device"])
+        tasks.add(task)
+    if len(variables) >= PS_TASKS:  # round-robin over the cluster's ps tasks
+        assert tasks == {str(k) for k in range(PS_TASKS)}
+    assert pipeline_on_ps(after) == []
+    for name, node in after.items():
+        job, task = _job_task(node["device"])
+        if name not in groups and job is not None:
+            assert (job, task) == ("worker", str(TASK_INDEX)), (name, node["device"])
+
+
+def test_seed003_add_moves_from_ps_to_worker(built: dict):
+    seed = built["seed003"]
+    assert seed["before"]["Add"]["device"] == "/job:ps/task:0"
+    assert seed["after"]["Add"]["device"] == f"/job:worker/task:{TASK_INDEX}"
+    assert seed["after"]["myc"]["device"] == "/job:ps/task:0"
+
+
+# -- the subprocess ---------------------------------------------------------------------------
+
+
+def _worker(case_dirs: list[str]) -> dict:
+    import tensorflow as tf
+
+    tf.compat.v1.disable_v2_behavior()  # TF1 graphs: ref variables, as in the seeds
+    out = {}
+    for case_dir in map(Path, case_dirs):
+        result = out[case_dir.name] = {}
+        for which in ("before", "after"):
+            path = case_dir / f"{which}.py"
+            namespace = {"__name__": f"fixture_{case_dir.name}_{which}", "__file__": str(path)}
+            exec(compile(path.read_text(), str(path), "exec"), namespace)
+            cluster = tf.train.ClusterSpec({
+                "ps": [f"localhost:{2220 + k}" for k in range(PS_TASKS)],
+                "worker": ["localhost:2230", "localhost:2231"],
+            })
+            graph = tf.Graph()
+            with graph.as_default():
+                namespace["build"](cluster, TASK_INDEX)
+            result[which] = {
+                n.name: {"op": n.op, "device": n.device,
+                         "colocate": [c.decode() for c in n.attr["_class"].list.s]}
+                for n in graph.as_graph_def().node
+            }
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(_worker(sys.argv[1:])))
