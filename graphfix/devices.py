@@ -11,6 +11,7 @@ import dataclasses
 from functools import lru_cache
 
 _LEGACY_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
+_FIELDS = frozenset({"job", "replica", "task", "device_type", "device_index"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,13 @@ class DeviceSpec:
 
     def replace(self, **fields) -> "DeviceSpec":
         """Return a copy with the given fields changed."""
-        return dataclasses.replace(self, **fields)
+        unknown = set(fields) - _FIELDS
+        if unknown:
+            raise TypeError(f"DeviceSpec has no field {sorted(unknown)[0]!r}")
+        get = fields.get
+        return DeviceSpec(get("job", self.job), get("replica", self.replica),
+                          get("task", self.task), get("device_type", self.device_type),
+                          get("device_index", self.device_index))
 
     def to_string(self) -> str:
         """The canonical form TF writes: `/job:x/replica:0/task:0/device:CPU:0`."""

@@ -124,7 +124,12 @@ class OpSignatures:
         sig = self._ops.get(node.op)
         return None if sig is None else _expand(sig["out"], node, sig.get("defaults", {}))
 
-    def handle_positions(self, node, side: str) -> list[int] | None:
+    def makes_resources(self, op: str) -> bool:
+        """Whether `op` has an output that is always a resource handle (VarHandleOp, ...)."""
+        sig = self._ops.get(op)
+        return sig is not None and any(a.split("*")[0] == "=20" for a in sig["out"])
+
+    def handle_positions(self, node, side: str, attrs_matter: bool = True) -> list[int] | None:
         """Positions of `node`'s inputs (`side="in"`) or outputs (`"out"`) that are a ref
         or a resource; None for an op this graph does not describe. Decided per op once
         where every argument is a single tensor (the common case), else per node."""
@@ -140,7 +145,7 @@ class OpSignatures:
             types = self.input_types(node) if side == "in" else self.output_types(node)
             return None if types is None else [i for i, t in enumerate(types) if is_handle_type(t)]
         always, by_attr = plan
-        if not by_attr:
+        if not by_attr or not attrs_matter:
             return list(always)
         attrs = node.attr
         extra = [i for i, name, default in by_attr
@@ -324,7 +329,7 @@ class GraphIndex:
             return self._groups
         groups = _UnionFind()
         handle_positions = self.signatures.handle_positions
-        handles = self._handle_tensors()
+        handles, attrs_matter = self._handle_tensors()
         for node in self.graph_def.node:
             if COLOCATION_ATTR in node.attr:
                 # An unknown name is still a group key: TF colocates all nodes that name it.
@@ -335,20 +340,26 @@ class GraphIndex:
             if node.op in RESOURCE_COLOCATION_EXEMPT:
                 continue
             inputs = node.input
-            for position in handle_positions(node, "in") or ():
+            for position in handle_positions(node, "in", attrs_matter) or ():
                 if position < len(inputs) and inputs[position] in handles:
                     groups.union(parse_input(inputs[position])[0], node.name)
         self._groups = groups
         return groups
 
-    def _handle_tensors(self) -> set[str]:
-        """Input strings (`name`, `name:1`) of every tensor that may be a ref or a resource."""
-        handle_positions = self.signatures.handle_positions
+    def _handle_tensors(self) -> tuple[set[str], bool]:
+        """Input strings (`name`, `name:1`) of every tensor that may be a ref or a resource,
+        and whether attrs can make one (only if some op in the graph makes resources: a
+        graph of ref variables never needs each Identity's `T` read)."""
+        signatures = self.signatures
+        handle_positions = signatures.handle_positions
+        kinds = {node.op for node in self.graph_def.node}
+        attrs_matter = any(signatures.makes_resources(op) for op in kinds) or any(
+            op in ("Placeholder", "PlaceholderWithDefault", "_Arg") for op in kinds)
         out: set[str] = set()
         for node in self.graph_def.node:
-            for index in handle_positions(node, "out") or ():
+            for index in handle_positions(node, "out", attrs_matter) or ():
                 out.add(node.name if index == 0 else f"{node.name}:{index}")
-        return out
+        return out, attrs_matter
 
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""
