@@ -36,6 +36,16 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def _write_report(path: Path, doc: dict) -> None:
+    """`--report FILE.json`: the JSON document, written atomically."""
+    from graphfix.graphio import InputError, atomic_write
+
+    try:
+        atomic_write(path, (json.dumps(doc, indent=2) + "\n").encode())
+    except InputError as exc:
+        fail(str(exc))
+
+
 def _selected(only, settings, targets):
     from graphfix.runner import Selected
 
@@ -57,12 +67,7 @@ def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool
         typer.echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
         fmt = "quiet"
     if report_path is not None:
-        from graphfix.graphio import InputError, atomic_write
-
-        try:
-            atomic_write(report_path, (json.dumps(doc, indent=2) + "\n").encode())
-        except InputError as exc:
-            fail(str(exc))
+        _write_report(report_path, doc)
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2))
         return
@@ -215,12 +220,7 @@ def verify(
         fail(str(exc))
     doc = result.to_json()
     if report_path is not None:
-        from graphfix.graphio import InputError, atomic_write
-
-        try:
-            atomic_write(report_path, (json.dumps(doc, indent=2) + "\n").encode())
-        except InputError as exc:
-            fail(str(exc))
+        _write_report(report_path, doc)
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2))
     else:

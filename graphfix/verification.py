@@ -15,7 +15,6 @@ import dataclasses
 import socket
 import time
 import zlib
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np

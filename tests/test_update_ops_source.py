@@ -79,7 +79,7 @@ def _case_run(case: Path, tmp_path: Path) -> None:
     assert marked and _check_run([str(work)]) == marked
 
     # Alone, a file without batch norm of its own has nothing to fix: the run is the unit.
-    from graphfix.transforms.update_ops import UpdateOpsCodemod
+    from graphfix.transforms.update_ops.source import UpdateOpsCodemod
 
     for name in names:
         if UpdateOpsCodemod.scan(name, (work / name).read_text()) is None:
@@ -156,7 +156,7 @@ _TF = "import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n"
 ])
 def test_batch_norm_that_trains(code: str, trains: bool):
     """What counts as a batch norm feeding UPDATE_OPS (what `scan` reports to the run)."""
-    from graphfix.transforms.update_ops import UpdateOpsCodemod
+    from graphfix.transforms.update_ops.source import UpdateOpsCodemod
 
     assert (UpdateOpsCodemod.scan("m.py", _TF + code + "\n") is not None) == trains
 

@@ -186,7 +186,7 @@ def test_seed000_fixed_graph_places(built: dict):
 
 def test_gpu_kernel_tables_match_tensorflow(built: dict):
     """The dtypes the codemod treats as having GPU variable kernels are TF's own."""
-    from graphfix.transforms import variables_to_cpu as module
+    from graphfix.transforms.variables_to_cpu import source as module
 
     for op, dtypes in module._GPU_VARIABLE_DTYPES.items():
         assert set(dtypes) == set(built["gpu_dtypes"][op]) & module._DTYPES, op

@@ -1,47 +1,12 @@
-"""feed-to-assign: a variable fed through `feed_dict` while an optimizer updates it (seed 003).
-
-The bug::
-
-    sess.run(train_op, feed_dict={embeddings: value})
-
-    InvalidArgumentError: Input 0 of node Adam/update_embeddings/AssignSub was passed float
-    from _recv_embeddings_0:0 incompatible with expected float_ref
-
-A fed tensor replaces the variable's ref output, so the optimizer's in-place update has
-nothing to write to (TF 2.x says `_arg_...` where TF 1.x said `_recv_...`). The value must
-be assigned to the variable, not fed in its place.
-
-Found: in a graph, the variables named by the `variables` parameter, and every SavedModel
-signature input bound to a variable (its ref output, its `read`, or a `ReadVariableOp` of it).
-
-Fixed: per variable `V`, a constant number of nodes, made once:
-
-* `V/feed` — a `PlaceholderWithDefault` whose default is `V`'s current value;
-* `V/feed_assign` — `Assign` (or `AssignVariableOp`) of `V/feed` into `V`;
-* every reader of `V`'s value (its `read`, `ReadVariableOp`s) runs after `V/feed_assign`.
-
-A run that feeds `V/feed:0` computes from the fed value and leaves it in `V`, where the
-optimizer then updates it; a run that does not feed it assigns `V` to itself and computes
-exactly as before. SavedModel signature inputs bound to `V` are rebound to `V/feed:0`. The
-change report lists each rename (`V:0 -> V/feed:0`) so callers can update their feeds;
-`graphfix.runtime.load_variable_feeds` helps code that cannot be rewritten.
-
-Parameters:
-    variables: names of the variables that are fed (repeatable, or comma-separated).
-
-In source: a feed entry keyed by a variable that an optimizer (or an assign) updates leaves
-the feed, and the variable is loaded just before the run: `var.load(value, sess)`, through
-`run_step_fn` for a MonitoredSession. A load feeds the variable's initializer, so it adds no
-op to the graph however often it runs. Feeds of placeholders and tensors stay; variables
-known only at run time (keys taken from a collection, fed by name) and runs a load cannot
-safely precede are reported, not fixed. See `FeedToAssignCodemod`.
-"""
+"""The source surface of `feed-to-assign`: the libcst codemod (see the
+package docstring for the bug and the fix)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import libcst as cst
+from graphfix.transforms.feed_to_assign import _FLOAT_REF_ERROR
 from libcst.metadata import (
     Assignment,
     GlobalScope,
@@ -53,182 +18,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from graphfix.codemod import SourceCodemod, canonical_tf_name
-from graphfix.findings import Change, Finding
-from graphfix.graph import COLOCATION_ATTR, VARIABLE_OPS, GraphIndex, is_handle_type, parse_input
-from graphfix.registry import Context, Param, Transform
-
-_FLOAT_REF_ERROR = ("feeding it while an optimizer updates it fails: \"Input 0 of node "
-                    "... was passed float from _arg_...:0 incompatible with expected float_ref\"")
-_RESOURCE_READS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd"})
-_SAVE_OPS = frozenset({"SaveV2", "Save", "SaveSlices"})
-
-
-def _variable_behind(graph: GraphIndex, tensor: str) -> str | None:
-    """The variable a tensor name stands for: its output, its `read`, or a read of it."""
-    name = parse_input(tensor)[0]
-    if name not in graph:
-        return None
-    node = graph.node(name)
-    if node.op in VARIABLE_OPS:
-        return name
-    if node.op in ("Identity", "ReadVariableOp") and node.input:
-        source = parse_input(node.input[0])[0]
-        if source in graph and graph.node(source).op in VARIABLE_OPS:
-            return source
-    return None
-
-
-def _signature_bindings(graph: GraphIndex) -> list[tuple[str, str, str]]:
-    """(signature key, input key, variable) for every signature input bound to a variable."""
-    meta = getattr(graph, "meta_graph", None)
-    if meta is None:
-        return []
-    found = []
-    for key, signature in sorted(meta.signature_def.items()):
-        for input_key, info in sorted(signature.inputs.items()):
-            variable = _variable_behind(graph, info.name)
-            if variable is not None:
-                found.append((key, input_key, variable))
-    return found
-
-
-def _fed_variables(graph: GraphIndex, ctx: Context) -> dict[str, str]:
-    """Variable -> why it counts as fed, in a stable order."""
-    fed = {}
-    for name in ctx.options["variables"]:
-        fed.setdefault(name, "named by feed-to-assign.variables")
-    for key, input_key, variable in _signature_bindings(graph):
-        fed.setdefault(variable, f"signature {key!r} input {input_key!r} is bound to it")
-    return fed
-
-
-def _readers(graph: GraphIndex, variable) -> list:
-    """Nodes that read the variable's value (not its ref or handle), saving aside."""
-    resource = variable.op == "VarHandleOp"
-    readers = []
-    for consumer, position, index in graph.consumers(variable.name):
-        if index < 0 or consumer.op in _SAVE_OPS:
-            continue
-        if resource:
-            if consumer.op in _RESOURCE_READS:
-                readers.append(consumer)
-            continue
-        types = graph.signatures.input_types(consumer)
-        if types is not None and position < len(types) and not is_handle_type(types[position]):
-            readers.append(consumer)
-    return readers
-
-
-def _attr_copy(target, source, name: str, as_name: str | None = None) -> None:
-    if name in source.attr:
-        target.attr[as_name or name].CopyFrom(source.attr[name])
-
-
-class FeedToAssign(Transform):
-    name = "feed-to-assign"
-    summary = "feed variables through a placeholder and an assign, not in place of the variable"
-    params = (
-        Param("variables", None, "names of the variables that are fed", multiple=True),
-    )
-
-    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
-        findings = []
-        for variable, why in _fed_variables(graph, ctx).items():
-            if variable not in graph or graph.node(variable).op not in VARIABLE_OPS:
-                findings.append(Finding(ctx.path, self.name, f"{variable!r} is not a variable",
-                                        fixable=False, node=variable))
-                continue
-            if f"{variable}/feed_assign" in graph:
-                continue  # already fixed
-            findings.append(Finding(ctx.path, self.name,
-                                    f"variable {variable} is fed ({why}); {_FLOAT_REF_ERROR}",
-                                    node=variable))
-        return findings
-
-    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
-        changes = []
-        fed = _fed_variables(graph, ctx)
-        renames: dict[str, str] = {}
-        for variable_name in fed:
-            if variable_name not in graph or graph.node(variable_name).op not in VARIABLE_OPS:
-                continue
-            if f"{variable_name}/feed_assign" in graph:
-                renames[f"{variable_name}:0"] = f"{variable_name}/feed:0"
-                continue
-            feed, assign, readers = self._add_feed(graph, graph.node(variable_name))
-            renames[f"{variable_name}:0"] = f"{feed}:0"
-            changes.append(Change(
-                ctx.path, self.name,
-                f"variable {variable_name}: feed {feed}:0 (assigned by {assign}) instead of "
-                f"{variable_name}:0; {len(readers)} reader(s) run after the assign",
-                node=variable_name,
-                details={"feed": f"{feed}:0", "assign_op": assign,
-                         "renames": {f"{variable_name}:0": f"{feed}:0"},
-                         "added_nodes": [f"{variable_name}/feed/default", feed, assign]},
-            ))
-        changes.extend(self._rebind_signatures(graph, ctx, renames))
-        return changes
-
-    def _add_feed(self, graph: GraphIndex, variable):
-        proto = type(variable)
-        name = variable.name
-        resource = variable.op == "VarHandleOp"
-        readers = _readers(graph, variable)
-
-        default = proto(name=f"{name}/feed/default", device=variable.device)
-        if resource:
-            default.op = "ReadVariableOp"
-            default.input.append(name)
-            _attr_copy(default, variable, "dtype")
-        else:
-            default.op = "Identity"
-            default.input.append(name)
-            _attr_copy(default, variable, "dtype", "T")
-        graph.add_node(default)
-
-        feed = proto(name=f"{name}/feed", op="PlaceholderWithDefault")
-        feed.input.append(default.name)
-        _attr_copy(feed, variable, "dtype")
-        _attr_copy(feed, variable, "shape")
-        graph.add_node(feed)
-
-        assign = proto(name=f"{name}/feed_assign", device=variable.device)
-        assign.input.extend([name, feed.name])
-        if resource:
-            assign.op = "AssignVariableOp"
-            _attr_copy(assign, variable, "dtype")
-        else:
-            assign.op = "Assign"
-            _attr_copy(assign, variable, "dtype", "T")
-            assign.attr["use_locking"].b = True
-            assign.attr["validate_shape"].b = True
-            assign.attr[COLOCATION_ATTR].list.s.append(f"loc:@{name}".encode())
-        graph.add_node(assign)
-
-        for reader in readers:
-            graph.add_control_input(graph.node(reader.name), assign.name)
-        return feed.name, assign.name, readers
-
-    def _rebind_signatures(self, graph: GraphIndex, ctx: Context, renames: dict[str, str]):
-        meta = getattr(graph, "meta_graph", None)
-        if meta is None:
-            return []
-        changes = []
-        for key, input_key, variable in _signature_bindings(graph):
-            target = renames.get(f"{variable}:0")
-            info = meta.signature_def[key].inputs[input_key]
-            if target is None or info.name == target:
-                continue
-            old = info.name
-            info.name = target
-            changes.append(Change(
-                ctx.path, self.name,
-                f"signature {key!r} input {input_key!r}: {old} -> {target}",
-                node=variable, details={"renames": {old: target}, "signature": key},
-            ))
-        return changes
-
+from graphfix.codemod import SourceCodemod, argument, canonical_tf_name
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -287,16 +77,6 @@ _HEADERS = {cst.If: "an `if` condition", cst.While: "a `while` condition",
             cst.For: "a `for` header", cst.With: "a `with` header"}
 _LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
               "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
-
-
-def _arg(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if position is not None and position < len(positional):
-        return positional[position].value
-    return None
 
 
 def _combine(kinds) -> str | None:
@@ -483,16 +263,16 @@ class _Reader:
 
     def _created(self, call: cst.Call, name: str) -> str:
         trainable_default, trainable_at, dtype_at, value_at = _VARIABLE_CALLS[name]
-        trainable = _arg(call, "trainable", trainable_at)
+        trainable = argument(call, "trainable", trainable_at)
         if trainable is None:
             if not trainable_default:
                 return "frozen"
         elif isinstance(trainable, cst.Name) and trainable.value == "False":
             return "frozen"
-        dtype = _arg(call, "dtype", dtype_at)
+        dtype = argument(call, "dtype", dtype_at)
         if dtype is not None and self._dtype_name(dtype) in _NOT_TRAINED_DTYPES:
             return "frozen"
-        value = _arg(call, "initial_value", value_at) if value_at is not None else None
+        value = argument(call, "initial_value", value_at) if value_at is not None else None
         if self._not_float(value):
             return "frozen"
         return "variable"
@@ -537,7 +317,7 @@ class _Reader:
             name is None and isinstance(expr.func, cst.Attribute)
             and expr.func.attr.value in ("get_collection", "get_collection_ref"))
         if getter:
-            key = _arg(expr, "key", 0)
+            key = argument(expr, "key", 0)
             if isinstance(key, cst.Attribute):
                 return _COLLECTION_KEYS.get(key.attr.value)
             if isinstance(key, cst.SimpleString):
@@ -622,7 +402,7 @@ class _Reader:
     def _call_facts(self, call: cst.Call, facts: dict) -> None:
         name = self.canonical(call.func)
         if name in _UPDATES:
-            target = _arg(call, "ref", 0)
+            target = argument(call, "ref", 0)
             self._note_update(target, facts)
         elif (name is None and isinstance(call.func, cst.Attribute)
               and call.func.attr.value in _UPDATES):
@@ -636,7 +416,7 @@ class _Reader:
             if len(positional) > 1:
                 self._note_update(positional[1].value, facts)
         if name in _VARIABLE_CALLS and self._created(call, name) == "variable":
-            label = _arg(call, "name", 0 if _VARIABLE_CALLS[name][1] == 5 or name ==
+            label = argument(call, "name", 0 if _VARIABLE_CALLS[name][1] == 5 or name ==
                          "get_local_variable" else None)  # (name, shape, dtype, ...)
             if isinstance(label, cst.SimpleString) and isinstance(label.evaluated_value, str):
                 facts["names"].add(label.evaluated_value.rsplit("/", 1)[-1])
@@ -813,12 +593,12 @@ class FeedToAssignCodemod(SourceCodemod):
             return None
         feed_arg = next((a for a in call.args
                          if a.keyword is not None and a.keyword.value == "feed_dict"), None)
-        fetches = bool(positional) or _arg(call, "fetches", None) is not None
+        fetches = bool(positional) or argument(call, "fetches", None) is not None
         if func.attr.value == "run" and (fetches or feed_arg is None):
             # Session.run(fetches, feed_dict=None, options=None, run_metadata=None)
             if feed_arg is None and len(positional) >= 2:
                 feed_arg = positional[1]
-            if feed_arg is None or _arg(call, "session", None) is not None:
+            if feed_arg is None or argument(call, "session", None) is not None:
                 return None
             session_expr = func.value
         else:
@@ -828,7 +608,7 @@ class FeedToAssignCodemod(SourceCodemod):
                 feed_arg = positional[0]
             if feed_arg is None:
                 return None
-            session_expr = _arg(call, "session", 1 if func.attr.value == "eval" else None)
+            session_expr = argument(call, "session", 1 if func.attr.value == "eval" else None)
         session, monitored, problem = self._session(session_expr)
         small, where = self._statement(call)
         return _Run(call, feed_arg.value, feed_arg, self._code(func), session, monitored,
@@ -1182,4 +962,3 @@ class FeedToAssignCodemod(SourceCodemod):
                                  header=updated_node.trailing_whitespace)
 
 
-FeedToAssign.codemod = FeedToAssignCodemod

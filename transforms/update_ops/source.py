@@ -1,36 +1,5 @@
-"""update-ops: batch-norm moving averages that never update (seed 003).
-
-The bug: `slim.batch_norm` / `tf.layers.batch_normalization` put their moving-mean and
-moving-variance updates in `tf.GraphKeys.UPDATE_OPS` instead of the training path. Unless
-the train op depends on them, they never run: training accuracy looks fine, inference (which
-reads the moving statistics) is garbage. Multi-tower training with averaged gradients loses
-them most easily::
-
-    grads = average_gradients(tower_grads)
-    train_op = opt.apply_gradients(grads, global_step=step)   # update ops never run
-
-Found: the update ops (the MetaGraphDef's `update_ops` collection, else detected: assigns to
-batch-norm moving statistics, ref and resource forms, fused or not) that are not ancestors
-of the train op (the `train_op` collection, else the `train_op` parameter, else detected:
-the graph's sink that runs after the optimizer's Apply ops).
-
-Fixed: one `NoOp` (`<train op>/update_ops`) gathers the missing update ops as control inputs,
-and the train op gains a control input on it. Update ops already implied are not repeated;
-an edge that would close a cycle is never added.
-
-Parameters:
-    train_op: the train op's name (repeatable); overrides the collection and detection.
-    towers: `all` (default) runs every tower's update ops; `first` only the first tower's
-        (the slim `model_deploy` convention: statistics from one clone). A train op that
-        already runs exactly the first tower's update ops follows that convention on purpose
-        and is left alone either way.
-
-In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file or in another
-file of the same run, each `minimize(...)` / `apply_gradients(...)` that does not run the
-update ops is built under
-`with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
-the file's own TF alias; code that already runs them is left alone.
-"""
+"""The source surface of `update-ops`: the libcst codemod (see the
+package docstring for the bug and the fix)."""
 
 from __future__ import annotations
 
@@ -47,121 +16,7 @@ from libcst.metadata import (
     QualifiedNameSource,
 )
 
-from graphfix import training
-from graphfix.codemod import SourceCodemod, canonical_tf_name
-from graphfix.findings import Change, Finding
-from graphfix.graph import GraphIndex
-from graphfix.registry import Context, Param, Transform
-
-
-def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
-    names, _ = training.update_ops(graph)
-    if towers == "first":
-        by_tower = {name: training.tower_of(graph.node(name)) for name in names}
-        numbered = [t for t in by_tower.values() if t is not None]
-        if numbered:
-            first = min(numbered)
-            names = [n for n in names if by_tower[n] in (None, first)]
-    return names
-
-
-def _first_tower_convention(graph: GraphIndex, updates: list[str], before: set[str]) -> bool:
-    """Whether the train op already runs exactly the first tower's update ops: the slim
-    `model_deploy` convention, a choice the author made, not the bug."""
-    covered = {u for u in updates if u in before}
-    if not covered:
-        return False
-    towers = {u: training.tower_of(graph.node(u)) for u in updates}
-    numbered = [t for t in towers.values() if t is not None]
-    if not numbered:
-        return False
-    first = min(numbered)
-    return covered == {u for u, t in towers.items() if t == first}
-
-
-def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
-    """Drop update ops that another of `names` already runs after (their edge is implied)."""
-    chosen = set(names)
-    implied = graph.ancestors(names) & chosen
-    return [n for n in names if n not in implied]
-
-
-class UpdateOps(Transform):
-    name = "update-ops"
-    summary = "make the train op run batch-norm moving-average updates (UPDATE_OPS)"
-    params = (
-        Param("train_op", None, "name of the train op (repeatable); overrides detection",
-              multiple=True),
-        Param("towers", "all", "all: every tower's update ops; first: the first tower's only",
-              choices=("all", "first")),
-    )
-
-    def _plan(self, graph: GraphIndex, ctx: Context):
-        """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""
-        updates = _wanted_update_ops(graph, ctx.options["towers"])
-        if not updates:
-            return [], None
-        named = ctx.options["train_op"] or None
-        for name in named or []:
-            if name not in graph:
-                return [], Finding(ctx.path, self.name, f"train_op {name!r} is not in the graph",
-                                   fixable=False, node=name)
-        trains, source = training.train_ops(graph, named)
-        if not trains:
-            return [], Finding(
-                ctx.path, self.name,
-                f"{len(updates)} update op(s) but no train op found; set "
-                "--set update-ops.train_op=NAME", fixable=False, node=updates[0])
-        if len(trains) > 1 and source == "detected":
-            return [], Finding(
-                ctx.path, self.name,
-                f"several candidate train ops ({', '.join(trains[:5])}); set "
-                "--set update-ops.train_op=NAME", fixable=False, node=trains[0])
-        plan = []
-        for train in trains:
-            before = graph.ancestors([train])
-            if _first_tower_convention(graph, updates, before):
-                continue
-            # An update op that runs after the train op would close a cycle: never add it.
-            after = training.descendants(graph, [train])
-            missing = [u for u in updates if u not in before and u != train and u not in after]
-            if missing:
-                plan.append((train, _maximal(graph, missing), len(updates)))
-        return plan, None
-
-    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
-        plan, undecided = self._plan(graph, ctx)
-        if undecided is not None:
-            return [undecided]
-        return [
-            Finding(
-                ctx.path, self.name,
-                f"train op {train} does not run {len(missing)} of {total} update op(s) "
-                f"(batch-norm moving averages never update): {', '.join(missing[:3])}"
-                + (", ..." if len(missing) > 3 else ""),
-                node=train,
-            )
-            for train, missing, total in plan
-        ]
-
-    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
-        plan, _ = self._plan(graph, ctx)
-        changes = []
-        for train, missing, total in plan:
-            node_def = type(graph.node(train))()
-            node_def.name = graph.unique_name(f"{train}/update_ops")
-            node_def.op = "NoOp"
-            node_def.input.extend("^" + name for name in missing)
-            barrier = graph.add_node(node_def)
-            graph.add_control_input(graph.node(train), barrier.name)
-            changes.append(Change(
-                ctx.path, self.name,
-                f"train op {train} now runs {len(missing)} update op(s) through {barrier.name}",
-                node=train,
-                details={"added_nodes": [barrier.name], "update_ops": missing},
-            ))
-        return changes
-
+from graphfix.codemod import SourceCodemod, argument, canonical_tf_name
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -192,16 +47,6 @@ _TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"
 _UPDATE_WORD = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
                           re.IGNORECASE)
 _UNKNOWN = cst.Name("_unknown_")  # an argument whose value is not visible here
-
-
-def _argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if position is not None and position < len(positional):
-        return positional[position].value
-    return None
 
 
 def _dotted(node: cst.CSTNode) -> str | None:
@@ -432,13 +277,13 @@ class _BatchNormFinder(cst.CSTVisitor):
         positional = call is not None and not any(a.star == "*" for a in call.args)
         trains = settings.get(training)
         if trains is None and positional:
-            trains = _argument(call, training, position)
+            trains = argument(call, training, position)
         trains = settings.get("**") if trains is None else trains
         collections_arg = None
         if updates is not None:
             collections_arg = settings.get(updates[0])
             if collections_arg is None and positional:
-                collections_arg = _argument(call, *updates)
+                collections_arg = argument(call, *updates)
             collections_arg = settings.get("**") if collections_arg is None else collections_arg
         if _truth(trains, default) and _feeds_update_ops(collections_arg):
             self.found.append(_BatchNorm(name, self.line_of(node)))
@@ -471,9 +316,9 @@ class _BatchNormFinder(cst.CSTVisitor):
         if name in _BN_FUNCTIONS:
             settings = {**self._scope_defaults(), **self._kwargs(node)}
             self._record(name, node, settings, node)
-        normalizer = _argument(node, "normalizer_fn", None)
+        normalizer = argument(node, "normalizer_fn", None)
         if normalizer is not None and self.names.canonical(normalizer) in _BN_FUNCTIONS:
-            params_arg = _argument(node, "normalizer_params", None)
+            params_arg = argument(node, "normalizer_params", None)
             params = self._dict(params_arg) if params_arg is not None else {}
             if params is None:
                 params = {"**": _UNKNOWN}
@@ -483,13 +328,13 @@ class _BatchNormFinder(cst.CSTVisitor):
             self._layers.append(node)
         if isinstance(node.func, cst.Call) and self.names.canonical(node.func.func) == _BN_LAYER:
             self._called.add(node.func)
-            if _truth(_argument(node, "training", 1), False):  # BatchNormalization()(x, True)
+            if _truth(argument(node, "training", 1), False):  # BatchNormalization()(x, True)
                 self.found.append(_BatchNorm(_BN_LAYER, self.line_of(node)))
         callee = _dotted(node.func)
         if callee is not None:
             self._layer_calls.setdefault(callee, []).append(node)
         if any(_SLIM_NET.search(q) for q in self.names.qualified(node.func)):
-            if _truth(_argument(node, "is_training", None), True):
+            if _truth(argument(node, "is_training", None), True):
                 self.found.append(_BatchNorm(_dotted(node.func) or "slim net", self.line_of(node)))
 
     def leave_Module(self, original_node: cst.Module) -> None:
@@ -498,7 +343,7 @@ class _BatchNormFinder(cst.CSTVisitor):
                 continue
             calls = self._layer_calls.get(self._bound.get(layer, ""), [])
             # A layer object whose calls are not visible here may train: it counts.
-            if not calls or any(_truth(_argument(c, "training", 1), False) for c in calls):
+            if not calls or any(_truth(argument(c, "training", 1), False) for c in calls):
                 self.found.append(_BatchNorm(_BN_LAYER, self.line_of(layer)))
         self.found.sort(key=lambda b: b.line)
 
@@ -933,4 +778,3 @@ class UpdateOpsCodemod(SourceCodemod):
         return cst.IndentedBlock(body=[self._block(spelling, [line])])
 
 
-UpdateOps.codemod = UpdateOpsCodemod

@@ -1,0 +1,174 @@
+"""replica-placement: variables on parameter servers, everything else on the worker (seed 003).
+
+The bug: a distributed program scopes its model by hand (`with tf.device('/job:ps/task:0')`)
+and pipeline ops land on the parameter server ("a pipeline operation sometimes even runs on
+'ps' role!"), or variables stay on the worker, so every worker trains its own copy. TF's
+answer is `tf.train.replica_device_setter`, which sends the ps ops (Variable, VariableV2,
+VarHandleOp, AutoReloadVariable, the mutable hash tables) to `/job:ps/task:k` and every other
+op to the worker device, merging each op's existing device into the result.
+
+Found: with `ps_tasks` set (or a graph that already names ps tasks), every variable group
+not on the ps job, and every other op on it.
+
+Fixed: as `replica_device_setter(ps_tasks, ps_device, worker_device, merge_devices=True)`
+would have placed the graph when it was built: each variable's whole colocation group goes
+to its ps task (its initializer, read, slots and optimizer updates with it; a member that
+names no device, or joined it only by a ref or resource edge, is left to the placer, which
+keeps it with its group); every other op goes to the worker device (a `NoOp` already on a
+ps task, as `tf.group` leaves it, stays: it computes nothing). An op's own device fields are kept (type, index, and a job that is
+already the right one); a job that is the wrong one (a pipeline op pinned to the ps, a
+variable pinned to a worker) is replaced. Round-robin picks tasks in graph order, counting
+every ps op as TF does (slots included); greedy balances the groups' byte sizes over the
+whole graph, largest first, which beats TF's creation-order greedy strategy. The change
+report gives the bytes per ps task.
+
+Parameters:
+    ps_tasks: number of parameter-server tasks (at least 1; default: the ps tasks the graph
+        already names).
+    ps_device: the ps job. Defaults to `/job:ps`.
+    worker_device: where every other op goes. Defaults to `/job:worker`.
+    strategy: `round-robin` (default, as TF) or `greedy` (by byte size).
+
+In source: a program that places its model by hand gets TF's setter instead. Ops created
+under a `tf.device('/job:ps/...')` string (`tf.add` in the seed) are warnings, and the scope
+becomes `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))` spelled with
+the file's own aliases: the variables stay on the ps, the ops go to the worker. In a file
+whose ClusterSpec has a `ps` job, variables under no scope or under a worker's
+(`'/job:worker/task:%d' % i`) are warnings too, as each worker trains its own copy: the
+worker scope becomes the setter with that `worker_device`, unscoped variable statements move
+into a setter scope. The setter's `cluster=` and `worker_device=` come from the program's own
+ClusterSpec and `Server(..., task_index=...)`. Scopes that choose ps tasks by hand are
+reported, not rewritten (round-robin may move a variable to another task). Device functions
+(a setter already, slim's `variables_device()`, a chooser) are left alone; see
+`ReplicaPlacementCodemod`.
+"""
+
+from __future__ import annotations
+
+from graphfix.devices import DeviceSpec
+from graphfix.findings import Change, Finding
+from graphfix.graph import COLOCATION_ATTR, VARIABLE_OPS, GraphIndex
+from graphfix.placement import variable_bytes
+from graphfix.registry import Context, Param, Transform, UsageError
+
+
+def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
+    tasks = {spec.task for n in graph if n.device
+             and (spec := DeviceSpec.parse(n.device)).job == ps_job and spec.task is not None}
+    return max(tasks) + 1 if tasks else 0
+
+
+def _without_job(spec: DeviceSpec) -> DeviceSpec:
+    return spec.replace(job=None, replica=None, task=None)
+
+
+class ReplicaPlacement(Transform):
+    name = "replica-placement"
+    summary = "place variables on ps tasks and all else on the worker (replica_device_setter)"
+    params = (
+        Param("ps_tasks", None, "number of ps tasks (default: those the graph names)", kind=int),
+        Param("ps_device", "/job:ps", "the parameter-server job"),
+        Param("worker_device", "/job:worker", "the device for every other op"),
+        Param("strategy", "round-robin", "how variables are spread over the ps tasks",
+              choices=("round-robin", "greedy")),
+    )
+
+    def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
+        """The device every node should have, and the bytes each ps task then holds."""
+        ps = DeviceSpec.parse(ctx.options["ps_device"])
+        worker = DeviceSpec.parse(ctx.options["worker_device"])
+        tasks = ctx.options["ps_tasks"]
+        if tasks is not None and tasks < 1:
+            raise UsageError(f"replica-placement.ps_tasks must be at least 1, not {tasks}")
+        if tasks is None:
+            tasks = _ps_tasks_named(graph, ps.job)
+        if tasks == 0:
+            return {}, {}
+        groups = graph.colocation_groups()
+        root_of = {n.name: root for root, members in groups.items() for n in members}
+        task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"])
+        load = {k: 0 for k in range(tasks)}
+        for root, task in task_of_group.items():
+            load[task] += sum(variable_bytes(n) for n in groups[root] if n.op in VARIABLE_OPS)
+        wanted = {}
+        for node in graph:
+            current = DeviceSpec.parse(node.device)
+            root = root_of[node.name]
+            if root in task_of_group:
+                if node.op not in VARIABLE_OPS and (
+                    not node.device or COLOCATION_ATTR not in node.attr
+                ):
+                    # No device: it follows its group. No `_class`: it joined the group by a
+                    # ref or resource edge, along which the placer overrides its device.
+                    continue
+                if current.job not in (None, ps.job):
+                    current = _without_job(current)  # a variable pinned to a worker
+                target = ps.replace(task=task_of_group[root]).merge(current)
+            else:
+                if ps.job is not None and current.job == ps.job and node.op != "NoOp":
+                    current = _without_job(current)  # a pipeline op pinned to the ps
+                target = worker.merge(current)
+            wanted[node.name] = target.to_string()
+        return wanted, load
+
+    def _assign_tasks(self, graph, groups, tasks: int, strategy: str) -> dict[str, int]:
+        variable_groups = {root: [n for n in members if n.op in VARIABLE_OPS]
+                           for root, members in groups.items()}
+        variable_groups = {r: v for r, v in variable_groups.items() if v}
+        if strategy == "greedy":
+            load = [0] * tasks
+            out = {}
+            order = sorted(variable_groups, key=lambda r: -sum(map(variable_bytes, variable_groups[r])))
+            for root in order:
+                task = min(range(tasks), key=load.__getitem__)
+                out[root] = task
+                load[task] += sum(map(variable_bytes, variable_groups[root]))
+            return out
+        # Round-robin, as TF: the counter moves for every ps op in creation (graph) order,
+        # and a group goes where its first variable was sent (later ones, such as optimizer
+        # slots, follow it through colocation).
+        out, counter = {}, 0
+        root_of = {n.name: root for root, members in variable_groups.items() for n in members}
+        for node in graph:
+            if node.op in VARIABLE_OPS:
+                out.setdefault(root_of[node.name], counter % tasks)
+                counter += 1
+        return out
+
+    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
+        wanted, _ = self.plan(graph, ctx)
+        findings = []
+        ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
+        for node in graph:
+            target = wanted.get(node.name)
+            if target is None or DeviceSpec.parse(node.device).job == DeviceSpec.parse(target).job:
+                continue
+            if node.op in VARIABLE_OPS:
+                findings.append(Finding(
+                    ctx.path, self.name,
+                    f"variable {node.name} is on {node.device or 'no device'}, not a ps task: "
+                    f"each worker trains its own copy (moves to {target})",
+                    node=node.name, severity="warning"))
+            elif DeviceSpec.parse(node.device).job == ps_job:
+                findings.append(Finding(
+                    ctx.path, self.name,
+                    f"{node.op} {node.name} runs on the parameter server ({node.device}); "
+                    f"pipeline ops belong on the worker (moves to {target})",
+                    node=node.name, severity="warning"))
+        return findings
+
+    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
+        wanted, load = self.plan(graph, ctx)
+        moved = [n for n in graph if n.name in wanted and graph.set_device(n, wanted[n.name])]
+        if not moved:
+            return []
+        by_task = ", ".join(f"task {k}: {v} bytes" for k, v in sorted(load.items()))
+        return [Change(ctx.path, self.name,
+                       f"placed {len(moved)} node(s) as replica_device_setter would; "
+                       f"ps bytes: {by_task}",
+                       details={"ps_bytes": {str(k): v for k, v in sorted(load.items())},
+                                "nodes": len(moved)})]
+
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:ReplicaPlacementCodemod"

@@ -1,0 +1,153 @@
+"""update-ops: batch-norm moving averages that never update (seed 003).
+
+The bug: `slim.batch_norm` / `tf.layers.batch_normalization` put their moving-mean and
+moving-variance updates in `tf.GraphKeys.UPDATE_OPS` instead of the training path. Unless
+the train op depends on them, they never run: training accuracy looks fine, inference (which
+reads the moving statistics) is garbage. Multi-tower training with averaged gradients loses
+them most easily::
+
+    grads = average_gradients(tower_grads)
+    train_op = opt.apply_gradients(grads, global_step=step)   # update ops never run
+
+Found: the update ops (the MetaGraphDef's `update_ops` collection, else detected: assigns to
+batch-norm moving statistics, ref and resource forms, fused or not) that are not ancestors
+of the train op (the `train_op` collection, else the `train_op` parameter, else detected:
+the graph's sink that runs after the optimizer's Apply ops).
+
+Fixed: one `NoOp` (`<train op>/update_ops`) gathers the missing update ops as control inputs,
+and the train op gains a control input on it. Update ops already implied are not repeated;
+an edge that would close a cycle is never added.
+
+Parameters:
+    train_op: the train op's name (repeatable); overrides the collection and detection.
+    towers: `all` (default) runs every tower's update ops; `first` only the first tower's
+        (the slim `model_deploy` convention: statistics from one clone). A train op that
+        already runs exactly the first tower's update ops follows that convention on purpose
+        and is left alone either way.
+
+In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file or in another
+file of the same run, each `minimize(...)` / `apply_gradients(...)` that does not run the
+update ops is built under
+`with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
+the file's own TF alias; code that already runs them is left alone.
+"""
+
+from __future__ import annotations
+
+from graphfix import training
+from graphfix.findings import Change, Finding
+from graphfix.graph import GraphIndex
+from graphfix.registry import Context, Param, Transform
+
+
+def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
+    names, _ = training.update_ops(graph)
+    if towers == "first":
+        by_tower = {name: training.tower_of(graph.node(name)) for name in names}
+        numbered = [t for t in by_tower.values() if t is not None]
+        if numbered:
+            first = min(numbered)
+            names = [n for n in names if by_tower[n] in (None, first)]
+    return names
+
+
+def _first_tower_convention(graph: GraphIndex, updates: list[str], before: set[str]) -> bool:
+    """Whether the train op already runs exactly the first tower's update ops: the slim
+    `model_deploy` convention, a choice the author made, not the bug."""
+    covered = {u for u in updates if u in before}
+    if not covered:
+        return False
+    towers = {u: training.tower_of(graph.node(u)) for u in updates}
+    numbered = [t for t in towers.values() if t is not None]
+    if not numbered:
+        return False
+    first = min(numbered)
+    return covered == {u for u, t in towers.items() if t == first}
+
+
+def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
+    """Drop update ops that another of `names` already runs after (their edge is implied)."""
+    chosen = set(names)
+    implied = graph.ancestors(names) & chosen
+    return [n for n in names if n not in implied]
+
+
+class UpdateOps(Transform):
+    name = "update-ops"
+    summary = "make the train op run batch-norm moving-average updates (UPDATE_OPS)"
+    params = (
+        Param("train_op", None, "name of the train op (repeatable); overrides detection",
+              multiple=True),
+        Param("towers", "all", "all: every tower's update ops; first: the first tower's only",
+              choices=("all", "first")),
+    )
+
+    def _plan(self, graph: GraphIndex, ctx: Context):
+        """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""
+        updates = _wanted_update_ops(graph, ctx.options["towers"])
+        if not updates:
+            return [], None
+        named = ctx.options["train_op"] or None
+        for name in named or []:
+            if name not in graph:
+                return [], Finding(ctx.path, self.name, f"train_op {name!r} is not in the graph",
+                                   fixable=False, node=name)
+        trains, source = training.train_ops(graph, named)
+        if not trains:
+            return [], Finding(
+                ctx.path, self.name,
+                f"{len(updates)} update op(s) but no train op found; set "
+                "--set update-ops.train_op=NAME", fixable=False, node=updates[0])
+        if len(trains) > 1 and source == "detected":
+            return [], Finding(
+                ctx.path, self.name,
+                f"several candidate train ops ({', '.join(trains[:5])}); set "
+                "--set update-ops.train_op=NAME", fixable=False, node=trains[0])
+        plan = []
+        for train in trains:
+            before = graph.ancestors([train])
+            if _first_tower_convention(graph, updates, before):
+                continue
+            # An update op that runs after the train op would close a cycle: never add it.
+            after = training.descendants(graph, [train])
+            missing = [u for u in updates if u not in before and u != train and u not in after]
+            if missing:
+                plan.append((train, _maximal(graph, missing), len(updates)))
+        return plan, None
+
+    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
+        plan, undecided = self._plan(graph, ctx)
+        if undecided is not None:
+            return [undecided]
+        return [
+            Finding(
+                ctx.path, self.name,
+                f"train op {train} does not run {len(missing)} of {total} update op(s) "
+                f"(batch-norm moving averages never update): {', '.join(missing[:3])}"
+                + (", ..." if len(missing) > 3 else ""),
+                node=train,
+            )
+            for train, missing, total in plan
+        ]
+
+    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
+        plan, _ = self._plan(graph, ctx)
+        changes = []
+        for train, missing, total in plan:
+            node_def = type(graph.node(train))()
+            node_def.name = graph.unique_name(f"{train}/update_ops")
+            node_def.op = "NoOp"
+            node_def.input.extend("^" + name for name in missing)
+            barrier = graph.add_node(node_def)
+            graph.add_control_input(graph.node(train), barrier.name)
+            changes.append(Change(
+                ctx.path, self.name,
+                f"train op {train} now runs {len(missing)} update op(s) through {barrier.name}",
+                node=train,
+                details={"added_nodes": [barrier.name], "update_ops": missing},
+            ))
+        return changes
+
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:UpdateOpsCodemod"

@@ -1,0 +1,133 @@
+"""variables-to-cpu: variables pinned to a GPU that cannot (or should not) hold them.
+
+The bug (seed 000)::
+
+    with tf.device("/gpu:0"):
+        d = tf.Variable(2)          # int32: VariableV2 has no GPU kernel for int32
+
+    InvalidArgumentError: Cannot assign a device for operation Variable_2: Could not satisfy
+    explicit device specification '/device:GPU:0' because no supported kernel for GPU
+    devices is available.
+
+Even where a GPU kernel exists, multi-GPU towers share their variables, and the variables
+belong on the CPU (or a parameter server) — the `_variable_on_cpu` idiom of TF's CIFAR-10
+multi-GPU example.
+
+Found: in a graph, every colocation group holding a variable op (Variable, VariableV2,
+VarHandleOp, AutoReloadVariable, the mutable hash tables; optimizer slots are variables too)
+whose requested device is a GPU. TF's placer puts a whole group on one device, so the
+group is the unit: the variable, its initializer `Assign`, its `read`, the optimizer's
+`ApplyAdam`, anything `colocate_with` it. A group with no kernel on its device is an error
+(TF's own message); others are warnings.
+
+Fixed: each such group moves to the CPU of the same job/replica/task; only members that ask
+for a device are touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`).
+
+Parameters:
+    scope: `variables` (default) moves every variable group off the GPU; `no-kernel` moves
+        any group, variable or not, that has no kernel on its device (e.g. Saver's
+        `ShardedFilename` pinned to a GPU) and leaves float variables where they are.
+
+In source: variables created under a GPU `tf.device` scope (a literal or a string built
+at run time, `'/gpu:%d' % i`) are placed on the CPU: a statement that only creates
+variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
+a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
+function), so its compute stays on the GPU. Same errors and warnings as the graph surface;
+see `VariablesToCpuCodemod`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from graphfix import placement
+from graphfix.findings import Change, Finding
+from graphfix.graph import GraphIndex
+from graphfix.registry import Context, Param, Transform
+
+
+def _on_gpu(group: placement.Group) -> bool:
+    spec = group.requested
+    return spec is not None and (spec.device_type or "").upper() == "GPU"
+
+
+@functools.lru_cache(maxsize=1024)
+def _cpu_device_of(device: str) -> str:
+    """The CPU of the same job/replica/task as `device`."""
+    from graphfix.devices import DeviceSpec
+
+    spec = DeviceSpec.parse(device)
+    return spec.replace(device_type="CPU", device_index=0).to_string()
+
+
+class VariablesToCpu(Transform):
+    name = "variables-to-cpu"
+    summary = "move variables (with their colocation groups) off the GPU onto the CPU"
+    params = (
+        Param(
+            "scope",
+            "variables",
+            "variables: every variable group on a GPU; no-kernel: any group without a kernel there",
+            choices=("variables", "no-kernel"),
+        ),
+    )
+
+    def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
+        """(group, placement problem or None) for each group this transform moves.
+
+        With scope=variables the kernel registry (and so the TF runtime) is consulted only
+        to explain findings (`explain`), never to decide what moves.
+        """
+        scope = ctx.options["scope"]
+        every = placement.groups(graph, variables_only=scope == "variables")
+        gpu_groups = [g for g in every if _on_gpu(g) and not g.conflict]
+        problems = {}
+        if explain or scope == "no-kernel":
+            problems = {id(p.group): p for p in placement.problems(graph, gpu_groups)}
+        for group in gpu_groups:
+            problem = problems.get(id(group))
+            if scope == "no-kernel" and problem is None:
+                continue
+            yield group, problem
+
+    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
+        findings = []
+        for group, problem in self._targets(graph, ctx, explain=True):
+            anchor = (group.variables or group.members)[0].name
+            to = _cpu_device_of(group.requested.to_string())
+            if problem is not None:
+                message = f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})"
+                severity = "error"
+            else:
+                message = (
+                    f"variable {anchor} is placed on {group.requested}; shared variables belong "
+                    f"on the CPU (group of {len(group.members)} moves to {to})"
+                )
+                severity = "warning"
+            findings.append(
+                Finding(ctx.path, self.name, message, fixable=True, node=anchor, severity=severity)
+            )
+        return findings
+
+    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
+        changes = []
+        for group, _ in list(self._targets(graph, ctx, explain=False)):
+            anchor = (group.variables or group.members)[0].name
+            before = group.requested.to_string()
+            moved = [n.name for n in group.members if n.device and graph.set_device(n, _cpu_device_of(n.device))]
+            if moved:
+                changes.append(
+                    Change(
+                        ctx.path,
+                        self.name,
+                        f"moved {len(moved)} node(s) of {anchor}'s colocation group from "
+                        f"{before} to {_cpu_device_of(before)}",
+                        node=anchor,
+                        details={"from": before, "to": _cpu_device_of(before), "nodes": moved},
+                    )
+                )
+        return changes
+
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:VariablesToCpuCodemod"
