@@ -9,6 +9,7 @@ from pathlib import Path
 
 from graphfix import registry
 from graphfix.runner import Selected, run, write_outputs
+from graphfix.runner import run as run_paths
 
 
 def _say(text: str = "") -> None:
@@ -93,6 +94,54 @@ def seed003(workdir: Path) -> bool:
     return not unfixed.passed and bool(findings) and result.passed
 
 
+def seed003_feed(workdir: Path) -> bool:
+    """Seed 003's Q&A: feeding `embeddings` while Adam updates it fails with float_ref."""
+    import numpy as np
+    import tensorflow as tf
+
+    from graphfix import graphio
+
+    _say("== seed 003 Q&A: feed_dict={embeddings: value} while Adam trains embeddings ==")
+    before = workdir / "embeddings.pbtxt"
+    before.write_bytes(_fixture("seed003_fed_embeddings.pbtxt").read_bytes())
+    tf1 = tf.compat.v1
+    value = np.full([5, 3], 0.5, np.float32)
+    ids = np.array([0, 2], np.int32)
+
+    def run(path: Path, feeds: dict) -> tuple[str | None, object]:
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.import_graph_def(graphio.load(path).message, name="")
+        with tf1.Session(graph=graph) as session:
+            session.run("init")
+            try:
+                session.run("train", feed_dict=feeds)
+            except tf.errors.InvalidArgumentError as exc:
+                lines = [ln.strip() for ln in exc.message.splitlines() if ln.strip()]
+                return next((ln for ln in lines if "incompatible" in ln), lines[0]), None
+            return None, session.run("embeddings:0")
+
+    _say("$ sess.run(train, feed_dict={'embeddings:0': value, 'ids:0': ids})")
+    error, _ = run(before, {"embeddings:0": value, "ids:0": ids})
+    _say(f"  InvalidArgumentError: {error}")
+    fixed = workdir / "embeddings.fixed.pbtxt"
+    _say("$ graphfix fix embeddings.pbtxt -o embeddings.fixed.pbtxt "
+         "--set feed-to-assign.variables=embeddings")
+    selected = Selected.build([registry.get_transform("feed-to-assign")],
+                              {"feed-to-assign": {"variables": ["embeddings"]}}, ())
+    report, outputs = run_paths([str(before)], selected, fix=True, out=str(fixed))
+    write_outputs(outputs)
+    for change in report.changes:
+        _say("  " + change.to_text().replace(str(workdir) + "/", ""))
+    renames = {k: v for c in report.changes for k, v in c.details.get("renames", {}).items()}
+    _say(f"$ sess.run(train, feed_dict={{{renames['embeddings:0']!r}: value, 'ids:0': ids}})")
+    error_after, trained = run(fixed, {renames["embeddings:0"]: value, "ids:0": ids})
+    _say(f"  trained embeddings (rows 0 and 2 moved from the fed 0.5):\n{trained}")
+    moved = trained is not None and not np.allclose(trained[[0, 2]], 0.5)
+    kept = trained is not None and np.allclose(trained[[1, 3, 4]], 0.5)
+    return error is not None and "float_ref" in error and error_after is None and moved and kept
+
+
 def run_demo() -> int:
     """Run every seed case; exit 0 when each was found, fixed and verified."""
     start = time.perf_counter()
@@ -100,6 +149,7 @@ def run_demo() -> int:
         outcomes = {
             "seed 000 (variables-to-cpu)": seed000(Path(tmp)),
             "seed 003 (update-ops)": seed003(Path(tmp)),
+            "seed 003 Q&A (feed-to-assign)": seed003_feed(Path(tmp)),
         }
     _say()
     for name, ok in outcomes.items():

@@ -16,5 +16,7 @@ def test_demo_finds_fixes_and_verifies_every_seed():
     assert "found, fixed, verified: seed 003" in out
     assert "update-op variable(s) never changed" in out
     assert "all 4 update-op variable(s) changed" in out
+    assert "incompatible with expected float_ref" in out
+    assert "found, fixed, verified: seed 003 Q&A (feed-to-assign)" in out
     assert "FAILED" not in out
     assert elapsed < 20, f"demo took {elapsed:.1f}s"
