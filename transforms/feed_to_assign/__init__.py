@@ -122,6 +122,9 @@ class FeedToAssign(Transform):
     params = (
         Param("variables", None, "names of the variables that are fed", multiple=True),
     )
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:FeedToAssignCodemod"
 
     def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
         findings = []
@@ -219,7 +222,3 @@ class FeedToAssign(Transform):
                 node=variable, details={"renames": {old: target}, "signature": key},
             ))
         return changes
-
-    # The source surface lives in source.py, loaded on first use (libcst is slow to
-    # import and the graph path never needs it).
-    codemod = ".source:FeedToAssignCodemod"

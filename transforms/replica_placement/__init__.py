@@ -72,6 +72,9 @@ class ReplicaPlacement(Transform):
         Param("strategy", "round-robin", "how variables are spread over the ps tasks",
               choices=("round-robin", "greedy")),
     )
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:ReplicaPlacementCodemod"
 
     def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
         """The device every node should have, and the bytes each ps task then holds."""
@@ -168,7 +171,3 @@ class ReplicaPlacement(Transform):
                        f"ps bytes: {by_task}",
                        details={"ps_bytes": {str(k): v for k, v in sorted(load.items())},
                                 "nodes": len(moved)})]
-
-    # The source surface lives in source.py, loaded on first use (libcst is slow to
-    # import and the graph path never needs it).
-    codemod = ".source:ReplicaPlacementCodemod"

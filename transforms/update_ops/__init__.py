@@ -81,6 +81,9 @@ class UpdateOps(Transform):
         Param("towers", "all", "all: every tower's update ops; first: the first tower's only",
               choices=("all", "first")),
     )
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:UpdateOpsCodemod"
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""
@@ -147,7 +150,3 @@ class UpdateOps(Transform):
                 details={"added_nodes": [barrier.name], "update_ops": missing},
             ))
         return changes
-
-    # The source surface lives in source.py, loaded on first use (libcst is slow to
-    # import and the graph path never needs it).
-    codemod = ".source:UpdateOpsCodemod"

@@ -71,6 +71,9 @@ class VariablesToCpu(Transform):
             choices=("variables", "no-kernel"),
         ),
     )
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:VariablesToCpuCodemod"
 
     def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
         """(group, placement problem or None) for each group this transform moves.
@@ -127,7 +130,3 @@ class VariablesToCpu(Transform):
                     )
                 )
         return changes
-
-    # The source surface lives in source.py, loaded on first use (libcst is slow to
-    # import and the graph path never needs it).
-    codemod = ".source:VariablesToCpuCodemod"
