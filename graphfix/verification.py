@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import socket
 import time
 import zlib
@@ -149,31 +150,31 @@ def plan_devices(index: GraphIndex, real_gpus: list[str]) -> tuple[dict[str, str
     return {str(k): f"CPU:{k + 1}" for k in wanted}, True, max(wanted) + 2
 
 
-def _seeded(graph_def):
-    """A copy whose random ops draw the same numbers in every run: each op left unseeded
-    (seed = seed2 = 0) gets a seed from its name, so two graphs agree node by node."""
+def runnable_copy(graph_def, mapping: dict[str, str]):
+    """The graph as verify runs it (one copy; the caller's graph is untouched):
+
+    * each GPU device replaced by its stand-in CPU device (`mapping`: GPU index -> "CPU:k");
+    * each random op left unseeded (seed = seed2 = 0) seeded from its name, so every run
+      draws the same numbers and two graphs agree node by node.
+    """
     copy = type(graph_def)()
     copy.CopyFrom(graph_def)
     for node in copy.node:
-        if "seed" in node.attr and "seed2" in node.attr:
-            if node.attr["seed"].i == 0 and node.attr["seed2"].i == 0:
-                node.attr["seed"].i = SEED
-                node.attr["seed2"].i = zlib.crc32(node.name.encode()) & 0x7FFFFFFF
+        if mapping and node.device:
+            spec = DeviceSpec.parse(node.device)
+            if spec.device_type == "GPU":
+                kind, index = mapping[str(spec.device_index or 0)].split(":")
+                node.device = _replaced(spec, kind, int(index))
+        attrs = node.attr
+        if "seed2" in attrs and "seed" in attrs and attrs["seed"].i == 0 and attrs["seed2"].i == 0:
+            attrs["seed"].i = SEED
+            attrs["seed2"].i = zlib.crc32(node.name.encode()) & 0x7FFFFFFF
     return copy
 
 
-def _simulate(graph_def, mapping: dict[str, str]):
-    """A copy of graph_def with each GPU device replaced by its stand-in CPU device."""
-    copy = type(graph_def)()
-    copy.CopyFrom(graph_def)
-    for node in copy.node:
-        if not node.device:
-            continue
-        spec = DeviceSpec.parse(node.device)
-        if spec.device_type == "GPU":
-            kind, index = mapping[str(spec.device_index or 0)].split(":")
-            node.device = spec.replace(device_type=kind, device_index=int(index)).to_string()
-    return copy
+@functools.lru_cache(maxsize=256)
+def _replaced(spec: DeviceSpec, kind: str, index: int) -> str:
+    return spec.replace(device_type=kind, device_index=index).to_string()
 
 
 def synthetic_value(dtype, shape, rng: np.random.Generator) -> np.ndarray:
@@ -201,7 +202,8 @@ class _Run:
 
 
 def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str = "",
-         loss_name: str | None = None) -> _Run:
+         loss_name: str | None = None, watched: set[str] = frozenset()) -> _Run:
+    """Import and run a graph; `watched` variables are also read before the steps."""
     import tensorflow as tf
 
     seconds = {}
@@ -234,7 +236,8 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
         with tf1.Session(target, graph=graph, config=config) as session:
             if init_ops:
                 session.run(init_ops, feed_dict=feed_dict)
-            before = _read_variables(session, reads)
+            if watched:
+                before = _read_variables(session, {k: v for k, v in reads.items() if k in watched})
             loss_before = session.run(loss_tensor, feed_dict) if loss_tensor is not None else None
             for step in range(max(steps, 1)):
                 if target and step == 0:  # a distributed run: record where each op ran
@@ -410,9 +413,9 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         return result
     result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"))
 
-    runnable = _seeded(_simulate(graph_def, mapping) if simulated else graph_def)
+    runnable = runnable_copy(graph_def, mapping if simulated else {})
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-               cpu_count=cpu_count, soft=False)
+               cpu_count=cpu_count, soft=False, watched=_update_variables(index))
     if run.error:
         result.checks.append(Check("run", False, run.error))
         return result
@@ -427,8 +430,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         original_def, original_meta = _first_graph(compare)
         original_index = index_for(original_def, original_meta)
         original_mapping, _, original_cpus = plan_devices(original_index, real_gpus)
-        original_runnable = _seeded(_simulate(original_def, original_mapping) if simulated
-                                    else original_def)
+        original_runnable = runnable_copy(original_def, original_mapping if simulated else {})
         reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
                          feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True)
         if reference.error:
@@ -513,7 +515,7 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     servers, spec = start_local_cluster(cluster, cpu_count)
     result.devices = [f"/job:{job}/task:{i} {address}" for job, addresses in spec.items()
                       for i, address in enumerate(addresses)]
-    runnable = _seeded(_simulate(graph_def, mapping) if simulated else graph_def)
+    runnable = runnable_copy(graph_def, mapping if simulated else {})
     loss = training.detect_loss(index)
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
                cpu_count=cpu_count, soft=False, target=servers["worker"][0].target,
