@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -25,6 +26,10 @@ SET = typer.Option(None, "--set", help="Transform parameter NAME.key=value (repe
 FORMAT = typer.Option("text", "--format", help="text or json (check: also sarif).")
 REPORT = typer.Option(None, "--report", help="Also write the JSON report to this file.")
 TARGETS = typer.Option(None, "--target-devices", help="Devices to place on, e.g. /gpu:0,/gpu:1.")
+JOBS = typer.Option(None, "--jobs", "-j", min=1,
+                    help="Processes reading sources (default: one per core).")
+EXCLUDE = typer.Option(None, "--exclude", metavar="GLOB",
+                       help="Skip files and folders matching GLOB (repeatable).")
 
 
 MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
@@ -56,6 +61,72 @@ def _selected(only, settings, targets):
         fail(str(exc))
     devices = tuple(d for d in (targets or "").split(",") if d)
     return Selected.build(transforms, parsed, devices)
+
+
+PROGRESS_MIN_FILES = 50  # smaller runs finish before a bar would help
+
+
+@contextlib.contextmanager
+def _progress():
+    """A `progress(total)` for `runner.run`: a rich progress bar on stderr for runs over
+    PROGRESS_MIN_FILES source files when stderr is a terminal; else nothing is shown."""
+    state: dict = {}
+
+    def start(total: int):
+        if total < PROGRESS_MIN_FILES or not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        bar = Progress("[progress.description]{task.description}", BarColumn(),
+                       MofNCompleteColumn(), TimeRemainingColumn(),
+                       console=Console(file=sys.stderr), transient=True)
+        bar.start()
+        task = bar.add_task("sources", total=total)
+        state["bar"] = bar
+        return lambda: bar.advance(task)
+
+    try:
+        yield start
+    finally:
+        if "bar" in state:
+            state["bar"].stop()
+
+
+def _configured(paths, only, settings, targets, exclude):
+    """The run's transforms and excludes: `[tool.graphfix]` of the nearest pyproject.toml,
+    overridden by what the command line gives."""
+    from graphfix import config as config_module
+    from graphfix.runner import Selected
+
+    try:
+        config = config_module.load(paths)
+    except config_module.ConfigError as exc:
+        fail(str(exc))
+    if config.path is None:
+        return _selected(only, settings, targets), tuple(exclude or ())
+    where = f"{config.path}: [tool.graphfix]"
+    try:
+        if only:
+            transforms = registry.select(only)
+        else:
+            disabled = {registry.get_transform(n).name for n in config.disable}
+            transforms = [t for t in registry.select(config.only) if t.name not in disabled]
+    except registry.UsageError as exc:
+        fail(str(exc) if only else f"{where}: {exc}")
+    try:
+        parsed = registry.parse_settings(config.settings)
+    except registry.UsageError as exc:
+        fail(f"{where} set: {str(exc).replace('--set takes', 'takes')}")
+    try:
+        for name, options in registry.parse_settings(settings or []).items():
+            parsed.setdefault(name, {}).update(options)
+    except registry.UsageError as exc:
+        fail(str(exc))
+    devices = targets if targets is not None else config.target_devices
+    devices = tuple(d for d in (devices or "").split(",") if d)
+    excludes = tuple(exclude) if exclude else tuple(config.exclude)
+    return Selected.build(transforms, parsed, devices), excludes
 
 
 def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool,
@@ -97,8 +168,10 @@ def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool
         typer.echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
                    f"{s['files_unchanged']} unchanged, {s['skipped']} skipped, {s['failed']} failed")
     else:
-        typer.echo(f"{s['findings']} finding(s) ({s['fixable']} fixable); "
-                   f"{s['skipped']} skipped, {s['failed']} failed")
+        with_findings = len({f.path for f in report.findings})
+        clean = max(0, s["files_unchanged"] - with_findings)
+        typer.echo(f"{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
+                   f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...] = ("text", "json")) -> None:
@@ -137,15 +210,19 @@ def check(
     fmt: str = FORMAT,
     report_path: Optional[Path] = REPORT,
     target_devices: Optional[str] = TARGETS,
+    exclude: Optional[List[str]] = EXCLUDE,
+    jobs: Optional[int] = JOBS,
 ) -> None:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.kernels import NoGpuKernelsError
     from graphfix.runner import run
 
     _check_format(fmt, ("text", "json", "sarif"))
-    selected = _selected(only, settings, target_devices)
+    selected, excludes = _configured(paths, only, settings, target_devices, exclude)
     try:
-        report, _ = run(paths, selected, fix=False)
+        with _progress() as progress:
+            report, _ = run(paths, selected, fix=False, excludes=excludes,
+                            jobs=jobs or os.cpu_count(), progress=progress)
     except NoGpuKernelsError as exc:
         fail(str(exc))
     _emit(report, fmt, report_path, fixing=False)
@@ -164,22 +241,27 @@ def fix(
     target_devices: Optional[str] = TARGETS,
     diff: bool = typer.Option(False, "--diff", help="Show what would change; write nothing."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report changes; write nothing."),
+    exclude: Optional[List[str]] = EXCLUDE,
+    jobs: Optional[int] = JOBS,
 ) -> None:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix import graphio
     from graphfix.kernels import NoGpuKernelsError
-    from graphfix.runner import iter_inputs, preflight, run, write_outputs
+    from graphfix.runner import preflight, run, write_outputs
 
     _check_format(fmt)
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
-    selected = _selected(only, settings, target_devices)
+    selected, excludes = _configured(paths, only, settings, target_devices, exclude)
     writing = not (diff or dry_run)
-    has_graphs = any(graphio.is_graph_path(p) for _, p in iter_inputs(paths))
+    has_graphs = any(graphio.is_graph_path(Path(p)) for p in paths)
     if writing and has_graphs and not out and not in_place:
         fail("fixed graphs need somewhere to go: add -o OUT or --in-place")
     try:
-        report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place, want_diff=diff)
+        with _progress() as progress:
+            report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place,
+                                  want_diff=diff, excludes=excludes,
+                                  jobs=jobs or os.cpu_count(), progress=progress)
     except NoGpuKernelsError as exc:
         fail(str(exc))
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]

@@ -9,7 +9,9 @@ never raises on bad input: it returns the result, or the reason the file was ski
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
+import tokenize
 from typing import Any, ClassVar
 
 import libcst as cst
@@ -327,10 +329,47 @@ class SourceResult:
     new_code: str
     findings: list[Finding]
     skipped: str | None = None
+    encoding: str = "utf-8"  # the file's own (PEP 263 cookie, BOM), kept when written
 
     @property
     def changed(self) -> bool:
         return self.skipped is None and self.new_code != self.code
+
+    @property
+    def new_bytes(self) -> bytes:
+        """`new_code` encoded as the file was (UnicodeEncodeError if it no longer can be)."""
+        return self.new_code.encode(self.encoding)
+
+
+class SourceDecodeError(ValueError):
+    """A source file's bytes are not text in its declared (or default UTF-8) encoding."""
+
+
+def decode_source(raw: bytes) -> tuple[str, str]:
+    """(text, encoding) of a Python file's bytes, as Python reads them: a BOM or a PEP 263
+    `# -*- coding: ... -*-` cookie, else UTF-8. SourceDecodeError with a one-line reason."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:
+        raise SourceDecodeError(str(exc).split(" for ")[0]) from None
+    try:
+        return raw.decode(encoding), encoding
+    except UnicodeDecodeError as exc:
+        name = "UTF-8" if encoding.startswith("utf-8") else encoding
+        hint = "" if name != "UTF-8" else "; no coding cookie"
+        raise SourceDecodeError(f"not {name} ({exc.reason} at byte {exc.start}{hint})") from None
+    except LookupError:
+        raise SourceDecodeError(f"unknown encoding: {encoding}") from None
+
+
+_LONE_LF = re.compile(r"(?<!\r)\n")
+
+
+def _keep_newlines(old: str, new: str) -> str:
+    """Lines a codemod added end as the file's lines do (CRLF files stay CRLF)."""
+    if "\r\n" in old and not _LONE_LF.search(old):
+        return _LONE_LF.sub("\r\n", new)
+    return new
 
 
 _PYTHON2 = re.compile(r"^\s*(print\s+[^\s(=]|exec\s+[^\s(=])|^\s*except\s+\w+\s*,\s*\w+\s*:|\bur?\"|`")
@@ -365,13 +404,40 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
     return facts
 
 
-def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, run_facts: dict[type, dict[str, Any]] | None = None) -> SourceResult:
-    """Run codemods over one file's code; never raises for bad code (see `skipped`)."""
+def active_codemods(text: str, codemods: list[tuple[type[SourceCodemod], dict]]
+                    ) -> list[tuple[type[SourceCodemod], dict]]:
+    """The codemods that may have work in `text`: one of their trigger words occurs in it."""
+    return [(c, o) for c, o in codemods
+            if not c.trigger_words or any(w in text for w in c.trigger_words)]
+
+
+def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
+               *, fix: bool, run_facts: dict[type, dict[str, Any]] | None = None,
+               prefilter: bool = False) -> SourceResult:
+    """Run codemods over one file's code; never raises for bad code (see `skipped`).
+
+    `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
+    `new_bytes` is the fixed file in that same encoding. Line endings are kept. With
+    `prefilter`, a file in which no codemod's trigger words occur is not even parsed.
+    """
+    encoding = "utf-8"
+    if isinstance(code, bytes):
+        raw = code
+        try:
+            code, encoding = decode_source(raw)
+        except SourceDecodeError as exc:
+            return SourceResult(path, "", "", [], skipped=str(exc))
+    else:
+        raw = None
+    if prefilter:
+        codemods = active_codemods(code, codemods)
+        if not codemods:
+            return SourceResult(path, code, code, [], encoding=encoding)
     try:
-        module = cst.parse_module(code)
+        module = cst.parse_module(raw if raw is not None else code)
     except Exception as exc:  # libcst raises ParserSyntaxError and a few others
-        return SourceResult(path, code, code, [], skipped=parse_error(exc, code))
+        return SourceResult(path, code, code, [], skipped=parse_error(exc, code),
+                            encoding=encoding)
     findings: list[Finding] = []
     current = module
     for codemod_class, options in codemods:
@@ -383,11 +449,20 @@ def run_source(code: str, path: str, codemods: list[tuple[type[SourceCodemod], d
         findings.extend(codemod.findings)
         if fix:
             current = result
-    return SourceResult(path, code, current.code, findings)
+    new_code = code if current is module else _keep_newlines(code, current.code)
+    result = SourceResult(path, code, new_code, findings, encoding=encoding)
+    if result.changed:
+        try:
+            result.new_bytes
+        except UnicodeEncodeError as exc:
+            return SourceResult(path, code, code, findings, encoding=encoding,
+                                skipped=f"the fix needs {exc.object[exc.start:exc.end]!r}, "
+                                        f"which {encoding} cannot encode")
+    return result
 
 
 __all__ = [
     "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
     "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
-    "canonical_tf_name", "device_argument", "device_template", "m", "run_source", "v1_spelling",
+    "active_codemods", "canonical_tf_name", "decode_source", "device_argument", "device_template", "m", "run_source", "v1_spelling",
 ]

@@ -16,8 +16,7 @@ from graphfix import graphio, placement
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
-
-SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "build", "dist"})
+from graphfix.sources import excluded, walk_sources
 
 
 @dataclasses.dataclass
@@ -92,29 +91,23 @@ def graph_diff(before, after) -> list[str]:
     return lines
 
 
-def iter_inputs(paths: list[str]) -> list[tuple[str, Path]]:
-    """(label as given, path) for every graph and source the paths name, in order."""
+def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
+                ) -> list[tuple[str, Path]]:
+    """(label as given, path) for every graph and source the paths name, in order.
+
+    A directory gives its Python files (see `graphfix.sources.walk_sources`: no hidden
+    folders, virtual environments, node_modules, git-ignored files, nor `excludes`); a file
+    named explicitly is read unless `excludes` matches the path as given or its name.
+    """
     out = []
     for given in paths:
         path = Path(given)
         if path.is_dir() and not graphio.is_graph_path(path):
-            for sub in sorted(_walk_sources(path)):
+            for sub in walk_sources(path, excludes):
                 out.append((str(sub), sub))
-        else:
+        elif not (excludes and excluded(Path(given).as_posix(), excludes)):
             out.append((given, path))
     return out
-
-
-def _walk_sources(root: Path):
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [
-            d for d in dirnames
-            if not d.startswith(".") and d not in SKIP_DIRS
-            and not (Path(dirpath, d, "pyvenv.cfg")).exists()
-        ]
-        for name in filenames:
-            if name.endswith(".py"):
-                yield Path(dirpath, name)
 
 
 @dataclasses.dataclass
@@ -129,13 +122,22 @@ class Output:
 
 
 def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
-        in_place: bool = False, want_diff: bool = False) -> tuple[Report, list[Output]]:
-    """Check or fix every input; return the report and the outputs to write."""
+        in_place: bool = False, want_diff: bool = False, excludes: tuple[str, ...] = (),
+        jobs: int | None = None, progress=None) -> tuple[Report, list[Output]]:
+    """Check or fix every input; return the report and the outputs to write.
+
+    Sources are read by `jobs` forked processes (default 1: this process; the CLI uses one
+    per core); the report and outputs are the same, in input order, whatever `jobs` is. `progress(total)` may return a
+    callable that is called once per source file done (for a progress bar).
+    """
     report = Report()
     outputs: list[Output] = []
-    inputs = iter_inputs(paths)
+    inputs = iter_inputs(paths, excludes)
     graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
-    run_facts = _scan_run(inputs, selected)
+    sources = [(label, path) for label, path in inputs
+               if path.suffix == ".py" and path.exists() and not graphio.is_graph_path(path)]
+    # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
+    done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress))
     for label, path in inputs:
         if not path.exists():
             report.failed.append({"path": label, "error": "no such file or directory"})
@@ -144,10 +146,101 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
             _run_graph(label, path, selected, fix, report, outputs, out, in_place,
                        want_diff, len(graph_inputs))
         elif path.suffix == ".py":
-            _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts)
+            part, part_outputs = next(done)
+            _merge(report, part)
+            outputs.extend(part_outputs)
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory) or a Python file"})
+    return report, outputs
+
+
+def _merge(report: Report, part: Report) -> None:
+    for field in dataclasses.fields(Report):
+        getattr(report, field.name).extend(getattr(part, field.name))
+
+
+# What every worker process needs, set in the parent before the pool forks (not pickled).
+_JOB: dict[str, Any] = {}
+
+
+def _run_sources(sources, selected, fix, want_diff, jobs, progress) -> list:
+    """[(Report, [Output])] for each source file, in order: in `jobs` forked processes, after
+    every scanning codemod's `scan` ran over every file (also in those processes)."""
+    if not sources:
+        return []
+    jobs = jobs or 1
+    workers = min(jobs, len(sources))
+    tick = progress(len(sources)) if progress is not None else None
+    _JOB.clear()
+    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={})
+    try:
+        if workers <= 1:
+            facts = [_scan_one(item) for item in sources]
+            _JOB["run_facts"] = _gather(sources, facts)
+            return [_ticked(_source_one(item), tick) for item in sources]
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        chunk = max(1, min(16, len(sources) // (workers * 4)))
+        context = multiprocessing.get_context("fork")
+        if _scanning_codemods(selected):
+            with ProcessPoolExecutor(workers, mp_context=context) as pool:
+                facts = list(pool.map(_scan_one, sources, chunksize=chunk))
+            _JOB["run_facts"] = _gather(sources, facts)
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:  # forks with the facts
+            return [_ticked(r, tick) for r in pool.map(_source_one, sources, chunksize=chunk)]
+    finally:
+        _JOB.clear()
+
+
+def _ticked(result, tick):
+    if tick is not None:
+        tick()
+    return result
+
+
+def _scanning_codemods(selected: Selected) -> list:
+    from graphfix.codemod import SourceCodemod  # libcst: sources only
+
+    codemods = [t.source_codemod() for t, _ in selected.transforms if t.codemod is not None]
+    return [c for c in codemods if c.scan.__func__ is not SourceCodemod.scan.__func__]
+
+
+def _scan_one(item) -> dict | None:
+    """Every scanning codemod's facts about one file (None: nothing, or unreadable)."""
+    from graphfix.codemod import SourceDecodeError, decode_source, scan_sources
+
+    label, path = item
+    codemods = [(c, {}) for c in _scanning_codemods(_JOB["selected"])]
+    if not codemods:
+        return None
+    try:
+        code = decode_source(path.read_bytes())[0]
+    except (OSError, SourceDecodeError):
+        return None  # skipped later, with its reason
+    return {c: f[label] for c, f in scan_sources({label: code}, codemods).items() if label in f}
+
+
+def _gather(sources, facts) -> dict:
+    """{codemod class: {path: facts}}, as `scan_sources` gives it for the whole run."""
+    out: dict[type, dict[str, Any]] = {c: {} for c in _scanning_codemods(_JOB["selected"])}
+    for (label, _), found in zip(sources, facts):
+        for codemod_class, value in (found or {}).items():
+            out[codemod_class][label] = value
+    return out
+
+
+def _source_one(item) -> tuple[Report, list[Output]]:
+    label, path = item
+    report, outputs = Report(), []
+    try:
+        _run_source(label, path, _JOB["selected"], _JOB["fix"], report, outputs,
+                    _JOB["want_diff"], _JOB["run_facts"])
+    except Exception as exc:  # a codemod's bug must not hide the other files' results
+        report = Report(failed=[{"path": label,
+                                 "error": f"internal error: {type(exc).__name__}: {exc}"}])
+        outputs = []
     return report, outputs
 
 
@@ -197,25 +290,6 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _scan_run(inputs, selected: Selected) -> dict:
-    """Every scanning codemod's facts about every source file of the run."""
-    if not any(p.suffix == ".py" for _, p in inputs):
-        return {}
-    from graphfix.codemod import SourceCodemod, scan_sources  # libcst: sources only
-
-    codemods = [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
-    if not any(c.scan.__func__ is not SourceCodemod.scan.__func__ for c, _ in codemods):
-        return {}
-    files = {}
-    for label, path in inputs:
-        if path.suffix == ".py" and path.is_file():
-            try:
-                files[label] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-    return scan_sources(files, codemods)
-
-
 def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None):
     codemods = [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
     try:
@@ -223,14 +297,9 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
-    try:
-        code = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        report.skipped.append({"path": label, "reason": f"not UTF-8 ({exc.reason} at byte {exc.start})"})
-        return
     from graphfix.codemod import run_source
 
-    result = run_source(code, label, codemods, fix=fix, run_facts=run_facts)
+    result = run_source(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
     if result.skipped:
         report.skipped.append({"path": label, "reason": result.skipped})
         return
@@ -241,10 +310,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
             if finding.fixable:
                 report.changes.append(Change(label, finding.transform, finding.message,
                                              line=finding.line))
-        diff = list(difflib.unified_diff(code.splitlines(keepends=True),
+        diff = list(difflib.unified_diff(result.code.splitlines(keepends=True),
                                          result.new_code.splitlines(keepends=True),
                                          f"a/{label}", f"b/{label}")) if want_diff else []
-        outputs.append(Output(label, path, data=result.new_code.encode("utf-8"), diff=diff))
+        outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)
 

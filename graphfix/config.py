@@ -1,0 +1,116 @@
+"""`[tool.graphfix]` in `pyproject.toml`: a project's own defaults for check and fix.
+
+    [tool.graphfix]
+    only = ["variables-to-cpu", "update-ops"]   # or: disable = ["feed-to-assign"]
+    exclude = ["*_pb2.py", "third_party"]
+    target-devices = "/gpu:0,/gpu:1"              # or a list
+    [tool.graphfix.set]
+    "variables-to-cpu.scope" = "no-kernel"
+
+The nearest `pyproject.toml` with a `[tool.graphfix]` table, looking upward from the first
+path given (or the working directory), is the one read. Options given on the command line
+override the file's (`--only` its `only` and `disable`, `--exclude` its `exclude`,
+`--target-devices` its `target-devices`, `--set NAME.key` that one key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any
+
+KEYS = ("only", "disable", "exclude", "target-devices", "set")
+
+
+class ConfigError(ValueError):
+    """A `[tool.graphfix]` table graphfix cannot use; str() is one line naming the file."""
+
+
+@dataclasses.dataclass
+class Config:
+    path: Path | None = None
+    only: list[str] | None = None
+    disable: list[str] = dataclasses.field(default_factory=list)
+    exclude: list[str] = dataclasses.field(default_factory=list)
+    target_devices: str | None = None
+    settings: list[str] = dataclasses.field(default_factory=list)  # "NAME.key=value"
+
+
+def find(start: Path) -> tuple[Path, dict] | None:
+    """The nearest pyproject.toml with a [tool.graphfix] table at or above `start`."""
+    start = start.resolve()
+    if not start.is_dir():
+        start = start.parent
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            table = _read(candidate).get("tool", {}).get("graphfix")
+            if table is not None:
+                return candidate, table
+    return None
+
+
+def _read(path: Path) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def load(paths: list[str]) -> Config:
+    """The configuration that applies to a run over `paths` (empty if there is none)."""
+    found = find(Path(paths[0]) if paths else Path.cwd())
+    if found is None:
+        return Config()
+    path, table = found
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.graphfix] must be a table")
+    unknown = [k for k in table if k not in KEYS]
+    if unknown:
+        raise ConfigError(f"{path}: [tool.graphfix] has no key {unknown[0]!r}; "
+                          f"it takes: {', '.join(KEYS)}")
+    config = Config(path)
+    if "only" in table:
+        config.only = _strings(path, "only", table["only"])
+    config.disable = _strings(path, "disable", table.get("disable", []))
+    config.exclude = _strings(path, "exclude", table.get("exclude", []))
+    devices = table.get("target-devices")
+    if devices is not None:
+        if isinstance(devices, str):
+            config.target_devices = devices
+        else:
+            config.target_devices = ",".join(_strings(path, "target-devices", devices))
+    settings = table.get("set", {})
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path}: [tool.graphfix] set must be a table of "
+                          '"NAME.key" = value')
+    for key, value in settings.items():
+        if isinstance(value, dict):  # [tool.graphfix.set.variables-to-cpu] scope = "..."
+            items = [(f"{key}.{k}", v) for k, v in value.items()]
+        else:
+            items = [(key, value)]
+        for name, val in items:
+            config.settings.append(f"{name}={_text(path, name, val)}")
+    return config
+
+
+def _strings(path: Path, key: str, value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: [tool.graphfix] {key} must be a list of strings")
+    return list(value)
+
+
+def _text(path: Path, key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return ",".join(str(v) for v in value)
+    raise ConfigError(f"{path}: [tool.graphfix.set] {key} must be a string, number or list")
