@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -78,13 +79,23 @@ def _progress():
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+        # No refresh thread (auto_refresh=False): the run forks worker processes.
         bar = Progress("[progress.description]{task.description}", BarColumn(),
                        MofNCompleteColumn(), TimeRemainingColumn(),
-                       console=Console(file=sys.stderr), transient=True)
+                       console=Console(file=sys.stderr), transient=True, auto_refresh=False)
         bar.start()
         task = bar.add_task("sources", total=total)
         state["bar"] = bar
-        return lambda: bar.advance(task)
+        last = [0.0]
+
+        def tick() -> None:
+            bar.advance(task)
+            now = time.monotonic()
+            if now - last[0] > 0.1 or bar.finished:
+                last[0] = now
+                bar.refresh()
+
+        return tick
 
     try:
         yield start
@@ -98,6 +109,7 @@ def _configured(paths, only, settings, targets, exclude):
     overridden by what the command line gives."""
     from graphfix import config as config_module
     from graphfix.runner import Selected
+    from graphfix.sources import anchored
 
     try:
         config = config_module.load(paths)
@@ -125,7 +137,7 @@ def _configured(paths, only, settings, targets, exclude):
         fail(str(exc))
     devices = targets if targets is not None else config.target_devices
     devices = tuple(d for d in (devices or "").split(",") if d)
-    excludes = tuple(exclude) if exclude else tuple(config.exclude)
+    excludes = tuple(exclude) if exclude else anchored(config.exclude, config.path.parent)
     return Selected.build(transforms, parsed, devices), excludes
 
 

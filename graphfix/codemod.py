@@ -8,6 +8,7 @@ never raises on bad input: it returns the result, or the reason the file was ski
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
 import re
@@ -375,12 +376,33 @@ def _keep_newlines(old: str, new: str) -> str:
 _PYTHON2 = re.compile(r"^\s*(print\s+[^\s(=]|exec\s+[^\s(=])|^\s*except\s+\w+\s*,\s*\w+\s*:|\bur?\"|`")
 
 
+def _python2_hint(code: str) -> str:
+    return " (Python 2 code?)" if any(_PYTHON2.search(ln) for ln in code.splitlines()) else ""
+
+
+def python_syntax_error(code: str) -> str | None:
+    """Why Python itself cannot compile `code`, in one line; None if it can. (libcst's
+    grammar accepts some code Python 3 does not, such as `except E, e:`.)"""
+    try:
+        ast.parse(code)
+    except SyntaxError as error:
+        what = f": {error.msg}" if error.msg else ""
+        return (f"syntax error at line {error.lineno or 1}, column {error.offset or 1}"
+                f"{what}{_python2_hint(code)}")
+    except (ValueError, MemoryError, RecursionError) as error:  # NUL bytes, too deep
+        return f"cannot parse: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+    return None
+
+
 def parse_error(exc: Exception, code: str) -> str:
     """A one-line reason for a file libcst cannot parse (with a hint for Python 2 code)."""
     if isinstance(exc, cst.ParserSyntaxError):
-        lines = code.splitlines()
-        hint = " (Python 2 code?)" if any(_PYTHON2.search(ln) for ln in lines) else ""
-        return f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}{hint}"
+        # Python's own parser places the error better, and says what is wrong.
+        reason = python_syntax_error(code)
+        if reason is not None:
+            return reason
+        return (f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}"
+                f"{_python2_hint(code)}")
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"cannot parse: {text}"
 
@@ -438,6 +460,9 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     except Exception as exc:  # libcst raises ParserSyntaxError and a few others
         return SourceResult(path, code, code, [], skipped=parse_error(exc, code),
                             encoding=encoding)
+    reason = python_syntax_error(code)
+    if reason is not None:  # not Python 3, though libcst took it: never rewritten
+        return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     findings: list[Finding] = []
     current = module
     for codemod_class, options in codemods:

@@ -8,7 +8,9 @@
     "variables-to-cpu.scope" = "no-kernel"
 
 The nearest `pyproject.toml` with a `[tool.graphfix]` table, looking upward from the first
-path given (or the working directory), is the one read. Options given on the command line
+path given (or the working directory), is the one read. Its `exclude` globs that name a path
+(`gen/*`) are relative to its own folder, from whatever folder graphfix is run; a bare name
+(`*_pb2.py`, `legacy`) matches at any depth. Options given on the command line
 override the file's (`--only` its `only` and `disable`, `--exclude` its `exclude`,
 `--target-devices` its `target-devices`, `--set NAME.key` that one key).
 """

@@ -105,7 +105,7 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
         if path.is_dir() and not graphio.is_graph_path(path):
             for sub in walk_sources(path, excludes):
                 out.append((str(sub), sub))
-        elif not (excludes and excluded(Path(given).as_posix(), excludes)):
+        elif not (excludes and excluded(path.as_posix(), excludes, path.resolve().as_posix())):
             out.append((given, path))
     return out
 
@@ -127,8 +127,9 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     """Check or fix every input; return the report and the outputs to write.
 
     Sources are read by `jobs` forked processes (default 1: this process; the CLI uses one
-    per core); the report and outputs are the same, in input order, whatever `jobs` is. `progress(total)` may return a
-    callable that is called once per source file done (for a progress bar).
+    per core); the report and outputs are the same, in input order, whatever `jobs` is.
+    `progress(total)` may return a callable to call once per step done (a progress bar):
+    one step per source file, two where a scan of every file comes first.
     """
     report = Report()
     outputs: list[Output] = []
@@ -171,22 +172,25 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress) -> list:
         return []
     jobs = jobs or 1
     workers = min(jobs, len(sources))
-    tick = progress(len(sources)) if progress is not None else None
+    scanning = bool(_scanning_codemods(selected))
+    steps = len(sources) * (2 if scanning else 1)
+    tick = progress(steps) if progress is not None else None
     _JOB.clear()
     _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={})
     try:
         if workers <= 1:
-            facts = [_scan_one(item) for item in sources]
-            _JOB["run_facts"] = _gather(sources, facts)
+            if scanning:
+                facts = [_ticked(_scan_one(item), tick) for item in sources]
+                _JOB["run_facts"] = _gather(sources, facts)
             return [_ticked(_source_one(item), tick) for item in sources]
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         chunk = max(1, min(16, len(sources) // (workers * 4)))
         context = multiprocessing.get_context("fork")
-        if _scanning_codemods(selected):
+        if scanning:
             with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                facts = list(pool.map(_scan_one, sources, chunksize=chunk))
+                facts = [_ticked(f, tick) for f in pool.map(_scan_one, sources, chunksize=chunk)]
             _JOB["run_facts"] = _gather(sources, facts)
         with ProcessPoolExecutor(workers, mp_context=context) as pool:  # forks with the facts
             return [_ticked(r, tick) for r in pool.map(_source_one, sources, chunksize=chunk)]

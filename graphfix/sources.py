@@ -14,12 +14,18 @@ from typing import Iterable
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "build", "dist"})
 
 
-def excluded(relative: str, patterns: Iterable[str]) -> bool:
+def excluded(relative: str, patterns: Iterable[str], absolute: str | None = None) -> bool:
     """Whether a path (relative to the directory given, `/`-separated) matches a glob: the
-    whole relative path, or its last part (`tests/*`, `*_pb2.py`, `legacy`)."""
+    whole relative path, or its last part (`tests/*`, `*_pb2.py`, `legacy`). A glob that
+    starts with `/` is matched against the `absolute` path instead (how `exclude` of a
+    pyproject.toml is anchored at its folder)."""
     name = relative.rstrip("/").rsplit("/", 1)[-1]
     for pattern in patterns:
         pattern = pattern.rstrip("/")
+        if pattern.startswith("/"):
+            if absolute is not None and fnmatch.fnmatchcase(absolute, pattern):
+                return True
+            continue
         if pattern.startswith("./"):
             pattern = pattern[2:]
         if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(name, pattern):
@@ -27,10 +33,24 @@ def excluded(relative: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+def anchored(patterns: Iterable[str], folder: Path) -> tuple[str, ...]:
+    """Globs of a configuration file in `folder`: those naming a path (`gen/*`) are made
+    absolute there, so they mean the same from any working directory; names stay."""
+    out = []
+    for pattern in patterns:
+        bare = pattern.rstrip("/").removeprefix("./")
+        if "/" in bare and not bare.startswith(("/", "*")):
+            out.append(f"{folder.resolve().as_posix()}/{bare}")
+        else:
+            out.append(pattern)
+    return tuple(out)
+
+
 def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = True
                  ) -> list[Path]:
     """Every Python file under `root` graphfix should read, sorted."""
     excludes = tuple(excludes)
+    top = root.resolve().as_posix().rstrip("/") + "/"
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         base = Path(dirpath)
@@ -40,10 +60,11 @@ def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = 
             d for d in dirnames
             if not d.startswith(".") and d not in SKIP_DIRS
             and not (base / d / "pyvenv.cfg").exists()
-            and not excluded(prefix + d, excludes)
+            and not excluded(prefix + d, excludes, top + prefix + d)
         )
         for name in sorted(filenames):
-            if name.endswith(".py") and not excluded(prefix + name, excludes):
+            if name.endswith(".py") and not excluded(prefix + name, excludes,
+                                                     top + prefix + name):
                 found.append(base / name)
     if gitignore and found:
         ignored = git_ignored(root, found)

@@ -373,4 +373,34 @@ def test_progress_bar_on_a_terminal(tmp_path):
     process.communicate(timeout=120)
     os.close(master)
     assert process.returncode == 1
-    assert b"sources" in shown and b"/60" in shown, shown[-500:]
+    assert b"sources" in shown and b"/60" in shown, shown[-500:]  # 60 files, or 120 steps
+
+
+@pytest.mark.parametrize("code, where", [
+    ("import tensorflow as tf\nprint 'hi'\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1)\n",
+     "syntax error at line 2, column 1: Missing parentheses in call to 'print'"),
+    ("import tensorflow as tf\ntry:\n    tf.device('/gpu:0')\nexcept Exception, e:\n    pass\n",
+     "syntax error at line 4, column 8: multiple exception types must be parenthesized"),
+    ("import tensorflow as tf\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1\n",
+     "syntax error at line 3, column 20: '(' was never closed"),
+])
+def test_syntax_errors_name_the_line_and_the_problem(code, where):
+    from graphfix.codemod import run_source
+
+    result = run_source(code.encode(), "f.py", [], fix=True)
+    assert result.skipped is not None and result.skipped.startswith(where), result.skipped
+
+
+def test_config_path_excludes_are_relative_to_the_config_folder(tmp_path):
+    root = _project(tmp_path, '[tool.graphfix]\nonly = ["variables-to-cpu"]\n'
+                              'exclude = ["pkg/gen/*", "./pkg/old"]\n')
+    for folder in ("gen", "old", "new"):
+        (root / "pkg" / folder).mkdir()
+        (root / "pkg" / folder / "m.py").write_text(BUG)
+    expected = {"pkg/train.py", "pkg/model_pb2.py", "pkg/new/m.py"}
+    doc = _check(".", cwd=root)
+    assert {f["path"] for f in doc["findings"]} == expected
+    doc = _check(".", cwd=root / "pkg")  # the same files, run from below the config
+    assert {"pkg/" + f["path"] for f in doc["findings"]} == expected
+    doc = _check("gen/m.py", "new/m.py", cwd=root / "pkg")  # files named explicitly too
+    assert {f["path"] for f in doc["findings"]} == {"new/m.py"}
