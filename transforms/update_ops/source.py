@@ -447,6 +447,12 @@ class _TrainCall:
     scope: cst.CSTNode  # FunctionDef or Module
 
 
+# Words without which a file cannot hold a batch norm that feeds UPDATE_OPS (its own layer,
+# an alias of one, or a slim net built on one): `scan` parses only files that have one.
+_BATCH_NORM_WORDS = ("batch_norm", "BatchNorm", "batch_normalization", "BatchNormalization",
+                     "normalizer_fn", "resnet", "inception", "mobilenet", "nets")
+
+
 class UpdateOpsCodemod(SourceCodemod):
     """Build the train op under `tf.control_dependencies(tf.get_collection(UPDATE_OPS))`.
 
@@ -504,6 +510,8 @@ class UpdateOpsCodemod(SourceCodemod):
     @classmethod
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
         """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
+        if not any(word in code for word in _BATCH_NORM_WORDS):
+            return None  # cheap text check first: most files of a tree have no batch norm
         wrapper = MetadataWrapper(cst.parse_module(code))
         names = _Names(wrapper.module, _qualified_names(wrapper.resolve(QualifiedNameProvider)))
         positions = wrapper.resolve(PositionProvider)
