@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -43,3 +44,51 @@ def tf():
 
     tf.compat.v1.disable_eager_execution()
     return tf
+
+
+class BackgroundScript:
+    """A Python script run in a subprocess alongside the tests; its last stdout line is JSON."""
+
+    def __init__(self, args: list[str]):
+        self.args = args
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> subprocess.Popen:
+        if self.process is None:
+            # tf.compat.v1.layers and tf_slim need tf_keras under Keras 3.
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
+            self.process = subprocess.Popen([sys.executable, *self.args], stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True, env=env)
+        return self.process
+
+    def result(self, timeout: int = 240):
+        stdout, stderr = self.start().communicate(timeout=timeout)
+        assert self.process.returncode == 0, stderr[-4000:]
+        return json.loads(stdout.splitlines()[-1])
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _background_script(request):
+    """For a test module that sets BACKGROUND_SCRIPT (argv of a script that builds real TF
+    graphs): start it before the module's first test, so TF works while libcst tests run."""
+    args = getattr(request.module, "BACKGROUND_SCRIPT", None)
+    if args is None:
+        yield None
+        return
+    script = BackgroundScript(args)
+    if any(item.module is request.module and "built" in item.fixturenames
+           for item in request.session.items):
+        script.start()
+    yield script
+    script.stop()
+
+
+@pytest.fixture(scope="module")
+def built(_background_script):
+    """What the module's BACKGROUND_SCRIPT printed (its last line, as JSON)."""
+    return _background_script.result()

@@ -16,9 +16,7 @@ the ps, and those given a job are on worker task 1.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -105,39 +103,10 @@ def test_produced_code_needs_tensorflow_only():
 
 # -- built by TensorFlow ----------------------------------------------------------------------
 
-_worker_process: subprocess.Popen | None = None
-
-
-def _start_worker() -> subprocess.Popen:
-    global _worker_process
-    if _worker_process is None:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-        _worker_process = subprocess.Popen(
-            [sys.executable, __file__, *(str(c) for c in BUILT)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        )
-    return _worker_process
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _build_in_background(request):
-    """Start the TensorFlow subprocess before the first test, so it builds while the libcst
-    tests run; stop it if it is still going."""
-    if any(item.module is request.module and "built" in item.fixturenames
-           for item in request.session.items):
-        _start_worker()
-    yield
-    if _worker_process is not None and _worker_process.poll() is None:
-        _worker_process.kill()
-        _worker_process.wait()
-
-
-@pytest.fixture(scope="module")
-def built() -> dict:
-    """What `_worker` printed: each case's ops before and after the fix."""
-    stdout, stderr = _start_worker().communicate(timeout=240)
-    assert _worker_process.returncode == 0, stderr[-4000:]
-    return json.loads(stdout.splitlines()[-1])
+# conftest.py runs this file as a script (`_worker`) in a subprocess that starts before the
+# first test, so TensorFlow builds the cases while the libcst tests run; `built` is what it
+# printed: each case's ops before and after the fix.
+BACKGROUND_SCRIPT = [__file__, *(str(c) for c in BUILT)]
 
 
 def _job_task(device: str) -> tuple[str | None, str | None]:

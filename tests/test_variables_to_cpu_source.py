@@ -14,9 +14,7 @@ placement is judged on the built graph and by graphfix's own check against TF's 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -84,39 +82,10 @@ def test_produced_code_needs_tensorflow_only():
 
 # -- built by TensorFlow ----------------------------------------------------------------------
 
-_worker_process: subprocess.Popen | None = None
-
-
-def _start_worker() -> subprocess.Popen:
-    global _worker_process
-    if _worker_process is None:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
-        _worker_process = subprocess.Popen(
-            [sys.executable, __file__, *(str(c) for c in BUILT)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        )
-    return _worker_process
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _build_in_background(request):
-    """Start the TensorFlow subprocess before the first test, so it builds while the libcst
-    tests run (importing TF takes most of this file's time); stop it if it is still going."""
-    if any(item.module is request.module and "built" in item.fixturenames
-           for item in request.session.items):
-        _start_worker()
-    yield
-    if _worker_process is not None and _worker_process.poll() is None:
-        _worker_process.kill()
-        _worker_process.wait()
-
-
-@pytest.fixture(scope="module")
-def built() -> dict:
-    """What `_worker` printed: each case's ops before and after the fix, the seed's check."""
-    stdout, stderr = _start_worker().communicate(timeout=240)
-    assert _worker_process.returncode == 0, stderr[-4000:]
-    return json.loads(stdout.splitlines()[-1])
+# conftest.py runs this file as a script (`_worker`) in a subprocess that starts before the
+# first test, so TensorFlow builds the cases while the libcst tests run; `built` is what it
+# printed: each case's ops before and after the fix.
+BACKGROUND_SCRIPT = [__file__, *(str(c) for c in BUILT)]
 
 
 def _moves_with_variables(nodes: dict) -> set[str]:
