@@ -314,9 +314,11 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
             if finding.fixable:
                 report.changes.append(Change(label, finding.transform, finding.message,
                                              line=finding.line))
+        # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is.
+        old, new = (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
         diff = list(difflib.unified_diff(result.code.splitlines(keepends=True),
                                          result.new_code.splitlines(keepends=True),
-                                         f"a/{label}", f"b/{label}")) if want_diff else []
+                                         old, new)) if want_diff else []
         outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)

@@ -55,6 +55,9 @@ def test_source_diff_is_unified(tmp_path):
     text = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    d = tf.Variable(2)\n"
     source.write_text(text)
     result = run_cli("fix", source, "--diff", "--only", "variables-to-cpu", check_exit=1)
-    assert f"--- a/{source}" in result.stdout and f"+++ b/{source}" in result.stdout
+    assert f"--- {source}\n" in result.stdout and f"+++ {source}\n" in result.stdout
+    relative = run_cli("fix", "train.py", "--diff", "--only", "variables-to-cpu", cwd=tmp_path,
+                       check_exit=1)
+    assert "--- a/train.py\n" in relative.stdout and "+++ b/train.py\n" in relative.stdout
     assert '+    with tf.device("/cpu:0"):' in result.stdout
     assert source.read_text() == text
