@@ -275,6 +275,7 @@ class GraphIndex:
         self._consumers: dict[str, list[tuple[object, int, int]]] | None = None
         self._groups: _UnionFind | None = None
         self._positions: dict[str, int] | None = None
+        self._group_members: dict[str, list] | None = None
         self.edges_changed = False
 
     # -- reading ---------------------------------------------------------------------------
@@ -367,7 +368,9 @@ class GraphIndex:
         return self._colocation().find(name)
 
     def colocation_groups(self) -> dict[str, list]:
-        """Every colocation group with more than one member or a variable: root -> NodeDefs."""
+        """Every colocation group (singletons too): root -> NodeDefs in graph order."""
+        if self._group_members is not None:
+            return self._group_members
         groups = self._colocation()
         parent, find = groups.parent, groups.find
         members: dict[str, list] = {}
@@ -378,6 +381,7 @@ class GraphIndex:
                 members[root].append(node)
             else:
                 members[root] = [node]
+        self._group_members = members
         return members
 
     def variable_groups(self) -> dict[str, list]:
@@ -445,6 +449,7 @@ class GraphIndex:
         self._consumers = None
         self._groups = None
         self._positions = None
+        self._group_members = None
         self.edges_changed = True
 
     # -- checking --------------------------------------------------------------------------

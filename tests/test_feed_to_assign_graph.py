@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import graphfix
-from graphfix import graphio
 from graphfix.runtime import load_variable_feeds
 
 VALUE = np.arange(15, dtype=np.float32).reshape(5, 3) / 10.0

@@ -9,9 +9,8 @@ import pytest
 
 import graphfix
 from graphfix import graphio
-from graphfix.graphio import serialize
 
-from conftest import FIXTURES, error_lines, run_cli
+from conftest import FIXTURES, run_cli
 
 def test_float_variable_left_alone_by_no_kernel_scope():
     case = FIXTURES / "variables_to_cpu" / "float_gpu_no_kernel_scope"
