@@ -16,7 +16,6 @@ import tokenize
 from typing import Any, ClassVar
 
 import libcst as cst
-from libcst import matchers as m
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
@@ -489,5 +488,6 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 __all__ = [
     "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
     "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
-    "active_codemods", "canonical_tf_name", "decode_source", "device_argument", "device_template", "m", "run_source", "v1_spelling",
+    "active_codemods", "canonical_tf_name", "decode_source", "device_argument",
+    "device_template", "run_source", "v1_spelling",
 ]
