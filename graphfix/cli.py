@@ -31,6 +31,11 @@ JOBS = typer.Option(None, "--jobs", "-j", min=1,
                     help="Processes reading sources (default: one per core).")
 EXCLUDE = typer.Option(None, "--exclude", metavar="GLOB",
                        help="Skip files and folders matching GLOB (repeatable).")
+NO_CACHE = typer.Option(False, "--no-cache", envvar="GRAPHFIX_NO_CACHE",
+                        help="Neither read nor write the source result cache.")
+CACHE_DIR = typer.Option(None, "--cache-dir", metavar="DIR", envvar="GRAPHFIX_CACHE_DIR",
+                         help="Where source results are cached (default: .graphfix_cache "
+                              "in the project root).")
 
 
 MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
@@ -105,8 +110,8 @@ def _progress():
 
 
 def _configured(paths, only, settings, targets, exclude):
-    """The run's transforms and excludes: `[tool.graphfix]` of the nearest pyproject.toml,
-    overridden by what the command line gives."""
+    """The run's transforms, excludes and configured cache folder: `[tool.graphfix]` of the
+    nearest pyproject.toml, overridden by what the command line gives."""
     from graphfix import config as config_module
     from graphfix.runner import Selected
     from graphfix.sources import anchored
@@ -116,7 +121,7 @@ def _configured(paths, only, settings, targets, exclude):
     except config_module.ConfigError as exc:
         fail(str(exc))
     if config.path is None:
-        return _selected(only, settings, targets), tuple(exclude or ())
+        return _selected(only, settings, targets), tuple(exclude or ()), None
     where = f"{config.path}: [tool.graphfix]"
     try:
         if only:
@@ -138,7 +143,22 @@ def _configured(paths, only, settings, targets, exclude):
     devices = targets if targets is not None else config.target_devices
     devices = tuple(d for d in (devices or "").split(",") if d)
     excludes = tuple(exclude) if exclude else anchored(config.exclude, config.path.parent)
-    return Selected.build(transforms, parsed, devices), excludes
+    return Selected.build(transforms, parsed, devices), excludes, config.cache_dir
+
+
+def _cache_dir(paths, no_cache: bool, given: Optional[Path], configured: Optional[Path]):
+    """Where this run caches source results: --cache-dir (or GRAPHFIX_CACHE_DIR), else the
+    configuration's `cache-dir`, else .graphfix_cache in the project root; None with
+    --no-cache (or GRAPHFIX_NO_CACHE)."""
+    if no_cache:
+        return None
+    if given is not None:
+        return given
+    if configured is not None:
+        return configured
+    from graphfix.cache import CACHE_DIR_NAME, project_root
+
+    return project_root(paths) / CACHE_DIR_NAME
 
 
 def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool,
@@ -224,17 +244,21 @@ def check(
     target_devices: Optional[str] = TARGETS,
     exclude: Optional[List[str]] = EXCLUDE,
     jobs: Optional[int] = JOBS,
+    no_cache: bool = NO_CACHE,
+    cache_dir: Optional[Path] = CACHE_DIR,
 ) -> None:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.kernels import NoGpuKernelsError
     from graphfix.runner import run
 
     _check_format(fmt, ("text", "json", "sarif"))
-    selected, excludes = _configured(paths, only, settings, target_devices, exclude)
+    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
+                                                       exclude)
     try:
         with _progress() as progress:
             report, _ = run(paths, selected, fix=False, excludes=excludes,
-                            jobs=jobs or os.cpu_count(), progress=progress)
+                            jobs=jobs or os.cpu_count(), progress=progress,
+                            cache_dir=_cache_dir(paths, no_cache, cache_dir, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
     _emit(report, fmt, report_path, fixing=False)
@@ -255,6 +279,8 @@ def fix(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report changes; write nothing."),
     exclude: Optional[List[str]] = EXCLUDE,
     jobs: Optional[int] = JOBS,
+    no_cache: bool = NO_CACHE,
+    cache_dir: Optional[Path] = CACHE_DIR,
 ) -> None:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix import graphio
@@ -264,7 +290,8 @@ def fix(
     _check_format(fmt)
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
-    selected, excludes = _configured(paths, only, settings, target_devices, exclude)
+    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
+                                                       exclude)
     writing = not (diff or dry_run)
     has_graphs = any(graphio.is_graph_path(Path(p)) for p in paths)
     if writing and has_graphs and not out and not in_place:
@@ -273,7 +300,9 @@ def fix(
         with _progress() as progress:
             report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place,
                                   want_diff=diff, excludes=excludes,
-                                  jobs=jobs or os.cpu_count(), progress=progress)
+                                  jobs=jobs or os.cpu_count(), progress=progress,
+                                  cache_dir=_cache_dir(paths, no_cache, cache_dir,
+                                                       configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]

@@ -4,6 +4,7 @@
     only = ["variables-to-cpu", "update-ops"]   # or: disable = ["feed-to-assign"]
     exclude = ["*_pb2.py", "third_party"]
     target-devices = "/gpu:0,/gpu:1"              # or a list
+    cache-dir = ".cache/graphfix"                 # default: .graphfix_cache beside this file
     [tool.graphfix.set]
     "variables-to-cpu.scope" = "no-kernel"
 
@@ -12,7 +13,8 @@ path given (or the working directory), is the one read. Its `exclude` globs that
 (`gen/*`) are relative to its own folder, from whatever folder graphfix is run; a bare name
 (`*_pb2.py`, `legacy`) matches at any depth. Options given on the command line
 override the file's (`--only` its `only` and `disable`, `--exclude` its `exclude`,
-`--target-devices` its `target-devices`, `--set NAME.key` that one key).
+`--target-devices` its `target-devices`, `--set NAME.key` that one key, `--cache-dir` or
+GRAPHFIX_CACHE_DIR its `cache-dir`, which is relative to the file's folder).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-KEYS = ("only", "disable", "exclude", "target-devices", "set")
+KEYS = ("only", "disable", "exclude", "target-devices", "set", "cache-dir")
 
 
 class ConfigError(ValueError):
@@ -37,6 +39,7 @@ class Config:
     exclude: list[str] = dataclasses.field(default_factory=list)
     target_devices: str | None = None
     settings: list[str] = dataclasses.field(default_factory=list)  # "NAME.key=value"
+    cache_dir: Path | None = None  # absolute
 
 
 def find(start: Path) -> tuple[Path, dict] | None:
@@ -86,6 +89,11 @@ def load(paths: list[str]) -> Config:
             config.target_devices = devices
         else:
             config.target_devices = ",".join(_strings(path, "target-devices", devices))
+    if "cache-dir" in table:
+        value = table["cache-dir"]
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{path}: [tool.graphfix] cache-dir must be a folder name")
+        config.cache_dir = path.parent.resolve() / Path(value).expanduser()
     settings = table.get("set", {})
     if not isinstance(settings, dict):
         raise ConfigError(f"{path}: [tool.graphfix] set must be a table of "

@@ -96,6 +96,7 @@ class Report:
     changed_paths: list[str] = dataclasses.field(default_factory=list)
     unchanged_paths: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    cached_paths: list[str] = dataclasses.field(default_factory=list)  # sources read from the cache
 
     def exit_code(self, *, fixing: bool) -> int:
         """0 clean, 1 findings (check) or changes (fix), 2 any error: Fixit's bitmask."""
@@ -114,6 +115,7 @@ class Report:
             "files_unchanged": len(self.unchanged_paths),
             "skipped": len(self.skipped),
             "failed": len(self.failed),
+            "cached": len(self.cached_paths),
         }
 
     def to_json(self, *, fixing: bool) -> dict:

@@ -123,13 +123,16 @@ class Output:
 
 def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
         in_place: bool = False, want_diff: bool = False, excludes: tuple[str, ...] = (),
-        jobs: int | None = None, progress=None) -> tuple[Report, list[Output]]:
+        jobs: int | None = None, progress=None, cache_dir: Path | None = None
+        ) -> tuple[Report, list[Output]]:
     """Check or fix every input; return the report and the outputs to write.
 
     Sources are read by `jobs` forked processes (default 1: this process; the CLI uses one
     per core); the report and outputs are the same, in input order, whatever `jobs` is.
     `progress(total)` may return a callable to call once per step done (a progress bar):
-    one step per source file, two where a scan of every file comes first.
+    one step per source file, two where a scan of every file comes first. With
+    `cache_dir`, source results are cached there (`graphfix.cache`); the report counts the
+    files read from it in `cached_paths`.
     """
     report = Report()
     outputs: list[Output] = []
@@ -138,7 +141,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     sources = [(label, path) for label, path in inputs
                if path.suffix == ".py" and path.exists() and not graphio.is_graph_path(path)]
     # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
-    done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress))
+    done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir))
     for label, path in inputs:
         if not path.exists():
             report.failed.append({"path": label, "error": "no such file or directory"})
@@ -165,23 +168,28 @@ def _merge(report: Report, part: Report) -> None:
 _JOB: dict[str, Any] = {}
 
 
-def _run_sources(sources, selected, fix, want_diff, jobs, progress) -> list:
+def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None) -> list:
     """[(Report, [Output])] for each source file, in order: in `jobs` forked processes, after
     every scanning codemod's `scan` ran over every file (also in those processes)."""
     if not sources:
         return []
+    cache = None
+    if cache_dir is not None:
+        from graphfix.cache import SourceCache
+
+        cache = SourceCache.open(cache_dir, _codemods(selected))
     jobs = jobs or 1
     workers = min(jobs, len(sources))
     scanning = bool(_scanning_codemods(selected))
     steps = len(sources) * (2 if scanning else 1)
     tick = progress(steps) if progress is not None else None
     _JOB.clear()
-    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={})
+    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache)
     try:
         if workers <= 1:
             if scanning:
                 facts = [_ticked(_scan_one(item), tick) for item in sources]
-                _JOB["run_facts"] = _gather(sources, facts)
+                _use_facts(_gather(sources, facts))
             return [_ticked(_source_one(item), tick) for item in sources]
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -191,11 +199,17 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress) -> list:
         if scanning:
             with ProcessPoolExecutor(workers, mp_context=context) as pool:
                 facts = [_ticked(f, tick) for f in pool.map(_scan_one, sources, chunksize=chunk)]
-            _JOB["run_facts"] = _gather(sources, facts)
+            _use_facts(_gather(sources, facts))
         with ProcessPoolExecutor(workers, mp_context=context) as pool:  # forks with the facts
             return [_ticked(r, tick) for r in pool.map(_source_one, sources, chunksize=chunk)]
     finally:
         _JOB.clear()
+
+
+def _use_facts(run_facts) -> None:
+    _JOB["run_facts"] = run_facts
+    if _JOB["cache"] is not None:
+        _JOB["cache"].use_run_facts(run_facts)
 
 
 def _ticked(result, tick):
@@ -204,11 +218,16 @@ def _ticked(result, tick):
     return result
 
 
+def _codemods(selected: Selected) -> list:
+    """[(codemod class, options)] of the run's transforms that have a source surface."""
+    return [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
+
+
 def _scanning_codemods(selected: Selected) -> list:
     from graphfix.codemod import SourceCodemod  # libcst: sources only
 
-    codemods = [t.source_codemod() for t, _ in selected.transforms if t.codemod is not None]
-    return [c for c in codemods if c.scan.__func__ is not SourceCodemod.scan.__func__]
+    return [c for c, _ in _codemods(selected)
+            if c.scan.__func__ is not SourceCodemod.scan.__func__]
 
 
 def _scan_one(item) -> dict | None:
@@ -216,14 +235,26 @@ def _scan_one(item) -> dict | None:
     from graphfix.codemod import SourceDecodeError, decode_source, scan_sources
 
     label, path = item
-    codemods = [(c, {}) for c in _scanning_codemods(_JOB["selected"])]
+    codemods = _scanning_codemods(_JOB["selected"])
     if not codemods:
         return None
     try:
-        code = decode_source(path.read_bytes())[0]
+        raw = path.read_bytes()
+        code = decode_source(raw)[0]
     except (OSError, SourceDecodeError):
         return None  # skipped later, with its reason
-    return {c: f[label] for c, f in scan_sources({label: code}, codemods).items() if label in f}
+    cache = _JOB["cache"]
+    found = {}
+    for codemod_class in codemods:
+        key = cache.scan_key(codemod_class, label, raw) if cache is not None else None
+        hit, facts = cache.load_facts(key) if key is not None else (False, None)
+        if not hit:
+            facts = scan_sources({label: code}, [(codemod_class, {})])[codemod_class].get(label)
+            if key is not None:
+                cache.store_facts(key, facts)
+        if facts is not None:
+            found[codemod_class] = facts
+    return found
 
 
 def _gather(sources, facts) -> dict:
@@ -240,7 +271,7 @@ def _source_one(item) -> tuple[Report, list[Output]]:
     report, outputs = Report(), []
     try:
         _run_source(label, path, _JOB["selected"], _JOB["fix"], report, outputs,
-                    _JOB["want_diff"], _JOB["run_facts"])
+                    _JOB["want_diff"], _JOB["run_facts"], _JOB["cache"])
     except Exception as exc:  # a codemod's bug must not hide the other files' results
         report = Report(failed=[{"path": label,
                                  "error": f"internal error: {type(exc).__name__}: {exc}"}])
@@ -294,16 +325,31 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None):
-    codemods = [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
+def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None,
+                cache=None):
+    codemods = _codemods(selected)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
+    key = cache.result_key(label, raw) if cache is not None else None
+    cached = cache.load_result(key) if key is not None else None
+    if cached is not None and (not fix or cached.nothing_to_fix):
+        report.cached_paths.append(label)
+        if cached.skipped is not None:
+            report.skipped.append({"path": label, "reason": cached.skipped})
+        else:
+            report.findings.extend(cached.findings)
+            report.unchanged_paths.append(label)
+        return
     from graphfix.codemod import run_source
 
     result = run_source(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
+    # A fix that changed nothing found what check finds (every codemod saw the file as it
+    # is); one that changed the file, or could not write it back, is not check's result.
+    if key is not None and not (fix and (result.changed or result.skipped)):
+        cache.store_result(key, result.findings, result.skipped)
     if result.skipped:
         report.skipped.append({"path": label, "reason": result.skipped})
         return

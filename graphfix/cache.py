@@ -1,0 +1,303 @@
+"""The result cache of source files: a second `check` of an unchanged tree reads results
+instead of parsing (the design of ruff's `.ruff_cache`).
+
+One entry per file and run configuration, a small JSON file named by the SHA-256 of
+everything the file's result depends on:
+
+* the file's bytes and its path as given (findings carry it; update-ops names other files
+  in its messages);
+* the installed graphfix: its version and a hash of its Python files (graphfix and
+  graphfix.transforms), so a reinstall during development starts afresh, plus the files of
+  any third-party transform in use; the Python version (its parser decides what is skipped)
+  and libcst's;
+* the active codemods, in order, with their options;
+* what the cross-file scan found in every file of the run, for each scanning codemod that
+  runs on this file (`SourceCodemod.scan`: update-ops reads another file's batch norms,
+  feed-to-assign another file's variables): a digest of the whole scan, so a change in
+  another file's facts re-checks every file that reads them.
+
+A scan's own facts are cached the same way (keyed by file bytes, path, codemod and the
+installed code), so a warm run parses nothing. An entry holds what `check` reports for the
+file (findings, or why it was skipped); `fix` uses an entry only to skip a file known to be
+clean or unreadable. Entries are written atomically; an entry that cannot be read or
+understood is a miss; a folder that cannot be written turns the cache off for the run. The
+cache never fails a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from graphfix.findings import Finding
+
+CACHE_DIR_NAME = ".graphfix_cache"
+ENTRY_FORMAT = 1  # bump when what an entry holds changes
+CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                "# This file is a cache directory tag created by graphfix.\n"
+                "# For information about cache directory tags see https://bford.info/cachedir/\n")
+PROJECT_MARKERS = ("pyproject.toml", ".git")
+
+
+def project_root(paths: list[str]) -> Path:
+    """Where the default cache folder goes: the nearest folder holding a pyproject.toml or
+    .git at or above the first path given; else the working directory (as ruff does)."""
+    start = Path(paths[0]).resolve() if paths else Path.cwd()
+    if not start.is_dir():
+        start = start.parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return folder
+    return Path.cwd()
+
+
+def _sha256(*parts: bytes | str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "little"))  # no two part lists hash alike
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def installed_code_fingerprint(extra_files=()) -> str:
+    """A hash of the installed graphfix's Python files (its transforms included) and of
+    `extra_files`; ~4 ms, once per run."""
+    import graphfix
+
+    package = Path(graphfix.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    for path in sorted(set(extra_files)):
+        try:
+            digest.update(path.encode())
+            digest.update(Path(path).read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()
+
+
+# -- facts as JSON: a scan gives sets, tuples and dicts, and a digest needs one spelling -----
+
+
+class Unencodable(TypeError):
+    """A scan's facts hold a value the cache cannot store (then they are not cached)."""
+
+
+def encode_facts(value: Any) -> Any:
+    """`value` as JSON data that `decode_facts` turns back into an equal value; sets are
+    sorted, so equal facts encode alike. Unencodable for anything else than None, bool,
+    int, float, str, list, tuple, set, frozenset and dicts with str keys."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [encode_facts(v) for v in value]
+    if isinstance(value, tuple):
+        return {"tuple": [encode_facts(v) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        items = sorted((encode_facts(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+        return {"frozenset" if isinstance(value, frozenset) else "set": items}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": {k: encode_facts(v) for k, v in value.items()}}
+    raise Unencodable(f"cannot cache a {type(value).__name__}")
+
+
+def decode_facts(data: Any) -> Any:
+    """The value `encode_facts` gave `data` for."""
+    if isinstance(data, list):
+        return [decode_facts(v) for v in data]
+    if isinstance(data, dict):
+        (kind, inner), = data.items()
+        if kind == "dict":
+            return {k: decode_facts(v) for k, v in inner.items()}
+        items = [decode_facts(v) for v in inner]
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[kind](items)
+    return data
+
+
+def facts_digest(facts_by_path: dict[str, Any]) -> str | None:
+    """One codemod's scan over the whole run, as a digest (None: it cannot be encoded)."""
+    try:
+        encoded = encode_facts(facts_by_path)
+    except Unencodable:
+        return None
+    return _sha256(json.dumps(encoded, sort_keys=True, separators=(",", ":")))
+
+
+# -- the cache ------------------------------------------------------------------------------
+
+
+class SourceCache:
+    """Cached results of one run's codemods, in `directory`. Open with `SourceCache.open`,
+    which gives None where the folder cannot be used. Safe across forked workers."""
+
+    def __init__(self, directory: Path, codemods: list[tuple[type, dict]]):
+        from importlib import metadata
+
+        import graphfix
+
+        self.directory = directory
+        self.entries = directory / graphfix.__version__
+        self.codemods = codemods
+        own = Path(graphfix.__file__).resolve().parent
+        third_party = set()
+        for codemod_class, _ in codemods:  # third-party transforms' code is part of the key
+            try:
+                source = Path(inspect.getfile(codemod_class)).resolve()
+            except (TypeError, OSError):
+                continue
+            if own not in source.parents:
+                third_party.add(str(source))
+        try:
+            libcst_version = metadata.version("libcst")
+        except metadata.PackageNotFoundError:
+            libcst_version = "unknown"
+        self.code_key = _sha256(str(ENTRY_FORMAT), graphfix.__version__,
+                                installed_code_fingerprint(third_party), sys.version,
+                                libcst_version)
+        options = [[c.transform_name, f"{c.__module__}.{c.__qualname__}",
+                    json.dumps(o, sort_keys=True, default=repr)] for c, o in codemods]
+        self.run_key = _sha256(self.code_key, json.dumps(options))
+        self.facts_digests: dict[type, str | None] = {}
+        self.writable = True
+
+    @classmethod
+    def open(cls, directory: Path, codemods: list[tuple[type, dict]]) -> SourceCache | None:
+        """The cache in `directory` (created, with a CACHEDIR.TAG and a .gitignore of `*`),
+        or None if it cannot be created or written."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG),
+                               (".gitignore", "# Created by graphfix.\n*\n")):
+                if not (directory / name).exists():
+                    _atomic_write(directory / name, text.encode())
+            cache = cls(directory, codemods)
+            cache.entries.mkdir(exist_ok=True)
+            if not os.access(cache.entries, os.W_OK | os.X_OK):
+                return None
+        except OSError:
+            return None
+        return cache
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def use_run_facts(self, run_facts: dict[type, dict[str, Any]]) -> None:
+        """Key results by what the run's scan found (call before results are looked up)."""
+        self.facts_digests = {c: facts_digest(f) for c, f in run_facts.items()}
+
+    def result_key(self, label: str, raw: bytes) -> str | None:
+        """The key of one file's result (None: it cannot be cached, as when a scan's facts
+        it reads could not be encoded)."""
+        from graphfix.codemod import SourceDecodeError, active_codemods, decode_source
+
+        try:
+            text = decode_source(raw)[0]
+        except SourceDecodeError:
+            active = []  # skipped before any codemod runs
+        else:
+            active = active_codemods(text, self.codemods)
+        read = []
+        for codemod_class, _ in active:
+            if codemod_class in self.facts_digests:
+                digest = self.facts_digests[codemod_class]
+                if digest is None:
+                    return None
+                read.append([codemod_class.transform_name, digest])
+        return _sha256("result", self.run_key, label, hashlib.sha256(raw).digest(),
+                       json.dumps(read))
+
+    def scan_key(self, codemod_class: type, label: str, raw: bytes) -> str:
+        return _sha256("scan", self.code_key, f"{codemod_class.__module__}."
+                       f"{codemod_class.__qualname__}", label, hashlib.sha256(raw).digest())
+
+    # -- entries --------------------------------------------------------------------------
+
+    def _path(self, key: str) -> Path:
+        return self.entries / key[:2] / key[2:]
+
+    def _read(self, key: str) -> dict | None:
+        try:
+            doc = json.loads(self._path(key).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and doc.get("key") == key else None
+
+    def _write(self, key: str, doc: dict) -> None:
+        if not self.writable:
+            return
+        path = self._path(key)
+        try:
+            path.parent.mkdir(exist_ok=True)
+            _atomic_write(path, json.dumps({"key": key, **doc}).encode())
+        except (OSError, ValueError):
+            self.writable = False  # a full disk, a folder gone: stop trying, keep running
+
+    def load_result(self, key: str) -> CachedResult | None:
+        """A file's cached result; None on a miss (or an entry that does not make sense)."""
+        doc = self._read(key)
+        if doc is None:
+            return None
+        try:
+            skipped = doc["skipped"]
+            findings = [Finding(**f) for f in doc["findings"]]
+        except Exception:  # a hand-edited or truncated entry: a miss
+            return None
+        if not (skipped is None or isinstance(skipped, str)):
+            return None
+        return CachedResult(findings, skipped)
+
+    def store_result(self, key: str, findings: list[Finding], skipped: str | None) -> None:
+        self._write(key, {"findings": [f.to_json() for f in findings], "skipped": skipped})
+
+    def load_facts(self, key: str) -> tuple[bool, Any]:
+        """(found, facts) of one file's scan by one codemod."""
+        doc = self._read(key)
+        if doc is None or "facts" not in doc:
+            return False, None
+        try:
+            return True, decode_facts(doc["facts"])
+        except Exception:  # a hand-edited or truncated entry: a miss
+            return False, None
+
+    def store_facts(self, key: str, facts: Any) -> None:
+        try:
+            encoded = encode_facts(facts)
+        except Unencodable:
+            return
+        self._write(key, {"facts": encoded})
+
+
+class CachedResult:
+    """What `check` found in one file, from the cache."""
+
+    def __init__(self, findings: list[Finding], skipped: str | None):
+        self.findings, self.skipped = findings, skipped
+
+    @property
+    def nothing_to_fix(self) -> bool:
+        """No finding (so no codemod changes the file), or a file skipped before any codemod
+        ran (unreadable, not Python 3): `fix` would leave it as it is, for the same reason."""
+        return self.skipped is not None or not self.findings
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, then rename it over `path`."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
