@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The CLI caches source results in the project root by default: the tests' runs cache into
+# one folder of their own (test_source_cache.py covers the default place).
+if "GRAPHFIX_CACHE_DIR" not in os.environ:
+    os.environ["GRAPHFIX_CACHE_DIR"] = tempfile.mkdtemp(prefix="graphfix-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["GRAPHFIX_CACHE_DIR"], True)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 
 
-def run_cli(*args, cwd=None, check_exit=None) -> subprocess.CompletedProcess:
-    """Run `python -m graphfix ARGS` in a fresh process, as a user would."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+def run_cli(*args, cwd=None, check_exit=None, env=None) -> subprocess.CompletedProcess:
+    """Run `python -m graphfix ARGS` in a fresh process, as a user would; `env` adds to
+    the environment (a None value removes that variable)."""
+    env = {k: v for k, v in dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore",
+                                 **(env or {})).items() if v is not None}
     result = subprocess.run(
         [sys.executable, "-m", "graphfix", *map(str, args)],
         capture_output=True,

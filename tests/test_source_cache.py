@@ -1,0 +1,298 @@
+"""The source result cache (.graphfix_cache): what hits, what misses, where it lives, and
+that a cached run reports exactly what an uncached one does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from test_source_trees import _tree_of_fixtures
+
+BUG = ("import tensorflow as tf\n\nwith tf.device('/gpu:0'):\n"
+       "    step = tf.Variable(0, name='step')\n")
+
+
+def _run(command, *args, cache=None, cwd=None, env=None):
+    """`graphfix COMMAND ARGS --format json` with the cache in `cache` (None: as configured)."""
+    extra = ["--cache-dir", cache] if cache is not None else []
+    result = run_cli(command, *args, "--format", "json", *extra, cwd=cwd, env=env)
+    assert result.returncode in (0, 1), (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def _without_cache_count(doc):
+    """The report minus the one figure a cache may change: how many files it served."""
+    doc = json.loads(json.dumps(doc))
+    del doc["summary"]["cached"]
+    return doc
+
+
+def _entries(cache):
+    return sorted(p for p in cache.rglob("*") if p.is_file()
+                  and p.name not in ("CACHEDIR.TAG", ".gitignore"))
+
+
+@pytest.fixture
+def fixtures_tree(tmp_path):
+    root = tmp_path / "tree"
+    root.mkdir()
+    return _tree_of_fixtures(root)
+
+
+def test_second_check_reads_every_file_from_the_cache_and_reports_the_same(tmp_path,
+                                                                           fixtures_tree):
+    cache = tmp_path / "cache"
+    uncached = _run("check", "tree", "--no-cache", cwd=tmp_path)
+    assert not cache.exists()
+    cold = _run("check", "tree", cache=cache, cwd=tmp_path)
+    files = cold["summary"]["files_unchanged"] + cold["summary"]["skipped"]
+    assert files > 10 and cold["summary"]["findings"] > 6 and len(cold["skipped"]) == 3
+    assert cold["summary"]["cached"] == 0
+    warm = _run("check", "tree", cache=cache, cwd=tmp_path)
+    assert warm["summary"]["cached"] == files
+    warm_parallel = _run("check", "tree", "--jobs", "3", cache=cache, cwd=tmp_path)
+    assert warm_parallel["summary"]["cached"] == files
+    assert (_without_cache_count(uncached) == _without_cache_count(cold)
+            == _without_cache_count(warm) == _without_cache_count(warm_parallel))
+    # the text output too
+    texts = [run_cli("check", "tree", *extra, cwd=tmp_path).stdout
+             for extra in (["--no-cache"], ["--cache-dir", cache])]
+    assert texts[0] == texts[1]
+
+
+def test_a_cached_entry_is_what_check_reports(tmp_path):
+    """Evidence that a warm run reads entries rather than the files: an entry edited by
+    hand (as no run would write it) is what the next run reports."""
+    (tmp_path / "model.py").write_text(BUG)
+    cache = tmp_path / "cache"
+    cold = _run("check", "model.py", "--only", "variables-to-cpu", cache=cache, cwd=tmp_path)
+    assert [f["line"] for f in cold["findings"]] == [4]
+    (entry,) = _entries(cache)
+    doc = json.loads(entry.read_text())
+    doc["findings"][0]["message"] = "read from the cache"
+    entry.write_text(json.dumps(doc))
+    warm = _run("check", "model.py", "--only", "variables-to-cpu", cache=cache, cwd=tmp_path)
+    assert [f["message"] for f in warm["findings"]] == ["read from the cache"]
+
+
+def test_an_edited_file_is_checked_again(tmp_path):
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("import tensorflow as tf\nx = 1\n")
+    cache = tmp_path / "cache"
+    first = _run("check", "a.py", "b.py", cache=cache, cwd=tmp_path)
+    assert first["summary"]["findings"] == 0
+    (tmp_path / "b.py").write_text(BUG)
+    second = _run("check", "a.py", "b.py", cache=cache, cwd=tmp_path)
+    assert second["summary"]["cached"] == 1
+    assert [(f["path"], f["line"]) for f in second["findings"]] == [("b.py", 4)]
+
+
+def test_other_transforms_or_options_miss(tmp_path):
+    (tmp_path / "m.py").write_text(BUG)
+    cache = tmp_path / "cache"
+    _run("check", "m.py", cache=cache, cwd=tmp_path)
+    assert _run("check", "m.py", cache=cache, cwd=tmp_path)["summary"]["cached"] == 1
+    only = _run("check", "m.py", "--only", "variables-to-cpu", cache=cache, cwd=tmp_path)
+    assert only["summary"]["cached"] == 0
+    option = _run("check", "m.py", "--set", "replica-placement.ps_device=/job:params",
+                  cache=cache, cwd=tmp_path)
+    assert option["summary"]["cached"] == 0
+    # the same path given another way names the findings differently: another entry
+    spelled = _run("check", "./m.py", cache=cache, cwd=tmp_path)
+    assert spelled["summary"]["cached"] == 0 and spelled["findings"][0]["path"] == "./m.py"
+
+
+def test_a_corrupt_entry_is_a_miss(tmp_path, fixtures_tree):
+    cache = tmp_path / "cache"
+    cold = _run("check", "tree", cache=cache, cwd=tmp_path)
+    entries = _entries(cache)
+    damage = [b"", b"{not json", b"[]", b'{"key": "another"}', b"\x00" * 40]
+    for number, entry in enumerate(entries):
+        data = entry.read_bytes()
+        if number % 3 == 0:  # valid JSON of the right key, wrong shape
+            doc = json.loads(data)
+            doc.update(findings=[{"path": 1}], facts={"set": 5}, skipped=[])
+            entry.write_text(json.dumps(doc))
+        else:
+            entry.write_bytes(damage[number % len(damage)] or data[: len(data) // 2])
+    again = _run("check", "tree", cache=cache, cwd=tmp_path)
+    assert again["summary"]["cached"] == 0
+    assert _without_cache_count(again) == _without_cache_count(cold)
+    # the damaged entries were written anew
+    assert _run("check", "tree", cache=cache, cwd=tmp_path)["summary"]["cached"] == \
+        cold["summary"]["files_unchanged"] + cold["summary"]["skipped"]
+
+
+def test_no_cache_writes_nothing(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (root / "m.py").write_text(BUG)
+    unset = {"GRAPHFIX_CACHE_DIR": None}
+    _run("check", "m.py", "--no-cache", cwd=root, env=unset)
+    _run("fix", "m.py", "--no-cache", "--dry-run", cwd=root, env=unset)
+    _run("check", "m.py", cwd=root, env={**unset, "GRAPHFIX_NO_CACHE": "1"})
+    assert sorted(p.name for p in root.iterdir()) == ["m.py", "pyproject.toml"]
+
+
+def test_default_place_is_the_project_root_and_git_ignores_it(tmp_path):
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (root / "src" / "m.py").write_text(BUG)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    unset = {"GRAPHFIX_CACHE_DIR": None}
+    _run("check", root / "src", cwd=tmp_path, env=unset)  # run from outside the project
+    cache = root / ".graphfix_cache"
+    assert (cache / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55")
+    assert (cache / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert _entries(cache)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=root, capture_output=True, text=True, check=True).stdout
+    assert ".graphfix_cache" not in status and "src/m.py" in status
+    again = _run("check", "src", cwd=root, env=unset)  # from inside: the same folder
+    assert again["summary"]["cached"] == 0  # another label ("src/m.py"), another entry
+    assert _run("check", "src", cwd=root, env=unset)["summary"]["cached"] == 1
+    assert sorted(p.name for p in root.iterdir()) == [".git", ".graphfix_cache",
+                                                      "pyproject.toml", "src"]
+
+
+def test_cache_dir_from_config_environment_and_flag(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[tool.graphfix]\ncache-dir = "build/gfx"\n')
+    (root / "m.py").write_text(BUG)
+    unset = {"GRAPHFIX_CACHE_DIR": None}
+    _run("check", "m.py", cwd=root, env=unset)
+    assert _entries(root / "build" / "gfx") and not (root / ".graphfix_cache").exists()
+    _run("check", "m.py", cwd=root, env={"GRAPHFIX_CACHE_DIR": str(tmp_path / "env")})
+    assert _entries(tmp_path / "env")
+    _run("check", "m.py", cache=tmp_path / "flag", cwd=root,
+         env={"GRAPHFIX_CACHE_DIR": str(tmp_path / "env2")})
+    assert _entries(tmp_path / "flag") and not (tmp_path / "env2").exists()
+    (root / "pyproject.toml").write_text("[tool.graphfix]\ncache-dir = 3\n")
+    bad = run_cli("check", "m.py", cwd=root)
+    assert bad.returncode == 2 and "cache-dir must be a folder name" in bad.stderr
+
+
+def test_an_unusable_cache_folder_turns_the_cache_off(tmp_path):
+    (tmp_path / "m.py").write_text(BUG)
+    (tmp_path / "afile").write_text("not a folder")
+    for cache in (tmp_path / "afile", tmp_path / "afile" / "cache"):
+        result = run_cli("check", "m.py", "--cache-dir", cache, cwd=tmp_path)
+        assert result.returncode == 1 and result.stderr.strip() == "", result.stderr
+        assert "m.py:4:" in result.stdout
+    assert (tmp_path / "afile").read_text() == "not a folder"
+
+
+def test_cross_file_facts_decide_whether_an_unchanged_file_is_checked_again(tmp_path):
+    """train.py's update-ops finding needs the batch norm of model.py: editing model.py
+    alone must re-check train.py, and each state of model.py has its own entries."""
+    tree = tmp_path / "multi"
+    shutil.copytree(FIXTURES / "update_ops" / "source" / "multi_file" / "before", tree)
+    model = tree / "model.py"
+    original = model.read_text()
+    cache = tmp_path / "cache"
+
+    def train_findings():
+        doc = _run("check", "multi", "--only", "update-ops", cache=cache, cwd=tmp_path)
+        return doc, [f["line"] for f in doc["findings"] if f["path"] == "multi/train.py"]
+
+    doc, lines = train_findings()
+    assert lines and doc["summary"]["cached"] == 0
+    model.write_text(original.replace("normalizer_fn=slim.batch_norm,",
+                                      "normalizer_fn=None,"))
+    doc, without = train_findings()
+    assert without == [] and doc["summary"]["cached"] == 0, doc
+    model.write_text(original)
+    doc, back = train_findings()
+    assert back == lines and doc["summary"]["cached"] == 2
+
+
+def test_cross_file_facts_of_feed_to_assign(tmp_path):
+    """train.py feeds `model.word_vectors`; whether that is a variable is model.py's fact."""
+    tree = tmp_path / "multi"
+    shutil.copytree(FIXTURES / "feed_to_assign" / "source" / "multi_file" / "before", tree)
+    model = tree / "model.py"
+    cache = tmp_path / "cache"
+
+    def fed_variables():
+        doc = _run("check", "multi", "--only", "feed-to-assign", cache=cache, cwd=tmp_path)
+        return [f["line"] for f in doc["findings"] if f["path"] == "multi/train.py"]
+
+    assert fed_variables()
+    model.write_text(model.read_text().replace(
+        'self.word_vectors = tf.get_variable("word_vectors", [vocab, dim])',
+        'self.word_vectors = tf.placeholder(tf.float32, [vocab, dim])'))
+    assert fed_variables() == []
+
+
+def test_fix_skips_files_known_clean_and_writes_what_an_uncached_fix_writes(tmp_path,
+                                                                            fixtures_tree):
+    for noop in sorted(FIXTURES.glob("*/source/noop_*/before.py")):  # clean files
+        shutil.copyfile(noop, fixtures_tree / f"{noop.parent.parent.parent.name}__{noop.parent.name}.py")
+    shutil.copytree(fixtures_tree, tmp_path / "plain")
+    cache = tmp_path / "cache"
+    checked = _run("check", "tree", cache=cache, cwd=tmp_path)
+    with_findings = {f["path"] for f in checked["findings"]}
+    known_clean = (checked["summary"]["files_unchanged"] - len(with_findings)
+                   + checked["summary"]["skipped"])
+    fixed = _run("fix", "tree", cache=cache, cwd=tmp_path)
+    assert fixed["summary"]["cached"] == known_clean > 10
+    plain = _run("fix", "plain", "--no-cache", cwd=tmp_path)
+    assert (json.dumps(_without_cache_count(fixed)).replace("tree/", "plain/")
+            == json.dumps(_without_cache_count(plain)))
+    for path in fixtures_tree.rglob("*.py"):
+        assert path.read_bytes() == (tmp_path / "plain" / path.relative_to(fixtures_tree)
+                                     ).read_bytes(), path
+    # the fixed files are checked afresh (and, where a fix changed a scan's facts, the
+    # files that read them): the same report as an uncached check
+    after = _run("check", "tree", cache=cache, cwd=tmp_path)
+    plain_after = _run("check", "plain", "--no-cache", cwd=tmp_path)
+    assert (json.dumps(_without_cache_count(after)).replace("tree/", "plain/")
+            == json.dumps(_without_cache_count(plain_after)))
+    assert 0 < after["summary"]["cached"] < after["summary"]["files_unchanged"]
+
+
+def test_facts_encode_and_decode_exactly():
+    from graphfix.cache import Unencodable, decode_facts, encode_facts, facts_digest
+
+    facts = {"attributes": {"emb": {"variable", "other"}}, "updated": frozenset({"b", "a"}),
+             "pairs": [("bn", 3), ("bn2", 4)], "none": None, "flag": True, "x": 1.5}
+    encoded = json.loads(json.dumps(encode_facts(facts)))
+    assert decode_facts(encoded) == facts
+    assert type(decode_facts(encoded)["updated"]) is frozenset
+    same = {"x": 1.5, "flag": True, "none": None, "pairs": [("bn", 3), ("bn2", 4)],
+            "updated": frozenset({"a", "b"}), "attributes": {"emb": {"other", "variable"}}}
+    assert facts_digest({"a.py": facts}) == facts_digest({"a.py": same})
+    assert facts_digest({"a.py": facts}) != facts_digest({"b.py": facts})
+    assert facts_digest({"a.py": object()}) is None
+    with pytest.raises(Unencodable):
+        encode_facts({1: "int key"})
+
+
+def test_a_third_party_codemods_file_is_part_of_the_key(tmp_path, monkeypatch):
+    """Installed graphfix code is hashed as a whole; a transform from elsewhere by its file."""
+    from graphfix.cache import SourceCache
+
+    module = tmp_path / "third_party_codemod.py"
+    module.write_text("from graphfix.codemod import SourceCodemod\n\n"
+                      "class Mine(SourceCodemod):\n    transform_name = 'mine'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import third_party_codemod
+
+    def key():
+        cache = SourceCache.open(tmp_path / "cache", [(third_party_codemod.Mine, {})])
+        return cache.result_key("m.py", BUG.encode())
+
+    before = key()
+    assert key() == before
+    module.write_text(module.read_text() + "# a change\n")
+    assert key() != before
+    sys.modules.pop("third_party_codemod", None)
