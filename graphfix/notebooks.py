@@ -167,8 +167,8 @@ class Notebook:
             if match:
                 markers.append(int(match.group(1)))
                 parts.append([])
-            elif "__graphfix_cell__(" in line:
-                raise NotebookError("the fix would move code across notebook cells")
+            elif _MARKER_LINE.search(line):  # a fix put the marker in a block
+                raise NotebookError(self._joined(int(_MARKER_LINE.search(line).group(1))))
             else:
                 parts[-1].append(line)
         if markers != [c.number for c in self.cells[1:]]:
@@ -186,6 +186,11 @@ class Notebook:
             if text != cell.text:
                 changed[cell.number] = text
         return changed
+
+    def _joined(self, number: int) -> str:
+        before = max(c.number for c in self.cells if c.number < number)
+        return (f"the fix would join cells {before} and {number} in one block "
+                f"(merge the two cells, or fix them by hand)")
 
     def _restored(self, number: int, lines: list[str]) -> str:
         """A cell's lines with each placeholder back to its IPython line (re-indented as the
@@ -261,14 +266,14 @@ def _is_utf8(raw: bytes) -> bool:
 
 def _validated(doc: Any) -> dict[str, Any]:
     """`doc` if it is an nbformat 4 notebook of Python; else NotebookError saying why not."""
-    if not isinstance(doc, dict) or "cells" not in doc:
-        raise NotebookError("not a Jupyter notebook: no 'cells' list")
-    version = doc.get("nbformat")
+    if not isinstance(doc, dict) or "nbformat" not in doc:
+        raise NotebookError("not a Jupyter notebook: no 'nbformat' version")
+    version = doc["nbformat"]
     if version != 4:
         raise NotebookError(f"not a Jupyter notebook in nbformat 4 (nbformat {version})")
-    cells = doc["cells"]
+    cells = doc.get("cells")
     if not isinstance(cells, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("source", ""), (str, list)) for c in cells):
+            isinstance(c, dict) and _is_source(c.get("source", "")) for c in cells):
         raise NotebookError("not a Jupyter notebook: 'cells' is not a list of cells")
     metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     language = (metadata.get("kernelspec") or {}).get("language") or (
@@ -276,6 +281,11 @@ def _validated(doc: Any) -> dict[str, Any]:
     if isinstance(language, str) and language.lower() != "python":
         raise NotebookError(f"not a Python notebook (kernel language: {language})")
     return doc
+
+
+def _is_source(source: Any) -> bool:
+    return isinstance(source, str) or (
+        isinstance(source, list) and all(isinstance(line, str) for line in source))
 
 
 def _python_cells(doc: dict[str, Any]):
