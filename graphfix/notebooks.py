@@ -76,14 +76,17 @@ class _Style:
 class Notebook:
     """A parsed notebook: its JSON document, its Python cells, and their text as one module.
 
-    `code` is that module; `locate` maps its lines to cells; `with_code` gives the notebook
-    a fixed module makes (NotebookError if the fix cannot be put back into the cells).
+    `code` is that module; `locate` maps its lines to cells; `cell_texts` splits a fixed
+    module back into cell sources (NotebookError if it cannot be) and `dumps` writes them
+    into the notebook.
     """
 
     def __init__(self, raw: bytes):
-        text = raw.decode("utf-8", errors="strict") if _is_utf8(raw) else None
-        if text is None:
-            raise NotebookError("not a Jupyter notebook: not UTF-8 text")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotebookError(f"not a Jupyter notebook: not UTF-8 ({exc.reason} at byte "
+                                f"{exc.start})") from None
         self._bom = text.startswith("\ufeff")
         self._text = text.removeprefix("\ufeff")
         try:
@@ -178,7 +181,7 @@ class Notebook:
             python = "".join(lines)
             if python == cell.python:
                 continue
-            if ast_error(python):
+            if _unparsable(python):
                 raise NotebookError(f"the fix would leave cell {cell.number} unparsable")
             text = self._restored(cell.number, lines)
             if not cell.text.endswith("\n") and text.endswith("\n"):
@@ -254,14 +257,6 @@ class Notebook:
                     return style
         return _Style(indent if indent is not None else 1, False, None, trailing, crlf,
                       self._bom)
-
-
-def _is_utf8(raw: bytes) -> bool:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _validated(doc: Any) -> dict[str, Any]:
@@ -359,7 +354,7 @@ def _scan(body: str, depth: int, string: str | None) -> tuple[int, str | None, b
     return depth, string, backslash and (string is None or len(string) == 1)
 
 
-def ast_error(python: str) -> bool:
+def _unparsable(python: str) -> bool:
     """Whether Python cannot parse `python`."""
     try:
         ast.parse(python)

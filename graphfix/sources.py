@@ -1,6 +1,7 @@
 """Which sources a directory holds for graphfix: `*.py` and `*.ipynb`, recursively, without
-hidden folders (`.ipynb_checkpoints` too), virtual environments, node_modules, build output, what `.gitignore` ignores, and
-what `--exclude GLOB` (or `exclude` in `[tool.graphfix]`) names."""
+hidden folders (`.ipynb_checkpoints` too), virtual environments, node_modules, build output,
+what `.gitignore` ignores, and what `--exclude GLOB` (or `exclude` in `[tool.graphfix]`)
+names."""
 
 from __future__ import annotations
 

@@ -251,8 +251,8 @@ def test_not_python_notebook_is_skipped(tmp_path):
 
 def _tree(tmp_path, git=False):
     root = tmp_path / "proj"
-    for name in ("nb.ipynb", "sub/deep.ipynb", "legacy/old.ipynb", ".ipynb_checkpoints/nb-checkpoint.ipynb",
-                 "scratch/tmp.ipynb"):
+    for name in ("nb.ipynb", "sub/deep.ipynb", "legacy/old.ipynb", "scratch/tmp.ipynb",
+                 ".ipynb_checkpoints/nb-checkpoint.ipynb"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(TOWERS, root / name)
     (root / "train.py").write_text(f"import tensorflow as tf\n{BUG}\n")
