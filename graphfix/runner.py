@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import gc
 import os
 from pathlib import Path
@@ -18,7 +17,7 @@ from graphfix import graphio, placement
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
-from graphfix.sources import excluded, walk_sources
+from graphfix.sources import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
 
 @dataclasses.dataclass
@@ -122,7 +121,7 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
                 ) -> list[tuple[str, Path]]:
     """(label as given, path) for every graph and source the paths name, in order.
 
-    A directory gives its Python files (see `graphfix.sources.walk_sources`: no hidden
+    A directory gives its Python files and notebooks (see `graphfix.sources.walk_sources`: no hidden
     folders, virtual environments, node_modules, git-ignored files, nor `excludes`); a file
     named explicitly is read unless `excludes` matches the path as given or its name.
     """
@@ -163,7 +162,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     inputs = iter_inputs(paths, excludes)
     graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
     sources = [(label, path) for label, path in inputs
-               if path.suffix == ".py" and path.exists() and not graphio.is_graph_path(path)]
+               if path.suffix in SOURCE_SUFFIXES and path.exists()
+               and not graphio.is_graph_path(path)]
     # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
     done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress))
     for label, path in inputs:
@@ -173,13 +173,13 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
         if graphio.is_graph_path(path):
             _run_graph(label, path, selected, fix, report, outputs, out, in_place,
                        want_diff, len(graph_inputs))
-        elif path.suffix == ".py":
+        elif path.suffix in SOURCE_SUFFIXES:
             part, part_outputs = next(done)
             _merge(report, part)
             outputs.extend(part_outputs)
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
-                                   "SavedModel directory) or a Python file"})
+                                   "SavedModel directory), a Python file or a notebook"})
     return report, outputs
 
 
@@ -241,14 +241,16 @@ def _scanning_codemods(selected: Selected) -> list:
 def _scan_one(item) -> dict | None:
     """Every scanning codemod's facts about one file (None: nothing, or unreadable)."""
     from graphfix.codemod import SourceDecodeError, decode_source, scan_sources
+    from graphfix.notebooks import NotebookError, notebook_code
 
     label, path = item
     codemods = [(c, {}) for c in _scanning_codemods(_JOB["selected"])]
     if not codemods:
         return None
     try:
-        code = decode_source(path.read_bytes())[0]
-    except (OSError, SourceDecodeError):
+        raw = path.read_bytes()
+        code = notebook_code(raw) if path.suffix == NOTEBOOK_SUFFIX else decode_source(raw)[0]
+    except (OSError, SourceDecodeError, NotebookError):
         return None  # skipped later, with its reason
     return {c: f[label] for c, f in scan_sources({label: code}, codemods).items() if label in f}
 
@@ -329,8 +331,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
     from graphfix.codemod import run_source
+    from graphfix.notebooks import run_notebook
 
-    result = run_source(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
+    run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
+    result = run_one(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
     if result.skipped:
         report.skipped.append({"path": label, "reason": result.skipped})
         return
@@ -340,12 +344,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
         for finding in result.findings:
             if finding.fixable:
                 report.changes.append(Change(label, finding.transform, finding.message,
-                                             line=finding.line))
+                                             line=finding.line, cell=finding.cell))
         # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is.
         old, new = (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
-        diff = list(difflib.unified_diff(result.code.splitlines(keepends=True),
-                                         result.new_code.splitlines(keepends=True),
-                                         old, new)) if want_diff else []
+        diff = result.unified_diff(old, new) if want_diff else []
         outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)
