@@ -115,7 +115,7 @@ def check_graph(graph: Any, *, only: Iterable[str] | None = None,
     selected = _selected(only, settings, target_devices)
     findings: list[Finding] = []
     for graph_def, meta in holder.file.graph_defs():
-        found, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=False)
+        found, _, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=False)
         findings.extend(found)
     return findings
 
@@ -140,7 +140,7 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
     selected = _selected(only, settings, target_devices)
     changes = Changes()
     for graph_def, meta in holder.file.graph_defs():
-        _, made = apply_to_graph(graph_def, meta, holder.label, selected, fix=True)
+        _, made, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=True)
         changes.extend(made)
     return holder.result(out), changes
 

@@ -193,17 +193,13 @@ class SourceCache:
         """Key results by what the run's scan found (call before results are looked up)."""
         self.facts_digests = {c: facts_digest(f) for c, f in run_facts.items()}
 
-    def result_key(self, label: str, raw: bytes) -> str | None:
-        """The key of one file's result (None: it cannot be cached, as when a scan's facts
-        it reads could not be encoded)."""
-        from graphfix.codemod import SourceDecodeError, active_codemods, decode_source
+    def result_key(self, label: str, raw: bytes, code: str | None) -> str | None:
+        """The key of one file's result, given its bytes and the code the codemods see in
+        them (None: none, it is skipped before any runs). None: it cannot be cached, as
+        when a scan's facts it reads could not be encoded."""
+        from graphfix.codemod import active_codemods
 
-        try:
-            text = decode_source(raw)[0]
-        except SourceDecodeError:
-            active = []  # skipped before any codemod runs
-        else:
-            active = active_codemods(text, self.codemods)
+        active = [] if code is None else active_codemods(code, self.codemods)
         read = []
         for codemod_class, _ in active:
             if codemod_class in self.facts_digests:

@@ -163,12 +163,13 @@ def _cache_dir(paths, no_cache: bool, given: Optional[Path], configured: Optiona
 
 def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool,
           extra_lines: list[str] = ()) -> None:
-    doc = report.to_json(fixing=fixing)
     if fmt == "sarif":
         from graphfix.sarif import to_sarif
 
         typer.echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
         fmt = "quiet"
+    # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
+    doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
     if report_path is not None:
         _write_report(report_path, doc)
     if fmt == "json":

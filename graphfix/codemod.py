@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import io
 import re
 import tokenize
@@ -339,6 +340,12 @@ class SourceResult:
     def new_bytes(self) -> bytes:
         """`new_code` encoded as the file was (UnicodeEncodeError if it no longer can be)."""
         return self.new_code.encode(self.encoding)
+
+    def unified_diff(self, old_label: str, new_label: str) -> list[str]:
+        """The change as a unified diff between `old_label` and `new_label`."""
+        return list(difflib.unified_diff(self.code.splitlines(keepends=True),
+                                         self.new_code.splitlines(keepends=True),
+                                         old_label, new_label))
 
 
 class SourceDecodeError(ValueError):

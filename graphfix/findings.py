@@ -10,7 +10,8 @@ Severity = Literal["error", "warning"]
 
 @dataclasses.dataclass
 class Finding:
-    """One problem in one input. `line`/`col` for sources, `node` for graphs."""
+    """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
+    `cell` (counted from 1 over every cell) and `line` within that cell."""
 
     path: str
     transform: str
@@ -20,10 +21,13 @@ class Finding:
     col: int | None = None
     node: str | None = None
     severity: Severity = "error"
+    cell: int | None = None
 
     def location(self) -> str:
         if self.node is not None:
             return f"{self.path}@{self.node}"
+        if self.cell is not None:  # ruff's form: nb.ipynb:cell 3:2:1
+            return f"{self.path}:cell {self.cell}:{self.line or 1}:{self.col or 1}"
         if self.line is not None:
             return f"{self.path}:{self.line}:{self.col or 1}"
         return self.path
@@ -35,6 +39,7 @@ class Finding:
     def to_json(self) -> dict:
         return {
             "path": self.path,
+            "cell": self.cell,
             "line": self.line,
             "col": self.col,
             "node": self.node,
@@ -47,7 +52,7 @@ class Finding:
 
 @dataclasses.dataclass
 class Change:
-    """One edit a fix made. `node` for graphs, `line` for sources."""
+    """One edit a fix made. `node` for graphs, `line` for sources (and `cell` in a notebook)."""
 
     path: str
     transform: str
@@ -55,15 +60,19 @@ class Change:
     node: str | None = None
     line: int | None = None
     details: dict = dataclasses.field(default_factory=dict)
+    cell: int | None = None
 
     def to_text(self) -> str:
         where = f"@{self.node}" if self.node else (f":{self.line}" if self.line else "")
+        if self.cell is not None:
+            where = f":cell {self.cell}{where}"
         return f"{self.path}{where}: {self.transform}: {self.description}"
 
     def to_json(self) -> dict:
         out = {
             "path": self.path,
             "node": self.node,
+            "cell": self.cell,
             "line": self.line,
             "transform": self.transform,
             "description": self.description,

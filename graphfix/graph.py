@@ -16,10 +16,11 @@ consistent, and `check_structure` proves an edited graph is still well formed.
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from functools import cache
 from importlib import resources
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from graphfix.devices import DeviceSpec
 
@@ -76,12 +77,20 @@ class GraphError(ValueError):
 
 def parse_input(name: str) -> tuple[str, int]:
     """Split an input string into (node name, output index); control inputs get index -1."""
-    if name.startswith("^"):
+    if name[:1] == "^":
         return name[1:], -1
     node, sep, port = name.rpartition(":")
     if sep and port.isdigit():
         return node, int(port)
     return name, 0
+
+
+def input_source(name: str) -> str:
+    """The node an input string (`name`, `name:1`, `^name`) comes from."""
+    if name[:1] == "^":
+        return name[1:]
+    node, sep, port = name.rpartition(":")
+    return node if sep and port.isdigit() else name
 
 
 def tensor_name(node: str, index: int) -> str:
@@ -129,16 +138,27 @@ class OpSignatures:
         sig = self._ops.get(op)
         return sig is not None and any(a.split("*")[0] == "=20" for a in sig["out"])
 
-    def handle_positions(self, node, side: str, attrs_matter: bool = True) -> list[int] | None:
-        """Positions of `node`'s inputs (`side="in"`) or outputs (`"out"`) that are a ref
-        or a resource; None for an op this graph does not describe. Decided per op once
-        where every argument is a single tensor (the common case), else per node."""
-        key = (node.op, side)
+    def handle_plan(self, op: str, side: str):
+        """How to find which inputs (`side="in"`) or outputs (`"out"`) of an `op` node are a
+        ref or a resource: None for an op this graph does not describe; "expand" where some
+        argument is a list (decided per node); else (positions always a handle,
+        ((position, type attr, its default), ...) a handle when the attr is DT_RESOURCE)."""
+        key = (op, side)
         plan = self._plans.get(key, _UNPLANNED)
         if plan is _UNPLANNED:
-            sig = self._ops.get(node.op)
+            sig = self._ops.get(op)
             plan = None if sig is None else _handle_plan(sig[side], sig.get("defaults", {}))
             self._plans[key] = plan
+        return plan
+
+    def is_resource_output(self, op: str, position: int) -> bool:
+        """Whether output `position` of `op` is always a resource handle (VarHandleOp's)."""
+        return self._ops[op]["out"][position] == "=20"
+
+    def handle_positions(self, node, side: str, attrs_matter: bool = True) -> list[int] | None:
+        """Positions of `node`'s inputs (`side="in"`) or outputs (`"out"`) that are a ref
+        or a resource; None for an op this graph does not describe."""
+        plan = self.handle_plan(node.op, side)
         if plan is None:
             return None
         if plan == "expand":
@@ -248,80 +268,163 @@ class _UnionFind:
             item, parent[item] = parent[item], root
         return root
 
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra == rb:
-            return
-        ours = self.members.pop(ra, None) or [ra]
-        theirs = self.members.pop(rb, None) or [rb]
-        if len(ours) < len(theirs):
-            ra, rb, ours, theirs = rb, ra, theirs, ours
-        self.parent[rb] = ra
-        ours.extend(theirs)
-        self.members[ra] = ours
+    def union_all(self, edges: Iterable[tuple[str, str]]) -> None:
+        """Join the two ends of every edge (one loop with the lookups inlined: a 1M-node
+        graph has a million edges to join)."""
+        parent, members, find = self.parent, self.members, self.find
+        for a, b in edges:
+            ra = find(a) if a in parent else a
+            if b not in parent and b not in members:
+                # The common case: `b` is still alone (a `read` naming its variable), so it
+                # joins `a`'s set as it is (always the larger of the two).
+                if ra != b:
+                    parent[b] = ra
+                    joined = members.get(ra)
+                    if joined is None:
+                        members[ra] = [ra, b]
+                    else:
+                        joined.append(b)
+                continue
+            rb = find(b) if b in parent else b
+            if ra == rb:
+                continue
+            ours = members.pop(ra, None) or [ra]
+            theirs = members.pop(rb, None) or [rb]
+            if len(ours) < len(theirs):
+                ra, rb, ours, theirs = rb, ra, theirs, ours
+            parent[rb] = ra
+            ours.extend(theirs)
+            members[ra] = ours
 
 
 class GraphIndex:
-    """An index over a GraphDef that it edits in place (see the module docstring)."""
+    """An index over a GraphDef that it edits in place (see the module docstring).
+
+    Nodes are known by name and by position (their index in `graph_def.node`, graph order).
+    What every pass needs is read from the message once, into columns: `names`, `ops` and
+    `devices` (lists by position). Inputs and `_class` lists are read on first use, the
+    inputs only of the nodes that need them: reading a field of a parsed node costs about
+    a microsecond, and a 1M-node graph has a million of each.
+    """
 
     def __init__(self, graph_def, signatures: OpSignatures | None = None):
         self.graph_def = graph_def
         self.signatures = signatures or OpSignatures()
-        self.nodes: dict[str, object] = {n.name: n for n in graph_def.node}
-        if len(self.nodes) != len(graph_def.node):
+        node_defs = list(graph_def.node)
+        self._node_defs = node_defs
+        self.names: list[str] = [n.name for n in node_defs]
+        self._positions: dict[str, int] = dict(zip(self.names, range(len(node_defs))))
+        if len(self._positions) != len(node_defs):
             seen: set[str] = set()
-            dup = next(n.name for n in graph_def.node if n.name in seen or seen.add(n.name))
+            dup = next(n for n in self.names if n in seen or seen.add(n))
             raise GraphError(f"duplicate node name {dup!r}")
-        self._consumers: dict[str, list[tuple[object, int, int]]] | None = None
+        intern = sys.intern  # a few distinct ops and devices, repeated by the million
+        self.ops: list[str] = [intern(n.op) for n in node_defs]
+        self.devices: list[str] = [intern(n.device) for n in node_defs]
+        self._inputs: list[tuple[str, ...] | None] = [None] * len(node_defs)
+        self._by_op: dict[str, list[int]] | None = None
+        self._classes: dict[int, list[str]] | None = None
+        self._consumers: dict[str, list[tuple[str, int, int]]] | None = None
         self._groups: _UnionFind | None = None
-        self._positions: dict[str, int] | None = None
-        self._group_members: dict[str, list] | None = None
+        self._group_positions: dict[str, list[int]] | None = None
         self.edges_changed = False
 
     # -- reading ---------------------------------------------------------------------------
 
     def __contains__(self, name: str) -> bool:
-        return name in self.nodes
+        return name in self._positions
 
     def __iter__(self) -> Iterator:
-        return iter(self.graph_def.node)
+        return iter(self._node_defs)
+
+    def __len__(self) -> int:
+        return len(self._node_defs)
 
     def node(self, name: str):
         """The NodeDef called `name`; GraphError if there is none."""
+        return self._node_defs[self.position(name)]
+
+    def node_at(self, position: int):
+        """The NodeDef at `position` in graph order."""
+        return self._node_defs[position]
+
+    def position(self, node_or_name) -> int:
+        """A node's index in the GraphDef (graph order, as TF's placer walks it)."""
+        name = node_or_name if isinstance(node_or_name, str) else node_or_name.name
         try:
-            return self.nodes[name]
+            return self._positions[name]
         except KeyError:
             raise GraphError(f"no node named {name!r}") from None
 
-    def consumers(self, name: str) -> list[tuple[object, int, int]]:
-        """(consumer NodeDef, input position, output index of `name`; -1 control) for each use."""
+    def positions_of(self, op_names: Iterable[str]) -> list[int]:
+        """Positions of the nodes whose op is one of `op_names`, in graph order."""
+        by_op = self._positions_by_op()
+        found = [by_op[op] for op in set(op_names) if op in by_op]
+        if len(found) == 1:
+            return list(found[0])
+        return sorted(p for positions in found for p in positions)
+
+    def _positions_by_op(self) -> dict[str, list[int]]:
+        if self._by_op is None:
+            by_op: dict[str, list[int]] = defaultdict(list)
+            for position, op in enumerate(self.ops):
+                by_op[op].append(position)
+            self._by_op = dict(by_op)
+        return self._by_op
+
+    def inputs(self, position: int) -> tuple[str, ...]:
+        """The input strings of the node at `position` (`name`, `name:1`, `^name`)."""
+        cached = self._inputs[position]
+        if cached is None:
+            cached = self._inputs[position] = tuple(self._node_defs[position].input)
+        return cached
+
+    def _all_inputs(self) -> list[tuple[str, ...]]:
+        inputs = self._inputs
+        if None in inputs:
+            node_defs = self._node_defs
+            for i, cached in enumerate(inputs):
+                if cached is None:
+                    inputs[i] = tuple(node_defs[i].input)
+        return inputs  # type: ignore[return-value]
+
+    def consumers(self, name: str) -> list[tuple[str, int, int]]:
+        """(consumer name, input position, output index of `name`; -1 control) for each use."""
         if self._consumers is None:
             table: dict[str, list] = defaultdict(list)
-            for node in self.graph_def.node:
-                for position, text in enumerate(node.input):
+            for node_name, inputs in zip(self.names, self._all_inputs()):
+                for position, text in enumerate(inputs):
                     source, index = parse_input(text)
-                    table[source].append((node, position, index))
+                    table[source].append((node_name, position, index))
             self._consumers = table
         return self._consumers.get(name, [])
 
     def data_inputs(self, node) -> list[tuple[str, int]]:
         """(source node, output index) for each data input of `node`, in order."""
         out = []
-        for text in node.input:
+        for text in self.inputs(self.position(node)):
             if text.startswith("^"):
                 break  # control inputs always come last
             out.append(parse_input(text))
         return out
 
-    def colocated_with(self, node) -> list[str]:
+    def colocated_with(self, node_or_position) -> list[str]:
         """Names listed in the node's `_class` attr (`loc:@name`)."""
-        if COLOCATION_ATTR not in node.attr:
-            return []
-        return [
-            s[len(COLOCATION_PREFIX) :].decode()
-            for s in node.attr[COLOCATION_ATTR].list.s
-            if s.startswith(COLOCATION_PREFIX)
-        ]
+        position = (node_or_position if isinstance(node_or_position, int)
+                    else self.position(node_or_position))
+        return self._class_lists().get(position, [])
+
+    def _class_lists(self) -> dict[int, list[str]]:
+        if self._classes is None:
+            classes = {}
+            prefix = len(COLOCATION_PREFIX)
+            for position, node in enumerate(self._node_defs):
+                attrs = node.attr
+                if COLOCATION_ATTR in attrs:
+                    classes[position] = [s[prefix:].decode() for s in attrs[COLOCATION_ATTR].list.s
+                                         if s.startswith(COLOCATION_PREFIX)]
+            self._classes = classes
+        return self._classes
 
     # -- colocation groups -----------------------------------------------------------------
 
@@ -329,118 +432,188 @@ class GraphIndex:
         if self._groups is not None:
             return self._groups
         groups = _UnionFind()
-        handle_positions = self.signatures.handle_positions
-        handles, attrs_matter = self._handle_tensors()
-        for node in self.graph_def.node:
-            if COLOCATION_ATTR in node.attr:
-                # An unknown name is still a group key: TF colocates all nodes that name it.
-                for other in self.colocated_with(node):
-                    groups.union(other, node.name)
-            if handles.isdisjoint(node.input):
-                continue  # the common case: no input can be a ref or a resource
-            if node.op in RESOURCE_COLOCATION_EXEMPT:
-                continue
-            inputs = node.input
-            for position in handle_positions(node, "in", attrs_matter) or ():
-                if position < len(inputs) and inputs[position] in handles:
-                    groups.union(parse_input(inputs[position])[0], node.name)
+        names = self.names
+        # Edges (group key, node name): `_class` targets (an unknown name is still a group
+        # key: TF colocates all nodes that name it), then ref and resource edges.
+        edges = [(other, names[position])
+                 for position, others in self._class_lists().items() for other in others]
+        handles, resources = self._handle_tensors()
+        if handles:
+            for position, fixed, by_attr in self._handle_inputs(bool(resources)):
+                inputs = self.inputs(position)
+                # A ref or resource argument joins whatever handle feeds it; an argument
+                # typed by an attr is a handle only when fed a resource (a ref into `T` is a
+                # value, read through).
+                for k in fixed:
+                    if k < len(inputs) and inputs[k] in handles:
+                        edges.append((input_source(inputs[k]), names[position]))
+                for k in by_attr:
+                    if k < len(inputs) and inputs[k] in resources:
+                        edges.append((input_source(inputs[k]), names[position]))
+        groups.union_all(edges)
         self._groups = groups
         return groups
 
-    def _handle_tensors(self) -> tuple[set[str], bool]:
-        """Input strings (`name`, `name:1`) of every tensor that may be a ref or a resource,
-        and whether attrs can make one (only if some op in the graph makes resources: a
+    def _handle_inputs(self, resources_exist: bool
+                       ) -> Iterator[tuple[int, Sequence[int], Sequence[int]]]:
+        """(position, ref or resource input positions, input positions typed by an attr)
+        for each node that has any, decided per op where its signature allows. Attr-typed
+        inputs count only where the graph has resources."""
+        signatures = self.signatures
+        node_defs = self._node_defs
+        found = []
+        for op, positions in self._positions_by_op().items():
+            plan = None if op in RESOURCE_COLOCATION_EXEMPT else signatures.handle_plan(op, "in")
+            if plan is None:
+                continue
+            if plan == "expand":
+                for position in positions:
+                    fixed = signatures.handle_positions(node_defs[position], "in")
+                    if fixed:
+                        found.append((position, fixed, ()))
+                continue
+            fixed, by_attr = plan
+            attr_typed = tuple(k for k, _, _ in by_attr) if resources_exist else ()
+            if fixed or attr_typed:
+                found.extend((position, fixed, attr_typed) for position in positions)
+        return iter(found)
+
+    def _handle_tensors(self) -> tuple[set[str], set[str]]:
+        """Input strings (`name`, `name:1`) of every tensor that is a ref or a resource, and
+        of those that are resources. Attrs are read only if the graph makes resources (a
         graph of ref variables never needs each Identity's `T` read)."""
         signatures = self.signatures
-        handle_positions = signatures.handle_positions
-        kinds = {node.op for node in self.graph_def.node}
-        attrs_matter = any(signatures.makes_resources(op) for op in kinds) or any(
-            op in ("Placeholder", "PlaceholderWithDefault", "_Arg") for op in kinds)
-        out: set[str] = set()
-        for node in self.graph_def.node:
-            for index in handle_positions(node, "out", attrs_matter) or ():
-                out.add(node.name if index == 0 else f"{node.name}:{index}")
-        return out, attrs_matter
+        by_op = self._positions_by_op()
+        read_attrs = any(signatures.makes_resources(op) for op in by_op) or self._resource_args()
+        handles: set[str] = set()
+        resources: set[str] = set()
+        names, node_defs = self.names, self._node_defs
+        for op, positions in by_op.items():
+            plan = signatures.handle_plan(op, "out")
+            if plan is None:
+                continue
+            if plan == "expand" or (read_attrs and plan[1]):
+                for position in positions:
+                    types = signatures.output_types(node_defs[position]) or ()
+                    for k, dtype in enumerate(types):
+                        if is_handle_type(dtype):
+                            handles.add(tensor_name(names[position], k))
+                            if dtype == DT_RESOURCE:
+                                resources.add(tensor_name(names[position], k))
+                continue
+            for k in plan[0]:
+                tensors = [tensor_name(names[p], k) for p in positions]
+                handles.update(tensors)
+                if signatures.is_resource_output(op, k):
+                    resources.update(tensors)
+        return handles, resources
+
+    def _resource_args(self) -> bool:
+        """Whether a placeholder or function argument of the graph holds a resource."""
+        for position in self.positions_of(("Placeholder", "PlaceholderWithDefault", "_Arg")):
+            attrs = self._node_defs[position].attr
+            for key in ("dtype", "T"):
+                if key in attrs and attrs[key].type == DT_RESOURCE:
+                    return True
+        return False
 
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""
-        self.node(name)
+        self.position(name)
         return self._colocation().find(name)
 
-    def colocation_groups(self) -> dict[str, list]:
-        """Every colocation group (singletons too): root -> NodeDefs in graph order."""
-        if self._group_members is not None:
-            return self._group_members
+    def colocation_groups(self) -> dict[str, list[int]]:
+        """Every colocation group (singletons too): root -> member positions, graph order."""
+        if self._group_positions is not None:
+            return self._group_positions
         groups = self._colocation()
         parent, find = groups.parent, groups.find
-        members: dict[str, list] = {}
-        for node in self.graph_def.node:
-            name = node.name
+        out: dict[str, list[int]] = {}
+        for position, name in enumerate(self.names):
             root = find(name) if name in parent else name
-            if root in members:
-                members[root].append(node)
+            if root in out:
+                out[root].append(position)
             else:
-                members[root] = [node]
-        self._group_members = members
-        return members
-
-    def variable_groups(self) -> dict[str, list]:
-        """The colocation groups that hold a variable op: root -> NodeDefs (in the order the
-        groups were joined; sort by `position` where graph order matters)."""
-        groups = self._colocation()
-        parent, nodes = groups.parent, self.nodes
-        out: dict[str, list] = {}
-        for node in self.graph_def.node:
-            if node.op in VARIABLE_OPS:
-                root = groups.find(node.name) if node.name in parent else node.name
-                if root not in out:
-                    names = groups.members.get(root, [root])
-                    out[root] = [nodes[n] for n in names if n in nodes]
+                out[root] = [position]
+        self._group_positions = out
         return out
 
-    def position(self, node) -> int:
-        """A node's index in the GraphDef (graph order, as TF's placer walks it)."""
-        if self._positions is None:
-            self._positions = {n.name: i for i, n in enumerate(self.graph_def.node)}
-        return self._positions[node.name]
+    def variable_groups(self) -> dict[str, list[int]]:
+        """The colocation groups that hold a variable op: root -> member positions, in
+        graph order, the groups in the order of their first variable."""
+        groups = self._colocation()
+        parent, members, find = groups.parent, groups.members, groups.find
+        position_of = self._positions.get
+        names = self.names
+        out: dict[str, list[int]] = {}
+        for position in self.positions_of(VARIABLE_OPS):
+            name = names[position]
+            root = find(name) if name in parent else name
+            if root not in out:
+                joined = members.get(root)
+                if joined is None:
+                    out[root] = [position]
+                    continue
+                # A `loc:@` name that is no node is a member of its group, not a position.
+                found = [p for p in map(position_of, joined) if p is not None]
+                found.sort()
+                out[root] = found
+        return out
 
     def group_of(self, name: str) -> list:
         """All NodeDefs that TF's placer must put on one device together with `name`."""
         root = self.group_root(name)
-        return [n for n in self.graph_def.node if self._colocation().find(n.name) == root]
+        groups = self._colocation()
+        return [self._node_defs[self._positions[n]]
+                for n in sorted(groups.members.get(root, [root]), key=self._positions.get)]
 
     # -- editing ---------------------------------------------------------------------------
 
-    def set_device(self, node, device: str) -> bool:
-        """Set a node's requested device; return whether it changed."""
-        if node.device == device:
+    def set_device(self, position: int, device: str) -> bool:
+        """Set the requested device of the node at `position`; return whether it changed."""
+        if self.devices[position] == device:
             return False
-        node.device = device
+        self._node_defs[position].device = device
+        self.devices[position] = device
         return True
 
     def add_node(self, node_def):
         """Append a copy of `node_def`; return the stored NodeDef."""
-        if node_def.name in self.nodes:
+        if node_def.name in self._positions:
             raise GraphError(f"node {node_def.name!r} already exists")
         stored = self.graph_def.node.add()
         stored.CopyFrom(node_def)
-        self.nodes[stored.name] = stored
+        self._positions[stored.name] = len(self._node_defs)
+        self._node_defs.append(stored)
+        self.names.append(stored.name)
+        self.ops.append(sys.intern(stored.op))
+        if self._by_op is not None:
+            self._by_op.setdefault(self.ops[-1], []).append(len(self._node_defs) - 1)
+        self.devices.append(sys.intern(stored.device))
+        self._inputs.append(tuple(stored.input))
+        if self._classes is not None and COLOCATION_ATTR in stored.attr:
+            self._classes[len(self._node_defs) - 1] = [
+                s[len(COLOCATION_PREFIX):].decode() for s in stored.attr[COLOCATION_ATTR].list.s
+                if s.startswith(COLOCATION_PREFIX)]
         self._invalidate()
         return stored
 
     def add_control_input(self, node, source: str) -> bool:
         """Make `node` run after `source`; return whether an edge was added."""
+        position = self.position(node)
+        inputs = self.inputs(position)
         text = "^" + source
-        if text in node.input or source in {parse_input(i)[0] for i in node.input}:
+        if text in inputs or source in {input_source(i) for i in inputs}:
             return False
-        node.input.append(text)
+        self._node_defs[position].input.append(text)
+        self._inputs[position] = inputs + (text,)
         self._invalidate()
         return True
 
     def unique_name(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... whichever is free."""
         name, k = base, 0
-        while name in self.nodes:
+        while name in self._positions:
             k += 1
             name = f"{base}_{k}"
         return name
@@ -448,57 +621,56 @@ class GraphIndex:
     def _invalidate(self) -> None:
         self._consumers = None
         self._groups = None
-        self._positions = None
-        self._group_members = None
+        self._group_positions = None
         self.edges_changed = True
 
     # -- checking --------------------------------------------------------------------------
 
     def check_structure(self) -> None:
         """Raise GraphError for a dangling input, an unknown colocation target or a cycle."""
-        nodes = self.nodes
-        indegree: dict[str, int] = {}
-        successors: dict[str, list[str]] = defaultdict(list)
-        for node in self.graph_def.node:
+        positions, names, ops = self._positions, self.names, self.ops
+        indegree = [0] * len(names)
+        successors: dict[int, list[int]] = defaultdict(list)
+        for position, inputs in enumerate(self._all_inputs()):
             count = 0
-            for text in node.input:
-                source = parse_input(text)[0]
-                if source not in nodes:
-                    raise GraphError(f"node {node.name!r} has input {text!r} from no node")
-                if nodes[source].op in _LOOP_BACK_EDGE_OPS:
+            for text in inputs:
+                source = positions.get(input_source(text))
+                if source is None:
+                    raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
+                if ops[source] in _LOOP_BACK_EDGE_OPS:
                     continue
-                successors[source].append(node.name)
+                successors[source].append(position)
                 count += 1
-            for other in self.colocated_with(node):
-                if other not in nodes:
-                    raise GraphError(
-                        f"node {node.name!r} expects to be colocated with unknown node {other!r}"
-                    )
-            indegree[node.name] = count
-        ready = [name for name, count in indegree.items() if count == 0]
+            indegree[position] = count
+        for position, others in self._class_lists().items():
+            for other in others:
+                if other not in positions:
+                    raise GraphError(f"node {names[position]!r} expects to be colocated "
+                                     f"with unknown node {other!r}")
+        ready = [p for p, count in enumerate(indegree) if count == 0]
         done = 0
         while ready:
-            name = ready.pop()
+            position = ready.pop()
             done += 1
-            for succ in successors.get(name, ()):
+            for succ in successors.get(position, ()):
                 indegree[succ] -= 1
                 if indegree[succ] == 0:
                     ready.append(succ)
         if done != len(indegree):
-            stuck = sorted(name for name, count in indegree.items() if count > 0)
+            stuck = sorted(names[p] for p, count in enumerate(indegree) if count > 0)
             raise GraphError(f"cycle through {', '.join(stuck[:5])}")
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
+        positions = self._positions
         seen: set[str] = set()
         stack = list(names)
         while stack:
-            name = stack.pop()
-            node = self.nodes.get(name)
-            if node is None:
+            position = positions.get(stack.pop())
+            if position is None:
                 continue
-            for text in node.input:
-                source = parse_input(text)[0]
+            for text in self.inputs(position):
+                source = input_source(text)
                 if source not in seen:
                     seen.add(source)
                     stack.append(source)

@@ -25,19 +25,34 @@ _FIELD_WORDS = {
 
 @dataclasses.dataclass
 class Group:
-    """A colocation group: its members in graph order and the device they ask for."""
+    """A colocation group: its members (positions in graph order) and the device they ask for."""
 
-    members: list
+    graph: GraphIndex
+    positions: list[int]
     requested: DeviceSpec | None  # None: members' devices conflict
     conflict: str | None = None
 
     @property
+    def members(self) -> list:
+        """The members' NodeDefs, in graph order."""
+        return [self.graph.node_at(p) for p in self.positions]
+
+    @property
     def first(self):
-        return self.members[0]
+        return self.graph.node_at(self.positions[0])
 
     @property
     def variables(self) -> list:
-        return [n for n in self.members if n.op in VARIABLE_OPS]
+        ops = self.graph.ops
+        return [self.graph.node_at(p) for p in self.positions if ops[p] in VARIABLE_OPS]
+
+    @property
+    def anchor(self) -> str:
+        """The name a finding or change about the group names: its first variable, else its
+        first member."""
+        ops, names = self.graph.ops, self.graph.names
+        return next((names[p] for p in self.positions if ops[p] in VARIABLE_OPS),
+                    names[self.positions[0]])
 
 
 @dataclasses.dataclass
@@ -54,27 +69,31 @@ class PlacementProblem:
         return bool(self.group.variables)
 
 
-def merge_requested(members) -> tuple[DeviceSpec | None, str | None]:
-    """Merge the members' requested devices as TF's placer does (no soft placement)."""
-    asked = {node.device for node in members if node.device}
+def merge_requested(graph: GraphIndex, positions: list[int]
+                    ) -> tuple[DeviceSpec | None, str | None]:
+    """Merge the requested devices of the nodes at `positions` as TF's placer does (no soft
+    placement): (the merged device, None), or (None, TF's message) when they conflict."""
+    devices = graph.devices
+    asked = {devices[p] for p in positions}
+    asked.discard("")
     if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
         return DeviceSpec.parse(asked.pop() if asked else ""), None
     merged = DeviceSpec()
     owner = None
-    for node in members:
-        if not node.device:
+    for position in positions:
+        if not devices[position]:
             continue
-        spec = DeviceSpec.parse(node.device)
+        spec = DeviceSpec.parse(devices[position])
         for field, word in _FIELD_WORDS.items():
             ours, theirs = getattr(merged, field), getattr(spec, field)
             if ours is not None and theirs is not None and ours != theirs:
                 message = (
-                    f"Cannot colocate nodes {owner.name} and {node.name}: Cannot merge devices "
-                    f"with incompatible {word}: '{merged}' and '{spec}'"
+                    f"Cannot colocate nodes {owner} and {graph.names[position]}: Cannot merge "
+                    f"devices with incompatible {word}: '{merged}' and '{spec}'"
                 )
                 return None, message
         merged = merged.merge(spec)
-        owner = owner or node
+        owner = owner or graph.names[position]
     return merged, None
 
 
@@ -83,12 +102,13 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     """The colocation groups of a graph (by default only those that ask for a device;
     `variables_only`: only those holding a variable)."""
     out = []
+    devices = graph.devices
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
-    for members in every.values():
-        if with_request_only and not any(n.device for n in members):
+    for positions in every.values():
+        if with_request_only and not any(devices[p] for p in positions):
             continue
-        requested, conflict = merge_requested(members)
-        out.append(Group(members=members, requested=requested, conflict=conflict))
+        requested, conflict = merge_requested(graph, positions)
+        out.append(Group(graph, positions, requested, conflict))
     return out
 
 
@@ -107,7 +127,6 @@ def problems(graph: GraphIndex, group_list: list[Group] | None = None) -> list[P
         lacking = [n for n in group.members if not kernels.supports(n, wanted)]
         if not lacking:
             continue
-        group.members.sort(key=graph.position)
         node = _named_by_placer(group, graph)
         found.append(PlacementProblem(group, node.name, _message(group, node, wanted), lacking))
     return found
@@ -175,14 +194,16 @@ def summary(graph: GraphIndex) -> list[str]:
     counted on its group's device): one line per device, busiest first."""
     ops: dict[str, int] = {}
     size: dict[str, int] = {}
-    for members in graph.colocation_groups().values():
-        merged, _ = merge_requested(members)
+    devices, kinds = graph.devices, graph.ops
+    for positions in graph.colocation_groups().values():
+        merged, _ = merge_requested(graph, positions)
         group_device = merged.to_string() if merged else ""
-        for node in members:
-            device = DeviceSpec.parse(node.device).to_string() if node.device else group_device
+        for position in positions:
+            own = devices[position]
+            device = DeviceSpec.parse(own).to_string() if own else group_device
             device = device or "(no device: the placer chooses)"
             ops[device] = ops.get(device, 0) + 1
-            if node.op in VARIABLE_OPS:
-                size[device] = size.get(device, 0) + variable_bytes(node)
+            if kinds[position] in VARIABLE_OPS:
+                size[device] = size.get(device, 0) + variable_bytes(graph.node_at(position))
     return [f"{device}: {count} op(s), {size.get(device, 0)} variable byte(s)"
             for device, count in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -6,8 +6,9 @@ would write; `write_outputs` writes them only once every input succeeded, each a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from graphfix import graphio, placement
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
-from graphfix.sources import excluded, walk_sources
+from graphfix.sources import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
 
 @dataclasses.dataclass
@@ -39,9 +40,34 @@ def index_for(graph_def, meta_graph=None) -> GraphIndex:
     return index
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector. Indexing a large graph allocates millions
+    of small lists, tuples and message wrappers, none in a cycle; the collector would scan
+    them again and again (a third of the time on a 1M-node graph). Reference counting
+    still frees everything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
-                   ) -> tuple[list[Finding], list[Change]]:
-    """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure."""
+                   ) -> tuple[list[Finding], list[Change], GraphIndex]:
+    with _collector_paused():
+        return _apply_to_graph(graph_def, meta_graph, label, selected, fix=fix)
+
+
+def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
+                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
+    """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure.
+
+    One index serves every transform: edits go through it, so it stays current; the
+    structure is checked after each transform that added nodes or edges.
+    """
     findings: list[Finding] = []
     changes: list[Change] = []
     index = index_for(graph_def, meta_graph)
@@ -57,11 +83,11 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
                     index.check_structure()
                 except GraphError as exc:
                     raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
-                index = index_for(graph_def, meta_graph)
+                index.edges_changed = False
         else:
             findings.extend(transform.check_graph(index, ctx))
             findings.extend(ctx.findings)
-    return findings, changes
+    return findings, changes, index
 
 
 def graph_diff(before, after) -> list[str]:
@@ -95,7 +121,7 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
                 ) -> list[tuple[str, Path]]:
     """(label as given, path) for every graph and source the paths name, in order.
 
-    A directory gives its Python files (see `graphfix.sources.walk_sources`: no hidden
+    A directory gives its Python files and notebooks (see `graphfix.sources.walk_sources`: no hidden
     folders, virtual environments, node_modules, git-ignored files, nor `excludes`); a file
     named explicitly is read unless `excludes` matches the path as given or its name.
     """
@@ -139,7 +165,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     inputs = iter_inputs(paths, excludes)
     graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
     sources = [(label, path) for label, path in inputs
-               if path.suffix == ".py" and path.exists() and not graphio.is_graph_path(path)]
+               if path.suffix in SOURCE_SUFFIXES and path.exists()
+               and not graphio.is_graph_path(path)]
     # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
     done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir))
     for label, path in inputs:
@@ -149,13 +176,13 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
         if graphio.is_graph_path(path):
             _run_graph(label, path, selected, fix, report, outputs, out, in_place,
                        want_diff, len(graph_inputs))
-        elif path.suffix == ".py":
+        elif path.suffix in SOURCE_SUFFIXES:
             part, part_outputs = next(done)
             _merge(report, part)
             outputs.extend(part_outputs)
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
-                                   "SavedModel directory) or a Python file"})
+                                   "SavedModel directory), a Python file or a notebook"})
     return report, outputs
 
 
@@ -232,7 +259,7 @@ def _scanning_codemods(selected: Selected) -> list:
 
 def _scan_one(item) -> dict | None:
     """Every scanning codemod's facts about one file (None: nothing, or unreadable)."""
-    from graphfix.codemod import SourceDecodeError, decode_source, scan_sources
+    from graphfix.codemod import scan_sources
 
     label, path = item
     codemods = _scanning_codemods(_JOB["selected"])
@@ -240,8 +267,10 @@ def _scan_one(item) -> dict | None:
         return None
     try:
         raw = path.read_bytes()
-        code = decode_source(raw)[0]
-    except (OSError, SourceDecodeError):
+    except OSError:
+        return None  # failed later, with its reason
+    code = _code_text(path, raw)
+    if code is None:
         return None  # skipped later, with its reason
     cache = _JOB["cache"]
     found = {}
@@ -255,6 +284,18 @@ def _scan_one(item) -> dict | None:
         if facts is not None:
             found[codemod_class] = facts
     return found
+
+
+def _code_text(path: Path, raw: bytes) -> str | None:
+    """The Python code the codemods see in a source file (a notebook's cells as one module);
+    None where there is none (not decodable, not a notebook)."""
+    from graphfix.codemod import SourceDecodeError, decode_source
+    from graphfix.notebooks import NotebookError, notebook_code
+
+    try:
+        return notebook_code(raw) if path.suffix == NOTEBOOK_SUFFIX else decode_source(raw)[0]
+    except (SourceDecodeError, NotebookError):
+        return None
 
 
 def _gather(sources, facts) -> dict:
@@ -301,11 +342,11 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             copy.CopyFrom(g)
     try:
         for graph_def, meta in graph_file.graph_defs():
-            findings, changes = apply_to_graph(graph_def, meta, label, selected, fix=fix)
+            findings, changes, index = apply_to_graph(graph_def, meta, label, selected, fix=fix)
             report.findings.extend(findings)
             report.changes.extend(changes)
             if not fix:
-                lines = placement.summary(index_for(graph_def, meta))
+                lines = placement.summary(index)
                 report.notes.append(f"{label}: placement: " + "; ".join(lines))
     except (GraphError, ValueError) as exc:
         report.failed.append({"path": label, "error": str(exc)})
@@ -333,7 +374,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
-    key = cache.result_key(label, raw) if cache is not None else None
+    key = cache.result_key(label, raw, _code_text(path, raw)) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):
         report.cached_paths.append(label)
@@ -344,8 +385,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
             report.unchanged_paths.append(label)
         return
     from graphfix.codemod import run_source
+    from graphfix.notebooks import run_notebook
 
-    result = run_source(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
+    run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
+    result = run_one(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):
@@ -359,12 +402,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
         for finding in result.findings:
             if finding.fixable:
                 report.changes.append(Change(label, finding.transform, finding.message,
-                                             line=finding.line))
+                                             line=finding.line, cell=finding.cell))
         # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is.
         old, new = (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
-        diff = list(difflib.unified_diff(result.code.splitlines(keepends=True),
-                                         result.new_code.splitlines(keepends=True),
-                                         old, new)) if want_diff else []
+        diff = result.unified_diff(old, new) if want_diff else []
         outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)

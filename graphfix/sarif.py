@@ -9,7 +9,9 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 def to_sarif(report: Report, transforms: dict) -> dict:
     """One run, one rule per transform, one result per finding. Graph findings point at
-    the graph file and name the node in a logical location."""
+    the graph file and name the node in a logical location; notebook findings point at the
+    notebook, with the line and column within the cell that a logical location names
+    (`cell 3`; also the result's `properties.cell`)."""
     rules = [
         {
             "id": name,
@@ -28,13 +30,17 @@ def to_sarif(report: Report, transforms: dict) -> dict:
                 "startLine": finding.line, "startColumn": finding.col or 1}
         if finding.node is not None:
             location["logicalLocations"] = [{"name": finding.node, "kind": "node"}]
+        properties = {"fixable": finding.fixable}
+        if finding.cell is not None:
+            location["logicalLocations"] = [{"name": f"cell {finding.cell}", "kind": "module"}]
+            properties["cell"] = finding.cell
         results.append({
             "ruleId": finding.transform,
             "ruleIndex": index.get(finding.transform, 0),
             "level": "error" if finding.severity == "error" else "warning",
             "message": {"text": finding.message},
             "locations": [location],
-            "properties": {"fixable": finding.fixable},
+            "properties": properties,
         })
     return {
         "$schema": SCHEMA,

@@ -1,6 +1,7 @@
-"""Which Python files a directory holds for graphfix: `*.py`, recursively, without hidden
-folders, virtual environments, node_modules, build output, what `.gitignore` ignores, and
-what `--exclude GLOB` (or `exclude` in `[tool.graphfix]`) names."""
+"""Which sources a directory holds for graphfix: `*.py` and `*.ipynb`, recursively, without
+hidden folders (`.ipynb_checkpoints` too), virtual environments, node_modules, build output,
+what `.gitignore` ignores, and what `--exclude GLOB` (or `exclude` in `[tool.graphfix]`)
+names."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
+NOTEBOOK_SUFFIX = ".ipynb"
+SOURCE_SUFFIXES = (".py", NOTEBOOK_SUFFIX)  # Python files; Jupyter notebooks
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "build", "dist"})
 
 
@@ -48,7 +51,7 @@ def anchored(patterns: Iterable[str], folder: Path) -> tuple[str, ...]:
 
 def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = True
                  ) -> list[Path]:
-    """Every Python file under `root` graphfix should read, sorted."""
+    """Every Python file and notebook under `root` graphfix should read, sorted."""
     excludes = tuple(excludes)
     top = root.resolve().as_posix().rstrip("/") + "/"
     found: list[Path] = []
@@ -63,7 +66,7 @@ def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = 
             and not excluded(prefix + d, excludes, top + prefix + d)
         )
         for name in sorted(filenames):
-            if name.endswith(".py") and not excluded(prefix + name, excludes,
+            if name.endswith(SOURCE_SUFFIXES) and not excluded(prefix + name, excludes,
                                                      top + prefix + name):
                 found.append(base / name)
     if gitignore and found:

@@ -36,35 +36,40 @@ def collection(index: GraphIndex, key: str) -> list[str] | None:
 
 def variable_of(index: GraphIndex, node) -> str | None:
     """The variable op an assign-like node writes (following Identity of the handle)."""
-    if not node.input:
-        return None
-    source = parse_input(node.input[0])[0]
+    inputs = index.inputs(index.position(node))
     seen = 0
-    while source in index and seen < 8:
-        src = index.node(source)
-        if src.op in VARIABLE_OPS:
-            return src.name
-        if src.op not in ("Identity", "RefIdentity") or not src.input:
+    while inputs and seen < 8:
+        source = parse_input(inputs[0])[0]
+        if source not in index:
             return None
-        source = parse_input(src.input[0])[0]
+        position = index.position(source)
+        op = index.ops[position]
+        if op in VARIABLE_OPS:
+            return source
+        if op not in ("Identity", "RefIdentity"):
+            return None
+        inputs = index.inputs(position)
         seen += 1
     return None
 
 
 def detect_update_ops(index: GraphIndex) -> list[str]:
     """Batch-norm moving-average updates: assigns to moving statistics, not initializers."""
+    names = index.names
+    variables = index.positions_of(VARIABLE_OPS)
+    if not any(_MOVING_STAT.search(names[p]) for p in variables):
+        return []  # no moving statistics, so nothing can update one
     found = []
-    for node in index:
-        if node.op not in ASSIGN_OPS or not node.input:
-            continue
-        if node.name == parse_input(node.input[0])[0] + "/Assign":
+    for position in index.positions_of(ASSIGN_OPS):
+        inputs = index.inputs(position)
+        if not inputs or names[position] == parse_input(inputs[0])[0] + "/Assign":
             continue  # a variable's own initializer (the common case: skip it cheaply)
-        variable = variable_of(index, node)
+        variable = variable_of(index, names[position])
         if variable is None or not _MOVING_STAT.search(variable):
             continue
-        if node.name == f"{variable}/Assign":  # the variable's own initializer
+        if names[position] == f"{variable}/Assign":  # the variable's own initializer
             continue
-        found.append(node.name)
+        found.append(names[position])
     return found
 
 
@@ -83,15 +88,16 @@ def descendants(index: GraphIndex, names) -> set[str]:
     while queue:
         name = queue.popleft()
         for consumer, _, _ in index.consumers(name):
-            if consumer.name not in seen:
-                seen.add(consumer.name)
-                queue.append(consumer.name)
+            if consumer not in seen:
+                seen.add(consumer)
+                queue.append(consumer)
     return seen
 
 
 def apply_ops(index: GraphIndex) -> list[str]:
     """Optimizer steps: the Apply*/ResourceApply* ops that write gradients into variables."""
-    return [n.name for n in index if n.op.startswith(_APPLY_PREFIXES)]
+    names = index.names
+    return [names[p] for p, op in enumerate(index.ops) if op.startswith(_APPLY_PREFIXES)]
 
 
 def detect_train_ops(index: GraphIndex) -> list[str]:
@@ -104,8 +110,7 @@ def detect_train_ops(index: GraphIndex) -> list[str]:
         name for name in after
         if not index.consumers(name) and not _NOT_TRAIN.search(name)
     ]
-    order = {n.name: i for i, n in enumerate(index)}
-    return sorted(sinks, key=order.__getitem__)
+    return sorted(sinks, key=index.position)
 
 
 def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[str], str]:
@@ -118,9 +123,9 @@ def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[s
     return detect_train_ops(index), "detected"
 
 
-def tower_of(node) -> int | None:
+def tower_of(name: str) -> int | None:
     """The tower a node belongs to, from its name scope (`tower_1/`, `clone_0/`) or GPU."""
-    match = _TOWER.search(node.name)
+    match = _TOWER.search(name)
     if match:
         return int(match.group(1))
     return None
@@ -132,11 +137,12 @@ _GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
 def detect_loss(index: GraphIndex) -> str | None:
     """The tensor the optimizer differentiates: `tf.gradients` seeds it with a Fill named
     `gradients/grad_ys_0` (or `gradients/Fill`), consumed by `gradients/<loss>_grad/...`."""
-    for node in index:
-        if node.op != "Fill" or not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", node.name):
+    names = index.names
+    for position in index.positions_of({"Fill"}):
+        if not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", names[position]):
             continue
-        for consumer, _, _ in index.consumers(node.name):
-            match = _GRADIENT_OF.search(consumer.name)
+        for consumer, _, _ in index.consumers(names[position]):
+            match = _GRADIENT_OF.search(consumer)
             if match and match.group(1) in index:
                 return f"{match.group(1)}:0"
     return "loss:0" if "loss" in index else None

@@ -82,6 +82,9 @@ def test_colocation_groups_follow_ref_resource_and_class(tf):
         with tf1.colocate_with(res.op):
             tf.add(plain, 1.0, name="pinned_by_class")
         tf.add(plain, 2.0, name="free")
+        # A handle passed through Identity (T=resource) stays a handle: its reader joins.
+        handle = tf.identity(res.handle, name="handle_copy")
+        tf1.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32, name="read_via_copy")
     index = GraphIndex(graph.as_graph_def())
     root = index.group_root
     assert root("bump_ref") == root("ref") == root("ref/Assign")
@@ -90,6 +93,7 @@ def test_colocation_groups_follow_ref_resource_and_class(tf):
     assert root("ref/read") == root("ref"), "the variable's own read is colocated by _class"
     assert root("plain_read") != root("ref"), "an Identity takes a value, not a ref"
     assert root("free") not in (root("ref"), root("res"))
+    assert root("handle_copy") == root("read_via_copy") == root("res")
     assert root("ref") != root("res")
     with pytest.raises(GraphError, match="no node named 'ghost'"):
         root("ghost")

@@ -68,7 +68,8 @@ def test_agrees_with_replica_device_setter(tf, model, ps_tasks):
     def effective(graph_def):
         index = GraphIndex(graph_def)
         out = {}
-        for members in index.colocation_groups().values():
+        for positions in index.colocation_groups().values():
+            members = [index.node_at(p) for p in positions]
             variables = [n for n in members if n.op in VARIABLE_OPS]
             for node in members:
                 out[node.name] = variables[0].device if variables else node.device

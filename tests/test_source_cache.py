@@ -289,7 +289,7 @@ def test_a_third_party_codemods_file_is_part_of_the_key(tmp_path, monkeypatch):
 
     def key():
         cache = SourceCache.open(tmp_path / "cache", [(third_party_codemod.Mine, {})])
-        return cache.result_key("m.py", BUG.encode())
+        return cache.result_key("m.py", BUG.encode(), BUG)
 
     before = key()
     assert key() == before

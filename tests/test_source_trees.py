@@ -265,7 +265,7 @@ def test_pre_commit_hooks():
     assert by_id["graphfix-check"]["entry"] == "graphfix check"
     assert by_id["graphfix-fix"]["entry"] == "graphfix fix"
     for hook in hooks:
-        assert hook["language"] == "python" and hook["types"] == ["python"]
+        assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
         assert hook["name"] and hook["description"]
 
 

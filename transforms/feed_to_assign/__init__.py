@@ -98,7 +98,8 @@ def _readers(graph: GraphIndex, variable) -> list:
     """Nodes that read the variable's value (not its ref or handle), saving aside."""
     resource = variable.op == "VarHandleOp"
     readers = []
-    for consumer, position, index in graph.consumers(variable.name):
+    for name, position, index in graph.consumers(variable.name):
+        consumer = graph.node(name)
         if index < 0 or consumer.op in _SAVE_OPS:
             continue
         if resource:

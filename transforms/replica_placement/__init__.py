@@ -47,14 +47,14 @@ from __future__ import annotations
 
 from graphfix.devices import DeviceSpec
 from graphfix.findings import Change, Finding
-from graphfix.graph import COLOCATION_ATTR, VARIABLE_OPS, GraphIndex
+from graphfix.graph import VARIABLE_OPS, GraphIndex
 from graphfix.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform, UsageError
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
-    tasks = {spec.task for n in graph if n.device
-             and (spec := DeviceSpec.parse(n.device)).job == ps_job and spec.task is not None}
+    tasks = {spec.task for device in set(graph.devices) if device
+             and (spec := DeviceSpec.parse(device)).job == ps_job and spec.task is not None}
     return max(tasks) + 1 if tasks else 0
 
 
@@ -77,7 +77,7 @@ class ReplicaPlacement(Transform):
     codemod = ".source:ReplicaPlacementCodemod"
 
     def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
-        """The device every node should have, and the bytes each ps task then holds."""
+        """The device every node should have (by position), and the bytes each ps task holds."""
         ps = DeviceSpec.parse(ctx.options["ps_device"])
         worker = DeviceSpec.parse(ctx.options["worker_device"])
         tasks = ctx.options["ps_tasks"]
@@ -88,35 +88,39 @@ class ReplicaPlacement(Transform):
         if tasks == 0:
             return {}, {}
         groups = graph.colocation_groups()
-        root_of = {n.name: root for root, members in groups.items() for n in members}
         task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"])
         load = {k: 0 for k in range(tasks)}
+        kinds, devices = graph.ops, graph.devices
         for root, task in task_of_group.items():
-            load[task] += sum(variable_bytes(n) for n in groups[root] if n.op in VARIABLE_OPS)
+            load[task] += sum(variable_bytes(graph.node_at(p)) for p in groups[root]
+                              if kinds[p] in VARIABLE_OPS)
+        classes = graph.colocated_with
         wanted = {}
-        for node in graph:
-            current = DeviceSpec.parse(node.device)
-            root = root_of[node.name]
-            if root in task_of_group:
-                if node.op not in VARIABLE_OPS and (
-                    not node.device or COLOCATION_ATTR not in node.attr
-                ):
-                    # No device: it follows its group. No `_class`: it joined the group by a
-                    # ref or resource edge, along which the placer overrides its device.
-                    continue
-                if current.job not in (None, ps.job):
-                    current = _without_job(current)  # a variable pinned to a worker
-                target = ps.replace(task=task_of_group[root]).merge(current)
-            else:
-                if ps.job is not None and current.job == ps.job and node.op != "NoOp":
-                    current = _without_job(current)  # a pipeline op pinned to the ps
-                target = worker.merge(current)
-            wanted[node.name] = target.to_string()
+        for root, positions in groups.items():
+            task = task_of_group.get(root)
+            for position in positions:
+                device = devices[position]
+                current = DeviceSpec.parse(device)
+                if task is not None:
+                    if kinds[position] not in VARIABLE_OPS and (
+                            not device or not classes(position)):
+                        # No device: it follows its group. No `_class`: it joined the group by
+                        # a ref or resource edge, along which the placer overrides its device.
+                        continue
+                    if current.job not in (None, ps.job):
+                        current = _without_job(current)  # a variable pinned to a worker
+                    target = ps.replace(task=task).merge(current)
+                else:
+                    if ps.job is not None and current.job == ps.job and kinds[position] != "NoOp":
+                        current = _without_job(current)  # a pipeline op pinned to the ps
+                    target = worker.merge(current)
+                wanted[position] = target.to_string()
         return wanted, load
 
     def _assign_tasks(self, graph, groups, tasks: int, strategy: str) -> dict[str, int]:
-        variable_groups = {root: [n for n in members if n.op in VARIABLE_OPS]
-                           for root, members in groups.items()}
+        kinds = graph.ops
+        variable_groups = {root: [graph.node_at(p) for p in positions if kinds[p] in VARIABLE_OPS]
+                           for root, positions in groups.items()}
         variable_groups = {r: v for r, v in variable_groups.items() if v}
         if strategy == "greedy":
             load = [0] * tasks
@@ -131,38 +135,40 @@ class ReplicaPlacement(Transform):
         # and a group goes where its first variable was sent (later ones, such as optimizer
         # slots, follow it through colocation).
         out, counter = {}, 0
-        root_of = {n.name: root for root, members in variable_groups.items() for n in members}
-        for node in graph:
-            if node.op in VARIABLE_OPS:
-                out.setdefault(root_of[node.name], counter % tasks)
-                counter += 1
+        root_of = {graph.names[p]: root for root, positions in groups.items()
+                   if root in variable_groups for p in positions}
+        for position in graph.positions_of(VARIABLE_OPS):
+            out.setdefault(root_of[graph.names[position]], counter % tasks)
+            counter += 1
         return out
 
     def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
         wanted, _ = self.plan(graph, ctx)
         findings = []
         ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
-        for node in graph:
-            target = wanted.get(node.name)
-            if target is None or DeviceSpec.parse(node.device).job == DeviceSpec.parse(target).job:
+        for position in sorted(wanted):
+            target, device = wanted[position], graph.devices[position]
+            job = DeviceSpec.parse(device).job
+            if job == DeviceSpec.parse(target).job:
                 continue
-            if node.op in VARIABLE_OPS:
+            name, op = graph.names[position], graph.ops[position]
+            if op in VARIABLE_OPS:
                 findings.append(Finding(
                     ctx.path, self.name,
-                    f"variable {node.name} is on {node.device or 'no device'}, not a ps task: "
+                    f"variable {name} is on {device or 'no device'}, not a ps task: "
                     f"each worker trains its own copy (moves to {target})",
-                    node=node.name, severity="warning"))
-            elif DeviceSpec.parse(node.device).job == ps_job:
+                    node=name, severity="warning"))
+            elif job == ps_job:
                 findings.append(Finding(
                     ctx.path, self.name,
-                    f"{node.op} {node.name} runs on the parameter server ({node.device}); "
+                    f"{op} {name} runs on the parameter server ({device}); "
                     f"pipeline ops belong on the worker (moves to {target})",
-                    node=node.name, severity="warning"))
+                    node=name, severity="warning"))
         return findings
 
     def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
         wanted, load = self.plan(graph, ctx)
-        moved = [n for n in graph if n.name in wanted and graph.set_device(n, wanted[n.name])]
+        moved = [p for p in sorted(wanted) if graph.set_device(p, wanted[p])]
         if not moved:
             return []
         by_task = ", ".join(f"task {k}: {v} bytes" for k, v in sorted(load.items()))

@@ -43,7 +43,7 @@ from graphfix.registry import Context, Param, Transform
 def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
     names, _ = training.update_ops(graph)
     if towers == "first":
-        by_tower = {name: training.tower_of(graph.node(name)) for name in names}
+        by_tower = {name: training.tower_of(name) for name in names}
         numbered = [t for t in by_tower.values() if t is not None]
         if numbered:
             first = min(numbered)
@@ -57,7 +57,7 @@ def _first_tower_convention(graph: GraphIndex, updates: list[str], before: set[s
     covered = {u for u in updates if u in before}
     if not covered:
         return False
-    towers = {u: training.tower_of(graph.node(u)) for u in updates}
+    towers = {u: training.tower_of(u) for u in updates}
     numbered = [t for t in towers.values() if t is not None]
     if not numbered:
         return False

@@ -96,7 +96,7 @@ class VariablesToCpu(Transform):
     def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
         findings = []
         for group, problem in self._targets(graph, ctx, explain=True):
-            anchor = (group.variables or group.members)[0].name
+            anchor = group.anchor
             to = _cpu_device_of(group.requested.to_string())
             if problem is not None:
                 message = f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})"
@@ -104,7 +104,7 @@ class VariablesToCpu(Transform):
             else:
                 message = (
                     f"variable {anchor} is placed on {group.requested}; shared variables belong "
-                    f"on the CPU (group of {len(group.members)} moves to {to})"
+                    f"on the CPU (group of {len(group.positions)} moves to {to})"
                 )
                 severity = "warning"
             findings.append(
@@ -114,11 +114,13 @@ class VariablesToCpu(Transform):
 
     def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
         changes = []
+        devices, names = graph.devices, graph.names
         for group, _ in list(self._targets(graph, ctx, explain=False)):
-            anchor = (group.variables or group.members)[0].name
             before = group.requested.to_string()
-            moved = [n.name for n in group.members if n.device and graph.set_device(n, _cpu_device_of(n.device))]
+            moved = [names[p] for p in group.positions
+                     if devices[p] and graph.set_device(p, _cpu_device_of(devices[p]))]
             if moved:
+                anchor = group.anchor
                 changes.append(
                     Change(
                         ctx.path,
