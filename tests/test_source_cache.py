@@ -296,3 +296,18 @@ def test_a_third_party_codemods_file_is_part_of_the_key(tmp_path, monkeypatch):
     module.write_text(module.read_text() + "# a change\n")
     assert key() != before
     sys.modules.pop("third_party_codemod", None)
+
+
+def test_a_notebook_is_cached_by_its_cells(tmp_path):
+    notebook = tmp_path / "towers.ipynb"
+    shutil.copyfile(FIXTURES / "source_tree" / "notebooks" / "towers.ipynb", notebook)
+    cache = tmp_path / "cache"
+    cold = _run("check", "towers.ipynb", cache=cache, cwd=tmp_path)
+    assert cold["findings"] and all(f["cell"] for f in cold["findings"])
+    warm = _run("check", "towers.ipynb", cache=cache, cwd=tmp_path)
+    assert warm["summary"]["cached"] == 1
+    assert _without_cache_count(warm) == _without_cache_count(cold)
+    fixed = _run("fix", "towers.ipynb", cache=cache, cwd=tmp_path)
+    assert fixed["summary"]["files_changed"] == 1 and fixed["summary"]["cached"] == 0
+    after = _run("check", "towers.ipynb", cache=cache, cwd=tmp_path)
+    assert after["summary"]["cached"] == 0 and after["summary"]["fixable"] == 0
