@@ -294,7 +294,8 @@ def test_jobs_give_the_same_report_and_notebooks(tmp_path):
     shutil.copytree(FIXTURES / "source_tree" / "encodings", one / "encodings")
     many = tmp_path / "many"
     shutil.copytree(one, many)
-    check = {jobs: run_cli("check", "one", "--format", "json", "--jobs", jobs, cwd=tmp_path)
+    check = {jobs: run_cli("check", "one", "--format", "json", "--jobs", jobs, "--no-cache",
+                           cwd=tmp_path)
              for jobs in ("1", "3")}
     assert check["1"].returncode == check["3"].returncode == 1, check["3"].stderr
     assert check["1"].stdout == check["3"].stdout
