@@ -323,6 +323,7 @@ class GraphIndex:
             raise GraphError(f"duplicate node name {dup!r}")
         self._inputs: list[tuple[str, ...] | None] = [None] * len(self.names)
         self._by_op: dict[str, list[int]] | None = None
+        self._sources: list[tuple[str, ...]] | None = None
         self._consumers: dict[str, list[int]] | None = None
         self._groups: _UnionFind | None = None
         self._group_positions: dict[str, list[int]] | None = None
@@ -402,22 +403,42 @@ class GraphIndex:
                     inputs[i] = tuple(node.input)
         return inputs  # type: ignore[return-value]
 
-    def consumers(self, name: str) -> list[tuple[str, int, int]]:
-        """(consumer name, input position, output index of `name`; -1 control) for each use."""
-        if self._consumers is None:
-            # Node -> positions of the nodes reading it, built in one pass over every input;
-            # which input and which output is worked out only for the nodes asked about.
-            table: dict[str, list[int]] = defaultdict(list)
-            for position, inputs in enumerate(self._all_inputs()):
+    def _all_sources(self) -> list[tuple[str, ...]]:
+        """For every node, by position, the nodes its inputs come from (control inputs
+        too), parsed once for all the whole-graph walks."""
+        if self._sources is None:
+            sources = []
+            for inputs in self._all_inputs():
+                row = []
                 for text in inputs:
                     if text[:1] == "^":
-                        table[text[1:]].append(position)
+                        row.append(text[1:])
                         continue
                     head, sep, port = text.rpartition(":")
-                    table[head if sep and port.isdigit() else text].append(position)
+                    row.append(head if sep and port.isdigit() else text)
+                sources.append(tuple(row))
+            self._sources = sources
+        return self._sources
+
+    def _consumer_table(self) -> dict[str, list[int]]:
+        """Node -> positions of the nodes reading it (repeats where it is read twice)."""
+        if self._consumers is None:
+            table: dict[str, list[int]] = defaultdict(list)
+            for position, sources in enumerate(self._all_sources()):
+                for source in sources:
+                    table[source].append(position)
             self._consumers = table
+        return self._consumers
+
+    def successors(self, name: str) -> list[str]:
+        """The nodes that read `name` (data or control), each once, in graph order."""
+        names = self.names
+        return [names[p] for p in sorted(set(self._consumer_table().get(name, ())))]
+
+    def consumers(self, name: str) -> list[tuple[str, int, int]]:
+        """(consumer name, input position, output index of `name`; -1 control) for each use."""
         found = []
-        for position in dict.fromkeys(self._consumers.get(name, ())):
+        for position in dict.fromkeys(self._consumer_table().get(name, ())):
             for k, text in enumerate(self.inputs(position)):
                 source, index = parse_input(text)
                 if source == name:
@@ -629,6 +650,7 @@ class GraphIndex:
         return name
 
     def _invalidate(self) -> None:
+        self._sources = None
         self._consumers = None
         self._groups = None
         self._group_positions = None
@@ -641,11 +663,12 @@ class GraphIndex:
         positions, names, ops = self._positions, self.names, self.ops
         indegree = [0] * len(names)
         successors: dict[int, list[int]] = defaultdict(list)
-        for position, inputs in enumerate(self._all_inputs()):
+        for position, sources in enumerate(self._all_sources()):
             count = 0
-            for text in inputs:
-                source = positions.get(input_source(text))
+            for k, name in enumerate(sources):
+                source = positions.get(name)
                 if source is None:
+                    text = self.inputs(position)[k]
                     raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
                 if ops[source] in _LOOP_BACK_EDGE_OPS:
                     continue
@@ -672,15 +695,14 @@ class GraphIndex:
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
-        positions = self._positions
+        positions, sources = self._positions, self._all_sources()
         seen: set[str] = set()
         stack = list(names)
         while stack:
             position = positions.get(stack.pop())
             if position is None:
                 continue
-            for text in self.inputs(position):
-                source = input_source(text)
+            for source in sources[position]:
                 if source not in seen:
                     seen.add(source)
                     stack.append(source)
