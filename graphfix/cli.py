@@ -1,50 +1,35 @@
-"""The `graphfix` command line: list, check, fix, verify, demo."""
+"""The `graphfix` command line: list, check, fix, verify, demo.
+
+Built on the standard library's argparse: the graph path's whole budget on a 26k-node graph
+is a few hundred milliseconds, and a CLI framework that builds a validator per option
+(typer 0.29 builds a pydantic adapter for each) would spend it before reading the graph.
+"""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
 
-import typer
-
-from graphfix import registry
+from graphfix import __version__, registry
 from graphfix.findings import Report
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Find and fix TF1-style multi-GPU and distributed-training bugs in graphs and code.",
-    pretty_exceptions_enable=False,
-)
-
-ONLY = typer.Option(None, "--only", help="Run only this transform (repeatable).")
-SET = typer.Option(None, "--set", help="Transform parameter NAME.key=value (repeatable).")
-FORMAT = typer.Option("text", "--format", help="text or json (check: also sarif).")
-REPORT = typer.Option(None, "--report", help="Also write the JSON report to this file.")
-TARGETS = typer.Option(None, "--target-devices", help="Devices to place on, e.g. /gpu:0,/gpu:1.")
-JOBS = typer.Option(None, "--jobs", "-j", min=1,
-                    help="Processes reading sources (default: one per core).")
-EXCLUDE = typer.Option(None, "--exclude", metavar="GLOB",
-                       help="Skip files and folders matching GLOB (repeatable).")
-NO_CACHE = typer.Option(False, "--no-cache", envvar="GRAPHFIX_NO_CACHE",
-                        help="Neither read nor write the source result cache.")
-CACHE_DIR = typer.Option(None, "--cache-dir", metavar="DIR", envvar="GRAPHFIX_CACHE_DIR",
-                         help="Where source results are cached (default: .graphfix_cache "
-                              "in the project root).")
 
 
 MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
 
 
+def echo(line: str = "", *, err: bool = False) -> None:
+    print(line, file=sys.stderr if err else sys.stdout)
+
+
 def fail(message: str) -> None:
     """One line on stderr, exit 2: how every error ends."""
-    typer.echo(f"graphfix: error: {message}", err=True)
-    raise typer.Exit(2)
+    echo(f"graphfix: error: {message}", err=True)
+    raise SystemExit(2)
 
 
 def _write_report(path: Path, doc: dict) -> None:
@@ -146,64 +131,66 @@ def _configured(paths, only, settings, targets, exclude):
     return Selected.build(transforms, parsed, devices), excludes, config.cache_dir
 
 
-def _cache_dir(paths, no_cache: bool, given: Optional[Path], configured: Optional[Path]):
+def _cache_dir(args: argparse.Namespace, configured: Path | None) -> Path | None:
     """Where this run caches source results: --cache-dir (or GRAPHFIX_CACHE_DIR), else the
     configuration's `cache-dir`, else .graphfix_cache in the project root; None with
-    --no-cache (or GRAPHFIX_NO_CACHE)."""
-    if no_cache:
+    --no-cache (or GRAPHFIX_NO_CACHE set to 1, true or yes)."""
+    no_cache = os.environ.get("GRAPHFIX_NO_CACHE", "").strip().lower() in ("1", "true", "yes")
+    if args.no_cache or no_cache:
         return None
-    if given is not None:
-        return given
+    given = args.cache_dir or os.environ.get("GRAPHFIX_CACHE_DIR")
+    if given:
+        return Path(given)
     if configured is not None:
         return configured
     from graphfix.cache import CACHE_DIR_NAME, project_root
 
-    return project_root(paths) / CACHE_DIR_NAME
+    return project_root(args.paths) / CACHE_DIR_NAME
 
 
-def _emit(report: Report, fmt: str, report_path: Optional[Path], *, fixing: bool,
+def _emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
           extra_lines: list[str] = ()) -> None:
     if fmt == "sarif":
         from graphfix.sarif import to_sarif
 
-        typer.echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
+        echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
         fmt = "quiet"
     # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
     doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
     if report_path is not None:
         _write_report(report_path, doc)
     if fmt == "json":
-        typer.echo(json.dumps(doc, indent=2))
+        echo(json.dumps(doc, indent=2))
         return
     if fmt == "quiet":
         for failure in report.failed:
-            typer.echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+            echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
         return
     for line in extra_lines:
-        typer.echo(line)
+        echo(line)
     for finding in report.findings:
-        typer.echo(finding.to_text())
+        echo(finding.to_text())
     if fixing:
         shown = report.changes[:MAX_CHANGE_LINES]
         for change in shown:
-            typer.echo(change.to_text())
+            echo(change.to_text())
         if len(report.changes) > len(shown):
-            typer.echo(f"... and {len(report.changes) - len(shown)} more change(s) "
+            echo(f"... and {len(report.changes) - len(shown)} more change(s) "
                        "(--format json or --report FILE lists them all)")
     for skip in report.skipped:
-        typer.echo(f"{skip['path']}: skipped: {skip['reason']}")
+        echo(f"{skip['path']}: skipped: {skip['reason']}")
     for failure in report.failed:
-        typer.echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+        echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
     for note in report.notes:
-        typer.echo(note)
+        echo(note)
     s = report.summary()
     if fixing:
-        typer.echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
+        echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
                    f"{s['files_unchanged']} unchanged, {s['skipped']} skipped, {s['failed']} failed")
     else:
         with_findings = len({f.path for f in report.findings})
         clean = max(0, s["files_unchanged"] - with_findings)
-        typer.echo(f"{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
+        echo(f"{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
                    f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
 
 
@@ -212,20 +199,19 @@ def _check_format(fmt: str, allowed: tuple[str, ...] = ("text", "json")) -> None
         fail(f"--format must be {' or '.join(allowed)}, not {fmt!r}")
 
 
-@app.command("list")
-def list_command(fmt: str = FORMAT) -> None:
+def list_command(args: argparse.Namespace) -> int:
     """List the transforms: name, surfaces, one-line summary."""
-    _check_format(fmt)
+    _check_format(args.fmt)
     transforms = registry.all_transforms()
-    if fmt == "json":
+    if args.fmt == "json":
         doc = [
             {"name": t.name, "surfaces": t.surfaces(), "summary": t.summary,
              "params": [{"name": p.name, "default": p.default, "help": p.help,
                          "choices": p.choices} for p in t.params]}
             for t in transforms.values()
         ]
-        typer.echo(json.dumps(doc, indent=2))
-        return
+        echo(json.dumps(doc, indent=2))
+        return 0
     from rich.console import Console
     from rich.table import Table
 
@@ -233,77 +219,49 @@ def list_command(fmt: str = FORMAT) -> None:
     for t in transforms.values():
         table.add_row(t.name, ", ".join(t.surfaces()), t.summary)
     Console(width=120).print(table)
+    return 0
 
 
-@app.command()
-def check(
-    paths: List[str] = typer.Argument(..., help="Graphs and Python files or directories."),
-    only: Optional[List[str]] = ONLY,
-    settings: Optional[List[str]] = SET,
-    fmt: str = FORMAT,
-    report_path: Optional[Path] = REPORT,
-    target_devices: Optional[str] = TARGETS,
-    exclude: Optional[List[str]] = EXCLUDE,
-    jobs: Optional[int] = JOBS,
-    no_cache: bool = NO_CACHE,
-    cache_dir: Optional[Path] = CACHE_DIR,
-) -> None:
+def check(args: argparse.Namespace) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.kernels import NoGpuKernelsError
     from graphfix.runner import run
 
-    _check_format(fmt, ("text", "json", "sarif"))
-    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
-                                                       exclude)
+    _check_format(args.fmt, ("text", "json", "sarif"))
+    selected, excludes, configured_cache = _configured(
+        args.paths, args.only, args.settings, args.target_devices, args.exclude)
     try:
         with _progress() as progress:
-            report, _ = run(paths, selected, fix=False, excludes=excludes,
-                            jobs=jobs or os.cpu_count(), progress=progress,
-                            cache_dir=_cache_dir(paths, no_cache, cache_dir, configured_cache))
+            report, _ = run(args.paths, selected, fix=False, excludes=excludes,
+                            jobs=args.jobs or os.cpu_count(), progress=progress,
+                            cache_dir=_cache_dir(args, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
-    _emit(report, fmt, report_path, fixing=False)
-    raise typer.Exit(report.exit_code(fixing=False))
+    _emit(report, args.fmt, args.report_path, fixing=False)
+    return report.exit_code(fixing=False)
 
 
-@app.command()
-def fix(
-    paths: List[str] = typer.Argument(..., help="Graphs and Python files or directories."),
-    out: Optional[str] = typer.Option(None, "-o", "--output", help="Where to write fixed graphs."),
-    in_place: bool = typer.Option(False, "--in-place", help="Rewrite graphs in place (atomic)."),
-    only: Optional[List[str]] = ONLY,
-    settings: Optional[List[str]] = SET,
-    fmt: str = FORMAT,
-    report_path: Optional[Path] = REPORT,
-    target_devices: Optional[str] = TARGETS,
-    diff: bool = typer.Option(False, "--diff", help="Show what would change; write nothing."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Report changes; write nothing."),
-    exclude: Optional[List[str]] = EXCLUDE,
-    jobs: Optional[int] = JOBS,
-    no_cache: bool = NO_CACHE,
-    cache_dir: Optional[Path] = CACHE_DIR,
-) -> None:
+def fix(args: argparse.Namespace) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix import graphio
     from graphfix.kernels import NoGpuKernelsError
     from graphfix.runner import preflight, run, write_outputs
 
-    _check_format(fmt)
-    if out and in_place:
+    _check_format(args.fmt)
+    if args.out and args.in_place:
         fail("give either -o OUT or --in-place, not both")
-    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
-                                                       exclude)
-    writing = not (diff or dry_run)
-    has_graphs = any(graphio.is_graph_path(Path(p)) for p in paths)
-    if writing and has_graphs and not out and not in_place:
+    selected, excludes, configured_cache = _configured(
+        args.paths, args.only, args.settings, args.target_devices, args.exclude)
+    writing = not (args.diff or args.dry_run)
+    has_graphs = any(graphio.is_graph_path(Path(p)) for p in args.paths)
+    if writing and has_graphs and not args.out and not args.in_place:
         fail("fixed graphs need somewhere to go: add -o OUT or --in-place")
     try:
         with _progress() as progress:
-            report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place,
-                                  want_diff=diff, excludes=excludes,
-                                  jobs=jobs or os.cpu_count(), progress=progress,
-                                  cache_dir=_cache_dir(paths, no_cache, cache_dir,
-                                                       configured_cache))
+            report, outputs = run(args.paths, selected, fix=True, out=args.out,
+                                  in_place=args.in_place, want_diff=args.diff, excludes=excludes,
+                                  jobs=args.jobs or os.cpu_count(), progress=progress,
+                                  cache_dir=_cache_dir(args, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
@@ -313,58 +271,155 @@ def fix(
             write_outputs(outputs)
         except graphio.InputError as exc:
             report.failed.append({"path": str(exc).split(": ")[0], "error": str(exc)})
-            _emit(report, fmt, None, fixing=True)
-            raise typer.Exit(2)
-    _emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
-    raise typer.Exit(report.exit_code(fixing=True))
+            _emit(report, args.fmt, None, fixing=True)
+            return 2
+    _emit(report, args.fmt, args.report_path, fixing=True, extra_lines=diff_lines)
+    return report.exit_code(fixing=True)
 
 
-@app.command()
-def verify(
-    graph: str = typer.Argument(..., help="The graph to import and run."),
-    steps: int = typer.Option(1, "--steps", help="Steps of the train op (or fetches) to run."),
-    fetch: Optional[List[str]] = typer.Option(None, "--fetch", help="Tensor or op to run."),
-    feed: Optional[List[str]] = typer.Option(None, "--feed", help="NAME=FILE.npy (repeatable)."),
-    compare: Optional[str] = typer.Option(None, "--compare", help="Original graph: outputs must match."),
-    cluster: Optional[str] = typer.Option(None, "--cluster",
-                                          help="Run on a local TF cluster, e.g. ps=2,worker=2."),
-    fmt: str = FORMAT,
-    report_path: Optional[Path] = REPORT,
-    target_devices: Optional[str] = TARGETS,
-) -> None:
+def verify(args: argparse.Namespace) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
     from graphfix.verification import VerifyError, verify_path
 
-    _check_format(fmt)
-    devices = tuple(d for d in (target_devices or "").split(",") if d)
+    _check_format(args.fmt)
+    devices = tuple(d for d in (args.target_devices or "").split(",") if d)
     try:
-        result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
-                             compare=compare, target_devices=devices, cluster=cluster)
+        result = verify_path(args.graph, steps=args.steps, fetches=args.fetch or [],
+                             feeds=args.feed or [], compare=args.compare,
+                             target_devices=devices, cluster=args.cluster)
     except VerifyError as exc:
         fail(str(exc))
     doc = result.to_json()
-    if report_path is not None:
-        _write_report(report_path, doc)
-    if fmt == "json":
-        typer.echo(json.dumps(doc, indent=2))
+    if args.report_path is not None:
+        _write_report(args.report_path, doc)
+    if args.fmt == "json":
+        echo(json.dumps(doc, indent=2))
     else:
         for line in result.to_lines():
-            typer.echo(line)
-    raise typer.Exit(0 if result.passed else 1)
+            echo(line)
+    return 0 if result.passed else 1
 
 
-@app.command()
-def demo() -> None:
+def demo(args: argparse.Namespace) -> int:
     """The seed bugs end to end, on built-in fixtures: found, fixed, verified."""
     from graphfix.demo import run_demo
 
-    raise typer.Exit(run_demo())
+    return run_demo()
 
 
-def main() -> None:
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (`graphfix: error: ...`) and exit 2."""
+
+    def error(self, message: str):
+        command = self.prog.removeprefix("graphfix").strip()
+        fail(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _add_run_options(command: argparse.ArgumentParser, *, formats: str) -> None:
+    """The options check and fix share."""
+    command.add_argument("paths", nargs="+", metavar="PATH",
+                         help="graphs (.pb, .pbtxt, .meta, SavedModel directories), Python "
+                              "files, notebooks, or directories of them")
+    command.add_argument("--only", action="append", metavar="NAME",
+                         help="run only this transform (repeatable)")
+    command.add_argument("--set", dest="settings", action="append", metavar="NAME.key=value",
+                         help="a transform parameter (repeatable)")
+    command.add_argument("--format", dest="fmt", default="text", help=formats)
+    command.add_argument("--report", dest="report_path", type=Path, metavar="FILE",
+                         help="also write the JSON report to FILE")
+    command.add_argument("--target-devices", metavar="DEVICES",
+                         help="devices to place on, e.g. /gpu:0,/gpu:1")
+    command.add_argument("--exclude", action="append", metavar="GLOB",
+                         help="skip files and folders matching GLOB (repeatable)")
+    command.add_argument("--jobs", "-j", type=_positive, metavar="N",
+                         help="processes reading sources (default: one per core)")
+    command.add_argument("--no-cache", action="store_true",
+                         help="neither read nor write the source result cache "
+                              "(also: GRAPHFIX_NO_CACHE=1)")
+    command.add_argument("--cache-dir", type=Path, metavar="DIR",
+                         help="where source results are cached (also: GRAPHFIX_CACHE_DIR; "
+                              "default: .graphfix_cache in the project root)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every command, its options and its help."""
+    parser = _Parser(prog="graphfix", description="Find and fix TF1-style multi-GPU and "
+                     "distributed-training bugs in graphs and code.")
+    parser.add_argument("--version", action="version", version=f"graphfix {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(function, name=None):
+        doc = function.__doc__
+        sub = commands.add_parser(name or function.__name__, help=doc, description=doc)
+        sub.set_defaults(run=function)
+        return sub
+
+    listing = command(list_command, "list")
+    listing.add_argument("--format", dest="fmt", default="text", help="text or json")
+
+    _add_run_options(command(check), formats="text, json or sarif")
+
+    fixing = command(fix)
+    _add_run_options(fixing, formats="text or json")
+    fixing.add_argument("-o", "--output", dest="out", metavar="OUT",
+                        help="where to write fixed graphs")
+    fixing.add_argument("--in-place", action="store_true",
+                        help="rewrite graphs in place (atomic)")
+    fixing.add_argument("--diff", action="store_true", help="show what would change; write nothing")
+    fixing.add_argument("--dry-run", action="store_true", help="report changes; write nothing")
+
+    verifying = command(verify)
+    verifying.add_argument("graph", metavar="GRAPH", help="the graph to import and run")
+    verifying.add_argument("--steps", type=int, default=1,
+                           help="steps of the train op (or fetches) to run")
+    verifying.add_argument("--fetch", action="append", metavar="NAME", help="tensor or op to run")
+    verifying.add_argument("--feed", action="append", metavar="NAME=FILE.npy",
+                           help="a value to feed (repeatable)")
+    verifying.add_argument("--compare", metavar="ORIGINAL",
+                           help="the original graph: outputs must match")
+    verifying.add_argument("--cluster", metavar="ps=N,worker=M",
+                           help="run on a local TF cluster on loopback")
+    verifying.add_argument("--format", dest="fmt", default="text", help="text or json")
+    verifying.add_argument("--report", dest="report_path", type=Path, metavar="FILE",
+                           help="also write the JSON report to FILE")
+    verifying.add_argument("--target-devices", metavar="DEVICES",
+                           help="devices to place on, e.g. /gpu:0,/gpu:1")
+
+    command(demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        prog = f"graphfix {args.command}" if args.command else "graphfix"
+        fail(f"{args.command + ': ' if args.command else ''}unrecognized arguments: "
+             f"{' '.join(unknown)} (see {prog} --help)")
+    if args.command is None:
+        parser.print_help()
+        sys.exit(0)
     try:
-        app()
+        code = args.run(args)
+        sys.stdout.flush()
     except KeyboardInterrupt:
         sys.exit(130)
+    except registry.UsageError as exc:  # e.g. a broken third-party transform
+        fail(str(exc))
+    except BrokenPipeError:
+        # `graphfix check ... | head`: the reader left; say nothing more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

@@ -9,6 +9,7 @@ never raises on bad input: it returns the result, or the reason the file was ski
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import difflib
 import io
@@ -20,6 +21,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
+    MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
     QualifiedNameProvider,
@@ -177,8 +179,19 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
     transform_name: ClassVar[str] = ""
-    # Words of which at least one must appear in a file for this codemod to have work there.
-    trigger_words: ClassVar[tuple[str, ...]] = ()
+    # The text pre-filter: words of which at least one must appear in a file for this codemod
+    # to have work there. A tuple of such tuples means each of them must match (device
+    # scope words, and a GPU named somewhere).
+    trigger_words: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
+
+    @classmethod
+    def triggered_by(cls, text: str) -> bool:
+        """Whether `text` may hold work for this codemod (see `trigger_words`)."""
+        words = cls.trigger_words
+        if not words:
+            return True
+        groups = words if isinstance(words[0], tuple) else (words,)
+        return all(any(word in text for word in group) for group in groups)
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
                  run_facts: dict[str, Any] | None = None):
@@ -314,6 +327,26 @@ class SourceCodemod(VisitorBasedCodemodCommand):
             self._lines = self._tree.code.splitlines()
         return self._lines
 
+    # Set by `run_source`: the file's parsed tree with the metadata resolved so far, shared
+    # by the codemods of one file (one parse, one scope analysis) where libcst would
+    # deep-copy the tree and resolve everything again for each of them.
+    shared_wrapper: MetadataWrapper | None = None
+
+    @contextlib.contextmanager
+    def _handle_metadata_reference(self, module: cst.Module):
+        wrapper = self.shared_wrapper
+        if wrapper is None or wrapper.module is not module:
+            with super()._handle_metadata_reference(module) as tree:
+                yield tree
+            return
+        with self.resolve(wrapper):
+            previous = self.context.wrapper
+            self.context = dataclasses.replace(self.context, wrapper=wrapper)
+            try:
+                yield wrapper.module
+            finally:
+                self.context = dataclasses.replace(self.context, wrapper=previous)
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self._tree = tree
         self._lines = None
@@ -435,8 +468,7 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
 def active_codemods(text: str, codemods: list[tuple[type[SourceCodemod], dict]]
                     ) -> list[tuple[type[SourceCodemod], dict]]:
     """The codemods that may have work in `text`: one of their trigger words occurs in it."""
-    return [(c, o) for c, o in codemods
-            if not c.trigger_words or any(w in text for w in c.trigger_words)]
+    return [(c, o) for c, o in codemods if c.triggered_by(text)]
 
 
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
@@ -470,15 +502,22 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     if reason is not None:  # not Python 3, though libcst took it: never rewritten
         return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     findings: list[Finding] = []
+    # Straight from the parser, the tree has no shared nodes: no copy needed.
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     current = module
     for codemod_class, options in codemods:
-        if codemod_class.trigger_words and not any(w in code for w in codemod_class.trigger_words):
+        if not codemod_class.triggered_by(code):
             continue
+        if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
+            wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
         codemod = codemod_class(context, options, (run_facts or {}).get(codemod_class))
-        result = codemod.transform_module(current if fix else module)
+        codemod.shared_wrapper = wrapper
+        result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)
-        if fix:
+        # A codemod edits exactly where it reports a fixable finding; without one, the
+        # tree it returns is the same code rebuilt, and the next codemod keeps the analysis.
+        if fix and any(f.fixable for f in codemod.findings):
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)

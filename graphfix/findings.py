@@ -8,7 +8,7 @@ from typing import Literal
 Severity = Literal["error", "warning"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Finding:
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
     `cell` (counted from 1 over every cell) and `line` within that cell."""
@@ -50,7 +50,7 @@ class Finding:
         }
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Change:
     """One edit a fix made. `node` for graphs, `line` for sources (and `cell` in a notebook)."""
 

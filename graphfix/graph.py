@@ -310,24 +310,40 @@ class GraphIndex:
     def __init__(self, graph_def, signatures: OpSignatures | None = None):
         self.graph_def = graph_def
         self.signatures = signatures or OpSignatures()
-        node_defs = list(graph_def.node)
-        self._node_defs = node_defs
-        self.names: list[str] = [n.name for n in node_defs]
-        self._positions: dict[str, int] = dict(zip(self.names, range(len(node_defs))))
-        if len(self._positions) != len(node_defs):
+        self._node_defs = graph_def.node
+        self.names: list[str] = []
+        self.ops: list[str] = []
+        self.devices: list[str] = []
+        self._classes: dict[int, list[str]] = {}
+        self._read_nodes(graph_def.node)
+        self._positions: dict[str, int] = dict(zip(self.names, range(len(self.names))))
+        if len(self._positions) != len(self.names):
             seen: set[str] = set()
             dup = next(n for n in self.names if n in seen or seen.add(n))
             raise GraphError(f"duplicate node name {dup!r}")
-        intern = sys.intern  # a few distinct ops and devices, repeated by the million
-        self.ops: list[str] = [intern(n.op) for n in node_defs]
-        self.devices: list[str] = [intern(n.device) for n in node_defs]
-        self._inputs: list[tuple[str, ...] | None] = [None] * len(node_defs)
+        self._inputs: list[tuple[str, ...] | None] = [None] * len(self.names)
         self._by_op: dict[str, list[int]] | None = None
-        self._classes: dict[int, list[str]] | None = None
-        self._consumers: dict[str, list[tuple[str, int, int]]] | None = None
+        self._sources: list[tuple[str, ...]] | None = None
+        self._consumers: dict[str, list[int]] | None = None
         self._groups: _UnionFind | None = None
         self._group_positions: dict[str, list[int]] | None = None
         self.edges_changed = False
+
+    def _read_nodes(self, node_defs) -> None:
+        """Append the columns of `node_defs`: one pass, each node's message touched once (a
+        parsed node costs about a microsecond per field read, and its wrapper as much)."""
+        names, ops, devices = self.names.append, self.ops.append, self.devices.append
+        classes = self._classes
+        intern = sys.intern  # a few distinct ops and devices, repeated by the million
+        position = len(self.names)
+        for node in node_defs:
+            names(node.name)
+            ops(intern(node.op))
+            devices(intern(node.device))
+            attrs = node.attr
+            if COLOCATION_ATTR in attrs:
+                classes[position] = _colocation_names(attrs[COLOCATION_ATTR].list.s)
+            position += 1
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -338,7 +354,7 @@ class GraphIndex:
         return iter(self._node_defs)
 
     def __len__(self) -> int:
-        return len(self._node_defs)
+        return len(self.names)
 
     def node(self, name: str):
         """The NodeDef called `name`; GraphError if there is none."""
@@ -382,22 +398,52 @@ class GraphIndex:
     def _all_inputs(self) -> list[tuple[str, ...]]:
         inputs = self._inputs
         if None in inputs:
-            node_defs = self._node_defs
-            for i, cached in enumerate(inputs):
-                if cached is None:
-                    inputs[i] = tuple(node_defs[i].input)
+            for i, node in enumerate(self._node_defs):
+                if inputs[i] is None:
+                    inputs[i] = tuple(node.input)
         return inputs  # type: ignore[return-value]
+
+    def _all_sources(self) -> list[tuple[str, ...]]:
+        """For every node, by position, the nodes its inputs come from (control inputs
+        too), parsed once for all the whole-graph walks."""
+        if self._sources is None:
+            sources = []
+            for inputs in self._all_inputs():
+                row = []
+                for text in inputs:
+                    if text[:1] == "^":
+                        row.append(text[1:])
+                        continue
+                    head, sep, port = text.rpartition(":")
+                    row.append(head if sep and port.isdigit() else text)
+                sources.append(tuple(row))
+            self._sources = sources
+        return self._sources
+
+    def _consumer_table(self) -> dict[str, list[int]]:
+        """Node -> positions of the nodes reading it (repeats where it is read twice)."""
+        if self._consumers is None:
+            table: dict[str, list[int]] = defaultdict(list)
+            for position, sources in enumerate(self._all_sources()):
+                for source in sources:
+                    table[source].append(position)
+            self._consumers = table
+        return self._consumers
+
+    def successors(self, name: str) -> list[str]:
+        """The nodes that read `name` (data or control), each once, in graph order."""
+        names = self.names
+        return [names[p] for p in sorted(set(self._consumer_table().get(name, ())))]
 
     def consumers(self, name: str) -> list[tuple[str, int, int]]:
         """(consumer name, input position, output index of `name`; -1 control) for each use."""
-        if self._consumers is None:
-            table: dict[str, list] = defaultdict(list)
-            for node_name, inputs in zip(self.names, self._all_inputs()):
-                for position, text in enumerate(inputs):
-                    source, index = parse_input(text)
-                    table[source].append((node_name, position, index))
-            self._consumers = table
-        return self._consumers.get(name, [])
+        found = []
+        for position in dict.fromkeys(self._consumer_table().get(name, ())):
+            for k, text in enumerate(self.inputs(position)):
+                source, index = parse_input(text)
+                if source == name:
+                    found.append((self.names[position], k, index))
+        return found
 
     def data_inputs(self, node) -> list[tuple[str, int]]:
         """(source node, output index) for each data input of `node`, in order."""
@@ -412,19 +458,7 @@ class GraphIndex:
         """Names listed in the node's `_class` attr (`loc:@name`)."""
         position = (node_or_position if isinstance(node_or_position, int)
                     else self.position(node_or_position))
-        return self._class_lists().get(position, [])
-
-    def _class_lists(self) -> dict[int, list[str]]:
-        if self._classes is None:
-            classes = {}
-            prefix = len(COLOCATION_PREFIX)
-            for position, node in enumerate(self._node_defs):
-                attrs = node.attr
-                if COLOCATION_ATTR in attrs:
-                    classes[position] = [s[prefix:].decode() for s in attrs[COLOCATION_ATTR].list.s
-                                         if s.startswith(COLOCATION_PREFIX)]
-            self._classes = classes
-        return self._classes
+        return self._classes.get(position, [])
 
     # -- colocation groups -----------------------------------------------------------------
 
@@ -432,27 +466,30 @@ class GraphIndex:
         if self._groups is not None:
             return self._groups
         groups = _UnionFind()
-        names = self.names
-        # Edges (group key, node name): `_class` targets (an unknown name is still a group
-        # key: TF colocates all nodes that name it), then ref and resource edges.
-        edges = [(other, names[position])
-                 for position, others in self._class_lists().items() for other in others]
-        handles, resources = self._handle_tensors()
-        if handles:
-            for position, fixed, by_attr in self._handle_inputs(bool(resources)):
-                inputs = self.inputs(position)
-                # A ref or resource argument joins whatever handle feeds it; an argument
-                # typed by an attr is a handle only when fed a resource (a ref into `T` is a
-                # value, read through).
-                for k in fixed:
-                    if k < len(inputs) and inputs[k] in handles:
-                        edges.append((input_source(inputs[k]), names[position]))
-                for k in by_attr:
-                    if k < len(inputs) and inputs[k] in resources:
-                        edges.append((input_source(inputs[k]), names[position]))
-        groups.union_all(edges)
+        # An unknown name in `_class` is still a group key: TF colocates all nodes naming it.
+        groups.union_all((other, self.names[position])
+                         for position, others in self._classes.items() for other in others)
+        groups.union_all(self._handle_edges())
         self._groups = groups
         return groups
+
+    def _handle_edges(self) -> Iterator[tuple[str, str]]:
+        """(handle's node, consumer) for each ref or resource edge the placer colocates."""
+        handles, resources = self._handle_tensors()
+        if not handles:
+            return
+        names = self.names
+        for position, fixed, by_attr in self._handle_inputs(bool(resources)):
+            inputs = self.inputs(position)
+            # A ref or resource argument joins whatever handle feeds it; an argument typed
+            # by an attr is a handle only when fed a resource (a ref into `T` is a value,
+            # read through).
+            for k in fixed:
+                if k < len(inputs) and inputs[k] in handles:
+                    yield input_source(inputs[k]), names[position]
+            for k in by_attr:
+                if k < len(inputs) and inputs[k] in resources:
+                    yield input_source(inputs[k]), names[position]
 
     def _handle_inputs(self, resources_exist: bool
                        ) -> Iterator[tuple[int, Sequence[int], Sequence[int]]]:
@@ -583,18 +620,12 @@ class GraphIndex:
             raise GraphError(f"node {node_def.name!r} already exists")
         stored = self.graph_def.node.add()
         stored.CopyFrom(node_def)
-        self._positions[stored.name] = len(self._node_defs)
-        self._node_defs.append(stored)
-        self.names.append(stored.name)
-        self.ops.append(sys.intern(stored.op))
-        if self._by_op is not None:
-            self._by_op.setdefault(self.ops[-1], []).append(len(self._node_defs) - 1)
-        self.devices.append(sys.intern(stored.device))
+        position = len(self.names)
+        self._read_nodes([stored])
+        self._positions[stored.name] = position
         self._inputs.append(tuple(stored.input))
-        if self._classes is not None and COLOCATION_ATTR in stored.attr:
-            self._classes[len(self._node_defs) - 1] = [
-                s[len(COLOCATION_PREFIX):].decode() for s in stored.attr[COLOCATION_ATTR].list.s
-                if s.startswith(COLOCATION_PREFIX)]
+        if self._by_op is not None:
+            self._by_op.setdefault(self.ops[position], []).append(position)
         self._invalidate()
         return stored
 
@@ -619,6 +650,7 @@ class GraphIndex:
         return name
 
     def _invalidate(self) -> None:
+        self._sources = None
         self._consumers = None
         self._groups = None
         self._group_positions = None
@@ -631,18 +663,19 @@ class GraphIndex:
         positions, names, ops = self._positions, self.names, self.ops
         indegree = [0] * len(names)
         successors: dict[int, list[int]] = defaultdict(list)
-        for position, inputs in enumerate(self._all_inputs()):
+        for position, sources in enumerate(self._all_sources()):
             count = 0
-            for text in inputs:
-                source = positions.get(input_source(text))
+            for k, name in enumerate(sources):
+                source = positions.get(name)
                 if source is None:
+                    text = self.inputs(position)[k]
                     raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
                 if ops[source] in _LOOP_BACK_EDGE_OPS:
                     continue
                 successors[source].append(position)
                 count += 1
             indegree[position] = count
-        for position, others in self._class_lists().items():
+        for position, others in self._classes.items():
             for other in others:
                 if other not in positions:
                     raise GraphError(f"node {names[position]!r} expects to be colocated "
@@ -662,19 +695,24 @@ class GraphIndex:
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
-        positions = self._positions
+        positions, sources = self._positions, self._all_sources()
         seen: set[str] = set()
         stack = list(names)
         while stack:
             position = positions.get(stack.pop())
             if position is None:
                 continue
-            for text in self.inputs(position):
-                source = input_source(text)
+            for source in sources[position]:
                 if source not in seen:
                     seen.add(source)
                     stack.append(source)
         return seen
+
+
+def _colocation_names(entries) -> list[str]:
+    """The node names in a `_class` attr's entries (`loc:@name`)."""
+    prefix = len(COLOCATION_PREFIX)
+    return [s[prefix:].decode() for s in entries if s.startswith(COLOCATION_PREFIX)]
 
 
 def placement_spec(node) -> DeviceSpec:

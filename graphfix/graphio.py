@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 from google.protobuf import message as _message
-from google.protobuf import text_format
 
 from graphfix._proto import pb
 
@@ -48,6 +47,8 @@ class GraphFile:
 def serialize(message, *, text: bool) -> bytes:
     """Deterministic bytes for a message, binary or text format."""
     if text:
+        from google.protobuf import text_format  # only text graphs pay its import
+
         return text_format.MessageToString(message).encode()
     return message.SerializeToString(deterministic=True)
 
@@ -81,12 +82,18 @@ def parse(data: bytes, cls: type, *, text: bool, what: str):
     msg = cls()
     if not data.strip():
         raise ValueError("file is empty")
+    if text:
+        from google.protobuf import text_format  # only text graphs pay its import
+
+        parse_error = text_format.ParseError
+    else:
+        parse_error = ()
     try:
         if text:
             text_format.Parse(data.decode("utf-8"), msg)
         else:
             msg.ParseFromString(data)
-    except text_format.ParseError as exc:
+    except parse_error as exc:
         raise ValueError(f"malformed {what} text: {str(exc).splitlines()[0]}") from None
     except UnicodeDecodeError:
         raise ValueError(f"malformed {what} text: not UTF-8") from None

@@ -87,7 +87,7 @@ def descendants(index: GraphIndex, names) -> set[str]:
     queue = deque(names)
     while queue:
         name = queue.popleft()
-        for consumer, _, _ in index.consumers(name):
+        for consumer in index.successors(name):
             if consumer not in seen:
                 seen.add(consumer)
                 queue.append(consumer)
@@ -97,7 +97,8 @@ def descendants(index: GraphIndex, names) -> set[str]:
 def apply_ops(index: GraphIndex) -> list[str]:
     """Optimizer steps: the Apply*/ResourceApply* ops that write gradients into variables."""
     names = index.names
-    return [names[p] for p, op in enumerate(index.ops) if op.startswith(_APPLY_PREFIXES)]
+    kinds = {op for op in set(index.ops) if op.startswith(_APPLY_PREFIXES)}
+    return [names[p] for p in index.positions_of(kinds)] if kinds else []
 
 
 def detect_train_ops(index: GraphIndex) -> list[str]:
@@ -108,7 +109,7 @@ def detect_train_ops(index: GraphIndex) -> list[str]:
     after = descendants(index, applying) | set(applying)
     sinks = [
         name for name in after
-        if not index.consumers(name) and not _NOT_TRAIN.search(name)
+        if not index.successors(name) and not _NOT_TRAIN.search(name)
     ]
     return sorted(sinks, key=index.position)
 
@@ -141,7 +142,7 @@ def detect_loss(index: GraphIndex) -> str | None:
     for position in index.positions_of({"Fill"}):
         if not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", names[position]):
             continue
-        for consumer, _, _ in index.consumers(names[position]):
+        for consumer in index.successors(names[position]):
             match = _GRADIENT_OF.search(consumer)
             if match and match.group(1) in index:
                 return f"{match.group(1)}:0"

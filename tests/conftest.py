@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +42,35 @@ def run_cli(*args, cwd=None, check_exit=None, env=None) -> subprocess.CompletedP
     if check_exit is not None:
         assert result.returncode == check_exit, (result.stdout, result.stderr)
     return result
+
+
+_EXPECT = re.compile(r"#\s*expect:\s*(.*)$")
+_MARK = re.compile(r"(error|warning)(\s+unfixable)?(?:\s+col\s+(\d+))?")
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """A finding a source fixture announces with `# expect: error|warning [unfixable]
+    [col N]` on its line (several, comma-separated, for one line)."""
+
+    line: int
+    severity: str
+    fixable: bool
+    col: int | None
+
+
+def expected_findings(code: str) -> list[Expected]:
+    """Every `# expect:` marker of a source fixture, in order."""
+    out = []
+    for number, line in enumerate(code.splitlines(), 1):
+        marker = _EXPECT.search(line)
+        if marker:
+            for part in marker.group(1).split(","):
+                one = _MARK.fullmatch(part.strip())
+                assert one, f"bad `# expect:` marker on line {number}: {part!r}"
+                col = int(one.group(3)) if one.group(3) else None
+                out.append(Expected(number, one.group(1), one.group(2) is None, col))
+    return out
 
 
 def error_lines(stderr: str) -> list[str]:

@@ -28,6 +28,7 @@ import pytest
 import graphfix
 from graphfix import registry
 from graphfix.runner import Selected, run, write_outputs
+from conftest import expected_findings
 
 NAME = "feed-to-assign"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "feed_to_assign" / "source"
@@ -35,21 +36,9 @@ CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
 RUNNABLE = [c for c in CASES if re.search(r"^def main\(", (c / "before.py").read_text(), re.M)]
 SEED = SOURCE / "seed003_embeddings"
 FLOAT_REF = "incompatible with expected float_ref"
-_EXPECT = re.compile(r"#\s*expect:\s*(.*)$")
-_ONE = re.compile(r"error(\s+unfixable)?\s+col\s+(\d+)")
-
-
 def expected(code: str) -> list[tuple[int, int, bool]]:
     """(line, col, fixable) of every `# expect:` marker, in order."""
-    out = []
-    for number, line in enumerate(code.splitlines(), 1):
-        marker = _EXPECT.search(line)
-        if marker:
-            for part in marker.group(1).split(","):
-                one = _ONE.fullmatch(part.strip())
-                assert one, f"bad marker on line {number}: {part!r}"
-                out.append((number, int(one.group(2)), one.group(1) is None))
-    return out
+    return [(e.line, e.col, e.fixable) for e in expected_findings(code)]
 
 
 def found(findings) -> list[tuple[int, int, bool]]:

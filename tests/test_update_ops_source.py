@@ -25,7 +25,7 @@ import graphfix
 from graphfix import registry
 from graphfix.runner import Selected, run
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, expected_findings, run_cli
 
 NAME = "update-ops"
 SOURCE = FIXTURES / "update_ops" / "source"
@@ -33,14 +33,13 @@ CASES = sorted(p for p in SOURCE.iterdir()
                if (p / "before.py").is_file() or (p / "before").is_dir())
 BUILT = [c for c in CASES if (c / "before.py").is_file()
          and re.search(r"^def build\(", (c / "before.py").read_text(), re.M)]
-_EXPECT = re.compile(r"#\s*expect:\s*error(\s+unfixable)?")
 
 
 def expected(code: str) -> list[tuple[int, bool]]:
-    """(line, fixable) of every `# expect:` marker."""
-    return [(number, match.group(1) is None)
-            for number, line in enumerate(code.splitlines(), 1)
-            if (match := _EXPECT.search(line))]
+    """(line, fixable) of every `# expect:` marker (all are errors)."""
+    marks = expected_findings(code)
+    assert all(e.severity == "error" for e in marks)
+    return [(e.line, e.fixable) for e in marks]
 
 
 def _check_run(paths: list[str]) -> list[tuple[str, int, bool]]:

@@ -21,23 +21,18 @@ from pathlib import Path
 import pytest
 
 import graphfix
+from conftest import expected_findings
 
 NAME = "variables-to-cpu"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "variables_to_cpu" / "source"
 CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
 BUILT = [c for c in CASES if re.search(r"^def build\(", (c / "before.py").read_text(), re.M)]
-_EXPECT = re.compile(r"#\s*expect:\s*(error|warning)(\s+unfixable)?")
 VARIABLE_OPS = ("VariableV2", "VarHandleOp")
 
 
 def expected(code: str) -> list[tuple[int, str, bool]]:
     """(line, severity, fixable) of every `# expect:` marker."""
-    out = []
-    for number, line in enumerate(code.splitlines(), 1):
-        match = _EXPECT.search(line)
-        if match:
-            out.append((number, match.group(1), match.group(2) is None))
-    return out
+    return [(e.line, e.severity, e.fixable) for e in expected_findings(code)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)

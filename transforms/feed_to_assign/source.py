@@ -121,6 +121,11 @@ def _walk(root: cst.CSTNode, kinds, skip_lambdas: bool = False) -> list:
 
 
 _FACT_NODES = (cst.Assign, cst.AnnAssign, cst.Call)
+# Words without which a file can hold no fact `scan` collects: variable creation
+# (`tf.Variable`, `get_variable`, slim's `variable`/`model_variable`), updates (`assign*`,
+# `global_step=`, an optimizer's `minimize`/`apply_gradients`), monitored sessions.
+_FACT_WORDS = ("Variable", "variable(", "assign", "global_step", "minimize", "apply_gradients",
+               "Monitored")
 
 
 def _has_effects(expr: cst.CSTNode) -> bool:
@@ -525,8 +530,13 @@ class FeedToAssignCodemod(SourceCodemod):
 
     @classmethod
     def scan(cls, path: str, code: str) -> dict | None:
-        """Variables one file creates (by attribute name), and which ones it updates."""
+        """Variables one file creates (by attribute name), and which ones it updates.
+
+        Only files that create, update or monitor variables are read (the facts other files
+        need); what a file without those words binds is not known to the others."""
         if "tensorflow" not in code and "tf_slim" not in code:
+            return None
+        if not any(word in code for word in _FACT_WORDS):
             return None
         wrapper = MetadataWrapper(cst.parse_module(code))
         resolved = wrapper.resolve_many([QualifiedNameProvider, ScopeProvider, ParentNodeProvider])

@@ -1,0 +1,78 @@
+"""Third-party transforms: a distribution that declares a `graphfix.transforms` entry point
+is listed, selectable with --only and run like a built-in one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+PLUGIN = textwrap.dedent('''
+    from graphfix.findings import Change, Finding
+    from graphfix.registry import Transform
+
+
+    class ClearDevices(Transform):
+        name = "clear-devices"
+        summary = "forget every requested device"
+
+        def check_graph(self, graph, ctx):
+            return [Finding(ctx.path, self.name, "asks for " + d, node=n)
+                    for n, d in zip(graph.names, graph.devices) if d]
+
+        def fix_graph(self, graph, ctx):
+            moved = [p for p in range(len(graph)) if graph.set_device(p, "")]
+            return [Change(ctx.path, self.name, f"cleared {len(moved)} device(s)")] if moved else []
+''')
+
+GRAPH = 'node { name: "a" op: "NoOp" device: "/device:GPU:0" }\nnode { name: "b" op: "NoOp" }\n'
+
+
+def _install_plugin(site):
+    dist = site / "gfx_clear-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gfx-clear\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[graphfix.transforms]\nclear-devices = gfx_clear:ClearDevices\n")
+    (site / "gfx_clear.py").write_text(PLUGIN)
+
+
+def _graphfix(*args, site, cwd):
+    env = dict(os.environ, PYTHONPATH=str(site), TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-m", "graphfix", *map(str, args)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_entry_point_transform_is_listed_checked_and_fixed(tmp_path):
+    site = tmp_path / "site"
+    _install_plugin(site)
+    graph = tmp_path / "g.pbtxt"
+    graph.write_text(GRAPH)
+
+    listed = _graphfix("list", "--format", "json", site=site, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    by_name = {t["name"]: t for t in json.loads(listed.stdout)}
+    assert by_name["clear-devices"]["surfaces"] == ["graph"]
+    assert "variables-to-cpu" in by_name, "built-ins stay listed beside plugins"
+
+    checked = _graphfix("check", graph, "--only", "clear-devices", site=site, cwd=tmp_path)
+    assert checked.returncode == 1, checked.stderr
+    assert "g.pbtxt@a: clear-devices: asks for /device:GPU:0" in checked.stdout
+
+    fixed = _graphfix("fix", graph, "--only", "clear-devices", "-o", tmp_path / "out.pbtxt",
+                      site=site, cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert "device" not in (tmp_path / "out.pbtxt").read_text()
+
+
+def test_entry_point_that_is_not_a_transform_is_a_one_line_error(tmp_path):
+    site = tmp_path / "site"
+    _install_plugin(site)
+    (site / "gfx_clear.py").write_text("ClearDevices = 42\n")
+    result = _graphfix("list", site=site, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "graphfix: error: entry point clear-devices = gfx_clear:ClearDevices is not a "
+        "graphfix Transform"]
