@@ -322,7 +322,8 @@ class GraphIndex:
             dup = next(n for n in self.names if n in seen or seen.add(n))
             raise GraphError(f"duplicate node name {dup!r}")
         self._inputs: list[tuple[str, ...] | None] = [None] * len(self.names)
-        self._by_op: dict[str, list[int]] | None = None
+        self._kinds: set[str] | None = None
+        self._by_op: dict[str, list[int]] = {}
         self._sources: list[tuple[str, ...]] | None = None
         self._consumers: dict[str, list[int]] | None = None
         self._groups: _UnionFind | None = None
@@ -374,19 +375,32 @@ class GraphIndex:
 
     def positions_of(self, op_names: Iterable[str]) -> list[int]:
         """Positions of the nodes whose op is one of `op_names`, in graph order."""
-        by_op = self._positions_by_op()
-        found = [by_op[op] for op in set(op_names) if op in by_op]
+        found = list(self._positions_for(set(op_names)).values())
         if len(found) == 1:
             return list(found[0])
         return sorted(p for positions in found for p in positions)
 
-    def _positions_by_op(self) -> dict[str, list[int]]:
-        if self._by_op is None:
-            by_op: dict[str, list[int]] = defaultdict(list)
+    def op_kinds(self) -> set[str]:
+        """The distinct ops of the graph."""
+        if self._kinds is None:
+            self._kinds = set(self.ops)
+        return self._kinds
+
+    def _positions_for(self, kinds: set[str]) -> dict[str, list[int]]:
+        """op -> positions of its nodes, for the `kinds` the graph has (one pass over the ops
+        for all the kinds not asked for before)."""
+        cache = self._by_op
+        missing = {k for k in kinds if k not in cache and k in self.op_kinds()}
+        if len(missing) == 1:
+            (kind,) = missing
+            cache[kind] = [i for i, op in enumerate(self.ops) if op == kind]
+        elif missing:
+            found: dict[str, list[int]] = {k: [] for k in missing}
             for position, op in enumerate(self.ops):
-                by_op[op].append(position)
-            self._by_op = dict(by_op)
-        return self._by_op
+                if op in missing:
+                    found[op].append(position)
+            cache.update(found)
+        return {k: cache[k] for k in kinds if k in cache}
 
     def inputs(self, position: int) -> tuple[str, ...]:
         """The input strings of the node at `position` (`name`, `name:1`, `^name`)."""
@@ -498,11 +512,13 @@ class GraphIndex:
         inputs count only where the graph has resources."""
         signatures = self.signatures
         node_defs = self._node_defs
+        plans = {op: signatures.handle_plan(op, "in") for op in self.op_kinds()
+                 if op not in RESOURCE_COLOCATION_EXEMPT}
+        plans = {op: plan for op, plan in plans.items() if plan == "expand" or (
+            plan is not None and (plan[0] or (resources_exist and plan[1])))}
         found = []
-        for op, positions in self._positions_by_op().items():
-            plan = None if op in RESOURCE_COLOCATION_EXEMPT else signatures.handle_plan(op, "in")
-            if plan is None:
-                continue
+        for op, positions in self._positions_for(set(plans)).items():
+            plan = plans[op]
             if plan == "expand":
                 for position in positions:
                     fixed = signatures.handle_positions(node_defs[position], "in")
@@ -520,15 +536,16 @@ class GraphIndex:
         of those that are resources. Attrs are read only if the graph makes resources (a
         graph of ref variables never needs each Identity's `T` read)."""
         signatures = self.signatures
-        by_op = self._positions_by_op()
-        read_attrs = any(signatures.makes_resources(op) for op in by_op) or self._resource_args()
+        kinds = self.op_kinds()
+        read_attrs = any(signatures.makes_resources(op) for op in kinds) or self._resource_args()
+        plans = {op: signatures.handle_plan(op, "out") for op in kinds}
+        plans = {op: plan for op, plan in plans.items() if plan == "expand" or (
+            plan is not None and (plan[0] or (read_attrs and plan[1])))}
         handles: set[str] = set()
         resources: set[str] = set()
         names, node_defs = self.names, self._node_defs
-        for op, positions in by_op.items():
-            plan = signatures.handle_plan(op, "out")
-            if plan is None:
-                continue
+        for op, positions in self._positions_for(set(plans)).items():
+            plan = plans[op]
             if plan == "expand" or (read_attrs and plan[1]):
                 for position in positions:
                     types = signatures.output_types(node_defs[position]) or ()
@@ -624,8 +641,10 @@ class GraphIndex:
         self._read_nodes([stored])
         self._positions[stored.name] = position
         self._inputs.append(tuple(stored.input))
-        if self._by_op is not None:
-            self._by_op.setdefault(self.ops[position], []).append(position)
+        if self._kinds is not None:
+            self._kinds.add(self.ops[position])
+        if self.ops[position] in self._by_op:
+            self._by_op[self.ops[position]].append(position)
         self._invalidate()
         return stored
 
