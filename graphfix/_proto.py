@@ -30,14 +30,30 @@ _MODULES = {
 }
 
 
+class _Modules:
+    """TF's `*_pb2` modules by short name (`graph_pb2`, ...), each imported on first use: a
+    GraphDef needs only graph_pb2, and meta_graph_pb2 brings a dozen more modules."""
+
+    def __getattr__(self, short: str) -> types.ModuleType:
+        try:
+            dotted = _MODULES[short]
+        except KeyError:
+            raise AttributeError(short) from None
+        module = _import(dotted)
+        setattr(self, short, module)
+        return module
+
+
 @cache
-def pb() -> types.SimpleNamespace:
-    """Return a namespace of TF's `*_pb2` modules (graph_pb2, meta_graph_pb2, ...)."""
+def pb() -> _Modules:
+    """TF's `*_pb2` modules (graph_pb2, meta_graph_pb2, ...), loaded as they are used."""
+    return _Modules()
+
+
+def _import(dotted: str) -> types.ModuleType:
     with _lock:
-        if "tensorflow" in sys.modules:  # the runtime is already here: use it as is
-            return types.SimpleNamespace(
-                **{k: importlib.import_module(v) for k, v in _MODULES.items()}
-            )
+        if dotted in sys.modules or "tensorflow" in sys.modules:
+            return importlib.import_module(dotted)  # loaded, or the runtime is here: as is
         spec = importlib.util.find_spec("tensorflow")
         if spec is None or not spec.submodule_search_locations:
             raise ImportError("graphfix needs the 'tensorflow' package (pip install tensorflow)")
@@ -45,8 +61,7 @@ def pb() -> types.SimpleNamespace:
         stand_in.__path__ = list(spec.submodule_search_locations)
         sys.modules["tensorflow"] = stand_in
         try:
-            loaded = {k: importlib.import_module(v) for k, v in _MODULES.items()}
+            return importlib.import_module(dotted)
         finally:
             if sys.modules.get("tensorflow") is stand_in:
                 del sys.modules["tensorflow"]
-        return types.SimpleNamespace(**loaded)

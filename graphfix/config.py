@@ -20,7 +20,6 @@ GRAPHFIX_CACHE_DIR its `cache-dir`, which is relative to the file's folder).
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +57,17 @@ def find(start: Path) -> tuple[Path, dict] | None:
 
 def _read(path: Path) -> dict:
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if b"graphfix" not in data:
+        return {}  # not ours to parse (nor to judge)
+    import tomllib  # here: most runs find no pyproject.toml that mentions graphfix
+
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
 def load(paths: list[str]) -> Config:

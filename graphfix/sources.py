@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Iterable
 
@@ -78,6 +76,9 @@ def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = 
 def git_ignored(root: Path, paths: list[Path]) -> set[Path]:
     """Those of `paths` that git ignores, asked once (nothing if `root` is not in a git work
     tree, or git is not installed). Tracked files are never ignored."""
+    import shutil
+    import subprocess  # here: a run over graphs alone never needs them
+
     git = shutil.which("git")
     if git is None:
         return set()
