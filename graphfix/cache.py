@@ -27,6 +27,7 @@ cache never fails a run.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -139,23 +140,22 @@ class SourceCache:
     """Cached results of one run's codemods, in `directory`. Open with `SourceCache.open`,
     which gives None where the folder cannot be used. Safe across forked workers."""
 
-    def __init__(self, directory: Path, codemods: list[tuple[type, dict]]):
+    def __init__(self, directory: Path, transforms: list[tuple[type, dict]]):
         from importlib import metadata
 
         import graphfix
 
         self.directory = directory
         self.entries = directory / graphfix.__version__
-        self.codemods = codemods
+        # The run's transforms that have a source surface, with their options. Transforms,
+        # not their codemods: a run whose files are all cached never imports libcst.
+        self.transforms = [(t, o) for t, o in transforms if t.codemod is not None]
         own = Path(graphfix.__file__).resolve().parent
         third_party = set()
-        for codemod_class, _ in codemods:  # third-party transforms' code is part of the key
-            try:
-                source = Path(inspect.getfile(codemod_class)).resolve()
-            except (TypeError, OSError):
-                continue
-            if own not in source.parents:
-                third_party.add(str(source))
+        for transform, _ in self.transforms:  # third-party transforms' code is in the key
+            for source in _code_files(transform):
+                if own not in source.parents:
+                    third_party.add(str(source))
         try:
             libcst_version = metadata.version("libcst")
         except metadata.PackageNotFoundError:
@@ -163,14 +163,14 @@ class SourceCache:
         self.code_key = _sha256(str(ENTRY_FORMAT), graphfix.__version__,
                                 installed_code_fingerprint(third_party), sys.version,
                                 libcst_version)
-        options = [[c.transform_name, f"{c.__module__}.{c.__qualname__}",
-                    json.dumps(o, sort_keys=True, default=repr)] for c, o in codemods]
+        options = [[t.name, _codemod_name(t), json.dumps(o, sort_keys=True, default=repr)]
+                   for t, o in self.transforms]
         self.run_key = _sha256(self.code_key, json.dumps(options))
-        self.facts_digests: dict[type, str | None] = {}
+        self.facts_digests: dict[str, str | None] = {}  # by transform name
         self.writable = True
 
     @classmethod
-    def open(cls, directory: Path, codemods: list[tuple[type, dict]]) -> SourceCache | None:
+    def open(cls, directory: Path, transforms: list[tuple[type, dict]]) -> SourceCache | None:
         """The cache in `directory` (created, with a CACHEDIR.TAG and a .gitignore of `*`),
         or None if it cannot be created or written."""
         try:
@@ -179,7 +179,7 @@ class SourceCache:
                                (".gitignore", "# Created by graphfix.\n*\n")):
                 if not (directory / name).exists():
                     _atomic_write(directory / name, text.encode())
-            cache = cls(directory, codemods)
+            cache = cls(directory, transforms)
             cache.entries.mkdir(exist_ok=True)
             if not os.access(cache.entries, os.W_OK | os.X_OK):
                 return None
@@ -189,30 +189,29 @@ class SourceCache:
 
     # -- keys -----------------------------------------------------------------------------
 
-    def use_run_facts(self, run_facts: dict[type, dict[str, Any]]) -> None:
-        """Key results by what the run's scan found (call before results are looked up)."""
-        self.facts_digests = {c: facts_digest(f) for c, f in run_facts.items()}
+    def use_run_facts(self, run_facts: dict[str, dict[str, Any]]) -> None:
+        """Key results by what the run's scan found, by transform name (call before results
+        are looked up)."""
+        self.facts_digests = {name: facts_digest(f) for name, f in run_facts.items()}
 
     def result_key(self, label: str, raw: bytes, code: str | None) -> str | None:
         """The key of one file's result, given its bytes and the code the codemods see in
         them (None: none, it is skipped before any runs). None: it cannot be cached, as
         when a scan's facts it reads could not be encoded."""
-        from graphfix.codemod import active_codemods
-
-        active = [] if code is None else active_codemods(code, self.codemods)
+        active = [] if code is None else [t for t, _ in self.transforms if t.triggered_by(code)]
         read = []
-        for codemod_class, _ in active:
-            if codemod_class in self.facts_digests:
-                digest = self.facts_digests[codemod_class]
+        for transform in active:
+            if transform.name in self.facts_digests:
+                digest = self.facts_digests[transform.name]
                 if digest is None:
                     return None
-                read.append([codemod_class.transform_name, digest])
+                read.append([transform.name, digest])
         return _sha256("result", self.run_key, label, hashlib.sha256(raw).digest(),
                        json.dumps(read))
 
-    def scan_key(self, codemod_class: type, label: str, raw: bytes) -> str:
-        return _sha256("scan", self.code_key, f"{codemod_class.__module__}."
-                       f"{codemod_class.__qualname__}", label, hashlib.sha256(raw).digest())
+    def scan_key(self, transform: type, label: str, raw: bytes) -> str:
+        return _sha256("scan", self.code_key, transform.name, _codemod_name(transform), label,
+                       hashlib.sha256(raw).digest())
 
     # -- entries --------------------------------------------------------------------------
 
@@ -282,6 +281,32 @@ class CachedResult:
         """No finding (so no codemod changes the file), or a file skipped before any codemod
         ran (unreadable, not Python 3): `fix` would leave it as it is, for the same reason."""
         return self.skipped is not None or not self.findings
+
+
+def _codemod_name(transform: type) -> str:
+    """Which codemod a transform runs, named without importing it (nor libcst)."""
+    codemod = transform.codemod
+    if isinstance(codemod, str):
+        module, _, name = codemod.partition(":")
+        return f"{importlib.util.resolve_name(module, transform.__module__)}.{name}"
+    return f"{codemod.__module__}.{codemod.__qualname__}"
+
+
+def _code_files(transform: type) -> list[Path]:
+    """The files of a transform and of its codemod's module (found, not imported)."""
+    files = []
+    try:
+        files.append(Path(inspect.getfile(transform)).resolve())
+    except (TypeError, OSError):
+        pass
+    module = _codemod_name(transform).rpartition(".")[0]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin and spec.origin not in ("built-in", "frozen"):
+        files.append(Path(spec.origin).resolve())
+    return files
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -8,13 +8,9 @@ never raises on bad input: it returns the result, or the reason the file was ski
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
-import difflib
-import io
 import re
-import tokenize
 from typing import Any, ClassVar
 
 import libcst as cst
@@ -28,6 +24,13 @@ from libcst.metadata import (
 )
 
 from graphfix.findings import Finding
+from graphfix.sourcecode import (  # noqa: F401  (part of this module's API)
+    SourceDecodeError,
+    SourceResult,
+    _python2_hint,
+    decode_source,
+    python_syntax_error,
+)
 
 # Qualified-name prefixes that mean "TensorFlow's TF1 API", longest first.
 _TF_PREFIXES = (
@@ -179,19 +182,12 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
     transform_name: ClassVar[str] = ""
-    # The text pre-filter: words of which at least one must appear in a file for this codemod
-    # to have work there. A tuple of such tuples means each of them must match (device
-    # scope words, and a GPU named somewhere).
-    trigger_words: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
-
     @classmethod
     def triggered_by(cls, text: str) -> bool:
-        """Whether `text` may hold work for this codemod (see `trigger_words`)."""
-        words = cls.trigger_words
-        if not words:
-            return True
-        groups = words if isinstance(words[0], tuple) else (words,)
-        return all(any(word in text for word in group) for group in groups)
+        """Whether `text` may hold work for this codemod (its transform's `source_triggers`)."""
+        from graphfix.registry import get_transform
+
+        return get_transform(cls.transform_name).triggered_by(text)
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
                  run_facts: dict[str, Any] | None = None):
@@ -354,54 +350,6 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return super().transform_module_impl(tree)
 
 
-@dataclasses.dataclass
-class SourceResult:
-    """What running codemods on one file gave: new code (or the reason it was skipped)."""
-
-    path: str
-    code: str
-    new_code: str
-    findings: list[Finding]
-    skipped: str | None = None
-    encoding: str = "utf-8"  # the file's own (PEP 263 cookie, BOM), kept when written
-
-    @property
-    def changed(self) -> bool:
-        return self.skipped is None and self.new_code != self.code
-
-    @property
-    def new_bytes(self) -> bytes:
-        """`new_code` encoded as the file was (UnicodeEncodeError if it no longer can be)."""
-        return self.new_code.encode(self.encoding)
-
-    def unified_diff(self, old_label: str, new_label: str) -> list[str]:
-        """The change as a unified diff between `old_label` and `new_label`."""
-        return list(difflib.unified_diff(self.code.splitlines(keepends=True),
-                                         self.new_code.splitlines(keepends=True),
-                                         old_label, new_label))
-
-
-class SourceDecodeError(ValueError):
-    """A source file's bytes are not text in its declared (or default UTF-8) encoding."""
-
-
-def decode_source(raw: bytes) -> tuple[str, str]:
-    """(text, encoding) of a Python file's bytes, as Python reads them: a BOM or a PEP 263
-    `# -*- coding: ... -*-` cookie, else UTF-8. SourceDecodeError with a one-line reason."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as exc:
-        raise SourceDecodeError(str(exc).split(" for ")[0]) from None
-    try:
-        return raw.decode(encoding), encoding
-    except UnicodeDecodeError as exc:
-        name = "UTF-8" if encoding.startswith("utf-8") else encoding
-        hint = "" if name != "UTF-8" else "; no coding cookie"
-        raise SourceDecodeError(f"not {name} ({exc.reason} at byte {exc.start}{hint})") from None
-    except LookupError:
-        raise SourceDecodeError(f"unknown encoding: {encoding}") from None
-
-
 _LONE_LF = re.compile(r"(?<!\r)\n")
 
 
@@ -410,27 +358,6 @@ def _keep_newlines(old: str, new: str) -> str:
     if "\r\n" in old and not _LONE_LF.search(old):
         return _LONE_LF.sub("\r\n", new)
     return new
-
-
-_PYTHON2 = re.compile(r"^\s*(print\s+[^\s(=]|exec\s+[^\s(=])|^\s*except\s+\w+\s*,\s*\w+\s*:|\bur?\"|`")
-
-
-def _python2_hint(code: str) -> str:
-    return " (Python 2 code?)" if any(_PYTHON2.search(ln) for ln in code.splitlines()) else ""
-
-
-def python_syntax_error(code: str) -> str | None:
-    """Why Python itself cannot compile `code`, in one line; None if it can. (libcst's
-    grammar accepts some code Python 3 does not, such as `except E, e:`.)"""
-    try:
-        ast.parse(code)
-    except SyntaxError as error:
-        what = f": {error.msg}" if error.msg else ""
-        return (f"syntax error at line {error.lineno or 1}, column {error.offset or 1}"
-                f"{what}{_python2_hint(code)}")
-    except (ValueError, MemoryError, RecursionError) as error:  # NUL bytes, too deep
-        return f"cannot parse: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
-    return None
 
 
 def parse_error(exc: Exception, code: str) -> str:
@@ -447,9 +374,9 @@ def parse_error(exc: Exception, code: str) -> str:
 
 
 def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod], dict]]
-                 ) -> dict[type, dict[str, Any]]:
-    """Run each codemod's `scan` over every file of a run: {codemod class: {path: facts}}."""
-    facts: dict[type, dict[str, Any]] = {}
+                 ) -> dict[str, dict[str, Any]]:
+    """Run each codemod's `scan` over every file of a run: {transform name: {path: facts}}."""
+    facts: dict[str, dict[str, Any]] = {}
     for codemod_class, _ in codemods:
         if codemod_class.scan.__func__ is SourceCodemod.scan.__func__:
             continue
@@ -461,7 +388,7 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
                 value = None
             if value is not None:
                 found[path] = value
-        facts[codemod_class] = found
+        facts[codemod_class.transform_name] = found
     return facts
 
 
@@ -472,7 +399,7 @@ def active_codemods(text: str, codemods: list[tuple[type[SourceCodemod], dict]]
 
 
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, run_facts: dict[type, dict[str, Any]] | None = None,
+               *, fix: bool, run_facts: dict[str, dict[str, Any]] | None = None,
                prefilter: bool = False) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`).
 
@@ -511,7 +438,8 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
         if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
             wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
-        codemod = codemod_class(context, options, (run_facts or {}).get(codemod_class))
+        codemod = codemod_class(context, options,
+                                (run_facts or {}).get(codemod_class.transform_name))
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)

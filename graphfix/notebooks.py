@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from graphfix.codemod import SourceResult, active_codemods, python_syntax_error, run_source
+from graphfix.sourcecode import SourceResult, python_syntax_error
 from graphfix.findings import Finding
 
 # Cell magics whose body is Python run in the notebook's own namespace.
@@ -411,6 +411,8 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     except NotebookError as exc:
         return NotebookResult(path, "", "", [], skipped=str(exc))
     code = notebook.code
+    from graphfix.codemod import active_codemods, run_source  # libcst: only to run them
+
     if prefilter and not active_codemods(code, codemods):
         return NotebookResult(path, code, code, [], notebook=notebook)
     reason = notebook.syntax_error()

@@ -72,6 +72,25 @@ class Transform:
     # The source surface: a SourceCodemod subclass, or "module:Class" (relative to the
     # transform's package) imported on first use, so the graph path never loads libcst.
     codemod: ClassVar[type | str | None] = None
+    # The source surface's text pre-filter, read before libcst is imported (a run whose files
+    # are all filtered out or cached never imports it): words of which at least one must
+    # appear in a file for the codemod to have work there; a tuple of such tuples means
+    # each of them must match.
+    source_triggers: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
+    # Whether the codemod needs facts from every file of a run first (it defines `scan`),
+    # and the words (as `source_triggers`) without which a file holds none of those facts.
+    source_scans: ClassVar[bool] = False
+    source_scan_triggers: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
+
+    @classmethod
+    def triggered_by(cls, text: str) -> bool:
+        """Whether a source `text` may hold work for this transform's codemod."""
+        return _has_words(text, cls.source_triggers)
+
+    @classmethod
+    def scan_triggered_by(cls, text: str) -> bool:
+        """Whether a source `text` may hold facts this transform's codemod scans for."""
+        return cls.source_scans and _has_words(text, cls.source_scan_triggers)
 
     def check_graph(self, graph: "GraphIndex", ctx: Context) -> list["Finding"]:
         """Findings for this graph; the graph is not changed."""
@@ -102,6 +121,14 @@ class Transform:
     @classmethod
     def default_options(cls) -> dict[str, Any]:
         return {p.name: ([] if p.multiple else p.default) for p in cls.params}
+
+
+def _has_words(text: str, words: tuple) -> bool:
+    """Whether `text` has one of `words` (each group of them, if they are groups)."""
+    if not words:
+        return True
+    groups = words if isinstance(words[0], tuple) else (words,)
+    return all(any(word in text for word in group) for group in groups)
 
 
 def _is_transform(obj) -> bool:

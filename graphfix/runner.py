@@ -204,10 +204,10 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     if cache_dir is not None:
         from graphfix.cache import SourceCache
 
-        cache = SourceCache.open(cache_dir, _codemods(selected))
+        cache = SourceCache.open(cache_dir, selected.transforms)
     jobs = jobs or 1
     workers = min(jobs, len(sources))
-    scanning = bool(_scanning_codemods(selected))
+    scanning = bool(_scanning_transforms(selected))
     steps = len(sources) * (2 if scanning else 1)
     tick = progress(steps) if progress is not None else None
     _JOB.clear()
@@ -246,24 +246,22 @@ def _ticked(result, tick):
 
 
 def _codemods(selected: Selected) -> list:
-    """[(codemod class, options)] of the run's transforms that have a source surface."""
+    """[(codemod class, options)] of the run's transforms that have a source surface (this
+    imports libcst: only for a file that must be parsed)."""
     return [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
 
 
-def _scanning_codemods(selected: Selected) -> list:
-    from graphfix.codemod import SourceCodemod  # libcst: sources only
-
-    return [c for c, _ in _codemods(selected)
-            if c.scan.__func__ is not SourceCodemod.scan.__func__]
+def _scanning_transforms(selected: Selected) -> list:
+    """The run's transforms whose codemod reads every file of the run first."""
+    return [t for t, _ in selected.transforms if t.codemod is not None and t.source_scans]
 
 
 def _scan_one(item) -> dict | None:
-    """Every scanning codemod's facts about one file (None: nothing, or unreadable)."""
-    from graphfix.codemod import scan_sources
-
+    """Every scanning codemod's facts about one file, by transform name (None: nothing, or
+    unreadable)."""
     label, path = item
-    codemods = _scanning_codemods(_JOB["selected"])
-    if not codemods:
+    transforms = _scanning_transforms(_JOB["selected"])
+    if not transforms:
         return None
     try:
         raw = path.read_bytes()
@@ -274,23 +272,28 @@ def _scan_one(item) -> dict | None:
         return None  # skipped later, with its reason
     cache = _JOB["cache"]
     found = {}
-    for codemod_class in codemods:
-        key = cache.scan_key(codemod_class, label, raw) if cache is not None else None
+    for transform in transforms:
+        if not transform.scan_triggered_by(code):
+            continue  # the text pre-filter: no fact here, nothing to parse
+        key = cache.scan_key(transform, label, raw) if cache is not None else None
         hit, facts = cache.load_facts(key) if key is not None else (False, None)
         if not hit:
-            facts = scan_sources({label: code}, [(codemod_class, {})])[codemod_class].get(label)
+            from graphfix.codemod import scan_sources  # libcst: a file to read
+
+            codemod = transform.source_codemod()
+            facts = scan_sources({label: code}, [(codemod, {})])[transform.name].get(label)
             if key is not None:
                 cache.store_facts(key, facts)
         if facts is not None:
-            found[codemod_class] = facts
+            found[transform.name] = facts
     return found
 
 
 def _code_text(path: Path, raw: bytes) -> str | None:
     """The Python code the codemods see in a source file (a notebook's cells as one module);
     None where there is none (not decodable, not a notebook)."""
-    from graphfix.codemod import SourceDecodeError, decode_source
     from graphfix.notebooks import NotebookError, notebook_code
+    from graphfix.sourcecode import SourceDecodeError, decode_source
 
     try:
         return notebook_code(raw) if path.suffix == NOTEBOOK_SUFFIX else decode_source(raw)[0]
@@ -299,11 +302,11 @@ def _code_text(path: Path, raw: bytes) -> str | None:
 
 
 def _gather(sources, facts) -> dict:
-    """{codemod class: {path: facts}}, as `scan_sources` gives it for the whole run."""
-    out: dict[type, dict[str, Any]] = {c: {} for c in _scanning_codemods(_JOB["selected"])}
+    """{transform name: {path: facts}}, as `scan_sources` gives it for the whole run."""
+    out: dict[str, dict[str, Any]] = {t.name: {} for t in _scanning_transforms(_JOB["selected"])}
     for (label, _), found in zip(sources, facts):
-        for codemod_class, value in (found or {}).items():
-            out[codemod_class][label] = value
+        for name, value in (found or {}).items():
+            out[name][label] = value
     return out
 
 
@@ -368,13 +371,13 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
 
 def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None,
                 cache=None):
-    codemods = _codemods(selected)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
-    key = cache.result_key(label, raw, _code_text(path, raw)) if cache is not None else None
+    code = _code_text(path, raw)
+    key = cache.result_key(label, raw, code) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):
         report.cached_paths.append(label)
@@ -384,11 +387,19 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
         return
+    if code is not None and not any(t.triggered_by(code) for t, _ in selected.transforms
+                                    if t.codemod is not None):
+        # No codemod has work here (the text pre-filter): not parsed, libcst not loaded.
+        if key is not None:
+            cache.store_result(key, [], None)
+        report.unchanged_paths.append(label)
+        return
     from graphfix.codemod import run_source
     from graphfix.notebooks import run_notebook
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
-    result = run_one(raw, label, codemods, fix=fix, run_facts=run_facts, prefilter=True)
+    result = run_one(raw, label, _codemods(selected), fix=fix, run_facts=run_facts,
+                     prefilter=True)
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):

@@ -278,24 +278,33 @@ def test_facts_encode_and_decode_exactly():
 
 
 def test_a_third_party_codemods_file_is_part_of_the_key(tmp_path, monkeypatch):
-    """Installed graphfix code is hashed as a whole; a transform from elsewhere by its file."""
+    """Installed graphfix code is hashed as a whole; a transform from elsewhere by its files
+    (its own and its codemod's, found without importing the codemod)."""
     from graphfix.cache import SourceCache
 
-    module = tmp_path / "third_party_codemod.py"
-    module.write_text("from graphfix.codemod import SourceCodemod\n\n"
-                      "class Mine(SourceCodemod):\n    transform_name = 'mine'\n")
+    codemod = tmp_path / "third_party_codemod.py"
+    codemod.write_text("from graphfix.codemod import SourceCodemod\n\n"
+                       "class Mine(SourceCodemod):\n    transform_name = 'mine'\n")
+    transform = tmp_path / "third_party_transform.py"
+    transform.write_text("from graphfix.registry import Transform\n\n"
+                         "class Mine(Transform):\n    name = 'mine'\n"
+                         "    codemod = 'third_party_codemod:Mine'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    import third_party_codemod
+    import third_party_transform
 
     def key():
-        cache = SourceCache.open(tmp_path / "cache", [(third_party_codemod.Mine, {})])
+        cache = SourceCache.open(tmp_path / "cache", [(third_party_transform.Mine, {})])
         return cache.result_key("m.py", BUG.encode(), BUG)
 
     before = key()
     assert key() == before
-    module.write_text(module.read_text() + "# a change\n")
-    assert key() != before
-    sys.modules.pop("third_party_codemod", None)
+    assert "third_party_codemod" not in sys.modules
+    codemod.write_text(codemod.read_text() + "# a change\n")
+    after_codemod = key()
+    assert after_codemod != before
+    transform.write_text(transform.read_text() + "# a change\n")
+    assert key() != after_codemod
+    sys.modules.pop("third_party_transform", None)
 
 
 def test_a_notebook_is_cached_by_its_cells(tmp_path):
@@ -311,3 +320,42 @@ def test_a_notebook_is_cached_by_its_cells(tmp_path):
     assert fixed["summary"]["files_changed"] == 1 and fixed["summary"]["cached"] == 0
     after = _run("check", "towers.ipynb", cache=cache, cwd=tmp_path)
     assert after["summary"]["cached"] == 0 and after["summary"]["fixable"] == 0
+
+
+_LIBCST_LOADED = ("import sys\nfrom graphfix.cli import main\nsys.argv = ['graphfix', *sys.argv[1:]]\n"
+                  "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
+                  "print(code, 'libcst' in sys.modules)\n")
+
+
+def _libcst_loaded(*args, cwd) -> tuple[str, str]:
+    """(exit code, whether libcst was imported) of one in-process `graphfix` run."""
+    result = subprocess.run([sys.executable, "-c", _LIBCST_LOADED, *map(str, args)], cwd=cwd,
+                            capture_output=True, text=True, timeout=300)
+    return tuple(result.stdout.split()[-2:])
+
+
+def test_a_run_of_cached_or_filtered_files_never_imports_libcst(tmp_path):
+    """libcst costs ~1 s to import: a second check, or a pre-commit run over files with no
+    trigger words, answers from the cache and the text pre-filter alone."""
+    (tmp_path / "bug.py").write_text(BUG)
+    (tmp_path / "plain.py").write_text("import os\nprint(os.getcwd())\n")
+    cache = tmp_path / "cache"
+    # --jobs 1: the files are read in this process (worker processes would hide an import).
+    run = ("check", "bug.py", "plain.py", "--jobs", "1", "--cache-dir", cache)
+    assert _libcst_loaded(*run, cwd=tmp_path) == ("1", "True")
+    assert _libcst_loaded(*run, cwd=tmp_path) == ("1", "False")
+    assert _libcst_loaded("check", "plain.py", "--jobs", "1", "--no-cache",
+                          cwd=tmp_path) == ("0", "False")
+
+
+def test_each_transform_declares_whether_its_codemod_scans():
+    """`Transform.source_scans` (read without libcst) says what the codemod's `scan` does."""
+    from graphfix import registry
+    from graphfix.codemod import SourceCodemod
+
+    for transform in registry.all_transforms().values():
+        if transform.codemod is None:
+            continue
+        codemod = transform.source_codemod()
+        overrides = codemod.scan.__func__ is not SourceCodemod.scan.__func__
+        assert transform.source_scans == overrides, transform.name

@@ -126,6 +126,14 @@ class FeedToAssign(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:FeedToAssignCodemod"
+    source_triggers = ("run(", "eval(")
+    source_scans = True
+    # Files that can hold a fact the scan collects: TF code that creates variables
+    # (`tf.Variable`, `get_variable`, slim's `variable`/`model_variable`), updates them
+    # (`assign*`, `global_step=`, `minimize`/`apply_gradients`) or monitors a session.
+    source_scan_triggers = (("tensorflow", "tf_slim"),
+                            ("Variable", "variable(", "assign", "global_step", "minimize",
+                             "apply_gradients", "Monitored"))
 
     def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
         findings = []

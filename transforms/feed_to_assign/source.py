@@ -121,11 +121,6 @@ def _walk(root: cst.CSTNode, kinds, skip_lambdas: bool = False) -> list:
 
 
 _FACT_NODES = (cst.Assign, cst.AnnAssign, cst.Call)
-# Words without which a file can hold no fact `scan` collects: variable creation
-# (`tf.Variable`, `get_variable`, slim's `variable`/`model_variable`), updates (`assign*`,
-# `global_step=`, an optimizer's `minimize`/`apply_gradients`), monitored sessions.
-_FACT_WORDS = ("Variable", "variable(", "assign", "global_step", "minimize", "apply_gradients",
-               "Monitored")
 
 
 def _has_effects(expr: cst.CSTNode) -> bool:
@@ -526,18 +521,12 @@ class FeedToAssignCodemod(SourceCodemod):
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
     DESCRIPTION = "Load fed variables before the run (Variable.load) instead of feeding them."
     transform_name = "feed-to-assign"
-    trigger_words = ("run(", "eval(")
 
     @classmethod
     def scan(cls, path: str, code: str) -> dict | None:
-        """Variables one file creates (by attribute name), and which ones it updates.
-
-        Only files that create, update or monitor variables are read (the facts other files
-        need); what a file without those words binds is not known to the others."""
-        if "tensorflow" not in code and "tf_slim" not in code:
-            return None
-        if not any(word in code for word in _FACT_WORDS):
-            return None
+        """Variables one file creates (by attribute name), and which ones it updates. The run
+        reads only files with `FeedToAssign.source_scan_triggers` (those that create, update
+        or monitor variables); what a file without them binds is not known to the others."""
         wrapper = MetadataWrapper(cst.parse_module(code))
         resolved = wrapper.resolve_many([QualifiedNameProvider, ScopeProvider, ParentNodeProvider])
         reader = _Reader(_lookup(resolved[QualifiedNameProvider], set()),

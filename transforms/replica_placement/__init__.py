@@ -75,6 +75,7 @@ class ReplicaPlacement(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:ReplicaPlacementCodemod"
+    source_triggers = ("job:ps", "'ps'", '"ps"')
 
     def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
         """The device every node should have (by position), and the bytes each ps task holds."""

@@ -225,7 +225,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
     DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
     transform_name = "replica-placement"
-    trigger_words = ("job:ps", "'ps'", '"ps"')
 
     def _code(self, node: cst.CSTNode) -> str:
         return self._tree.code_for_node(node)

@@ -84,6 +84,12 @@ class UpdateOps(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:UpdateOpsCodemod"
+    source_triggers = ("minimize", "apply_gradients")
+    source_scans = True
+    # Files that can hold a batch norm (most files of a tree have none: never parsed).
+    source_scan_triggers = ("batch_norm", "BatchNorm", "batch_normalization",
+                            "BatchNormalization", "normalizer_fn", "resnet", "inception",
+                            "mobilenet", "nets")
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

@@ -449,10 +449,6 @@ class _TrainCall:
 
 # Words without which a file cannot hold a batch norm that feeds UPDATE_OPS (its own layer,
 # an alias of one, or a slim net built on one): `scan` parses only files that have one.
-_BATCH_NORM_WORDS = ("batch_norm", "BatchNorm", "batch_normalization", "BatchNormalization",
-                     "normalizer_fn", "resnet", "inception", "mobilenet", "nets")
-
-
 class UpdateOpsCodemod(SourceCodemod):
     """Build the train op under `tf.control_dependencies(tf.get_collection(UPDATE_OPS))`.
 
@@ -505,13 +501,10 @@ class UpdateOpsCodemod(SourceCodemod):
 
     DESCRIPTION = "Make minimize/apply_gradients run the batch-norm update ops (UPDATE_OPS)."
     transform_name = "update-ops"
-    trigger_words = ("minimize", "apply_gradients")
 
     @classmethod
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
         """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
-        if not any(word in code for word in _BATCH_NORM_WORDS):
-            return None  # cheap text check first: most files of a tree have no batch norm
         wrapper = MetadataWrapper(cst.parse_module(code))
         names = _Names(wrapper.module, _qualified_names(wrapper.resolve(QualifiedNameProvider)))
         positions = wrapper.resolve(PositionProvider)

@@ -74,6 +74,9 @@ class VariablesToCpu(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:VariablesToCpuCodemod"
+    # A device scope, and a GPU named in some string (the scopes it moves variables out of
+    # are GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}").
+    source_triggers = (("device",), ("gpu", "GPU", "Gpu"))
 
     def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
         """(group, placement problem or None) for each group this transform moves.

@@ -216,9 +216,6 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
     transform_name = "variables-to-cpu"
-    # A device scope, and a GPU named in some string (the scopes it moves variables out of
-    # are GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}").
-    trigger_words = (("device",), ("gpu", "GPU", "Gpu"))
 
     # -- resolving names ----------------------------------------------------------------------
 
