@@ -392,20 +392,14 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
     return facts
 
 
-def active_codemods(text: str, codemods: list[tuple[type[SourceCodemod], dict]]
-                    ) -> list[tuple[type[SourceCodemod], dict]]:
-    """The codemods that may have work in `text`: one of their trigger words occurs in it."""
-    return [(c, o) for c, o in codemods if c.triggered_by(text)]
-
-
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, run_facts: dict[str, dict[str, Any]] | None = None,
-               prefilter: bool = False) -> SourceResult:
+               *, fix: bool, run_facts: dict[str, dict[str, Any]] | None = None
+               ) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`).
 
     `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
-    `new_bytes` is the fixed file in that same encoding. Line endings are kept. With
-    `prefilter`, a file in which no codemod's trigger words occur is not even parsed.
+    `new_bytes` is the fixed file in that same encoding. Line endings are kept. (A run over
+    files reads each codemod's trigger words first, without libcst: see `runner`.)
     """
     encoding = "utf-8"
     if isinstance(code, bytes):
@@ -416,10 +410,6 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
             return SourceResult(path, "", "", [], skipped=str(exc))
     else:
         raw = None
-    if prefilter:
-        codemods = active_codemods(code, codemods)
-        if not codemods:
-            return SourceResult(path, code, code, [], encoding=encoding)
     try:
         module = cst.parse_module(raw if raw is not None else code)
     except Exception as exc:  # libcst raises ParserSyntaxError and a few others
@@ -462,6 +452,6 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 __all__ = [
     "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
     "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
-    "active_codemods", "canonical_tf_name", "decode_source", "device_argument",
+    "canonical_tf_name", "decode_source", "device_argument",
     "device_template", "run_source", "v1_spelling",
 ]

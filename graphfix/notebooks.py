@@ -403,7 +403,7 @@ def notebook_code(raw: bytes) -> str:
 
 
 def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
-                 run_facts: dict | None = None, prefilter: bool = False) -> NotebookResult:
+                 run_facts: dict | None = None) -> NotebookResult:
     """`codemod.run_source` for a notebook's bytes: a `NotebookResult`, whose findings name
     their cell and whose `new_bytes` is the fixed notebook. Never raises for bad input."""
     try:
@@ -411,10 +411,8 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     except NotebookError as exc:
         return NotebookResult(path, "", "", [], skipped=str(exc))
     code = notebook.code
-    from graphfix.codemod import active_codemods, run_source  # libcst: only to run them
+    from graphfix.codemod import run_source  # libcst: only to run them
 
-    if prefilter and not active_codemods(code, codemods):
-        return NotebookResult(path, code, code, [], notebook=notebook)
     reason = notebook.syntax_error()
     if reason is not None:
         return NotebookResult(path, code, code, [], skipped=reason, notebook=notebook)

@@ -398,8 +398,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     from graphfix.notebooks import run_notebook
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
-    result = run_one(raw, label, _codemods(selected), fix=fix, run_facts=run_facts,
-                     prefilter=True)
+    result = run_one(raw, label, _codemods(selected), fix=fix, run_facts=run_facts)
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):
