@@ -39,7 +39,7 @@ from typing import Any
 from graphfix.findings import Finding
 
 CACHE_DIR_NAME = ".graphfix_cache"
-ENTRY_FORMAT = 1  # bump when what an entry holds changes
+ENTRY_FORMAT = 2  # bump when what an entry holds changes
 CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                 "# This file is a cache directory tag created by graphfix.\n"
                 "# For information about cache directory tags see https://bford.info/cachedir/\n")
@@ -194,20 +194,23 @@ class SourceCache:
         are looked up)."""
         self.facts_digests = {name: facts_digest(f) for name, f in run_facts.items()}
 
-    def result_key(self, label: str, raw: bytes, code: str | None) -> str | None:
-        """The key of one file's result, given its bytes and the code the codemods see in
-        them (None: none, it is skipped before any runs). None: it cannot be cached, as
-        when a scan's facts it reads could not be encoded."""
-        active = [] if code is None else [t for t, _ in self.transforms if t.triggered_by(code)]
+    def result_key(self, label: str, raw: bytes, code: str | None, work=()) -> str | None:
+        """The key of one file's result, given its bytes, the code the codemods see in them
+        (None: none, it is skipped before any runs) and the names of the transforms whose
+        codemods run on it (`work`). None: it cannot be cached, as when a scan's facts it
+        reads could not be encoded."""
         read = []
-        for transform in active:
-            if transform.name in self.facts_digests:
-                digest = self.facts_digests[transform.name]
+        for name in ([] if code is None else work):
+            if name in self.facts_digests:
+                digest = self.facts_digests[name]
                 if digest is None:
                     return None
-                read.append([transform.name, digest])
+                read.append([name, digest])
         return _sha256("result", self.run_key, label, hashlib.sha256(raw).digest(),
-                       json.dumps(read))
+                       json.dumps([list(work), read]))
+
+    def survey_key(self, label: str, raw: bytes) -> str:
+        return _sha256("survey", self.run_key, label, hashlib.sha256(raw).digest())
 
     def scan_key(self, transform: type, label: str, raw: bytes) -> str:
         return _sha256("scan", self.code_key, transform.name, _codemod_name(transform), label,
@@ -251,6 +254,15 @@ class SourceCache:
 
     def store_result(self, key: str, findings: list[Finding], skipped: str | None) -> None:
         self._write(key, {"findings": [f.to_json() for f in findings], "skipped": skipped})
+
+    def load_survey(self, key: str) -> dict | None:
+        """What the pre-checks said of a file (`runner._Survey` as JSON); None on a miss."""
+        doc = self._read(key)
+        survey = doc.get("survey") if doc is not None else None
+        return survey if isinstance(survey, dict) else None
+
+    def store_survey(self, key: str, survey: dict) -> None:
+        self._write(key, {"survey": survey})
 
     def load_facts(self, key: str) -> tuple[bool, Any]:
         """(found, facts) of one file's scan by one codemod."""

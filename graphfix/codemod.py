@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 from typing import Any, ClassVar
 
@@ -373,6 +374,13 @@ def parse_error(exc: Exception, code: str) -> str:
     return f"cannot parse: {text}"
 
 
+@functools.lru_cache(maxsize=1)
+def scan_wrapper(code: str) -> MetadataWrapper:
+    """One file's parsed tree for `SourceCodemod.scan`: the scans of one file share it (one
+    parse; metadata a scan resolved is there for the next). Scans only read the tree."""
+    return MetadataWrapper(cst.parse_module(code), unsafe_skip_copy=True)
+
+
 def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod], dict]]
                  ) -> dict[str, dict[str, Any]]:
     """Run each codemod's `scan` over every file of a run: {transform name: {path: facts}}."""
@@ -453,5 +461,5 @@ __all__ = [
     "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
     "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
     "canonical_tf_name", "decode_source", "device_argument",
-    "device_template", "run_source", "v1_spelling",
+    "device_template", "run_source", "scan_wrapper", "v1_spelling",
 ]

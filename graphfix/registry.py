@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from graphfix.findings import Change, Finding
     from graphfix.graph import GraphIndex
+    from graphfix.sourcecode import Syntax
 
 ENTRY_POINT_GROUP = "graphfix.transforms"
 
@@ -81,6 +82,46 @@ class Transform:
     # and the words (as `source_triggers`) without which a file holds none of those facts.
     source_scans: ClassVar[bool] = False
     source_scan_triggers: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
+
+    # Whether the codemod has work only where its scan found facts somewhere in the run
+    # (update-ops: a train op needs the update ops only if some batch norm makes them).
+    source_needs_facts: ClassVar[bool] = False
+
+    @classmethod
+    def has_source_work(cls, syntax: "Syntax") -> bool:
+        """Whether a file the text pre-filter let through has the construct the codemod acts
+        on, by the stdlib's parser (`graphfix.sourcecode.Syntax`), before libcst is run on it.
+        Conservative: False means the codemod finds nothing there. Default: True."""
+        return True
+
+    @classmethod
+    def may_hold_facts(cls, syntax: "Syntax") -> bool:
+        """As `has_source_work`, for the facts the codemod's `scan` collects."""
+        return True
+
+    # Cross-file scans read only what some file with work needs: the files that offer facts
+    # about a name it wants, then, for names those facts show to matter, every file that
+    # mentions one (see `runner._scans`). The defaults scan every file that may hold facts.
+
+    @classmethod
+    def facts_wanted(cls, syntax: "Syntax") -> frozenset[str] | None:
+        """For a file the codemod has work in: the names whose facts it reads from the other
+        files of the run (feed-to-assign: `emb` of a feed key `self.emb`), as the code
+        spells them (a file that does not mention one is not read). None: any."""
+        return None
+
+    @classmethod
+    def facts_offered(cls, syntax: "Syntax") -> frozenset[str] | None:
+        """For a file that may hold facts: the names its facts may matter for (feed-to-
+        assign: `emb`, where it assigns a variable to `.emb`). None: any."""
+        return None
+
+    @classmethod
+    def facts_decisive(cls, name: str, facts: list) -> bool:
+        """Whether the facts of the files that offer `name` make it matter, so that what
+        every other file mentioning it says counts too (a placeholder assigned to `.emb`
+        elsewhere makes `.emb` no variable). Default: True."""
+        return True
 
     @classmethod
     def triggered_by(cls, text: str) -> bool:

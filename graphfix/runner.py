@@ -156,7 +156,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     Sources are read by `jobs` forked processes (default 1: this process; the CLI uses one
     per core); the report and outputs are the same, in input order, whatever `jobs` is.
     `progress(total)` may return a callable to call once per step done (a progress bar):
-    one step per source file, two where a scan of every file comes first. With
+    one step per source file checked. With
     `cache_dir`, source results are cached there (`graphfix.cache`); the report counts the
     files read from it in `cached_paths`.
     """
@@ -195,9 +195,38 @@ def _merge(report: Report, part: Report) -> None:
 _JOB: dict[str, Any] = {}
 
 
+@dataclasses.dataclass(slots=True)
+class _Survey:
+    """What the cheap steps say of one source file, before libcst: the text pre-filter, then
+    the stdlib parser's pre-check (`Transform.has_source_work`)."""
+
+    work: tuple[str, ...] = ()  # transforms whose codemod may have work in it, in run order
+    # scanning transforms in `work`: the names it wants facts about (`facts_wanted`; None:
+    # facts from every file)
+    wants: dict[str, list[str] | None] = dataclasses.field(default_factory=dict)
+    scans: tuple[str, ...] = ()  # scanning transforms whose text pre-filter it passes
+    parsed: bool = True  # False: Python cannot parse it (libcst then says why it is skipped)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict) -> _Survey | None:
+        """The survey `to_json` gave `doc` for; None if `doc` is not one (a damaged entry)."""
+        try:
+            survey = cls(tuple(doc["work"]), dict(doc["wants"]), tuple(doc["scans"]),
+                         bool(doc["parsed"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        names = [*survey.work, *survey.wants, *survey.scans]
+        return survey if all(isinstance(n, str) for n in names) else None
+
+
 def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None) -> list:
-    """[(Report, [Output])] for each source file, in order: in `jobs` forked processes, after
-    every scanning codemod's `scan` ran over every file (also in those processes)."""
+    """[(Report, [Output])] for each source file, in order. Three passes, each over the files
+    in `jobs` forked processes: a survey without libcst (which codemods have work in each
+    file), the cross-file scans that work needs (of the files that may hold facts it reads),
+    then the codemods, where they have work."""
     if not sources:
         return []
     cache = None
@@ -205,38 +234,37 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
         from graphfix.cache import SourceCache
 
         cache = SourceCache.open(cache_dir, selected.transforms)
-    jobs = jobs or 1
-    workers = min(jobs, len(sources))
-    scanning = bool(_scanning_transforms(selected))
-    steps = len(sources) * (2 if scanning else 1)
-    tick = progress(steps) if progress is not None else None
+    workers = min(jobs or 1, len(sources))
+    # The bar counts files checked: the survey and the scans before it are the short part.
+    tick = progress(len(sources)) if progress is not None else None
     _JOB.clear()
     _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache)
     try:
-        if workers <= 1:
-            if scanning:
-                facts = [_ticked(_scan_one(item), tick) for item in sources]
-                _use_facts(_gather(sources, facts))
-            return [_ticked(_source_one(item), tick) for item in sources]
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        chunk = max(1, min(16, len(sources) // (workers * 4)))
-        context = multiprocessing.get_context("fork")
-        if scanning:
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                facts = [_ticked(f, tick) for f in pool.map(_scan_one, sources, chunksize=chunk)]
-            _use_facts(_gather(sources, facts))
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:  # forks with the facts
-            return [_ticked(r, tick) for r in pool.map(_source_one, sources, chunksize=chunk)]
+        surveys = _map(_survey_one, sources, workers, None)
+        run_facts = _scans(sources, surveys, workers)
+        _JOB["run_facts"] = run_facts
+        if cache is not None:
+            cache.use_run_facts(run_facts)
+        starved = {t.name for t, _ in selected.transforms
+                   if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
+        items = [(label, path, tuple(n for n in survey.work if n not in starved))
+                 for (label, path), survey in zip(sources, surveys)]
+        return _map(_source_one, items, workers, tick)  # forks with the facts
     finally:
         _JOB.clear()
 
 
-def _use_facts(run_facts) -> None:
-    _JOB["run_facts"] = run_facts
-    if _JOB["cache"] is not None:
-        _JOB["cache"].use_run_facts(run_facts)
+def _map(function, items: list, workers: int, tick) -> list:
+    """`[function(item) for item in items]`, in `workers` forked processes."""
+    if workers <= 1 or len(items) <= 1:
+        return [_ticked(function(item), tick) for item in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    chunk = max(1, min(16, len(items) // (workers * 4)))
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return [_ticked(result, tick) for result in pool.map(function, items, chunksize=chunk)]
 
 
 def _ticked(result, tick):
@@ -245,36 +273,129 @@ def _ticked(result, tick):
     return result
 
 
-def _codemods(selected: Selected) -> list:
-    """[(codemod class, options)] of the run's transforms that have a source surface (this
-    imports libcst: only for a file that must be parsed)."""
-    return [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
+def _codemods(selected: Selected, names=None) -> list:
+    """[(codemod class, options)] of the run's transforms that have a source surface (of
+    those `names`, if given); this imports libcst: only for a file that must be parsed."""
+    return [(t.source_codemod(), o) for t, o in selected.transforms
+            if t.codemod is not None and (names is None or t.name in names)]
 
 
-def _scanning_transforms(selected: Selected) -> list:
-    """The run's transforms whose codemod reads every file of the run first."""
-    return [t for t, _ in selected.transforms if t.codemod is not None and t.source_scans]
-
-
-def _scan_one(item) -> dict | None:
-    """Every scanning codemod's facts about one file, by transform name (None: nothing, or
-    unreadable)."""
+def _survey_one(item) -> _Survey:
+    """Which codemods may have work in one file, and which facts it may hold or want."""
     label, path = item
-    transforms = _scanning_transforms(_JOB["selected"])
-    if not transforms:
-        return None
     try:
         raw = path.read_bytes()
     except OSError:
-        return None  # failed later, with its reason
+        return _Survey()  # failed later, with its reason
     code = _code_text(path, raw)
     if code is None:
-        return None  # skipped later, with its reason
+        return _Survey()  # skipped later, with its reason
     cache = _JOB["cache"]
-    found = {}
-    for transform in transforms:
-        if not transform.scan_triggered_by(code):
-            continue  # the text pre-filter: no fact here, nothing to parse
+    key = cache.survey_key(label, raw) if cache is not None else None
+    if key is not None:
+        cached = cache.load_survey(key)
+        survey = _Survey.from_json(cached) if cached is not None else None
+        if survey is not None:
+            return survey
+    survey = survey_source(code, [t for t, _ in _JOB["selected"].transforms])
+    if key is not None:
+        cache.store_survey(key, survey.to_json())
+    return survey
+
+
+def survey_source(code: str, transforms: list[type[Transform]]) -> _Survey:
+    """The survey of one file's code (see `_Survey`) for `transforms`."""
+    from graphfix.sourcecode import Syntax
+
+    sources = [t for t in transforms if t.codemod is not None]
+    triggered = [t for t in sources if t.triggered_by(code)]
+    scans = tuple(t.name for t in sources if t.scan_triggered_by(code))
+    if not triggered:
+        return _Survey(scans=scans)
+    syntax = Syntax.parse(code)
+    if syntax is None:  # the codemods (libcst) say why it is skipped
+        return _Survey(work=tuple(t.name for t in triggered), parsed=False)
+    work = [t for t in triggered if t.has_source_work(syntax)]
+    wants = {}
+    for transform in work:
+        if transform.source_scans:
+            words = transform.facts_wanted(syntax)
+            wants[transform.name] = None if words is None else sorted(words)
+    return _Survey(work=tuple(t.name for t in work), wants=wants, scans=scans)
+
+
+def _scans(sources, surveys: list[_Survey], workers: int) -> dict:
+    """{transform name: {path: facts}}: the cross-file scans that the files with work need,
+    in two rounds over the files whose text pre-filter a scan passes. First the files that
+    offer facts about a name some file with work wants (`Transform.facts_wanted`,
+    `facts_offered`: read by the stdlib parser, in files that mention such a name); then,
+    for the names those facts show to matter (`Transform.facts_decisive`: a variable
+    assigned to `.emb`), every other file that mentions one, since what it says of the
+    name counts too (`.emb` assigned a placeholder there)."""
+    transforms = {t.name: t for t, _ in _JOB["selected"].transforms}
+    wanted: dict[str, set[str] | None] = {}
+    for survey in surveys:
+        for name, words in survey.wants.items():
+            if name not in wanted or wanted[name] is not None:
+                wanted[name] = None if words is None else wanted.get(name, set()) | set(words)
+    run_facts: dict[str, dict[str, Any]] = {name: {} for name in wanted}
+    _JOB.update(wanted=wanted, second_round=False,
+                mentions={n: None if w is None else _mentions(w) for n, w in wanted.items()})
+    first = [(label, path, names) for (label, path), survey in zip(sources, surveys)
+             if (names := tuple(n for n in survey.scans if n in wanted))]
+    found = _map(_scan_one, first, workers, None)
+    _gather(run_facts, first, found)
+    decisive = {name: {w for w in words if transforms[name].facts_decisive(
+                           w, list(run_facts[name].values()))}
+                for name, words in wanted.items() if words is not None}
+    _JOB.update(second_round=True, mentions={n: _mentions(w) for n, w in decisive.items()})
+    second = [(label, path, names) for (label, path, scanned), (_, offered) in zip(first, found)
+              if (names := tuple(n for n in scanned if n not in offered
+                                 and _JOB["mentions"].get(n) is not None))]
+    _gather(run_facts, second, _map(_scan_one, second, workers, None))
+    return run_facts
+
+
+def _mentions(words: set[str]):
+    """A regex that finds any of `words` as a whole name (`emb`, not `embeddings`)."""
+    import re
+
+    if not words:
+        return None
+    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+    return re.compile(rf"(?<![\w])(?:{alternatives})(?![\w])")
+
+
+def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
+    """(the facts one file holds for the run's scans that want them, by transform name; the
+    transforms it offered facts to, in the first round)."""
+    label, path, names = item
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return {}, ()  # failed later, with its reason
+    code = _code_text(path, raw)
+    if code is None:
+        return {}, ()  # skipped later, with its reason
+    cache = _JOB["cache"]
+    found, offered, syntax = {}, [], None
+    for transform, _ in _JOB["selected"].transforms:
+        if transform.name not in names:
+            continue
+        mention = _JOB["mentions"].get(transform.name)
+        if mention is not None and not mention.search(code):
+            continue  # it mentions none of the names wanted
+        if not _JOB["second_round"]:
+            if syntax is None:
+                from graphfix.sourcecode import Syntax
+
+                syntax = Syntax.parse(code) or False
+            if not syntax or not transform.may_hold_facts(syntax):
+                continue
+            wanted, offers = _JOB["wanted"][transform.name], transform.facts_offered(syntax)
+            if wanted is not None and offers is not None and wanted.isdisjoint(offers):
+                continue
+            offered.append(transform.name)
         key = cache.scan_key(transform, label, raw) if cache is not None else None
         hit, facts = cache.load_facts(key) if key is not None else (False, None)
         if not hit:
@@ -286,7 +407,7 @@ def _scan_one(item) -> dict | None:
                 cache.store_facts(key, facts)
         if facts is not None:
             found[transform.name] = facts
-    return found
+    return found, tuple(offered)
 
 
 def _code_text(path: Path, raw: bytes) -> str | None:
@@ -301,21 +422,19 @@ def _code_text(path: Path, raw: bytes) -> str | None:
         return None
 
 
-def _gather(sources, facts) -> dict:
-    """{transform name: {path: facts}}, as `scan_sources` gives it for the whole run."""
-    out: dict[str, dict[str, Any]] = {t.name: {} for t in _scanning_transforms(_JOB["selected"])}
-    for (label, _), found in zip(sources, facts):
-        for name, value in (found or {}).items():
-            out[name][label] = value
-    return out
+def _gather(run_facts: dict, items: list, facts: list) -> None:
+    """Add each scanned file's facts to `run_facts` ({transform name: {path: facts}})."""
+    for (label, _, _), (found, _) in zip(items, facts):
+        for name, value in found.items():
+            run_facts[name][label] = value
 
 
 def _source_one(item) -> tuple[Report, list[Output]]:
-    label, path = item
+    label, path, work = item
     report, outputs = Report(), []
     try:
         _run_source(label, path, _JOB["selected"], _JOB["fix"], report, outputs,
-                    _JOB["want_diff"], _JOB["run_facts"], _JOB["cache"])
+                    _JOB["want_diff"], _JOB["run_facts"], _JOB["cache"], work)
     except Exception as exc:  # a codemod's bug must not hide the other files' results
         report = Report(failed=[{"path": label,
                                  "error": f"internal error: {type(exc).__name__}: {exc}"}])
@@ -370,14 +489,19 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
 
 
 def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None,
-                cache=None):
+                cache=None, work=None):
+    """Check or fix one source file with the codemods that have `work` in it (the survey's;
+    None: survey it now)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
     code = _code_text(path, raw)
-    key = cache.result_key(label, raw, code) if cache is not None else None
+    if work is None:
+        work = () if code is None else survey_source(
+            code, [t for t, _ in selected.transforms]).work
+    key = cache.result_key(label, raw, code, work) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):
         report.cached_paths.append(label)
@@ -387,9 +511,8 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
         return
-    if code is not None and not any(t.triggered_by(code) for t, _ in selected.transforms
-                                    if t.codemod is not None):
-        # No codemod has work here (the text pre-filter): not parsed, libcst not loaded.
+    if code is not None and not work:
+        # No codemod has work here (the text and syntax pre-checks): libcst never sees it.
         if key is not None:
             cache.store_result(key, [], None)
         report.unchanged_paths.append(label)
@@ -398,7 +521,8 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     from graphfix.notebooks import run_notebook
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
-    result = run_one(raw, label, _codemods(selected), fix=fix, run_facts=run_facts)
+    result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
+                     run_facts=run_facts)
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):

@@ -11,6 +11,8 @@ import difflib
 import io
 import re
 import tokenize
+import warnings
+from typing import Iterator
 
 from graphfix.findings import Finding
 
@@ -82,3 +84,91 @@ def python_syntax_error(code: str) -> str | None:
     except (ValueError, MemoryError, RecursionError) as error:  # NUL bytes, too deep
         return f"cannot parse: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
     return None
+
+
+# -- the syntax pre-check: the stdlib's parser before libcst --------------------------------
+#
+# A file the text pre-filter lets through is parsed by `ast` (CPython's own C parser, about
+# 15x cheaper than libcst with its scope analysis) and each transform's `has_source_work`
+# looks for the construct its codemod acts on. Most files that merely mention `device` or
+# `run(` end there. These checks are conservative: a False means the codemod finds nothing.
+
+
+class Syntax:
+    """A file's `ast` tree, walked once: what the transforms' pre-checks read."""
+
+    def __init__(self, tree: ast.Module):
+        self.tree = tree
+        self.calls: list[ast.Call] = []
+        self.withs: list[ast.With | ast.AsyncWith] = []
+        self.assigns: list[ast.Assign | ast.AnnAssign | ast.AugAssign] = []
+        self.strings: list[str] = []
+        # Every name the code reads or binds: variables, attributes, imported modules and
+        # symbols (each part of a dotted import); not the names of functions it defines.
+        self.identifiers: set[str] = set()
+        self.imports: dict[str, str] = {}  # a name an import binds -> what it imports
+        # Names bound by `for` (loops, comprehensions) and `with ... as`.
+        self.loop_names: set[str] = set()
+        # What `name = value` / `name: T = value` assign to each name, anywhere in the file.
+        self.assigned: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(tree):
+            kind = type(node)
+            if kind is ast.Name:
+                self.identifiers.add(node.id)
+            elif kind is ast.Attribute:
+                self.identifiers.add(node.attr)
+            elif kind is ast.Call:
+                self.calls.append(node)
+            elif kind is ast.Constant:
+                if type(node.value) is str:
+                    self.strings.append(node.value)
+            elif kind in (ast.Assign, ast.AnnAssign, ast.AugAssign):
+                self.assigns.append(node)
+                if kind is not ast.AugAssign and node.value is not None:
+                    for target in (node.targets if kind is ast.Assign else (node.target,)):
+                        if type(target) is ast.Name:
+                            self.assigned.setdefault(target.id, []).append(node.value)
+            elif kind in (ast.With, ast.AsyncWith):
+                self.withs.append(node)
+                self.loop_names.update(i.optional_vars.id for i in node.items
+                                       if isinstance(i.optional_vars, ast.Name))
+            elif kind in (ast.For, ast.AsyncFor, ast.comprehension):
+                if isinstance(node.target, ast.Name):
+                    self.loop_names.add(node.target.id)
+            elif kind in (ast.Import, ast.ImportFrom):
+                base = f"{node.module}." if kind is ast.ImportFrom and node.module else ""
+                for alias in node.names:
+                    self.identifiers.update(f"{base}{alias.name}".split("."))
+                    bound = alias.asname or alias.name.split(".")[0]
+                    self.imports[bound] = f"{base}{alias.name}"
+
+    @classmethod
+    def parse(cls, code: str) -> Syntax | None:
+        """The file's syntax; None where Python 3 cannot parse it (libcst then says why)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # `"\d"` and the like: SyntaxWarning, not ours
+            try:
+                return cls(ast.parse(code))
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                return None
+
+
+def tail_name(node: ast.expr) -> str | None:
+    """The last name of `x`, `a.b.x`: what a call calls, as far as its syntax says."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def strings_in(node: ast.AST) -> Iterator[str]:
+    """The string constants within an expression (f-string parts included)."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            yield inner.value
+
+
+def call_arguments(call: ast.Call) -> list[ast.expr]:
+    """Every argument a call is given, positional and keyword."""
+    return [*call.args, *(k.value for k in call.keywords)]

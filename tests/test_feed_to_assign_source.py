@@ -207,3 +207,15 @@ def _worker(case_dirs: list[str]) -> dict:
 
 if __name__ == "__main__":
     print(json.dumps(_worker(sys.argv[1:])))
+
+
+def test_the_pre_check_knows_every_variable_maker_the_codemod_knows():
+    """The syntax pre-check (no libcst) and the codemod name the same variable makers."""
+    from graphfix.transforms import feed_to_assign
+    from graphfix.transforms.feed_to_assign import source
+
+    def tails(names):
+        return {name.rsplit(".", 1)[-1] for name in names}
+
+    assert tails(source._VARIABLE_CALLS) | {"get_unique_variable"} <= feed_to_assign._VARIABLE_MAKERS
+    assert tails(source._GLOBAL_STEP_CALLS) == feed_to_assign._GLOBAL_STEP_MAKERS

@@ -72,7 +72,7 @@ def test_a_cached_entry_is_what_check_reports(tmp_path):
     cache = tmp_path / "cache"
     cold = _run("check", "model.py", "--only", "variables-to-cpu", cache=cache, cwd=tmp_path)
     assert [f["line"] for f in cold["findings"]] == [4]
-    (entry,) = _entries(cache)
+    (entry,) = [e for e in _entries(cache) if "findings" in json.loads(e.read_text())]
     doc = json.loads(entry.read_text())
     doc["findings"][0]["message"] = "read from the cache"
     entry.write_text(json.dumps(doc))
@@ -359,3 +359,64 @@ def test_each_transform_declares_whether_its_codemod_scans():
         codemod = transform.source_codemod()
         overrides = codemod.scan.__func__ is not SourceCodemod.scan.__func__
         assert transform.source_scans == overrides, transform.name
+
+
+def test_files_without_what_a_codemod_acts_on_never_load_libcst(tmp_path):
+    """The syntax pre-check (stdlib `ast`, after the text pre-filter): trigger words in
+    comments, strings and unrelated calls do not make a file worth libcst's time."""
+    (tmp_path / "words.py").write_text(
+        "import subprocess\n"
+        "import tensorflow as tf\n"
+        "# towers go on device '/gpu:0', jobs 'ps' and 'worker'\n"
+        "with tf.device(chosen_device):  # a device held in a name is not followed\n"
+        "    w = tf.Variable(1.0)\n"
+        "subprocess.run(['nvidia-smi'])\n"
+        "HELP = 'call minimize() or apply_gradients() yourself'\n")
+    # update-ops: a train op, but no file of the run builds a batch norm ("resnet" is
+    # only a word here): nothing to scan, nothing to check.
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\n"
+        "# a resnet without batch norm\n"
+        "net = tf.layers.dense(x, 10)\n"
+        "train_op = tf.train.AdamOptimizer().minimize(tf.reduce_sum(net))\n")
+    assert _libcst_loaded("check", "words.py", "train.py", "--jobs", "1", "--no-cache",
+                          cwd=tmp_path) == ("0", "False")
+    # The same train op beside a model with a batch norm is a finding (so it was the missing
+    # batch norm, not the train op, that kept libcst away above).
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\n"
+        "def model(x):\n    return tf.layers.batch_normalization(x, training=True)\n")
+    both = _run("check", "train.py", "model.py", "--no-cache", cwd=tmp_path)
+    assert [(f["path"], f["transform"]) for f in both["findings"]] == [("train.py", "update-ops")]
+
+
+FED_ATTRIBUTE = ("import tensorflow as tf\n"
+                 "class Trainer:\n"
+                 "    def step(self, sess, value):\n"
+                 "        sess.run(self.train_op, feed_dict={self.emb: value})\n")
+
+
+def test_a_scan_reads_only_files_that_mention_what_is_fed(tmp_path):
+    """feed-to-assign's cross-file scan: of the files that create variables, only those that
+    mention a name some feed asks about (`emb` of `self.emb`) are read."""
+    (tmp_path / "trainer.py").write_text(FED_ATTRIBUTE)
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\n"
+        "class Model:\n"
+        "    def __init__(self):\n"
+        "        self.emb = tf.Variable(tf.zeros([10, 4]))\n")
+    (tmp_path / "other.py").write_text(
+        "import tensorflow as tf\n"
+        "class Other:\n"
+        "    def __init__(self):\n"
+        "        self.weights = tf.Variable(tf.zeros([4]))\n"
+        "        self.step = tf.assign_add(self.weights, tf.ones([4]))\n")
+    cache = tmp_path / "cache"
+    found = _run("check", ".", "--only", "feed-to-assign", cache=cache, cwd=tmp_path)
+    assert [(f["path"], f["line"]) for f in found["findings"]] == [("trainer.py", 4)]
+    scanned = [e for e in _entries(cache) if "facts" in json.loads(e.read_text())]
+    assert len(scanned) == 1  # model.py's: other.py never mentions `emb`
+    # Without model.py, nothing says `self.emb` is a variable: no finding.
+    (tmp_path / "model.py").unlink()
+    assert _run("check", ".", "--only", "feed-to-assign", "--no-cache",
+                cwd=tmp_path)["findings"] == []

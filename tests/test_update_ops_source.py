@@ -246,3 +246,12 @@ def _worker(case_dirs: list[str]) -> dict:
 
 if __name__ == "__main__":
     print(json.dumps(_worker(sys.argv[1:])))
+
+
+def test_the_pre_check_knows_every_batch_norm_the_codemod_knows():
+    """The scan's syntax pre-check (no libcst) names every batch norm the codemod finds."""
+    from graphfix.transforms import update_ops
+    from graphfix.transforms.update_ops import source
+
+    names = {name.rsplit(".", 1)[-1] for name in [*source._BN_FUNCTIONS, source._BN_LAYER]}
+    assert names <= update_ops._BATCH_NORM_NAMES

@@ -11,14 +11,15 @@ from libcst.metadata import (
     Assignment,
     GlobalScope,
     ImportAssignment,
-    MetadataWrapper,
     ParentNodeProvider,
     QualifiedNameProvider,
     QualifiedNameSource,
     ScopeProvider,
 )
 
-from graphfix.codemod import SourceCodemod, argument, canonical_tf_name
+from graphfix.codemod import SourceCodemod, argument, canonical_tf_name, scan_wrapper
+
+from . import _GLOBAL_STEP
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -426,7 +427,7 @@ class _Reader:
         if key is not None:
             facts["updated"].add(key)
         if self.kind(expr) == "global_step":
-            facts["updated"].add("<global_step>")
+            facts["updated"].add(_GLOBAL_STEP)
 
 
 def _merge(facts: list[dict]) -> dict:
@@ -527,7 +528,7 @@ class FeedToAssignCodemod(SourceCodemod):
         """Variables one file creates (by attribute name), and which ones it updates. The run
         reads only files with `FeedToAssign.source_scan_triggers` (those that create, update
         or monitor variables); what a file without them binds is not known to the others."""
-        wrapper = MetadataWrapper(cst.parse_module(code))
+        wrapper = scan_wrapper(code)
         resolved = wrapper.resolve_many([QualifiedNameProvider, ScopeProvider, ParentNodeProvider])
         reader = _Reader(_lookup(resolved[QualifiedNameProvider], set()),
                          _lookup(resolved[ScopeProvider], None),
@@ -667,7 +668,7 @@ class FeedToAssignCodemod(SourceCodemod):
             return "move"
         if kind in ("frozen", "global_step"):
             updated = self._reader.updated
-            if _update_key(key) in updated or (kind == "global_step" and "<global_step>" in updated):
+            if _update_key(key) in updated or (kind == "global_step" and _GLOBAL_STEP in updated):
                 return "move"
             return None
         op = self._reader.op_name(key)

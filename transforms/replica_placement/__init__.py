@@ -45,11 +45,14 @@ reported, not rewritten (round-robin may move a variable to another task). Devic
 
 from __future__ import annotations
 
+import ast
+
 from graphfix.devices import DeviceSpec
 from graphfix.findings import Change, Finding
 from graphfix.graph import VARIABLE_OPS, GraphIndex
 from graphfix.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform, UsageError
+from graphfix.sourcecode import Syntax, call_arguments, strings_in, tail_name
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
@@ -76,6 +79,21 @@ class ReplicaPlacement(Transform):
     # import and the graph path never needs it).
     codemod = ".source:ReplicaPlacementCodemod"
     source_triggers = ("job:ps", "'ps'", '"ps"')
+
+    @classmethod
+    def has_source_work(cls, syntax: Syntax) -> bool:
+        """A device scope on the ps job (`with tf.device('/job:ps/task:0')`, the job's name
+        given by a format), or a cluster with a ps job (`tf.train.ClusterSpec({'ps': ...})`,
+        a `Server` of one, the dict built apart)."""
+        for block in syntax.withs:
+            for item in block.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and tail_name(call.func) == "device" and any(
+                        text == "ps" or "job:ps" in text
+                        for arg in call_arguments(call) for text in strings_in(arg)):
+                    return True
+        clusters = any(tail_name(c.func) in ("ClusterSpec", "Server") for c in syntax.calls)
+        return clusters and "ps" in syntax.strings
 
     def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
         """The device every node should have (by position), and the bytes each ps task holds."""

@@ -34,10 +34,20 @@ the file's own TF alias; code that already runs them is left alone.
 
 from __future__ import annotations
 
+import ast
+import re
+
 from graphfix import training
 from graphfix.findings import Change, Finding
 from graphfix.graph import GraphIndex
 from graphfix.registry import Context, Param, Transform
+from graphfix.sourcecode import Syntax
+
+# What the source pre-check looks for (the codemod in source.py reads the same names).
+_TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+_BATCH_NORM_NAMES = frozenset({"batch_norm", "batch_normalization", "BatchNormalization"})
+_SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
+                            r"|mobilenet(_v\d)?(_\d+)?")
 
 
 def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
@@ -90,6 +100,20 @@ class UpdateOps(Transform):
     source_scan_triggers = ("batch_norm", "BatchNorm", "batch_normalization",
                             "BatchNormalization", "normalizer_fn", "resnet", "inception",
                             "mobilenet", "nets")
+    # A train op is reported only where some file of the run builds a batch norm.
+    source_needs_facts = True
+
+    @classmethod
+    def has_source_work(cls, syntax: Syntax) -> bool:
+        """A `X.minimize(...)` or `X.apply_gradients(...)` call."""
+        return any(isinstance(call.func, ast.Attribute) and call.func.attr in _TRAIN_METHODS
+                   for call in syntax.calls)
+
+    @classmethod
+    def may_hold_facts(cls, syntax: Syntax) -> bool:
+        """A batch norm's name (also as imported or aliased), or a slim net's."""
+        return bool(syntax.identifiers & _BATCH_NORM_NAMES) or any(
+            _SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers)
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

@@ -9,14 +9,15 @@ import re
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import (
-    MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
     QualifiedNameProvider,
     QualifiedNameSource,
 )
 
-from graphfix.codemod import SourceCodemod, argument, canonical_tf_name
+from graphfix.codemod import SourceCodemod, argument, canonical_tf_name, scan_wrapper
+
+from . import _SLIM_NET_NAME, _TRAIN_METHODS
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -34,11 +35,7 @@ _BN_LAYER = "layers.BatchNormalization"  # tf.layers' class: `training` is given
 _ARG_SCOPE = "slim.arg_scope"
 # tf-slim model functions built on slim.batch_norm (`is_training=True` by default), from
 # tf_slim.nets or tensorflow/models' research/slim `nets` package.
-_SLIM_NET = re.compile(
-    r"(^|\.)nets\.[\w.]*\.(resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
-    r"|mobilenet(_v\d)?(_\d+)?)$"
-)
-_TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+_SLIM_NET = re.compile(rf"(^|\.)nets\.[\w.]*\.({_SLIM_NET_NAME.pattern})$")
 # Calls that tie ops together: the train op and the update ops in one of them is correct.
 _TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"})
 # A name that says it holds the update ops where the code does not show it (a parameter, an
@@ -505,7 +502,7 @@ class UpdateOpsCodemod(SourceCodemod):
     @classmethod
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
         """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
-        wrapper = MetadataWrapper(cst.parse_module(code))
+        wrapper = scan_wrapper(code)
         names = _Names(wrapper.module, _qualified_names(wrapper.resolve(QualifiedNameProvider)))
         positions = wrapper.resolve(PositionProvider)
         found = _batch_norms(wrapper.module, _index(wrapper.module), names,

@@ -38,12 +38,14 @@ see `VariablesToCpuCodemod`.
 
 from __future__ import annotations
 
+import ast
 import functools
 
 from graphfix import placement
 from graphfix.findings import Change, Finding
 from graphfix.graph import GraphIndex
 from graphfix.registry import Context, Param, Transform
+from graphfix.sourcecode import Syntax, call_arguments, strings_in, tail_name
 
 
 def _on_gpu(group: placement.Group) -> bool:
@@ -77,6 +79,16 @@ class VariablesToCpu(Transform):
     # A device scope, and a GPU named in some string (the scopes it moves variables out of
     # are GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}").
     source_triggers = (("device",), ("gpu", "GPU", "Gpu"))
+
+    @classmethod
+    def has_source_work(cls, syntax: Syntax) -> bool:
+        """A `with ...device(...)` given a GPU string (the only scopes the codemod moves
+        variables out of; a device string held in a variable is not followed)."""
+        return any(isinstance(item.context_expr, ast.Call)
+                   and tail_name(item.context_expr.func) == "device"
+                   and any("gpu" in text.lower() for arg in call_arguments(item.context_expr)
+                           for text in strings_in(arg))
+                   for block in syntax.withs for item in block.items)
 
     def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
         """(group, placement problem or None) for each group this transform moves.
