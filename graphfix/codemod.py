@@ -177,8 +177,15 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
 
 
 class SourceCodemod(VisitorBasedCodemodCommand):
-    """Base class of a transform's source surface. Subclasses set `transform_name` and write
-    `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters."""
+    """Base class of a transform's source surface. Subclasses set `transform_name`, do their
+    analysis in `visit_Module` (over nodes they collect themselves) and report every finding
+    there, and make their edits in `leave_*` methods; `self.options` holds the transform's
+    parameters.
+
+    The rest of the traversal, every node visited and rebuilt (the bulk of a codemod's time
+    on a big file), runs only when it edits: in fix mode, after a fixable finding
+    (`makes_edits`). Otherwise `leave_Module` is not called either.
+    """
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
     transform_name: ClassVar[str] = ""
@@ -190,15 +197,33 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return get_transform(cls.transform_name).triggered_by(text)
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
-                 run_facts: dict[str, Any] | None = None):
+                 run_facts: dict[str, Any] | None = None, *, fix: bool = True):
         super().__init__(context)
         self.options = options or {}
+        self.fix = fix  # False: check mode, findings only
         # What `scan` found in every file of this run, by path: lets a codemod see that the
         # model with batch norm is in model.py while the optimizer is in train.py.
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
         self._lines: list[str] | None = None
         self._aliases: dict[str, str] | None = None
+
+    @property
+    def makes_edits(self) -> bool:
+        """Whether this codemod edits the file: in fix mode, once its analysis reported a
+        fixable finding (a codemod edits exactly where it reports one)."""
+        return self.fix and any(f.fixable for f in self.findings)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        visit_children = super().on_visit(node)
+        if node is self._tree:  # `visit_Module` has reported every finding: the rest edits
+            return visit_children and self.makes_edits
+        return visit_children
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        if original_node is self._tree and not self.makes_edits:
+            return updated_node
+        return super().on_leave(original_node, updated_node)
 
     @classmethod
     def scan(cls, path: str, code: str) -> Any:
@@ -429,13 +454,11 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
             wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
         codemod = codemod_class(context, options,
-                                (run_facts or {}).get(codemod_class.transform_name))
+                                (run_facts or {}).get(codemod_class.transform_name), fix=fix)
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)
-        # A codemod edits exactly where it reports a fixable finding; without one, the
-        # tree it returns is the same code rebuilt, and the next codemod keeps the analysis.
-        if fix and any(f.fixable for f in codemod.findings):
+        if codemod.makes_edits:  # else it returns the tree it was given: keep the analysis
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)

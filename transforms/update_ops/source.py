@@ -516,6 +516,7 @@ class UpdateOpsCodemod(SourceCodemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._wrap: dict[cst.CSTNode, str] = {}  # statement -> what follows `with`
+        self._needs_import = False  # the fix spells `tf` from `import tensorflow.compat.v1`
         self._names = _Names(node, lambda n: self.get_metadata(QualifiedNameProvider, n))
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._index = _index(node)
@@ -532,9 +533,11 @@ class UpdateOpsCodemod(SourceCodemod):
         spelling, needs_import, problem = self._spelling(node)
         for call in calls:
             self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
+        self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+        if self._needs_import:  # added after the traversal, by libcst's AddImportsVisitor
+            AddImportsVisitor.add_needed_import(self.context, "tensorflow.compat.v1", asname="tf")
         return updated_node.with_changes(body=self._wrapped(original_node.body, updated_node.body))
 
     def _batch_norm_here(self, module: cst.Module) -> str | None:
@@ -737,8 +740,7 @@ class UpdateOpsCodemod(SourceCodemod):
             return
         self.report(site.call, f"{message}; fix: build it under {spelling}")
         self._wrap[site.statement] = spelling
-        if needs_import:
-            AddImportsVisitor.add_needed_import(self.context, "tensorflow.compat.v1", asname="tf")
+        self._needs_import |= needs_import
 
     def _block(self, spelling: str, statements: list[cst.BaseStatement]) -> cst.With:
         first = statements[0]

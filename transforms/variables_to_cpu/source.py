@@ -242,14 +242,17 @@ class VariablesToCpuCodemod(SourceCodemod):
         self._towers |= len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        for call in calls.found:
+            self._find_variable(call)
+        self._wrappers: dict[cst.CSTNode, _Wrapper | None] = {  # statement -> its wrapper
+            statement: self._resolve(site) for statement, site in self._sites.items()}
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
-        return updated_node
 
     # -- finding variables --------------------------------------------------------------------
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _find_variable(self, node: cst.Call) -> None:
+        """Note a call that creates variables: its statement, and under a GPU scope the site
+        to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
         if name is None or not (name in VARIABLE_CALLS or name in GET_VARIABLE_CALLS
                                 or name in GLOBAL_STEP_CALLS or name in LAYER_CALLS):
@@ -485,11 +488,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             return f"{self._code(func.value)}.compat.v1.device"
         return self._v1_device_import
 
-    def _resolve(self, statement: cst.CSTNode) -> _Wrapper | None:
+    def _resolve(self, site: _Site) -> _Wrapper | None:
         """Report a site's findings; the wrapper to apply, or None."""
-        site = self._sites.get(statement)
-        if site is None:
-            return None
         live = [v for v in site.variables if not self.suppressed(v.call)]
         if not live:
             return None
@@ -512,7 +512,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
                             updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        wrappers = [self._resolve(s) for s in original_node.body]
+        wrappers = [self._wrappers.get(s) for s in original_node.body]
         if not any(wrappers):
             return updated_node
         body: list[cst.BaseStatement] = []
@@ -539,7 +539,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
                                    updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
-        wrapper = self._resolve(original_node)
+        wrapper = self._wrappers.get(original_node)
         if wrapper is None:
             return updated_node
         line = cst.SimpleStatementLine(body=updated_node.body,
