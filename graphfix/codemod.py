@@ -11,16 +11,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+from collections.abc import Callable, Collection
 from typing import Any, ClassVar
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
+    CodeRange,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
-    QualifiedNameProvider,
+    QualifiedName,
+    Scope,
+    ScopeProvider,
 )
 
 from graphfix.findings import Finding
@@ -144,6 +148,25 @@ def device_template(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+def qualified_name_lookup(scope_of: Callable[[cst.CSTNode], Scope | None]
+                          ) -> Callable[[cst.CSTNode], Collection[QualifiedName]]:
+    """`node -> the qualified names it may refer to`, as libcst's QualifiedNameProvider gives
+    them, from the scope analysis (`scope_of`: node -> its scope, None if it has none).
+
+    Asked only of the nodes a codemod reads: the provider walks the whole tree to set up
+    every node's (~2 s on a 6k-line file).
+    """
+    found: dict[cst.CSTNode, Collection[QualifiedName]] = {}
+
+    def lookup(node: cst.CSTNode) -> Collection[QualifiedName]:
+        if node not in found:
+            scope = scope_of(node)
+            found[node] = set() if scope is None else scope.get_qualified_names_for(node)
+        return found[node]
+
+    return lookup
+
+
 def v1_spelling(module: cst.Module, symbol: str) -> str | None:
     """How compat.v1's `symbol` (`device`, `train.replica_device_setter`) is reached through
     the module's own top-level imports, if it can be: `tf.device` after `import
@@ -187,7 +210,9 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     (`makes_edits`). Otherwise `leave_Module` is not called either.
     """
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    # Positions are not among them: `code_range` resolves them when first asked, since most
+    # files give no finding and libcst computes them for the whole file at once.
+    METADATA_DEPENDENCIES = (ScopeProvider, ParentNodeProvider)
     transform_name: ClassVar[str] = ""
     @classmethod
     def triggered_by(cls, text: str) -> bool:
@@ -235,10 +260,15 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     # -- helpers for subclasses --------------------------------------------------------------
 
+    def qualified(self, node: cst.CSTNode) -> Collection[QualifiedName]:
+        """The qualified names `node` may refer to, with their source (import, builtin,
+        local): what libcst's QualifiedNameProvider gives."""
+        return self._qualified(node)
+
     def tf_name(self, node: cst.CSTNode) -> str | None:
         """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
         try:
-            names = self.get_metadata(QualifiedNameProvider, node, set())
+            names = self.qualified(node)
         except KeyError:
             return None
         for qualified in sorted(n.name for n in names):
@@ -250,7 +280,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         """Every qualified name `node` may refer to, through the file's imports."""
         try:
-            return {n.name for n in self.get_metadata(QualifiedNameProvider, node, set())}
+            return {n.name for n in self.qualified(node)}
         except KeyError:
             return set()
 
@@ -295,8 +325,13 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """For a Call, the TF symbol it calls; else None."""
         return self.tf_name(node.func) if isinstance(node, cst.Call) else None
 
+    def code_range(self, node: cst.CSTNode) -> CodeRange:
+        """Where `node` is in the file (libcst's PositionProvider)."""
+        return self.context.wrapper.resolve(PositionProvider)[node]
+
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.get_metadata(PositionProvider, node).start
+        """(line, column), both from 1, where `node` starts."""
+        pos = self.code_range(node).start
         return pos.line, pos.column + 1
 
     def report(self, node: cst.CSTNode, message: str, *, fixable: bool = True,
@@ -324,7 +359,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         current: cst.CSTNode | None = node
         while current is not None:
             try:
-                start = self.get_metadata(PositionProvider, current).start.line
+                start = self.code_range(current).start.line
             except KeyError:
                 start = None
             if start is not None:
@@ -372,6 +407,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self._tree = tree
         self._lines = None
         self._aliases = None
+        self._qualified = qualified_name_lookup(
+            lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)
 
 

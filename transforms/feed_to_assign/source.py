@@ -13,12 +13,16 @@ from libcst.metadata import (
     ImportAssignment,
     MetadataWrapper,
     ParentNodeProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
     ScopeProvider,
 )
 
-from graphfix.codemod import SourceCodemod, argument, canonical_tf_name
+from graphfix.codemod import (
+    SourceCodemod,
+    argument,
+    canonical_tf_name,
+    qualified_name_lookup,
+)
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -528,17 +532,16 @@ class FeedToAssignCodemod(SourceCodemod):
         reads only files with `FeedToAssign.source_scan_triggers` (those that create, update
         or monitor variables); what a file without them binds is not known to the others."""
         wrapper = MetadataWrapper(cst.parse_module(code))
-        resolved = wrapper.resolve_many([QualifiedNameProvider, ScopeProvider, ParentNodeProvider])
-        reader = _Reader(_lookup(resolved[QualifiedNameProvider], set()),
-                         _lookup(resolved[ScopeProvider], None),
+        resolved = wrapper.resolve_many([ScopeProvider, ParentNodeProvider])
+        scope = _lookup(resolved[ScopeProvider], None)
+        reader = _Reader(qualified_name_lookup(scope), scope,
                          _lookup(resolved[ParentNodeProvider], None))
         return reader.facts(_walk(wrapper.module, _FACT_NODES))
 
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        reader = _Reader(lambda n: self.get_metadata(QualifiedNameProvider, n, set()),
-                         lambda n: self.get_metadata(ScopeProvider, n, None),
+        reader = _Reader(self.qualified, lambda n: self.get_metadata(ScopeProvider, n, None),
                          lambda n: self.get_metadata(ParentNodeProvider, n, None))
         own = self.context.filename
         nodes = _walk(node, _FACT_NODES)

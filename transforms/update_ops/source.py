@@ -12,11 +12,16 @@ from libcst.metadata import (
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
+    ScopeProvider,
 )
 
-from graphfix.codemod import SourceCodemod, argument, canonical_tf_name
+from graphfix.codemod import (
+    SourceCodemod,
+    argument,
+    canonical_tf_name,
+    qualified_name_lookup,
+)
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -149,11 +154,11 @@ def _mentions_update_ops(node: cst.CSTNode, names: set[str], but: set[str] = fro
 
 
 class _Names:
-    """Qualified names of expressions, through imports (libcst's QualifiedNameProvider) and
+    """Qualified names of expressions, through imports (libcst's qualified names) and
     module-level aliases (`slim = tf.contrib.slim`)."""
 
     def __init__(self, module: cst.Module, lookup):
-        self._lookup = lookup  # node -> set of libcst QualifiedName
+        self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
         self.aliases: dict[str, str] = {}
         for statement in module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
@@ -418,13 +423,6 @@ def _batch_norms(module: cst.Module, index: _Index, names: _Names, line_of) -> l
     return finder.found
 
 
-def _qualified_names(mapping):
-    def lookup(node):
-        value = mapping.get(node, set())
-        return value() if callable(value) else value
-    return lookup
-
-
 @dataclasses.dataclass
 class _Scope:
     """What one function body (or the module) does with the update ops."""
@@ -506,10 +504,10 @@ class UpdateOpsCodemod(SourceCodemod):
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
         """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
         wrapper = MetadataWrapper(cst.parse_module(code))
-        names = _Names(wrapper.module, _qualified_names(wrapper.resolve(QualifiedNameProvider)))
-        positions = wrapper.resolve(PositionProvider)
+        names = _Names(wrapper.module,
+                       qualified_name_lookup(wrapper.resolve(ScopeProvider).get))
         found = _batch_norms(wrapper.module, _index(wrapper.module), names,
-                             lambda n: positions[n].start.line)
+                             lambda n: wrapper.resolve(PositionProvider)[n].start.line)
         return [(b.name, b.line) for b in found] or None
 
     # -- the module ---------------------------------------------------------------------------
@@ -517,7 +515,7 @@ class UpdateOpsCodemod(SourceCodemod):
     def visit_Module(self, node: cst.Module) -> None:
         self._wrap: dict[cst.CSTNode, str] = {}  # statement -> what follows `with`
         self._needs_import = False  # the fix spells `tf` from `import tensorflow.compat.v1`
-        self._names = _Names(node, lambda n: self.get_metadata(QualifiedNameProvider, n))
+        self._names = _Names(node, self.qualified)
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._index = _index(node)
         batch_norm = self._batch_norm_here(node)
@@ -657,10 +655,10 @@ class UpdateOpsCodemod(SourceCodemod):
                     if (any(_words(a).names & held for a in args) and any(
                             _mentions_update_ops(a, scope.update_names, held) for a in args)):
                         return True, []
-        end = self.get_metadata(PositionProvider, site.statement or site.call).end.line
+        end = self.code_range(site.statement or site.call).end.line
         late = []
         for block in scope.blocks:
-            if self.get_metadata(PositionProvider, block).start.line <= end:
+            if self.code_range(block).start.line <= end:
                 continue
             assigns = [a for a in self._index.of(cst.Assign, cst.AugAssign, cst.AnnAssign)
                        if block in self._index.withs[a]]
