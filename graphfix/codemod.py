@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
 import libcst as cst
@@ -20,11 +20,11 @@ from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
     QualifiedName,
     Scope,
     ScopeProvider,
+    VisitorMetadataProvider,
 )
 
 from graphfix.findings import Finding
@@ -148,6 +148,33 @@ def device_template(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+class ParentProvider(VisitorMetadataProvider[cst.CSTNode | None]):
+    """Each node's parent (None for the module): libcst's ParentNodeProvider in one walk
+    (that one asks every node for its children, another walk's worth).
+
+    Set in source order, so its mapping also lists every node of the tree in source order
+    (`nodes_of`): codemods read the calls or assignments they want from it instead of
+    walking the tree again, each on its own.
+    """
+
+    def __init__(self, cache: object = None):
+        super().__init__(cache)
+        self._path: list[cst.CSTNode] = []  # from the module down to the node visited
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.set_metadata(node, self._path[-1] if self._path else None)
+        self._path.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._path.pop()
+
+
+def nodes_of(parents: Mapping[cst.CSTNode, cst.CSTNode | None], *kinds: type) -> list:
+    """The nodes of `kinds` in a tree, in source order, from its `ParentProvider` mapping."""
+    return [node for node in parents if isinstance(node, kinds)]
+
+
 def qualified_name_lookup(scope_of: Callable[[cst.CSTNode], Scope | None]
                           ) -> Callable[[cst.CSTNode], Collection[QualifiedName]]:
     """`node -> the qualified names it may refer to`, as libcst's QualifiedNameProvider gives
@@ -212,7 +239,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     # Positions are not among them: `code_range` resolves them when first asked, since most
     # files give no finding and libcst computes them for the whole file at once.
-    METADATA_DEPENDENCIES = (ScopeProvider, ParentNodeProvider)
+    METADATA_DEPENDENCIES = (ScopeProvider, ParentProvider)
     transform_name: ClassVar[str] = ""
     @classmethod
     def triggered_by(cls, text: str) -> bool:
@@ -264,6 +291,14 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """The qualified names `node` may refer to, with their source (import, builtin,
         local): what libcst's QualifiedNameProvider gives."""
         return self._qualified(node)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node `node` is a child of; None for the module (and nodes not in the tree)."""
+        return self.get_metadata(ParentProvider, node, None)
+
+    def nodes(self, *kinds: type) -> list:
+        """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
+        return nodes_of(self.metadata[ParentProvider], *kinds)
 
     def tf_name(self, node: cst.CSTNode) -> str | None:
         """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
@@ -366,7 +401,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
                 for number in (start, start - 1):
                     if 1 <= number <= len(lines) and self._ignores(lines[number - 1], number == start):
                         return True
-            current = self.get_metadata(ParentNodeProvider, current, None)
+            current = self.parent(current)
         return False
 
     def _ignores(self, line: str, same_line: bool) -> bool:
@@ -511,7 +546,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 
 __all__ = [
     "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
-    "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
-    "canonical_tf_name", "decode_source", "device_argument",
-    "device_template", "run_source", "v1_spelling",
+    "LAYER_CALLS", "VARIABLE_CALLS", "ParentProvider", "SourceCodemod", "SourceResult",
+    "argument", "canonical_tf_name", "decode_source", "device_argument", "device_template",
+    "nodes_of", "qualified_name_lookup", "run_source", "v1_spelling",
 ]

@@ -12,15 +12,16 @@ from libcst.metadata import (
     GlobalScope,
     ImportAssignment,
     MetadataWrapper,
-    ParentNodeProvider,
     QualifiedNameSource,
     ScopeProvider,
 )
 
 from graphfix.codemod import (
+    ParentProvider,
     SourceCodemod,
     argument,
     canonical_tf_name,
+    nodes_of,
     qualified_name_lookup,
 )
 
@@ -377,7 +378,7 @@ class _Reader:
     # -- facts about one file, for the whole run --------------------------------------------
 
     def facts(self, nodes: list[cst.CSTNode]) -> dict:
-        """Facts about a file, from its assignments and calls (`_walk` order):
+        """Facts about a file, from its assignments and calls (in source order):
         `attributes`: attribute (or module-level) name -> kinds of what is assigned to it;
         `updated`: names of variables something writes in place (`global_step=`,
         `tf.assign(v, ...)`, `v.assign_add(...)`); `monitored`: attributes holding a
@@ -532,19 +533,19 @@ class FeedToAssignCodemod(SourceCodemod):
         reads only files with `FeedToAssign.source_scan_triggers` (those that create, update
         or monitor variables); what a file without them binds is not known to the others."""
         wrapper = MetadataWrapper(cst.parse_module(code))
-        resolved = wrapper.resolve_many([ScopeProvider, ParentNodeProvider])
+        resolved = wrapper.resolve_many([ScopeProvider, ParentProvider])
         scope = _lookup(resolved[ScopeProvider], None)
         reader = _Reader(qualified_name_lookup(scope), scope,
-                         _lookup(resolved[ParentNodeProvider], None))
-        return reader.facts(_walk(wrapper.module, _FACT_NODES))
+                         _lookup(resolved[ParentProvider], None))
+        return reader.facts(nodes_of(resolved[ParentProvider], *_FACT_NODES))
 
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         reader = _Reader(self.qualified, lambda n: self.get_metadata(ScopeProvider, n, None),
-                         lambda n: self.get_metadata(ParentNodeProvider, n, None))
+                         self.parent)
         own = self.context.filename
-        nodes = _walk(node, _FACT_NODES)
+        nodes = self.nodes(*_FACT_NODES)
         facts = _merge([reader.facts(nodes),
                         *(f for path, f in sorted(self.run_facts.items()) if path != own)])
         reader.attributes, reader.updated = facts["attributes"], facts["updated"]

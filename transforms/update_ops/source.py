@@ -10,7 +10,6 @@ import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import (
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
     QualifiedNameSource,
     ScopeProvider,
@@ -552,12 +551,9 @@ class UpdateOpsCodemod(SourceCodemod):
 
     # -- where a call sits, and what its function does ----------------------------------------
 
-    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.get_metadata(ParentNodeProvider, node, None)
-
     def _place(self, call: cst.Call) -> _TrainCall:
         statement, in_lambda, withs = None, False, []
-        child, parent = call, self._parent(call)
+        child, parent = call, self.parent(call)
         scope: cst.CSTNode | None = None
         while parent is not None:
             if statement is None:
@@ -572,7 +568,7 @@ class UpdateOpsCodemod(SourceCodemod):
             if isinstance(parent, cst.FunctionDef) and child is parent.body:
                 scope = parent
                 break
-            child, parent = parent, self._parent(parent)
+            child, parent = parent, self.parent(parent)
         return _TrainCall(call, statement or None, in_lambda, withs, scope or self._tree)
 
     def _scope(self, node: cst.CSTNode) -> _Scope:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
-
 from graphfix.codemod import (
     DEVICE_CALLS,
     GET_VARIABLE_CALLS,
@@ -151,15 +149,6 @@ def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None
     return None
 
 
-class _Calls(cst.CSTVisitor):
-    def __init__(self):
-        super().__init__()
-        self.found: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.found.append(node)
-
-
 class VariablesToCpuCodemod(SourceCodemod):
     """Place variables created under a GPU `tf.device` scope on `/cpu:0`.
 
@@ -227,10 +216,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     def visit_Module(self, node: cst.Module) -> None:
         self._v1_device_import = v1_spelling(node, "device")
         # Tower code: a GPU chosen at run time, or more than one GPU named in the file.
-        calls = _Calls()
-        node.visit(calls)
+        calls = self.nodes(cst.Call)
         gpus, self._towers = set(), False
-        for call in calls.found:
+        for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
                 given = device_argument(call)
                 template = None if given is None else device_template(given)
@@ -242,7 +230,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         self._towers |= len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
-        for call in calls.found:
+        for call in calls:
             self._find_variable(call)
         self._wrappers: dict[cst.CSTNode, _Wrapper | None] = {  # statement -> its wrapper
             statement: self._resolve(site) for statement, site in self._sites.items()}
@@ -288,7 +276,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         is a GPU's (None for a CPU, a device function, a slim device, or no scope)."""
         statement = None
         child: cst.CSTNode = call
-        parent = self.get_metadata(ParentNodeProvider, child, None)
+        parent = self.parent(child)
         while parent is not None:
             if statement is None and isinstance(
                     parent, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
@@ -304,7 +292,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                     if verdict == "outer":
                         continue
                     return statement, verdict if isinstance(verdict, _GpuScope) else None
-            child, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+            child, parent = parent, self.parent(parent)
         return statement, None
 
     def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool):
