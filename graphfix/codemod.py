@@ -228,9 +228,9 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
 
 class SourceCodemod(VisitorBasedCodemodCommand):
     """Base class of a transform's source surface. Subclasses set `transform_name`, do their
-    analysis in `visit_Module` (over nodes they collect themselves) and report every finding
-    there, and make their edits in `leave_*` methods; `self.options` holds the transform's
-    parameters.
+    analysis in `visit_Module` (over the nodes they read from `nodes`) and report every
+    finding there, and make their edits in `leave_*` methods; `self.options` holds the
+    transform's parameters.
 
     The rest of the traversal, every node visited and rebuilt (the bulk of a codemod's time
     on a big file), runs only when it edits: in fix mode, after a fixable finding

@@ -444,14 +444,6 @@ def _merge(facts: list[dict]) -> dict:
     return merged
 
 
-def _lookup(mapping, default):
-    """`node -> value` over a MetadataWrapper's resolved mapping (some values are lazy)."""
-    def get(node):
-        value = mapping.get(node, default)
-        return value() if callable(value) else value
-    return get
-
-
 @dataclasses.dataclass
 class _Run:
     """A `sess.run` (or `op.run` / `tensor.eval`) given a feed dict."""
@@ -534,10 +526,9 @@ class FeedToAssignCodemod(SourceCodemod):
         or monitor variables); what a file without them binds is not known to the others."""
         wrapper = MetadataWrapper(cst.parse_module(code))
         resolved = wrapper.resolve_many([ScopeProvider, ParentProvider])
-        scope = _lookup(resolved[ScopeProvider], None)
-        reader = _Reader(qualified_name_lookup(scope), scope,
-                         _lookup(resolved[ParentProvider], None))
-        return reader.facts(nodes_of(resolved[ParentProvider], *_FACT_NODES))
+        scopes, parents = resolved[ScopeProvider], resolved[ParentProvider]
+        reader = _Reader(qualified_name_lookup(scopes.get), scopes.get, parents.get)
+        return reader.facts(nodes_of(parents, *_FACT_NODES))
 
     # -- the module ---------------------------------------------------------------------------
 

@@ -505,6 +505,7 @@ class UpdateOpsCodemod(SourceCodemod):
         wrapper = MetadataWrapper(cst.parse_module(code))
         names = _Names(wrapper.module,
                        qualified_name_lookup(wrapper.resolve(ScopeProvider).get))
+        # Positions (of the whole file) are resolved only once a batch norm is found.
         found = _batch_norms(wrapper.module, _index(wrapper.module), names,
                              lambda n: wrapper.resolve(PositionProvider)[n].start.line)
         return [(b.name, b.line) for b in found] or None
