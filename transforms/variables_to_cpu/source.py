@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
+
 from graphfix.codemod import (
     DEVICE_CALLS,
     GET_VARIABLE_CALLS,
