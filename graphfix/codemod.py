@@ -12,16 +12,20 @@ import contextlib
 import dataclasses
 import functools
 import re
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
+    CodeRange,
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
-    QualifiedNameProvider,
+    QualifiedName,
+    Scope,
+    ScopeProvider,
+    VisitorMetadataProvider,
 )
 
 from graphfix.findings import Finding
@@ -145,6 +149,52 @@ def device_template(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+class ParentProvider(VisitorMetadataProvider[cst.CSTNode | None]):
+    """Each node's parent (None for the module): libcst's ParentNodeProvider in one walk
+    (that one asks every node for its children, another walk's worth).
+
+    Set in source order, so its mapping also lists every node of the tree in source order
+    (`nodes_of`): codemods read the calls or assignments they want from it instead of
+    walking the tree again, each on its own.
+    """
+
+    def __init__(self, cache: object = None):
+        super().__init__(cache)
+        self._path: list[cst.CSTNode] = []  # from the module down to the node visited
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.set_metadata(node, self._path[-1] if self._path else None)
+        self._path.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._path.pop()
+
+
+def nodes_of(parents: Mapping[cst.CSTNode, cst.CSTNode | None], *kinds: type) -> list:
+    """The nodes of `kinds` in a tree, in source order, from its `ParentProvider` mapping."""
+    return [node for node in parents if isinstance(node, kinds)]
+
+
+def qualified_name_lookup(scope_of: Callable[[cst.CSTNode], Scope | None]
+                          ) -> Callable[[cst.CSTNode], Collection[QualifiedName]]:
+    """`node -> the qualified names it may refer to`, as libcst's QualifiedNameProvider gives
+    them, from the scope analysis (`scope_of`: node -> its scope, None if it has none).
+
+    Asked only of the nodes a codemod reads: the provider walks the whole tree to set up
+    every node's (~2 s on a 6k-line file).
+    """
+    found: dict[cst.CSTNode, Collection[QualifiedName]] = {}
+
+    def lookup(node: cst.CSTNode) -> Collection[QualifiedName]:
+        if node not in found:
+            scope = scope_of(node)
+            found[node] = set() if scope is None else scope.get_qualified_names_for(node)
+        return found[node]
+
+    return lookup
+
+
 def v1_spelling(module: cst.Module, symbol: str) -> str | None:
     """How compat.v1's `symbol` (`device`, `train.replica_device_setter`) is reached through
     the module's own top-level imports, if it can be: `tf.device` after `import
@@ -178,10 +228,19 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
 
 
 class SourceCodemod(VisitorBasedCodemodCommand):
-    """Base class of a transform's source surface. Subclasses set `transform_name` and write
-    `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters."""
+    """Base class of a transform's source surface. Subclasses set `transform_name`, do their
+    analysis in `visit_Module` (over the nodes they read from `nodes`) and report every
+    finding there, and make their edits in `leave_*` methods; `self.options` holds the
+    transform's parameters.
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    The rest of the traversal, every node visited and rebuilt (the bulk of a codemod's time
+    on a big file), runs only when it edits: in fix mode, after a fixable finding
+    (`makes_edits`). Otherwise `leave_Module` is not called either.
+    """
+
+    # Positions are not among them: `code_range` resolves them when first asked, since most
+    # files give no finding and libcst computes them for the whole file at once.
+    METADATA_DEPENDENCIES = (ScopeProvider, ParentProvider)
     transform_name: ClassVar[str] = ""
     @classmethod
     def triggered_by(cls, text: str) -> bool:
@@ -191,15 +250,33 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return get_transform(cls.transform_name).triggered_by(text)
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
-                 run_facts: dict[str, Any] | None = None):
+                 run_facts: dict[str, Any] | None = None, *, fix: bool = True):
         super().__init__(context)
         self.options = options or {}
+        self.fix = fix  # False: check mode, findings only
         # What `scan` found in every file of this run, by path: lets a codemod see that the
         # model with batch norm is in model.py while the optimizer is in train.py.
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
         self._lines: list[str] | None = None
         self._aliases: dict[str, str] | None = None
+
+    @property
+    def makes_edits(self) -> bool:
+        """Whether this codemod edits the file: in fix mode, once its analysis reported a
+        fixable finding (a codemod edits exactly where it reports one)."""
+        return self.fix and any(f.fixable for f in self.findings)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        visit_children = super().on_visit(node)
+        if node is self._tree:  # `visit_Module` has reported every finding: the rest edits
+            return visit_children and self.makes_edits
+        return visit_children
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        if original_node is self._tree and not self.makes_edits:
+            return updated_node
+        return super().on_leave(original_node, updated_node)
 
     @classmethod
     def scan(cls, path: str, code: str) -> Any:
@@ -211,10 +288,23 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     # -- helpers for subclasses --------------------------------------------------------------
 
+    def qualified(self, node: cst.CSTNode) -> Collection[QualifiedName]:
+        """The qualified names `node` may refer to, with their source (import, builtin,
+        local): what libcst's QualifiedNameProvider gives."""
+        return self._qualified(node)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node `node` is a child of; None for the module (and nodes not in the tree)."""
+        return self.get_metadata(ParentProvider, node, None)
+
+    def nodes(self, *kinds: type) -> list:
+        """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
+        return nodes_of(self.metadata[ParentProvider], *kinds)
+
     def tf_name(self, node: cst.CSTNode) -> str | None:
         """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
         try:
-            names = self.get_metadata(QualifiedNameProvider, node, set())
+            names = self.qualified(node)
         except KeyError:
             return None
         for qualified in sorted(n.name for n in names):
@@ -226,7 +316,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         """Every qualified name `node` may refer to, through the file's imports."""
         try:
-            return {n.name for n in self.get_metadata(QualifiedNameProvider, node, set())}
+            return {n.name for n in self.qualified(node)}
         except KeyError:
             return set()
 
@@ -271,8 +361,13 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """For a Call, the TF symbol it calls; else None."""
         return self.tf_name(node.func) if isinstance(node, cst.Call) else None
 
+    def code_range(self, node: cst.CSTNode) -> CodeRange:
+        """Where `node` is in the file (libcst's PositionProvider)."""
+        return self.context.wrapper.resolve(PositionProvider)[node]
+
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.get_metadata(PositionProvider, node).start
+        """(line, column), both from 1, where `node` starts."""
+        pos = self.code_range(node).start
         return pos.line, pos.column + 1
 
     def report(self, node: cst.CSTNode, message: str, *, fixable: bool = True,
@@ -300,14 +395,14 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         current: cst.CSTNode | None = node
         while current is not None:
             try:
-                start = self.get_metadata(PositionProvider, current).start.line
+                start = self.code_range(current).start.line
             except KeyError:
                 start = None
             if start is not None:
                 for number in (start, start - 1):
                     if 1 <= number <= len(lines) and self._ignores(lines[number - 1], number == start):
                         return True
-            current = self.get_metadata(ParentNodeProvider, current, None)
+            current = self.parent(current)
         return False
 
     def _ignores(self, line: str, same_line: bool) -> bool:
@@ -348,6 +443,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self._tree = tree
         self._lines = None
         self._aliases = None
+        self._qualified = qualified_name_lookup(
+            lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)
 
 
@@ -437,13 +534,11 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
             wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
         codemod = codemod_class(context, options,
-                                (run_facts or {}).get(codemod_class.transform_name))
+                                (run_facts or {}).get(codemod_class.transform_name), fix=fix)
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)
-        # A codemod edits exactly where it reports a fixable finding; without one, the
-        # tree it returns is the same code rebuilt, and the next codemod keeps the analysis.
-        if fix and any(f.fixable for f in codemod.findings):
+        if codemod.makes_edits:  # else it returns the tree it was given: keep the analysis
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)
@@ -459,7 +554,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 
 __all__ = [
     "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
-    "LAYER_CALLS", "VARIABLE_CALLS", "SourceCodemod", "SourceResult", "argument",
-    "canonical_tf_name", "decode_source", "device_argument",
-    "device_template", "run_source", "scan_wrapper", "v1_spelling",
+    "LAYER_CALLS", "VARIABLE_CALLS", "ParentProvider", "SourceCodemod", "SourceResult",
+    "argument", "canonical_tf_name", "decode_source", "device_argument", "device_template",
+    "nodes_of", "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
 ]

@@ -11,13 +11,19 @@ from libcst.metadata import (
     Assignment,
     GlobalScope,
     ImportAssignment,
-    ParentNodeProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
     ScopeProvider,
 )
 
-from graphfix.codemod import SourceCodemod, argument, canonical_tf_name, scan_wrapper
+from graphfix.codemod import (
+    ParentProvider,
+    SourceCodemod,
+    argument,
+    canonical_tf_name,
+    nodes_of,
+    qualified_name_lookup,
+    scan_wrapper,
+)
 
 from . import _GLOBAL_STEP
 
@@ -374,7 +380,7 @@ class _Reader:
     # -- facts about one file, for the whole run --------------------------------------------
 
     def facts(self, nodes: list[cst.CSTNode]) -> dict:
-        """Facts about a file, from its assignments and calls (`_walk` order):
+        """Facts about a file, from its assignments and calls (in source order):
         `attributes`: attribute (or module-level) name -> kinds of what is assigned to it;
         `updated`: names of variables something writes in place (`global_step=`,
         `tf.assign(v, ...)`, `v.assign_add(...)`); `monitored`: attributes holding a
@@ -438,14 +444,6 @@ def _merge(facts: list[dict]) -> dict:
         for key in ("updated", "monitored", "names"):
             merged[key] |= one[key]
     return merged
-
-
-def _lookup(mapping, default):
-    """`node -> value` over a MetadataWrapper's resolved mapping (some values are lazy)."""
-    def get(node):
-        value = mapping.get(node, default)
-        return value() if callable(value) else value
-    return get
 
 
 @dataclasses.dataclass
@@ -529,20 +527,18 @@ class FeedToAssignCodemod(SourceCodemod):
         reads only files with `FeedToAssign.source_scan_triggers` (those that create, update
         or monitor variables); what a file without them binds is not known to the others."""
         wrapper = scan_wrapper(code)
-        resolved = wrapper.resolve_many([QualifiedNameProvider, ScopeProvider, ParentNodeProvider])
-        reader = _Reader(_lookup(resolved[QualifiedNameProvider], set()),
-                         _lookup(resolved[ScopeProvider], None),
-                         _lookup(resolved[ParentNodeProvider], None))
-        return reader.facts(_walk(wrapper.module, _FACT_NODES))
+        resolved = wrapper.resolve_many([ScopeProvider, ParentProvider])
+        scopes, parents = resolved[ScopeProvider], resolved[ParentProvider]
+        reader = _Reader(qualified_name_lookup(scopes.get), scopes.get, parents.get)
+        return reader.facts(nodes_of(parents, *_FACT_NODES))
 
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        reader = _Reader(lambda n: self.get_metadata(QualifiedNameProvider, n, set()),
-                         lambda n: self.get_metadata(ScopeProvider, n, None),
-                         lambda n: self.get_metadata(ParentNodeProvider, n, None))
+        reader = _Reader(self.qualified, lambda n: self.get_metadata(ScopeProvider, n, None),
+                         self.parent)
         own = self.context.filename
-        nodes = _walk(node, _FACT_NODES)
+        nodes = self.nodes(*_FACT_NODES)
         facts = _merge([reader.facts(nodes),
                         *(f for path, f in sorted(self.run_facts.items()) if path != own)])
         reader.attributes, reader.updated = facts["attributes"], facts["updated"]

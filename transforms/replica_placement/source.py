@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import Assignment, FunctionScope, ParentNodeProvider, ScopeProvider
+from libcst.metadata import Assignment, FunctionScope, ScopeProvider
 
 from graphfix.codemod import (
     CREATES_VARIABLES,
@@ -98,15 +98,6 @@ class _Cluster:
     name: cst.Name | None  # the name the program binds it to, if any
     ps_tasks: int | None  # the number of ps addresses, when the literal says
     jobs: tuple[str, ...]
-
-
-class _Collect(cst.CSTVisitor):
-    def __init__(self):
-        super().__init__()
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
 
 
 class _Names(cst.CSTVisitor):
@@ -229,17 +220,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
     def _code(self, node: cst.CSTNode) -> str:
         return self._tree.code_for_node(node)
 
-    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.get_metadata(ParentNodeProvider, node, None)
-
     # -- the module: what the program says, then what to report and rewrite ------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         self._item_edits: dict[cst.WithItem, str] = {}
         self._wraps: dict[cst.CSTNode, tuple[int, int, str]] = {}
-        collect = _Collect()
-        node.visit(collect)
-        self._calls = collect.calls
+        self._calls = self.nodes(cst.Call)
         self._quote = self._quote_of()
         self._job_scopes: dict[cst.Call, _JobScope | str] = {}
         self._shared: dict[_JobScope, cst.Call] = {}  # a ps scope's first shared queue
@@ -303,19 +289,19 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     or name.endswith(_NO_OP_SUFFIXES) or ".initializers." in name)
 
     def _in_variable_arguments(self, call: cst.Call) -> bool:
-        current = self._parent(call)
+        current = self.parent(call)
         while current is not None and not isinstance(current, (cst.BaseStatement, cst.Lambda)):
             if isinstance(current, cst.Call):
                 name = self.tf_canonical(current.func)
                 if name in CREATES_VARIABLES and name not in LAYER_CALLS:
                     return True
-            current = self._parent(current)
+            current = self.parent(current)
         return False
 
     def _statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         current = node
         while current is not None and not isinstance(current, cst.BaseStatement):
-            current = self._parent(current)
+            current = self.parent(current)
         return current if current is not None else node
 
     # -- the cluster and this worker ----------------------------------------------------------
@@ -376,14 +362,14 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if len(assignments) != 1:
             return None
         target = assignments[0].node
-        assign = self._parent(self._parent(target) or target)
+        assign = self.parent(self.parent(target) or target)
         if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
             return assign.value
         return None
 
     def _bound_name(self, value: cst.CSTNode) -> cst.Name | None:
         """`x` for the value of `x = value`."""
-        parent = self._parent(value)
+        parent = self.parent(value)
         if (isinstance(parent, cst.Assign) and len(parent.targets) == 1
                 and isinstance(parent.targets[0].target, cst.Name)):
             return parent.targets[0].target
@@ -423,7 +409,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             elif HOLE in parsed[0]:
                 verdict = "other"  # a job chosen at run time: not ours to judge
             else:
-                verdict = _JobScope(self._parent(call), call, *parsed)
+                verdict = _JobScope(self.parent(call), call, *parsed)
             self._job_scopes[call] = verdict
         return self._job_scopes[call]
 
@@ -450,7 +436,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     def _paths(self, node: cst.CSTNode, what: str, seen: tuple = ()) -> list[_Path]:
         """Where ops created at `node` land, one path per chain of callers in this file."""
-        child, parent = node, self._parent(node)
+        child, parent = node, self.parent(node)
         while parent is not None:
             if isinstance(parent, cst.With):
                 items = list(parent.items)
@@ -466,7 +452,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 return self._caller_paths(parent, what, seen)
             elif isinstance(parent, cst.ClassDef):
                 return [_Path("other")]
-            child, parent = parent, self._parent(parent)
+            child, parent = parent, self.parent(parent)
         return [_Path("none")]
 
     def _caller_paths(self, function: cst.FunctionDef, what: str, seen: tuple) -> list[_Path]:
@@ -481,7 +467,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
     def _call_sites(self, function: cst.FunctionDef) -> list[cst.Call] | None:
         """The file's calls of `function`; None if it is also used otherwise (passed on,
         stored, a method) so that we cannot see every caller."""
-        if isinstance(self._parent(self._parent(function) or function), cst.ClassDef):
+        if isinstance(self.parent(self.parent(function) or function), cst.ClassDef):
             return None
         scope = self.get_metadata(ScopeProvider, function, None)
         if scope is None:
@@ -491,7 +477,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if getattr(assignment, "node", None) is not function:
                 continue
             for access in assignment.references:
-                parent = self._parent(access.node)
+                parent = self.parent(access.node)
                 if not (isinstance(parent, cst.Call) and parent.func is access.node):
                     return None
                 calls.append(parent)
@@ -500,9 +486,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     def _defines_cluster(self, function: cst.FunctionDef) -> bool:
         for call in self._calls:
             if self.tf_canonical(call.func) in (_CLUSTER_SPEC, *_SERVERS):
-                current = self._parent(call)
+                current = self.parent(call)
                 while current is not None and current is not function:
-                    current = self._parent(current)
+                    current = self.parent(current)
                 if current is function:
                     return True
         return False
@@ -553,11 +539,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return True
 
     def _function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        child, parent = node, self._parent(node)
+        child, parent = node, self.parent(node)
         while parent is not None:
             if isinstance(parent, cst.FunctionDef) and child is parent.body:
                 return parent
-            child, parent = parent, self._parent(parent)
+            child, parent = parent, self.parent(parent)
         return None
 
     def _v1(self, func: cst.BaseExpression | None, symbol: str) -> str | None:
@@ -666,7 +652,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     f"round-robin, which may move a variable to another task; put the model "
                     f"under tf.device(tf.train.replica_device_setter(...)) by hand")
                 continue
-            with_node = self._parent(scope.item)
+            with_node = self.parent(scope.item)
             worker, unnamed = None, ""
             if not any(p.kind == "job" for p in self._paths(with_node, "op")):
                 worker = self._worker_device(with_node)
@@ -689,7 +675,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     continue
                 reported.add(id(call))
                 fixable = all(notes.get(s, (False, ""))[0] for s in scopes)
-                where = self.position(self._parent(scope.item))[0]
+                where = self.position(self.parent(scope.item))[0]
                 self.report(call, (
                     f"{self._code(call.func)} runs on the parameter server (under "
                     f"{self._code(scope.call)}, line {where}): pipeline ops belong on the "
@@ -732,7 +718,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 layer = self.tf_canonical(call.func) in LAYER_CALLS
                 if isinstance(scope, _JobScope):
                     where = (f"on /job:{scope.job} (under {self._code(scope.call)}, line "
-                             f"{self.position(self._parent(scope.item))[0]})")
+                             f"{self.position(self.parent(scope.item))[0]})")
                 else:
                     where = "on no parameter server"
                 self.report(call, (
@@ -742,7 +728,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     f"worker trains its own copy") + note, fixable=fixable, severity="warning")
 
     def _plan_worker_scope(self, scope: _JobScope) -> tuple[str, bool]:
-        with_node = self._parent(scope.item)
+        with_node = self.parent(scope.item)
         given = device_argument(scope.call)
         text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
                                  worker=self._code(given))
@@ -781,7 +767,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         """(block, statement of it holding `node`), innermost first: in its function, then
         at the function's call, if the file calls it once."""
         out = []
-        child, parent = node, self._parent(node)
+        child, parent = node, self.parent(node)
         while parent is not None:
             if (isinstance(parent, (cst.IndentedBlock, cst.Module))
                     and isinstance(child, cst.BaseStatement)):
@@ -790,11 +776,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 calls = self._call_sites(parent)
                 if not calls or len(calls) > 1 or len(out) > 64:
                     break
-                child, parent = calls[0], self._parent(calls[0])
+                child, parent = calls[0], self.parent(calls[0])
                 continue
             if isinstance(parent, (cst.ClassDef, cst.Lambda)):
                 break
-            child, parent = parent, self._parent(parent)
+            child, parent = parent, self.parent(parent)
         return out
 
     # -- rewriting ----------------------------------------------------------------------------

@@ -9,13 +9,18 @@ import re
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import (
-    ParentNodeProvider,
     PositionProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
+    ScopeProvider,
 )
 
-from graphfix.codemod import SourceCodemod, argument, canonical_tf_name, scan_wrapper
+from graphfix.codemod import (
+    SourceCodemod,
+    argument,
+    canonical_tf_name,
+    qualified_name_lookup,
+    scan_wrapper,
+)
 
 from . import _SLIM_NET_NAME, _TRAIN_METHODS
 
@@ -146,11 +151,11 @@ def _mentions_update_ops(node: cst.CSTNode, names: set[str], but: set[str] = fro
 
 
 class _Names:
-    """Qualified names of expressions, through imports (libcst's QualifiedNameProvider) and
+    """Qualified names of expressions, through imports (libcst's qualified names) and
     module-level aliases (`slim = tf.contrib.slim`)."""
 
     def __init__(self, module: cst.Module, lookup):
-        self._lookup = lookup  # node -> set of libcst QualifiedName
+        self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
         self.aliases: dict[str, str] = {}
         for statement in module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
@@ -415,13 +420,6 @@ def _batch_norms(module: cst.Module, index: _Index, names: _Names, line_of) -> l
     return finder.found
 
 
-def _qualified_names(mapping):
-    def lookup(node):
-        value = mapping.get(node, set())
-        return value() if callable(value) else value
-    return lookup
-
-
 @dataclasses.dataclass
 class _Scope:
     """What one function body (or the module) does with the update ops."""
@@ -503,17 +501,19 @@ class UpdateOpsCodemod(SourceCodemod):
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
         """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
         wrapper = scan_wrapper(code)
-        names = _Names(wrapper.module, _qualified_names(wrapper.resolve(QualifiedNameProvider)))
-        positions = wrapper.resolve(PositionProvider)
+        names = _Names(wrapper.module,
+                       qualified_name_lookup(wrapper.resolve(ScopeProvider).get))
+        # Positions (of the whole file) are resolved only once a batch norm is found.
         found = _batch_norms(wrapper.module, _index(wrapper.module), names,
-                             lambda n: positions[n].start.line)
+                             lambda n: wrapper.resolve(PositionProvider)[n].start.line)
         return [(b.name, b.line) for b in found] or None
 
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         self._wrap: dict[cst.CSTNode, str] = {}  # statement -> what follows `with`
-        self._names = _Names(node, lambda n: self.get_metadata(QualifiedNameProvider, n))
+        self._needs_import = False  # the fix spells `tf` from `import tensorflow.compat.v1`
+        self._names = _Names(node, self.qualified)
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._index = _index(node)
         batch_norm = self._batch_norm_here(node)
@@ -529,9 +529,11 @@ class UpdateOpsCodemod(SourceCodemod):
         spelling, needs_import, problem = self._spelling(node)
         for call in calls:
             self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
+        self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+        if self._needs_import:  # added after the traversal, by libcst's AddImportsVisitor
+            AddImportsVisitor.add_needed_import(self.context, "tensorflow.compat.v1", asname="tf")
         return updated_node.with_changes(body=self._wrapped(original_node.body, updated_node.body))
 
     def _batch_norm_here(self, module: cst.Module) -> str | None:
@@ -548,12 +550,9 @@ class UpdateOpsCodemod(SourceCodemod):
 
     # -- where a call sits, and what its function does ----------------------------------------
 
-    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.get_metadata(ParentNodeProvider, node, None)
-
     def _place(self, call: cst.Call) -> _TrainCall:
         statement, in_lambda, withs = None, False, []
-        child, parent = call, self._parent(call)
+        child, parent = call, self.parent(call)
         scope: cst.CSTNode | None = None
         while parent is not None:
             if statement is None:
@@ -568,7 +567,7 @@ class UpdateOpsCodemod(SourceCodemod):
             if isinstance(parent, cst.FunctionDef) and child is parent.body:
                 scope = parent
                 break
-            child, parent = parent, self._parent(parent)
+            child, parent = parent, self.parent(parent)
         return _TrainCall(call, statement or None, in_lambda, withs, scope or self._tree)
 
     def _scope(self, node: cst.CSTNode) -> _Scope:
@@ -651,10 +650,10 @@ class UpdateOpsCodemod(SourceCodemod):
                     if (any(_words(a).names & held for a in args) and any(
                             _mentions_update_ops(a, scope.update_names, held) for a in args)):
                         return True, []
-        end = self.get_metadata(PositionProvider, site.statement or site.call).end.line
+        end = self.code_range(site.statement or site.call).end.line
         late = []
         for block in scope.blocks:
-            if self.get_metadata(PositionProvider, block).start.line <= end:
+            if self.code_range(block).start.line <= end:
                 continue
             assigns = [a for a in self._index.of(cst.Assign, cst.AugAssign, cst.AnnAssign)
                        if block in self._index.withs[a]]
@@ -734,8 +733,7 @@ class UpdateOpsCodemod(SourceCodemod):
             return
         self.report(site.call, f"{message}; fix: build it under {spelling}")
         self._wrap[site.statement] = spelling
-        if needs_import:
-            AddImportsVisitor.add_needed_import(self.context, "tensorflow.compat.v1", asname="tf")
+        self._needs_import |= needs_import
 
     def _block(self, spelling: str, statements: list[cst.BaseStatement]) -> cst.With:
         first = statements[0]

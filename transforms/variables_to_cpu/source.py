@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
 
 from graphfix.codemod import (
     DEVICE_CALLS,
@@ -151,15 +150,6 @@ def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None
     return None
 
 
-class _Calls(cst.CSTVisitor):
-    def __init__(self):
-        super().__init__()
-        self.found: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.found.append(node)
-
-
 class VariablesToCpuCodemod(SourceCodemod):
     """Place variables created under a GPU `tf.device` scope on `/cpu:0`.
 
@@ -227,10 +217,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     def visit_Module(self, node: cst.Module) -> None:
         self._v1_device_import = v1_spelling(node, "device")
         # Tower code: a GPU chosen at run time, or more than one GPU named in the file.
-        calls = _Calls()
-        node.visit(calls)
+        calls = self.nodes(cst.Call)
         gpus, self._towers = set(), False
-        for call in calls.found:
+        for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
                 given = device_argument(call)
                 template = None if given is None else device_template(given)
@@ -242,14 +231,17 @@ class VariablesToCpuCodemod(SourceCodemod):
         self._towers |= len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        for call in calls:
+            self._find_variable(call)
+        self._wrappers: dict[cst.CSTNode, _Wrapper | None] = {  # statement -> its wrapper
+            statement: self._resolve(site) for statement, site in self._sites.items()}
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
-        return updated_node
 
     # -- finding variables --------------------------------------------------------------------
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _find_variable(self, node: cst.Call) -> None:
+        """Note a call that creates variables: its statement, and under a GPU scope the site
+        to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
         if name is None or not (name in VARIABLE_CALLS or name in GET_VARIABLE_CALLS
                                 or name in GLOBAL_STEP_CALLS or name in LAYER_CALLS):
@@ -285,7 +277,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         is a GPU's (None for a CPU, a device function, a slim device, or no scope)."""
         statement = None
         child: cst.CSTNode = call
-        parent = self.get_metadata(ParentNodeProvider, child, None)
+        parent = self.parent(child)
         while parent is not None:
             if statement is None and isinstance(
                     parent, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
@@ -301,7 +293,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                     if verdict == "outer":
                         continue
                     return statement, verdict if isinstance(verdict, _GpuScope) else None
-            child, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+            child, parent = parent, self.parent(parent)
         return statement, None
 
     def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool):
@@ -485,11 +477,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             return f"{self._code(func.value)}.compat.v1.device"
         return self._v1_device_import
 
-    def _resolve(self, statement: cst.CSTNode) -> _Wrapper | None:
+    def _resolve(self, site: _Site) -> _Wrapper | None:
         """Report a site's findings; the wrapper to apply, or None."""
-        site = self._sites.get(statement)
-        if site is None:
-            return None
         live = [v for v in site.variables if not self.suppressed(v.call)]
         if not live:
             return None
@@ -512,7 +501,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
                             updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        wrappers = [self._resolve(s) for s in original_node.body]
+        wrappers = [self._wrappers.get(s) for s in original_node.body]
         if not any(wrappers):
             return updated_node
         body: list[cst.BaseStatement] = []
@@ -539,7 +528,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
                                    updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
-        wrapper = self._resolve(original_node)
+        wrapper = self._wrappers.get(original_node)
         if wrapper is None:
             return updated_node
         line = cst.SimpleStatementLine(body=updated_node.body,
