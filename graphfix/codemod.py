@@ -228,20 +228,23 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
 
 
 class SourceCodemod(VisitorBasedCodemodCommand):
-    """Base class of a transform's source surface. Subclasses set `transform_name`, do their
-    analysis in `visit_Module` (over the nodes they read from `nodes`) and report every
-    finding there, and make their edits in `leave_*` methods; `self.options` holds the
-    transform's parameters.
+    """Base class of a transform's source surface. Subclasses set `transform_name` and write
+    libcst `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters.
 
-    The rest of the traversal, every node visited and rebuilt (the bulk of a codemod's time
-    on a big file), runs only when it edits: in fix mode, after a fixable finding
-    (`makes_edits`). Otherwise `leave_Module` is not called either.
+    A codemod that does its analysis in `visit_Module` (over the nodes it reads from
+    `nodes`), reports every finding there and makes its edits in `leave_*` methods says so
+    with `reports_in_visit_module = True` (all built-in ones do): then the rest of the
+    traversal, every node visited and rebuilt (the bulk of a codemod's time on a big file),
+    runs only when it edits: in fix mode, after a fixable finding (`makes_edits`);
+    otherwise `leave_Module` is not called either. Others are traversed as libcst does.
     """
 
     # Positions are not among them: `code_range` resolves them when first asked, since most
     # files give no finding and libcst computes them for the whole file at once.
     METADATA_DEPENDENCIES = (ScopeProvider, ParentProvider)
     transform_name: ClassVar[str] = ""
+    reports_in_visit_module: ClassVar[bool] = False
+
     @classmethod
     def triggered_by(cls, text: str) -> bool:
         """Whether `text` may hold work for this codemod (its transform's `source_triggers`)."""
@@ -269,12 +272,12 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit_children = super().on_visit(node)
-        if node is self._tree:  # `visit_Module` has reported every finding: the rest edits
+        if node is self._tree and self.reports_in_visit_module:  # the rest only edits
             return visit_children and self.makes_edits
         return visit_children
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        if original_node is self._tree and not self.makes_edits:
+        if original_node is self._tree and self.reports_in_visit_module and not self.makes_edits:
             return updated_node
         return super().on_leave(original_node, updated_node)
 

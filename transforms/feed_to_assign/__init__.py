@@ -245,6 +245,20 @@ def _may_be_collection(value: ast.expr, syntax: Syntax, depth: int = 0) -> bool:
     return False
 
 
+def _module_level_assignments(tree: ast.Module) -> set[int]:
+    """The ids of the assignments that bind module-level names (outside any function or
+    class, `if` and `try` blocks included)."""
+    found, todo = set(), [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            found.add(id(node))
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                   ast.Lambda, ast.expr)):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _updated_names(syntax: Syntax) -> set[str]:
     """The last names of what a file may write in place: `tf.assign(step, ...)`,
     `step.assign_add(...)`, `global_step=step`, `opt.minimize(loss, step)`."""
@@ -327,6 +341,7 @@ class FeedToAssign(Transform):
         names = _updated_names(syntax)
         if names:  # it may update a global step: wanted by the name of what makes it
             names.update(_GLOBAL_STEP_MAKERS & {tail_name(c.func) for c in syntax.calls})
+        module_level = _module_level_assignments(syntax.tree)
         for node in syntax.assigns:
             if node.value is None:
                 continue
@@ -334,7 +349,10 @@ class FeedToAssign(Transform):
                 tail_name(node.value.func) or "")
             if monitored or _may_be_variable(node.value, syntax, through_attributes=False):
                 for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                    if isinstance(target, (ast.Attribute, ast.Name)):
+                    # an attribute anywhere; a name at module level (what `from m import
+                    # emb` reads)
+                    if isinstance(target, ast.Attribute) or (
+                            isinstance(target, ast.Name) and id(node) in module_level):
                         names.add(tail_name(target))
         for call in syntax.calls:
             if tail_name(call.func) in _VARIABLE_MAKERS:

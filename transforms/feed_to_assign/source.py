@@ -520,6 +520,7 @@ class FeedToAssignCodemod(SourceCodemod):
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
     DESCRIPTION = "Load fed variables before the run (Variable.load) instead of feeding them."
     transform_name = "feed-to-assign"
+    reports_in_visit_module = True
 
     @classmethod
     def scan(cls, path: str, code: str) -> dict | None:

@@ -216,6 +216,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
     DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
     transform_name = "replica-placement"
+    reports_in_visit_module = True
 
     def _code(self, node: cst.CSTNode) -> str:
         return self._tree.code_for_node(node)

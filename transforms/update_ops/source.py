@@ -496,6 +496,7 @@ class UpdateOpsCodemod(SourceCodemod):
 
     DESCRIPTION = "Make minimize/apply_gradients run the batch-norm update ops (UPDATE_OPS)."
     transform_name = "update-ops"
+    reports_in_visit_module = True
 
     @classmethod
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:

@@ -206,6 +206,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
     transform_name = "variables-to-cpu"
+    reports_in_visit_module = True
 
     # -- resolving names ----------------------------------------------------------------------
 
