@@ -209,8 +209,10 @@ class SourceCache:
         return _sha256("result", self.run_key, label, hashlib.sha256(raw).digest(),
                        json.dumps([list(work), read]))
 
-    def survey_key(self, label: str, raw: bytes) -> str:
-        return _sha256("survey", self.run_key, label, hashlib.sha256(raw).digest())
+    def survey_key(self, label: str, raw: bytes, part: str = "survey") -> str:
+        """The key of what the pre-checks said of a file (`part`: the survey, or what it
+        offers a scan)."""
+        return _sha256(part, self.run_key, label, hashlib.sha256(raw).digest())
 
     def scan_key(self, transform: type, label: str, raw: bytes) -> str:
         return _sha256("scan", self.code_key, transform.name, _codemod_name(transform), label,
@@ -256,7 +258,7 @@ class SourceCache:
         self._write(key, {"findings": [f.to_json() for f in findings], "skipped": skipped})
 
     def load_survey(self, key: str) -> dict | None:
-        """What the pre-checks said of a file (`runner._Survey` as JSON); None on a miss."""
+        """What the pre-checks said of a file (as JSON); None on a miss."""
         doc = self._read(key)
         survey = doc.get("survey") if doc is not None else None
         return survey if isinstance(survey, dict) else None

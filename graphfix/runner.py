@@ -386,14 +386,22 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
         if mention is not None and not mention.search(code):
             continue  # it mentions none of the names wanted
         if not _JOB["second_round"]:
-            if syntax is None:
-                from graphfix.sourcecode import Syntax
+            offers_key = (cache.survey_key(label, raw, f"offers:{transform.name}")
+                          if cache is not None else None)
+            known = cache.load_survey(offers_key) if offers_key is not None else None
+            if known is None or not isinstance(known.get("names", []), (list, type(None))):
+                if syntax is None:
+                    from graphfix.sourcecode import Syntax
 
-                syntax = Syntax.parse(code) or False
-            if not syntax or not transform.may_hold_facts(syntax):
-                continue
-            wanted, offers = _JOB["wanted"][transform.name], transform.facts_offered(syntax)
-            if wanted is not None and offers is not None and wanted.isdisjoint(offers):
+                    syntax = Syntax.parse(code) or False
+                holds = bool(syntax) and transform.may_hold_facts(syntax)
+                offers = transform.facts_offered(syntax) if holds else ()
+                known = {"holds": holds, "names": None if offers is None else sorted(offers)}
+                if offers_key is not None:
+                    cache.store_survey(offers_key, known)
+            wanted, offers = _JOB["wanted"][transform.name], known["names"]
+            if not known.get("holds") or (wanted is not None and offers is not None
+                                          and wanted.isdisjoint(offers)):
                 continue
             offered.append(transform.name)
         key = cache.scan_key(transform, label, raw) if cache is not None else None
