@@ -315,13 +315,22 @@ def survey_source(code: str, transforms: list[type[Transform]]) -> _Survey:
     syntax = Syntax.parse(code)
     if syntax is None:  # the codemods (libcst) say why it is skipped
         return _Survey(work=tuple(t.name for t in triggered), parsed=False)
-    work = [t for t in triggered if t.has_source_work(syntax)]
+    work = [t for t in triggered if _safely(t.has_source_work, syntax, True)]
     wants = {}
     for transform in work:
         if transform.source_scans:
-            words = transform.facts_wanted(syntax)
+            words = _safely(transform.facts_wanted, syntax, None)
             wants[transform.name] = None if words is None else sorted(words)
     return _Survey(work=tuple(t.name for t in work), wants=wants, scans=scans)
+
+
+def _safely(check, syntax, default):
+    """A pre-check's answer; `default` (the conservative one) if it fails: a third-party
+    transform's pre-check must not fail the run, the codemod has the last word."""
+    try:
+        return check(syntax)
+    except Exception:
+        return default
 
 
 def _scans(sources, surveys: list[_Survey], workers: int) -> dict:
@@ -394,8 +403,8 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
                     from graphfix.sourcecode import Syntax
 
                     syntax = Syntax.parse(code) or False
-                holds = bool(syntax) and transform.may_hold_facts(syntax)
-                offers = transform.facts_offered(syntax) if holds else ()
+                holds = bool(syntax) and _safely(transform.may_hold_facts, syntax, True)
+                offers = _safely(transform.facts_offered, syntax, None) if holds else ()
                 known = {"holds": holds, "names": None if offers is None else sorted(offers)}
                 if offers_key is not None:
                     cache.store_survey(offers_key, known)

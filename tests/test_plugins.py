@@ -76,3 +76,45 @@ def test_entry_point_that_is_not_a_transform_is_a_one_line_error(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "graphfix: error: entry point clear-devices = gfx_clear:ClearDevices is not a "
         "graphfix Transform"]
+
+
+SOURCE_PLUGIN = textwrap.dedent('''
+    import libcst as cst
+    from graphfix.codemod import SourceCodemod
+    from graphfix.registry import Transform
+
+
+    class NoPrintCodemod(SourceCodemod):
+        """Reports as it visits (not in visit_Module): traversed as libcst does."""
+        transform_name = "no-print"
+
+        def visit_Call(self, node):
+            if isinstance(node.func, cst.Name) and node.func.value == "print":
+                self.report(node, "print() in a training loop", fixable=False,
+                            severity="warning")
+
+
+    class NoPrint(Transform):
+        name = "no-print"
+        summary = "report print calls"
+        codemod = NoPrintCodemod
+        source_triggers = ("print",)
+
+        @classmethod
+        def has_source_work(cls, syntax):
+            raise RuntimeError("a pre-check with a bug")
+''')
+
+
+def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
+    """A third-party codemod that reports in `visit_Call` is traversed (the skip is for
+    codemods that declare `reports_in_visit_module`), and a pre-check that raises lets the
+    codemod decide instead of failing the run."""
+    site = tmp_path / "site"
+    _install_plugin(site)
+    (site / "gfx_clear.py").write_text(SOURCE_PLUGIN.replace("NoPrint(", "ClearDevices("))
+    (tmp_path / "loop.py").write_text("for step in range(3):\n    print(step)\n")
+    result = _graphfix("check", "loop.py", "--only", "no-print", "--no-cache",
+                       site=site, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "loop.py:2:5: no-print: print() in a training loop" in result.stdout
