@@ -223,10 +223,11 @@ class _Survey:
 
 
 def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None) -> list:
-    """[(Report, [Output])] for each source file, in order. Three passes, each over the files
-    in `jobs` forked processes: a survey without libcst (which codemods have work in each
-    file), the cross-file scans that work needs (of the files that may hold facts it reads),
-    then the codemods, where they have work."""
+    """[(Report, [Output])] for each source file, in order. Three passes over the files, by
+    the same `jobs` forked processes: a survey without libcst (which codemods have work in
+    each file), the cross-file scans that work needs (of the files that may hold facts it
+    reads), then the codemods, where they have work. (One set of processes: a worker's peak
+    memory is that of the biggest file it parses, so the run's is `jobs` times that.)"""
     if not sources:
         return []
     cache = None
@@ -240,31 +241,70 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     _JOB.clear()
     _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache)
     try:
-        surveys = _map(_survey_one, sources, workers, None)
-        run_facts = _scans(sources, surveys, workers)
-        _JOB["run_facts"] = run_facts
-        if cache is not None:
-            cache.use_run_facts(run_facts)
-        starved = {t.name for t, _ in selected.transforms
-                   if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
-        items = [(label, path, tuple(n for n in survey.work if n not in starved))
-                 for (label, path), survey in zip(sources, surveys)]
-        return _map(_source_one, items, workers, tick)  # forks with the facts
+        with _Workers(workers) as pool:
+            surveys = pool.map(_survey_one, sources)
+            run_facts = _scans(sources, surveys, pool)
+            if cache is not None:
+                cache.use_run_facts(run_facts)
+            starved = {t.name for t, _ in selected.transforms
+                       if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
+            items = [(label, path, tuple(n for n in survey.work if n not in starved))
+                     for (label, path), survey in zip(sources, surveys)]
+            scanning = {t.name for t, _ in _scanning(selected)}
+
+            def facts_for(item):  # what a file's codemods read of the run (nothing: none)
+                read = [n for n in item[2] if n in scanning]
+                if not read:
+                    return None
+                digests = cache.facts_digests if cache is not None else {}
+                return {"run_facts": {n: run_facts[n] for n in read},
+                        "facts_digests": {n: digests[n] for n in read if n in digests}}
+
+            return pool.map(_source_one, items, tick, facts_for)
     finally:
         _JOB.clear()
 
 
-def _map(function, items: list, workers: int, tick) -> list:
-    """`[function(item) for item in items]`, in `workers` forked processes."""
-    if workers <= 1 or len(items) <= 1:
-        return [_ticked(function(item), tick) for item in items]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+def _scanning(selected: Selected) -> list:
+    return [(t, o) for t, o in selected.transforms if t.codemod is not None and t.source_scans]
 
-    chunk = max(1, min(16, len(items) // (workers * 4)))
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return [_ticked(result, tick) for result in pool.map(function, items, chunksize=chunk)]
+
+class _Workers:
+    """`jobs` forked processes for all the passes of a run (or this one, for one job). What a
+    pass learned after they were forked travels with the items that need it."""
+
+    def __init__(self, workers: int):
+        self.workers, self.pool = workers, None
+
+    def __enter__(self) -> _Workers:
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(self.workers,
+                                            mp_context=multiprocessing.get_context("fork"))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+    def map(self, function, items: list, tick=None, state=lambda item: None) -> list:
+        """`[function(item) for item in items]`, each after `_JOB.update(state(item))`."""
+        calls = [(function, state(item), item) for item in items]
+        if self.pool is None or len(calls) <= 1:
+            return [_ticked(_call(c), tick) for c in calls]
+        chunk = max(1, min(16, len(calls) // (self.workers * 4)))
+        return [_ticked(result, tick) for result in self.pool.map(_call, calls, chunksize=chunk)]
+
+
+def _call(call):
+    function, state, item = call
+    if state:
+        _JOB.update(state)
+        if "facts_digests" in state and _JOB["cache"] is not None:
+            _JOB["cache"].facts_digests = state["facts_digests"]
+    return function(item)
 
 
 def _ticked(result, tick):
@@ -333,7 +373,7 @@ def _safely(check, syntax, default):
         return default
 
 
-def _scans(sources, surveys: list[_Survey], workers: int) -> dict:
+def _scans(sources, surveys: list[_Survey], pool: _Workers) -> dict:
     """{transform name: {path: facts}}: the cross-file scans that the files with work need,
     in two rounds over the files whose text pre-filter a scan passes. First the files that
     offer facts about a name some file with work wants (`Transform.facts_wanted`,
@@ -348,20 +388,21 @@ def _scans(sources, surveys: list[_Survey], workers: int) -> dict:
             if name not in wanted or wanted[name] is not None:
                 wanted[name] = None if words is None else wanted.get(name, set()) | set(words)
     run_facts: dict[str, dict[str, Any]] = {name: {} for name in wanted}
-    _JOB.update(wanted=wanted, second_round=False,
-                mentions={n: None if w is None else _mentions(w) for n, w in wanted.items()})
+    state = {"wanted": wanted, "second_round": False,
+             "mentions": {n: None if w is None else _mentions(w) for n, w in wanted.items()}}
     first = [(label, path, names) for (label, path), survey in zip(sources, surveys)
              if (names := tuple(n for n in survey.scans if n in wanted))]
-    found = _map(_scan_one, first, workers, None)
+    found = pool.map(_scan_one, first, state=lambda item: state)
     _gather(run_facts, first, found)
     decisive = {name: {w for w in words if transforms[name].facts_decisive(
                            w, list(run_facts[name].values()))}
                 for name, words in wanted.items() if words is not None}
-    _JOB.update(second_round=True, mentions={n: _mentions(w) for n, w in decisive.items()})
+    state = {"wanted": wanted, "second_round": True,
+             "mentions": {n: _mentions(w) for n, w in decisive.items()}}
     second = [(label, path, names) for (label, path, scanned), (_, offered) in zip(first, found)
               if (names := tuple(n for n in scanned if n not in offered
-                                 and _JOB["mentions"].get(n) is not None))]
-    _gather(run_facts, second, _map(_scan_one, second, workers, None))
+                                 and state["mentions"].get(n) is not None))]
+    _gather(run_facts, second, pool.map(_scan_one, second, state=lambda item: state))
     return run_facts
 
 
