@@ -250,7 +250,7 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
                        if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
             items = [(label, path, tuple(n for n in survey.work if n not in starved))
                      for (label, path), survey in zip(sources, surveys)]
-            scanning = {t.name for t, _ in _scanning(selected)}
+            scanning = {t.name for t, _ in selected.transforms if t.source_scans}
 
             def facts_for(item):  # what a file's codemods read of the run (nothing: none)
                 read = [n for n in item[2] if n in scanning]
@@ -263,10 +263,6 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
             return pool.map(_source_one, items, tick, facts_for)
     finally:
         _JOB.clear()
-
-
-def _scanning(selected: Selected) -> list:
-    return [(t, o) for t, o in selected.transforms if t.codemod is not None and t.source_scans]
 
 
 class _Workers:
@@ -337,13 +333,13 @@ def _survey_one(item) -> _Survey:
         survey = _Survey.from_json(cached) if cached is not None else None
         if survey is not None:
             return survey
-    survey = survey_source(code, [t for t, _ in _JOB["selected"].transforms])
+    survey = _survey_code(code, [t for t, _ in _JOB["selected"].transforms])
     if key is not None:
         cache.store_survey(key, survey.to_json())
     return survey
 
 
-def survey_source(code: str, transforms: list[type[Transform]]) -> _Survey:
+def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
     """The survey of one file's code (see `_Survey`) for `transforms`."""
     from graphfix.sourcecode import Syntax
 
@@ -428,7 +424,7 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
     if code is None:
         return {}, ()  # skipped later, with its reason
     cache = _JOB["cache"]
-    found, offered, syntax = {}, [], None
+    found, offered, syntax = {}, [], []  # (syntax: the file parsed once, when first needed)
     for transform, _ in _JOB["selected"].transforms:
         if transform.name not in names:
             continue
@@ -436,22 +432,7 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
         if mention is not None and not mention.search(code):
             continue  # it mentions none of the names wanted
         if not _JOB["second_round"]:
-            offers_key = (cache.survey_key(label, raw, f"offers:{transform.name}")
-                          if cache is not None else None)
-            known = cache.load_survey(offers_key) if offers_key is not None else None
-            if known is None or not isinstance(known.get("names", []), (list, type(None))):
-                if syntax is None:
-                    from graphfix.sourcecode import Syntax
-
-                    syntax = Syntax.parse(code) or False
-                holds = bool(syntax) and _safely(transform.may_hold_facts, syntax, True)
-                offers = _safely(transform.facts_offered, syntax, None) if holds else ()
-                known = {"holds": holds, "names": None if offers is None else sorted(offers)}
-                if offers_key is not None:
-                    cache.store_survey(offers_key, known)
-            wanted, offers = _JOB["wanted"][transform.name], known["names"]
-            if not known.get("holds") or (wanted is not None and offers is not None
-                                          and wanted.isdisjoint(offers)):
+            if not _offers(transform, label, raw, code, syntax):
                 continue
             offered.append(transform.name)
         key = cache.scan_key(transform, label, raw) if cache is not None else None
@@ -466,6 +447,27 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
         if facts is not None:
             found[transform.name] = facts
     return found, tuple(offered)
+
+
+def _offers(transform, label: str, raw: bytes, code: str, syntax: list) -> bool:
+    """Whether a file may hold facts `transform`'s scan has some file with work want
+    (`may_hold_facts`, `facts_offered`; what the file offers is cached)."""
+    cache = _JOB["cache"]
+    key = cache.survey_key(label, raw, f"offers:{transform.name}") if cache is not None else None
+    known = cache.load_survey(key) if key is not None else None
+    if known is None or not isinstance(known.get("names"), (list, type(None))):
+        if not syntax:
+            from graphfix.sourcecode import Syntax
+
+            syntax.append(Syntax.parse(code))
+        holds = syntax[0] is not None and _safely(transform.may_hold_facts, syntax[0], True)
+        names = _safely(transform.facts_offered, syntax[0], None) if holds else []
+        known = {"holds": holds, "names": None if names is None else sorted(names)}
+        if key is not None:
+            cache.store_survey(key, known)
+    wanted, names = _JOB["wanted"][transform.name], known["names"]
+    return bool(known.get("holds")) and (wanted is None or names is None
+                                         or not wanted.isdisjoint(names))
 
 
 def _code_text(path: Path, raw: bytes) -> str | None:
@@ -546,19 +548,15 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts=None,
-                cache=None, work=None):
-    """Check or fix one source file with the codemods that have `work` in it (the survey's;
-    None: survey it now)."""
+def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts, cache,
+                work):
+    """Check or fix one source file with the codemods that have `work` in it (the survey's)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
     code = _code_text(path, raw)
-    if work is None:
-        work = () if code is None else survey_source(
-            code, [t for t, _ in selected.transforms]).work
     key = cache.result_key(label, raw, code, work) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):

@@ -25,7 +25,7 @@ from graphfix.codemod import (
     scan_wrapper,
 )
 
-from . import _GLOBAL_STEP
+from . import _GLOBAL_STEP, _UPDATE_CALLS
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -65,12 +65,6 @@ _COLLECTION_KEYS = {
     "trainable_variables": "variable", "variables": "variable",
     "model_variables": "variable", "local_variables": "frozen",
 }
-# Ops that write a variable in place (as a function taking it first, or as its method).
-_UPDATES = frozenset(
-    {"assign", "assign_add", "assign_sub", "scatter_update", "scatter_add", "scatter_sub",
-     "scatter_mul", "scatter_div", "scatter_max", "scatter_min", "scatter_nd_update",
-     "scatter_nd_add", "scatter_nd_sub", "batch_scatter_update"}
-)
 # dtypes no optimizer updates: a variable of one is never written by `minimize`.
 _NOT_TRAINED_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string"}
@@ -408,11 +402,11 @@ class _Reader:
 
     def _call_facts(self, call: cst.Call, facts: dict) -> None:
         name = self.canonical(call.func)
-        if name in _UPDATES:
+        if name in _UPDATE_CALLS:
             target = argument(call, "ref", 0)
             self._note_update(target, facts)
         elif (name is None and isinstance(call.func, cst.Attribute)
-              and call.func.attr.value in _UPDATES):
+              and call.func.attr.value in _UPDATE_CALLS):
             self._note_update(call.func.value, facts)
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "global_step":
