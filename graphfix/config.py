@@ -20,6 +20,7 @@ GRAPHFIX_CACHE_DIR its `cache-dir`, which is relative to the file's folder).
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _read(path: Path) -> dict:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if b"graphfix" not in data:
+    if not _may_configure_graphfix(data):
         return {}  # not ours to parse (nor to judge)
     import tomllib  # here: most runs find no pyproject.toml that mentions graphfix
 
@@ -68,6 +69,20 @@ def _read(path: Path) -> dict:
         return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+# The spellings a [tool.graphfix] table can take: `[tool.graphfix]` or `tool.graphfix.x =`
+# (quoted or spaced too), a `graphfix` key under a `[tool]` table, an inline `tool = {...}`.
+_DOTTED = re.compile(rb"""tool["']?\s*\.\s*["']?graphfix\b""")
+_TOOL_TABLE = re.compile(rb"^\s*\[\s*tool\s*\]|^\s*tool\s*=\s*\{", re.MULTILINE)
+
+
+def _may_configure_graphfix(data: bytes) -> bool:
+    """Whether a pyproject.toml may hold a [tool.graphfix] table (a look at the text that
+    spares most runs importing and running a TOML parser; never wrong the other way)."""
+    if b"graphfix" not in data:
+        return False
+    return bool(_DOTTED.search(data)) or bool(_TOOL_TABLE.search(data))
 
 
 def load(paths: list[str]) -> Config:

@@ -8,6 +8,7 @@ forms (`/gpu:0`, `/cpu:*`) and partial ones (`/job:worker`) are accepted. Mergin
 from __future__ import annotations
 
 import dataclasses
+import functools
 from functools import lru_cache
 
 _LEGACY_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
@@ -45,9 +46,11 @@ class DeviceSpec:
 
     def to_string(self) -> str:
         """The canonical form TF writes: `/job:x/replica:0/task:0/device:CPU:0`."""
-        return _to_string(self)
+        return self._text
 
-    def _format(self) -> str:
+    @functools.cached_property
+    def _text(self) -> str:
+        # Kept on the spec (not in a cache keyed by it: hashing a spec costs more than this).
         out = []
         if self.job is not None:
             out.append(f"/job:{self.job}")
@@ -62,11 +65,6 @@ class DeviceSpec:
 
     def __str__(self) -> str:
         return self.to_string()
-
-
-@lru_cache(maxsize=4096)
-def _to_string(spec: DeviceSpec) -> str:
-    return spec._format()
 
 
 @lru_cache(maxsize=4096)

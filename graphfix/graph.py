@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from array import array
 from functools import cache
+from itertools import compress
 from importlib import resources
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from graphfix.devices import DeviceSpec
 
@@ -321,11 +323,10 @@ class GraphIndex:
             seen: set[str] = set()
             dup = next(n for n in self.names if n in seen or seen.add(n))
             raise GraphError(f"duplicate node name {dup!r}")
-        self._inputs: list[tuple[str, ...] | None] = [None] * len(self.names)
         self._kinds: set[str] | None = None
         self._by_op: dict[str, list[int]] = {}
-        self._sources: list[tuple[str, ...]] | None = None
-        self._consumers: dict[str, list[int]] | None = None
+        self._edges: tuple[array, array] | None = None
+        self._consumers: dict[int, list[int]] | None = None
         self._groups: _UnionFind | None = None
         self._group_positions: dict[str, list[int]] | None = None
         self.edges_changed = False
@@ -336,6 +337,7 @@ class GraphIndex:
         names, ops, devices = self.names.append, self.ops.append, self.devices.append
         classes = self._classes
         intern = sys.intern  # a few distinct ops and devices, repeated by the million
+        prefix = len(COLOCATION_PREFIX)
         position = len(self.names)
         for node in node_defs:
             names(node.name)
@@ -343,7 +345,13 @@ class GraphIndex:
             devices(intern(node.device))
             attrs = node.attr
             if COLOCATION_ATTR in attrs:
-                classes[position] = _colocation_names(attrs[COLOCATION_ATTR].list.s)
+                entries = attrs[COLOCATION_ATTR].list.s
+                if len(entries) == 1:  # the common case, a third faster than the general one
+                    entry = entries[0]
+                    classes[position] = ([entry[prefix:].decode()]
+                                         if entry[:prefix] == COLOCATION_PREFIX else [])
+                else:
+                    classes[position] = _colocation_names(entries)
             position += 1
 
     # -- reading ---------------------------------------------------------------------------
@@ -403,56 +411,58 @@ class GraphIndex:
         return {k: cache[k] for k in kinds if k in cache}
 
     def inputs(self, position: int) -> tuple[str, ...]:
-        """The input strings of the node at `position` (`name`, `name:1`, `^name`)."""
-        cached = self._inputs[position]
-        if cached is None:
-            cached = self._inputs[position] = tuple(self._node_defs[position].input)
-        return cached
+        """The input strings of the node at `position` (`name`, `name:1`, `^name`), read
+        from the message (not kept: a 1M-node graph has a million of them)."""
+        return tuple(self._node_defs[position].input)
 
-    def _all_inputs(self) -> list[tuple[str, ...]]:
-        inputs = self._inputs
-        if None in inputs:
-            for i, node in enumerate(self._node_defs):
-                if inputs[i] is None:
-                    inputs[i] = tuple(node.input)
-        return inputs  # type: ignore[return-value]
+    def _edge_table(self) -> tuple[array, array]:
+        """Every node's sources as positions, data and control inputs in input order (-1
+        for an input from no node): one flat array and each node's offset into it, its
+        sources being `flat[offsets[p]:offsets[p + 1]]`. Read once for the whole-graph
+        walks; ints in two arrays take a tenth of the memory of the input strings."""
+        if self._edges is None:
+            texts: list[str] = []
+            offsets = array("i", [0])
+            extend, mark = texts.extend, offsets.append
+            for node in self._node_defs:
+                extend(node.input)
+                mark(len(texts))
+            # An input naming a node's first output is the node's name (node names hold
+            # no ':' and no '^'): one lookup settles most inputs.
+            found = list(map(self._positions.get, texts))
+            unsettled = [k for k, position in enumerate(found) if position is None]
+            sources = [text[1:] if text[:1] == "^" else text.rpartition(":")[0]
+                       for text in map(texts.__getitem__, unsettled)]
+            for k, position in zip(unsettled, map(self._positions.get, sources)):
+                found[k] = -1 if position is None else position
+            self._edges = array("i", found), offsets
+        return self._edges
 
-    def _all_sources(self) -> list[tuple[str, ...]]:
-        """For every node, by position, the nodes its inputs come from (control inputs
-        too), parsed once for all the whole-graph walks."""
-        if self._sources is None:
-            sources = []
-            for inputs in self._all_inputs():
-                row = []
-                for text in inputs:
-                    if text[:1] == "^":
-                        row.append(text[1:])
-                        continue
-                    head, sep, port = text.rpartition(":")
-                    row.append(head if sep and port.isdigit() else text)
-                sources.append(tuple(row))
-            self._sources = sources
-        return self._sources
-
-    def _consumer_table(self) -> dict[str, list[int]]:
-        """Node -> positions of the nodes reading it (repeats where it is read twice)."""
+    def _consumer_table(self) -> dict[int, list[int]]:
+        """Source position -> positions of the nodes reading it (repeats where it is read
+        twice; -1 collects the nodes with an input from no node)."""
         if self._consumers is None:
-            table: dict[str, list[int]] = defaultdict(list)
-            for position, sources in enumerate(self._all_sources()):
-                for source in sources:
+            flat, offsets = self._edge_table()
+            table: dict[int, list[int]] = defaultdict(list)
+            start = 0
+            for position, end in enumerate(offsets[1:]):
+                for source in flat[start:end]:
                     table[source].append(position)
+                start = end
             self._consumers = table
         return self._consumers
 
     def successors(self, name: str) -> list[str]:
         """The nodes that read `name` (data or control), each once, in graph order."""
         names = self.names
-        return [names[p] for p in sorted(set(self._consumer_table().get(name, ())))]
+        readers = self._consumer_table().get(self._positions.get(name, -2), ())
+        return [names[p] for p in sorted(set(readers))]
 
     def consumers(self, name: str) -> list[tuple[str, int, int]]:
         """(consumer name, input position, output index of `name`; -1 control) for each use."""
         found = []
-        for position in dict.fromkeys(self._consumer_table().get(name, ())):
+        readers = self._consumer_table().get(self._positions.get(name, -2), ())
+        for position in dict.fromkeys(readers):
             for k, text in enumerate(self.inputs(position)):
                 source, index = parse_input(text)
                 if source == name:
@@ -480,30 +490,42 @@ class GraphIndex:
         if self._groups is not None:
             return self._groups
         groups = _UnionFind()
+        names, classes = self.names, self._classes
         # An unknown name in `_class` is still a group key: TF colocates all nodes naming it.
-        groups.union_all((other, self.names[position])
-                         for position, others in self._classes.items() for other in others)
+        single = [p for p, others in classes.items() if len(others) == 1]
+        groups.union_all(zip([classes[p][0] for p in single], map(names.__getitem__, single)))
+        groups.union_all([(other, names[p]) for p, others in classes.items() if len(others) > 1
+                          for other in others])
         groups.union_all(self._handle_edges())
         self._groups = groups
         return groups
 
-    def _handle_edges(self) -> Iterator[tuple[str, str]]:
-        """(handle's node, consumer) for each ref or resource edge the placer colocates."""
+    def _handle_edges(self) -> list[tuple[str, str]]:
+        """(handle's node, consumer) for each ref or resource edge the placer colocates and
+        no `_class` of the consumer already does (a ref variable's `Assign` names it in both)."""
         handles, resources = self._handle_tensors()
         if not handles:
-            return
-        names = self.names
+            return []
+        names, node_defs, classes = self.names, self._node_defs, self._classes
+        edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
-            inputs = self.inputs(position)
+            inputs = node_defs[position].input
+            count = len(inputs)
+            named = classes.get(position, ())
             # A ref or resource argument joins whatever handle feeds it; an argument typed
             # by an attr is a handle only when fed a resource (a ref into `T` is a value,
             # read through).
             for k in fixed:
-                if k < len(inputs) and inputs[k] in handles:
-                    yield input_source(inputs[k]), names[position]
+                if k < count:
+                    source = handles.get(inputs[k])
+                    if source is not None and source not in named:
+                        edges.append((source, names[position]))
             for k in by_attr:
-                if k < len(inputs) and inputs[k] in resources:
-                    yield input_source(inputs[k]), names[position]
+                if k < count:
+                    source = resources.get(inputs[k])
+                    if source is not None and source not in named:
+                        edges.append((source, names[position]))
+        return edges
 
     def _handle_inputs(self, resources_exist: bool
                        ) -> Iterator[tuple[int, Sequence[int], Sequence[int]]]:
@@ -531,18 +553,18 @@ class GraphIndex:
                 found.extend((position, fixed, attr_typed) for position in positions)
         return iter(found)
 
-    def _handle_tensors(self) -> tuple[set[str], set[str]]:
-        """Input strings (`name`, `name:1`) of every tensor that is a ref or a resource, and
-        of those that are resources. Attrs are read only if the graph makes resources (a
-        graph of ref variables never needs each Identity's `T` read)."""
+    def _handle_tensors(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Every tensor that is a ref or a resource, and those that are resources: its input
+        string (`name`, `name:1`) -> its node. Attrs are read only if the graph makes
+        resources (a graph of ref variables never needs each Identity's `T` read)."""
         signatures = self.signatures
         kinds = self.op_kinds()
         read_attrs = any(signatures.makes_resources(op) for op in kinds) or self._resource_args()
         plans = {op: signatures.handle_plan(op, "out") for op in kinds}
         plans = {op: plan for op, plan in plans.items() if plan == "expand" or (
             plan is not None and (plan[0] or (read_attrs and plan[1])))}
-        handles: set[str] = set()
-        resources: set[str] = set()
+        handles: dict[str, str] = {}
+        resources: dict[str, str] = {}
         names, node_defs = self.names, self._node_defs
         for op, positions in self._positions_for(set(plans)).items():
             plan = plans[op]
@@ -551,12 +573,14 @@ class GraphIndex:
                     types = signatures.output_types(node_defs[position]) or ()
                     for k, dtype in enumerate(types):
                         if is_handle_type(dtype):
-                            handles.add(tensor_name(names[position], k))
+                            name = names[position]
+                            handles[tensor_name(name, k)] = name
                             if dtype == DT_RESOURCE:
-                                resources.add(tensor_name(names[position], k))
+                                resources[tensor_name(name, k)] = name
                 continue
+            nodes = [names[p] for p in positions]
             for k in plan[0]:
-                tensors = [tensor_name(names[p], k) for p in positions]
+                tensors = dict(zip(nodes if k == 0 else [tensor_name(n, k) for n in nodes], nodes))
                 handles.update(tensors)
                 if signatures.is_resource_output(op, k):
                     resources.update(tensors)
@@ -631,6 +655,22 @@ class GraphIndex:
         self.devices[position] = device
         return True
 
+    def set_devices(self, positions: Iterable[int], new_device: Mapping[str, str]) -> list[int]:
+        """Give each node at `positions` that asks for a device `new_device[its device]`;
+        return the positions whose device changed (one loop for the thousands of nodes
+        a fix moves at once)."""
+        devices, node_defs = self.devices, self._node_defs
+        changed = []
+        for position in positions:
+            device = devices[position]
+            if device:
+                target = new_device[device]
+                if target != device:
+                    node_defs[position].device = target
+                    devices[position] = target
+                    changed.append(position)
+        return changed
+
     def add_node(self, node_def):
         """Append a copy of `node_def`; return the stored NodeDef."""
         if node_def.name in self._positions:
@@ -640,7 +680,6 @@ class GraphIndex:
         position = len(self.names)
         self._read_nodes([stored])
         self._positions[stored.name] = position
-        self._inputs.append(tuple(stored.input))
         if self._kinds is not None:
             self._kinds.add(self.ops[position])
         if self.ops[position] in self._by_op:
@@ -656,7 +695,6 @@ class GraphIndex:
         if text in inputs or source in {input_source(i) for i in inputs}:
             return False
         self._node_defs[position].input.append(text)
-        self._inputs[position] = inputs + (text,)
         self._invalidate()
         return True
 
@@ -669,7 +707,7 @@ class GraphIndex:
         return name
 
     def _invalidate(self) -> None:
-        self._sources = None
+        self._edges = None
         self._consumers = None
         self._groups = None
         self._group_positions = None
@@ -680,52 +718,59 @@ class GraphIndex:
     def check_structure(self) -> None:
         """Raise GraphError for a dangling input, an unknown colocation target or a cycle."""
         positions, names, ops = self._positions, self.names, self.ops
-        indegree = [0] * len(names)
-        successors: dict[int, list[int]] = defaultdict(list)
-        for position, sources in enumerate(self._all_sources()):
-            count = 0
-            for k, name in enumerate(sources):
-                source = positions.get(name)
-                if source is None:
-                    text = self.inputs(position)[k]
-                    raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
-                if ops[source] in _LOOP_BACK_EDGE_OPS:
-                    continue
-                successors[source].append(position)
-                count += 1
-            indegree[position] = count
+        consumers = self._consumer_table()
+        for position in sorted(set(consumers.get(-1, ()))):
+            text = next(t for t in self.inputs(position) if input_source(t) not in positions)
+            raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
         for position, others in self._classes.items():
             for other in others:
                 if other not in positions:
                     raise GraphError(f"node {names[position]!r} expects to be colocated "
                                      f"with unknown node {other!r}")
+        # Kahn's algorithm; a loop's back edge (out of NextIteration) is not an ordering.
+        back = set(self.positions_of(_LOOP_BACK_EDGE_OPS))
+        indegree = [0] * len(names)
+        for source, readers in consumers.items():
+            if source not in back:
+                for reader in readers:
+                    indegree[reader] += 1
         ready = [p for p, count in enumerate(indegree) if count == 0]
         done = 0
         while ready:
             position = ready.pop()
             done += 1
-            for succ in successors.get(position, ()):
-                indegree[succ] -= 1
-                if indegree[succ] == 0:
-                    ready.append(succ)
+            if position in back:
+                continue
+            for reader in consumers.get(position, ()):
+                indegree[reader] -= 1
+                if indegree[reader] == 0:
+                    ready.append(reader)
         if done != len(indegree):
             stuck = sorted(names[p] for p, count in enumerate(indegree) if count > 0)
             raise GraphError(f"cycle through {', '.join(stuck[:5])}")
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
-        positions, sources = self._positions, self._all_sources()
-        seen: set[str] = set()
-        stack = list(names)
+        flat, offsets = self._edge_table()
+        return self._reached(names, lambda p: flat[offsets[p]:offsets[p + 1]])
+
+    def descendants(self, names: Iterable[str]) -> set[str]:
+        """Every node that runs after any of `names` (data and control edges)."""
+        consumers = self._consumer_table()
+        return self._reached(names, lambda p: consumers.get(p, ()))
+
+    def _reached(self, names: Iterable[str], step) -> set[str]:
+        """The nodes reached from `names` (not counting themselves unless reached again)
+        by repeating `step`: position -> next positions."""
+        get = self._positions.get
+        seen = bytearray(len(self.names))
+        stack = [p for p in map(get, names) if p is not None]
         while stack:
-            position = positions.get(stack.pop())
-            if position is None:
-                continue
-            for source in sources[position]:
-                if source not in seen:
-                    seen.add(source)
-                    stack.append(source)
-        return seen
+            for nearby in step(stack.pop()):
+                if nearby >= 0 and not seen[nearby]:
+                    seen[nearby] = 1
+                    stack.append(nearby)
+        return set(compress(self.names, seen))
 
 
 def _colocation_names(entries) -> list[str]:

@@ -51,8 +51,10 @@ class Group:
         """The name a finding or change about the group names: its first variable, else its
         first member."""
         ops, names = self.graph.ops, self.graph.names
-        return next((names[p] for p in self.positions if ops[p] in VARIABLE_OPS),
-                    names[self.positions[0]])
+        for position in self.positions:
+            if ops[position] in VARIABLE_OPS:
+                return names[position]
+        return names[self.positions[0]]
 
 
 @dataclasses.dataclass
@@ -105,7 +107,7 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     devices = graph.devices
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
     for positions in every.values():
-        if with_request_only and not any(devices[p] for p in positions):
+        if with_request_only and not any(map(devices.__getitem__, positions)):
             continue
         requested, conflict = merge_requested(graph, positions)
         out.append(Group(graph, positions, requested, conflict))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-import pkgutil
 import sys
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -182,8 +181,8 @@ def all_transforms() -> dict[str, type[Transform]]:
     import graphfix.transforms as package
 
     found: dict[str, type[Transform]] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    for name in _module_names(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{name}")
         for obj in vars(module).values():
             if _is_transform(obj) and obj.__module__ == module.__name__:
                 found[obj.name] = obj
@@ -193,6 +192,26 @@ def all_transforms() -> dict[str, type[Transform]]:
             raise UsageError(f"entry point {ep.name} = {ep.value} is not a graphfix Transform")
         found.setdefault(obj.name, obj)
     return found
+
+
+def _module_names(folders) -> list[str]:
+    """The modules and packages in `folders`, sorted (what `pkgutil.iter_modules` finds, for
+    a folder of plain files: without importing pkgutil, ~10 ms of every run)."""
+    names = set()
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            stem, dot, suffix = entry.name.partition(".")
+            if not stem.isidentifier():
+                continue
+            if entry.is_dir() and not dot and os.path.exists(os.path.join(entry.path, "__init__.py")):
+                names.add(stem)
+            elif entry.is_file() and suffix == "py" and stem != "__init__":
+                names.add(stem)
+    return sorted(names)
 
 
 def _entry_points() -> list:

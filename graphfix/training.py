@@ -8,8 +8,6 @@ detection: `update_ops` and `train_op` say what the author meant.
 from __future__ import annotations
 
 import re
-from collections import deque
-
 from graphfix.graph import VARIABLE_OPS, GraphIndex, parse_input
 
 ASSIGN_OPS = frozenset({
@@ -81,19 +79,6 @@ def update_ops(index: GraphIndex) -> tuple[list[str], str]:
     return detect_update_ops(index), "detected"
 
 
-def descendants(index: GraphIndex, names) -> set[str]:
-    """Every node that runs after any of `names` (data and control edges)."""
-    seen: set[str] = set()
-    queue = deque(names)
-    while queue:
-        name = queue.popleft()
-        for consumer in index.successors(name):
-            if consumer not in seen:
-                seen.add(consumer)
-                queue.append(consumer)
-    return seen
-
-
 def apply_ops(index: GraphIndex) -> list[str]:
     """Optimizer steps: the Apply*/ResourceApply* ops that write gradients into variables."""
     names = index.names
@@ -106,11 +91,9 @@ def detect_train_ops(index: GraphIndex) -> list[str]:
     applying = apply_ops(index)
     if not applying:
         return []
-    after = descendants(index, applying) | set(applying)
-    sinks = [
-        name for name in after
-        if not index.successors(name) and not _NOT_TRAIN.search(name)
-    ]
+    after = index.descendants(applying) | set(applying)
+    sinks = [name for name in after
+             if not index.successors(name) and not _NOT_TRAIN.search(name)]
     return sorted(sinks, key=index.position)
 
 

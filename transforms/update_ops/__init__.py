@@ -142,7 +142,7 @@ class UpdateOps(Transform):
             if _first_tower_convention(graph, updates, before):
                 continue
             # An update op that runs after the train op would close a cycle: never add it.
-            after = training.descendants(graph, [train])
+            after = graph.descendants([train])
             missing = [u for u in updates if u not in before and u != train and u not in after]
             if missing:
                 plan.append((train, _maximal(graph, missing), len(updates)))

@@ -129,21 +129,30 @@ class VariablesToCpu(Transform):
 
     def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
         changes = []
-        devices, names = graph.devices, graph.names
+        names = graph.names
+        cpu_of = _CpuTwins()
         for group, _ in list(self._targets(graph, ctx, explain=False)):
-            before = group.requested.to_string()
-            moved = [names[p] for p in group.positions
-                     if devices[p] and graph.set_device(p, _cpu_device_of(devices[p]))]
+            moved = graph.set_devices(group.positions, cpu_of)
             if moved:
+                before = group.requested.to_string()
+                after = cpu_of[before]
                 anchor = group.anchor
                 changes.append(
                     Change(
                         ctx.path,
                         self.name,
                         f"moved {len(moved)} node(s) of {anchor}'s colocation group from "
-                        f"{before} to {_cpu_device_of(before)}",
+                        f"{before} to {after}",
                         node=anchor,
-                        details={"from": before, "to": _cpu_device_of(before), "nodes": moved},
+                        details={"from": before, "to": after, "nodes": [names[p] for p in moved]},
                     )
                 )
         return changes
+
+
+class _CpuTwins(dict):
+    """Device string -> the CPU of the same job/replica/task, worked out once per string."""
+
+    def __missing__(self, device: str) -> str:
+        self[device] = _cpu_device_of(device)
+        return self[device]
