@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
+import stat
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from google.protobuf import message as _message
 
@@ -40,8 +40,55 @@ class GraphFile:
             return [(self.message.graph_def, self.message)]
         return [(meta.graph_def, meta) for meta in self.message.meta_graphs]
 
+    source_size: int = 0  # bytes read
+
     def serialize(self) -> bytes:
         return serialize(self.message, text=self.text)
+
+    def chunks(self) -> Iterable[bytes]:
+        """The bytes `serialize` gives, in pieces: a binary GraphDef of large nodes streams
+        node by node. Serializing a message whole holds the encoder's growing buffer and
+        the bytes it returns at once, 3x the graph (24 MiB for ResNet-50 x8's 8 MiB);
+        node by node holds one node. Each call costs about a microsecond, so graphs of
+        small nodes (under `_STREAM_MIN_NODE_BYTES` on average) are serialized whole."""
+        if self.kind == "graphdef" and not self.text:
+            count = len(self.message.node)
+            if count and self.source_size >= _STREAM_MIN_NODE_BYTES * count:
+                return graph_def_chunks(self.message)
+        return [self.serialize()]
+
+
+# Measured on a 1M-node synthetic graph (130 bytes a node): node by node 2.4 s, whole
+# 1.8 s; on ResNet-50 x8 (330 bytes a node) both 75 ms.
+_STREAM_MIN_NODE_BYTES = 256
+
+
+def graph_def_chunks(graph_def) -> Iterator[bytes]:
+    """A GraphDef's deterministic serialization in pieces: each node as its field (tag,
+    length, bytes), then the other fields (nodes are field 1; fields go in number order)."""
+    for node in graph_def.node:
+        body = node.SerializeToString(deterministic=True)
+        yield _node_tag_and_length(len(body))
+        yield body
+    rest = type(graph_def)()
+    for field, value in graph_def.ListFields():
+        if field.name == "node":
+            continue
+        if field.message_type is not None:
+            getattr(rest, field.name).CopyFrom(value)
+        else:
+            setattr(rest, field.name, value)
+    yield rest.SerializeToString(deterministic=True)
+
+
+def _node_tag_and_length(size: int) -> bytes:
+    """Field 1, length-delimited (0x0A), then `size` as a varint."""
+    out = bytearray(b"\n")
+    while size > 0x7F:
+        out.append((size & 0x7F) | 0x80)
+        size >>= 7
+    out.append(size)
+    return bytes(out)
 
 
 def serialize(message, *, text: bool) -> bytes:
@@ -127,29 +174,50 @@ def load(path: str | os.PathLike) -> GraphFile:
         msg = parse(data, cls, text=text, what=_DESCRIPTIONS[kind])
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
-    return GraphFile(path=path, kind=kind, text=text, message=msg, proto_name=proto_path.name)
+    return GraphFile(path=path, kind=kind, text=text, message=msg, proto_name=proto_path.name,
+                     source_size=len(data))
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename; InputError on failure."""
+def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Write `data` to `path` through a temporary file and a rename; InputError on failure.
+
+    Atomic against graphfix failing or being killed: `path` holds the old bytes or the new,
+    never part of them. Not flushed to the disk (no fsync, as ruff and black do not): that
+    guards against the machine crashing and costs more than writing a large graph.
+    """
     path = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+        mode = stat.S_IMODE(os.stat(path).st_mode)  # a rewritten file keeps its permissions
+    except OSError:
+        mode = 0o644
+    try:
+        tmp, fd = _temporary_beside(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.exists():
-            shutil.copymode(path, tmp)
-        else:
-            os.chmod(tmp, 0o644)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                handle.writelines(data)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise
+
+
+def _temporary_beside(path: Path) -> tuple[str, int]:
+    """A new file in `path`'s directory (so the rename stays on one file system), opened for
+    writing: (its path, its descriptor)."""
+    while True:
+        tmp = os.path.join(path.parent, f".{path.name}.{os.urandom(4).hex()}.tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
 
 
 def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
@@ -158,13 +226,13 @@ def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
     For a SavedModel directory, `out` is a directory: the graph is written there and every
     other entry (`variables/`, `assets/`, ...) is copied untouched.
     """
-    data = graph_file.serialize()
     if graph_file.kind != "savedmodel":
         target = Path(out) if out is not None else graph_file.path
         if target.is_dir():
             target = target / graph_file.path.name
-        atomic_write(target, data)
+        atomic_write(target, graph_file.chunks())
         return target
+    data = graph_file.serialize()
     if out is None or Path(out).resolve() == graph_file.path.resolve():
         atomic_write(graph_file.path / graph_file.proto_name, data)
         return graph_file.path
@@ -172,6 +240,9 @@ def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
 
 
 def _write_saved_model_copy(graph_file: GraphFile, out: Path, data: bytes) -> Path:
+    import shutil
+    import tempfile
+
     parent = out.parent if str(out.parent) else Path(".")
     try:
         staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".tmp"))

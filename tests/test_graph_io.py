@@ -155,3 +155,38 @@ def test_api_returns_the_kind_it_was_given(tmp_path, tf):
     assert graphio.load(written).message == path_result
     findings = graphfix.check_graph(graph_def, target_devices=["/gpu:0"])
     assert [f.node for f in findings] == ["d"] and findings[0].severity == "error"
+
+
+def _graph_of_large_nodes():
+    """The seed graph plus nodes of ~2 KB (a Const holding a tensor, several attrs in its
+    map), a function library, versions and debug info: every field a GraphDef can hold."""
+    graph_def = _seed_graph_def()
+    for k in range(40):
+        node = graph_def.node.add(name=f"big_{k}", op="Const", device="/device:GPU:0")
+        node.attr["dtype"].type = 1
+        node.attr["value"].tensor.dtype = 1
+        node.attr["value"].tensor.tensor_shape.dim.add(size=500)
+        node.attr["value"].tensor.tensor_content = bytes(range(250)) * 8
+        node.attr["_output_shapes"].list.shape.add().dim.add(size=500)
+        node.attr["zz_note"].s = b"maps serialize sorted by key"
+    graph_def.library.function.add().signature.name = "a_function"
+    graph_def.versions.producer = 1087
+    graph_def.debug_info.files.append("model.py")
+    return graph_def
+
+
+def test_large_nodes_stream_the_bytes_a_whole_serialization_gives(tmp_path):
+    graph_def = _graph_of_large_nodes()
+    whole = graph_def.SerializeToString(deterministic=True)
+    assert b"".join(graphio.graph_def_chunks(graph_def)) == whole
+    source = tmp_path / "g.pb"
+    source.write_bytes(whole)
+    loaded = graphio.load(source)
+    assert not isinstance(loaded.chunks(), list), "nodes of ~2 KB are written one by one"
+    out = tmp_path / "fixed.pb"
+    run_cli("fix", source, "-o", out, check_exit=1)
+    fixed = graphio.load(out).message
+    assert out.read_bytes() == fixed.SerializeToString(deterministic=True)
+    assert {n.name: n.device for n in fixed.node}["d"] == "/device:CPU:0"
+    assert fixed.library == graph_def.library and fixed.debug_info == graph_def.debug_info
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fixed.pb", "g.pb"], "no temporary file left"

@@ -64,9 +64,13 @@ def main() -> None:
     import tensorflow as tf
 
     path = pathlib.Path(__file__).resolve().parents[1] / "graphfix" / "op_signatures.json"
-    doc = {"tensorflow": tf.__version__, "ops": current_signatures()}
-    path.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n")
-    print(f"wrote {path} ({len(doc['ops'])} ops)")
+    ops = current_signatures()
+    # One op per line: graphfix decodes only the lines of the ops a graph uses.
+    lines = [f'{json.dumps(op)}:{json.dumps(sig, separators=(",", ":"), sort_keys=True)}'
+             for op, sig in sorted(ops.items())]
+    head = json.dumps({"tensorflow": tf.__version__})[:-1] + ',"ops":{'
+    path.write_text(head + "\n" + ",\n".join(lines) + "\n}}\n")
+    print(f"wrote {path} ({len(ops)} ops)")
 
 
 if __name__ == "__main__":
