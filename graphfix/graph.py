@@ -327,6 +327,67 @@ class _UnionFind:
             members[ra] = ours
 
 
+class _Colocation:
+    """The colocation groups of a graph, as TF's placer forms them: a node joins every name
+    its `_class` lists (`loc:@name`, a node or not) and, through a ref or resource edge,
+    the node that feeds it the handle.
+
+    Most nodes that name anything name exactly one node (a variable's `Assign`, `read`,
+    optimizer slots and updates: a star around the variable). They are kept as lists per
+    name they point at (`pointing`), in graph order, outside the union-find, which joins
+    only names that something else connects (a `_class` of several names, a handle edge, a
+    name pointed at that itself points elsewhere): a million-node graph's stars cost a
+    list append each instead of a union.
+    """
+
+    def __init__(self, graph: "GraphIndex"):
+        names, positions, classes = graph.names, graph._positions, graph._classes
+        self.names, self.positions = names, positions
+        # position -> the one name its `_class` lists
+        self.points_to = {p: others[0] for p, others in classes.items() if len(others) == 1}
+        self.pointing: dict[str, list[int]] = {}
+        pointing = self.pointing
+        for position, target in self.points_to.items():
+            if target in pointing:
+                pointing[target].append(position)
+            else:
+                pointing[target] = [position]
+        joins = _UnionFind()
+        joins.union_all([(other, names[p]) for p, others in classes.items() if len(others) > 1
+                         for other in others])
+        joins.union_all(graph._handle_edges())
+        # A name that points elsewhere and is itself pointed at or joined: one group.
+        points_to, get = self.points_to, positions.get
+        chained = [(points_to[p], name) for name in [*pointing, *joins.parent, *joins.members]
+                   if (p := get(name)) is not None and p in points_to and points_to[p] != name]
+        joins.union_all(chained)
+        self.joins = joins
+
+    def root_of(self, position: int) -> str:
+        """The representative name of the group holding the node at `position`."""
+        name = self.points_to.get(position)
+        if name is None:
+            name = self.names[position]
+        joins = self.joins
+        return joins.find(name) if name in joins.parent else name
+
+    def members(self, root: str) -> list[int]:
+        """Positions of the group whose representative is `root`, in graph order."""
+        get, pointing = self.positions.get, self.pointing
+        joined = self.joins.members.get(root)
+        if joined is None:  # a star (or a lone node): the name and what points at it
+            own, around = get(root), pointing.get(root, [])
+            if own is None:
+                return list(around)
+            if not around or own < around[0]:
+                return [own, *around] if own not in around else list(around)
+            return sorted({own, *around})
+        found = {p for p in map(get, joined) if p is not None}
+        for name in joined:
+            found.update(pointing.get(name, ()))
+        return sorted(found)
+
+
 class GraphIndex:
     """An index over a GraphDef that it edits in place (see the module docstring).
 
@@ -355,7 +416,7 @@ class GraphIndex:
         self._by_op: dict[str, list[int]] = {}
         self._edges: tuple[array, array] | None = None
         self._consumers: dict[int, list[int]] | None = None
-        self._groups: _UnionFind | None = None
+        self._groups: _Colocation | None = None
         self._group_positions: dict[str, list[int]] | None = None
         self.edges_changed = False
 
@@ -515,19 +576,10 @@ class GraphIndex:
 
     # -- colocation groups -----------------------------------------------------------------
 
-    def _colocation(self) -> _UnionFind:
-        if self._groups is not None:
-            return self._groups
-        groups = _UnionFind()
-        names, classes = self.names, self._classes
-        # An unknown name in `_class` is still a group key: TF colocates all nodes naming it.
-        single = [p for p, others in classes.items() if len(others) == 1]
-        groups.union_all(zip([classes[p][0] for p in single], map(names.__getitem__, single)))
-        groups.union_all([(other, names[p]) for p, others in classes.items() if len(others) > 1
-                          for other in others])
-        groups.union_all(self._handle_edges())
-        self._groups = groups
-        return groups
+    def _colocation(self) -> _Colocation:
+        if self._groups is None:
+            self._groups = _Colocation(self)
+        return self._groups
 
     def _handle_edges(self) -> list[tuple[str, str]]:
         """(handle's node, consumer) for each ref or resource edge the placer colocates and
@@ -626,53 +678,37 @@ class GraphIndex:
 
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""
-        self.position(name)
-        return self._colocation().find(name)
+        return self._colocation().root_of(self.position(name))
 
     def colocation_groups(self) -> dict[str, list[int]]:
         """Every colocation group (singletons too): root -> member positions, graph order."""
-        if self._group_positions is not None:
-            return self._group_positions
-        groups = self._colocation()
-        parent, find = groups.parent, groups.find
-        out: dict[str, list[int]] = {}
-        for position, name in enumerate(self.names):
-            root = find(name) if name in parent else name
-            if root in out:
-                out[root].append(position)
-            else:
-                out[root] = [position]
-        self._group_positions = out
-        return out
+        if self._group_positions is None:
+            root_of = self._colocation().root_of
+            out: dict[str, list[int]] = {}
+            for position in range(len(self.names)):
+                root = root_of(position)
+                if root in out:
+                    out[root].append(position)
+                else:
+                    out[root] = [position]
+            self._group_positions = out
+        return self._group_positions
 
     def variable_groups(self) -> dict[str, list[int]]:
         """The colocation groups that hold a variable op: root -> member positions, in
         graph order, the groups in the order of their first variable."""
         groups = self._colocation()
-        parent, members, find = groups.parent, groups.members, groups.find
-        position_of = self._positions.get
-        names = self.names
         out: dict[str, list[int]] = {}
         for position in self.positions_of(VARIABLE_OPS):
-            name = names[position]
-            root = find(name) if name in parent else name
+            root = groups.root_of(position)
             if root not in out:
-                joined = members.get(root)
-                if joined is None:
-                    out[root] = [position]
-                    continue
-                # A `loc:@` name that is no node is a member of its group, not a position.
-                found = [p for p in map(position_of, joined) if p is not None]
-                found.sort()
-                out[root] = found
+                out[root] = groups.members(root)
         return out
 
     def group_of(self, name: str) -> list:
         """All NodeDefs that TF's placer must put on one device together with `name`."""
-        root = self.group_root(name)
         groups = self._colocation()
-        return [self._node_defs[self._positions[n]]
-                for n in sorted(groups.members.get(root, [root]), key=self._positions.get)]
+        return [self._node_defs[p] for p in groups.members(groups.root_of(self.position(name)))]
 
     # -- editing ---------------------------------------------------------------------------
 

@@ -64,12 +64,22 @@ _STREAM_MIN_NODE_BYTES = 256
 
 
 def graph_def_chunks(graph_def) -> Iterator[bytes]:
-    """A GraphDef's deterministic serialization in pieces: each node as its field (tag,
-    length, bytes), then the other fields (nodes are field 1; fields go in number order)."""
+    """A GraphDef's deterministic serialization in pieces of about a MiB: each node as its
+    field (tag, length, bytes), then the other fields (nodes are field 1; fields go in
+    number order)."""
+    batch = bytearray()
     for node in graph_def.node:
         body = node.SerializeToString(deterministic=True)
-        yield _node_tag_and_length(len(body))
-        yield body
+        size = len(body)
+        if size < 0x80:
+            batch.append(0x0A)
+            batch.append(size)
+        else:
+            batch += _node_tag_and_length(size)
+        batch += body
+        if len(batch) >= 1 << 20:
+            yield bytes(batch)
+            batch.clear()
     rest = type(graph_def)()
     for field, value in graph_def.ListFields():
         if field.name == "node":
@@ -78,7 +88,8 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
             getattr(rest, field.name).CopyFrom(value)
         else:
             setattr(rest, field.name, value)
-    yield rest.SerializeToString(deterministic=True)
+    batch += rest.SerializeToString(deterministic=True)
+    yield bytes(batch)
 
 
 def _node_tag_and_length(size: int) -> bytes:
