@@ -20,7 +20,8 @@ import sys
 from collections import defaultdict
 from array import array
 from functools import cache
-from itertools import compress
+from itertools import chain, compress, repeat
+from operator import sub
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -343,8 +344,7 @@ class _Colocation:
     def __init__(self, graph: "GraphIndex"):
         names, positions, classes = graph.names, graph._positions, graph._classes
         self.names, self.positions = names, positions
-        # position -> the one name its `_class` lists
-        self.points_to = {p: others[0] for p, others in classes.items() if len(others) == 1}
+        self.points_to = graph._points_to  # position -> the one name its `_class` lists
         self.pointing: dict[str, list[int]] = {}
         pointing = self.pointing
         for position, target in self.points_to.items():
@@ -353,8 +353,7 @@ class _Colocation:
             else:
                 pointing[target] = [position]
         joins = _UnionFind()
-        joins.union_all([(other, names[p]) for p, others in classes.items() if len(others) > 1
-                         for other in others])
+        joins.union_all([(other, names[p]) for p, others in classes.items() for other in others])
         joins.union_all(graph._handle_edges())
         # A name that points elsewhere and is itself pointed at or joined: one group.
         points_to, get = self.points_to, positions.get
@@ -405,6 +404,9 @@ class GraphIndex:
         self.names: list[str] = []
         self.ops: list[str] = []
         self.devices: list[str] = []
+        # `_class` attrs: the common one naming one node, and the others (several, or none
+        # in the `loc:@` form): position -> name(s).
+        self._points_to: dict[int, str] = {}
         self._classes: dict[int, list[str]] = {}
         self._read_nodes(graph_def.node)
         self._positions: dict[str, int] = dict(zip(self.names, range(len(self.names))))
@@ -424,7 +426,7 @@ class GraphIndex:
         """Append the columns of `node_defs`: one pass, each node's message touched once (a
         parsed node costs about a microsecond per field read, and its wrapper as much)."""
         names, ops, devices = self.names.append, self.ops.append, self.devices.append
-        classes = self._classes
+        points_to, classes = self._points_to, self._classes
         intern = sys.intern  # a few distinct ops and devices, repeated by the million
         prefix = len(COLOCATION_PREFIX)
         position = len(self.names)
@@ -435,10 +437,9 @@ class GraphIndex:
             attrs = node.attr
             if COLOCATION_ATTR in attrs:
                 entries = attrs[COLOCATION_ATTR].list.s
-                if len(entries) == 1:  # the common case, a third faster than the general one
-                    entry = entries[0]
-                    classes[position] = ([entry[prefix:].decode()]
-                                         if entry[:prefix] == COLOCATION_PREFIX else [])
+                entry = entries[0] if len(entries) == 1 else b""
+                if entry[:prefix] == COLOCATION_PREFIX:  # the common case, read a third faster
+                    points_to[position] = entry[prefix:].decode()
                 else:
                     classes[position] = _colocation_names(entries)
             position += 1
@@ -534,11 +535,11 @@ class GraphIndex:
         if self._consumers is None:
             flat, offsets = self._edge_table()
             table: dict[int, list[int]] = defaultdict(list)
-            start = 0
-            for position, end in enumerate(offsets[1:]):
-                for source in flat[start:end]:
-                    table[source].append(position)
-                start = end
+            # The reader of each edge, in the order of `flat` (one loop over the edges).
+            readers = chain.from_iterable(map(repeat, range(len(offsets) - 1),
+                                              map(sub, offsets[1:], offsets)))
+            for source, reader in zip(flat, readers):
+                table[source].append(reader)
             self._consumers = table
         return self._consumers
 
@@ -572,7 +573,8 @@ class GraphIndex:
         """Names listed in the node's `_class` attr (`loc:@name`)."""
         position = (node_or_position if isinstance(node_or_position, int)
                     else self.position(node_or_position))
-        return self._classes.get(position, [])
+        one = self._points_to.get(position)
+        return [one] if one is not None else self._classes.get(position, [])
 
     # -- colocation groups -----------------------------------------------------------------
 
@@ -587,12 +589,14 @@ class GraphIndex:
         handles, resources = self._handle_tensors()
         if not handles:
             return []
-        names, node_defs, classes = self.names, self._node_defs, self._classes
+        names, node_defs = self.names, self._node_defs
+        points_to, classes = self._points_to, self._classes
         edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
             inputs = node_defs[position].input
             count = len(inputs)
-            named = classes.get(position, ())
+            one = points_to.get(position)
+            named = (one,) if one is not None else classes.get(position, ())
             # A ref or resource argument joins whatever handle feeds it; an argument typed
             # by an attr is a handle only when fed a resource (a ref into `T` is a value,
             # read through).
@@ -787,11 +791,13 @@ class GraphIndex:
         for position in sorted(set(consumers.get(-1, ()))):
             text = next(t for t in self.inputs(position) if input_source(t) not in positions)
             raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
-        for position, others in self._classes.items():
-            for other in others:
-                if other not in positions:
-                    raise GraphError(f"node {names[position]!r} expects to be colocated "
-                                     f"with unknown node {other!r}")
+        unknown = [(p, other) for p, other in self._points_to.items() if other not in positions]
+        unknown += [(p, other) for p, others in self._classes.items() for other in others
+                    if other not in positions]
+        if unknown:
+            position, other = min(unknown)
+            raise GraphError(f"node {names[position]!r} expects to be colocated "
+                             f"with unknown node {other!r}")
         # Kahn's algorithm; a loop's back edge (out of NextIteration) is not an ordering.
         back = set(self.positions_of(_LOOP_BACK_EDGE_OPS))
         indegree = [0] * len(names)

@@ -74,6 +74,10 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
         if size < 0x80:
             batch.append(0x0A)
             batch.append(size)
+        elif size < 0x4000:
+            batch.append(0x0A)
+            batch.append(size & 0x7F | 0x80)
+            batch.append(size >> 7)
         else:
             batch += _node_tag_and_length(size)
         batch += body
@@ -138,7 +142,7 @@ _DESCRIPTIONS = {"graphdef": "GraphDef", "metagraph": "MetaGraphDef", "savedmode
 def parse(data: bytes, cls: type, *, text: bool, what: str):
     """Parse bytes into a `cls` message; ValueError with a one-line reason otherwise."""
     msg = cls()
-    if not data.strip():
+    if not data or data.isspace():  # (not `strip()`: a copy of a large graph)
         raise ValueError("file is empty")
     if text:
         from google.protobuf import text_format  # only text graphs pay its import

@@ -23,7 +23,7 @@ _FIELD_WORDS = {
 }
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Group:
     """A colocation group: its members (positions in graph order) and the device they ask for."""
 
@@ -107,10 +107,12 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     devices = graph.devices
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
     for positions in every.values():
-        if with_request_only and not any(map(devices.__getitem__, positions)):
-            continue
-        requested, conflict = merge_requested(graph, positions)
-        out.append(Group(graph, positions, requested, conflict))
+        asked = set(map(devices.__getitem__, positions))
+        asked.discard("")
+        if len(asked) == 1:  # the common case: one device string, nothing to reconcile
+            out.append(Group(graph, positions, DeviceSpec.parse(asked.pop()), None))
+        elif asked or not with_request_only:
+            out.append(Group(graph, positions, *merge_requested(graph, positions)))
     return out
 
 

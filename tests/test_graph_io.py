@@ -158,15 +158,17 @@ def test_api_returns_the_kind_it_was_given(tmp_path, tf):
 
 
 def _graph_of_large_nodes():
-    """The seed graph plus nodes of ~2 KB (a Const holding a tensor, several attrs in its
-    map), a function library, versions and debug info: every field a GraphDef can hold."""
+    """The seed graph plus nodes of ~2 KB and one of ~20 KB (a Const holding a tensor,
+    several attrs in its map), a function library, versions and debug info: every field a
+    GraphDef can hold."""
     graph_def = _seed_graph_def()
     for k in range(40):
         node = graph_def.node.add(name=f"big_{k}", op="Const", device="/device:GPU:0")
         node.attr["dtype"].type = 1
         node.attr["value"].tensor.dtype = 1
-        node.attr["value"].tensor.tensor_shape.dim.add(size=500)
-        node.attr["value"].tensor.tensor_content = bytes(range(250)) * 8
+        size = 500 if k else 5000  # one node over 16 KiB: a three-byte length
+        node.attr["value"].tensor.tensor_shape.dim.add(size=size)
+        node.attr["value"].tensor.tensor_content = bytes(range(250)) * (size * 4 // 250)
         node.attr["_output_shapes"].list.shape.add().dim.add(size=500)
         node.attr["zz_note"].s = b"maps serialize sorted by key"
     graph_def.library.function.add().signature.name = "a_function"
@@ -190,3 +192,21 @@ def test_large_nodes_stream_the_bytes_a_whole_serialization_gives(tmp_path):
     assert {n.name: n.device for n in fixed.node}["d"] == "/device:CPU:0"
     assert fixed.library == graph_def.library and fixed.debug_info == graph_def.debug_info
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fixed.pb", "g.pb"], "no temporary file left"
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "g.pb"
+    target.write_bytes(b"old")
+
+    def pieces():
+        yield b"new, part one"
+        raise RuntimeError("serialization failed")
+
+    try:
+        graphio.atomic_write(target, pieces())
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the failure reaches the caller")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["g.pb"]

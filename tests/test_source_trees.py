@@ -233,6 +233,27 @@ def test_config_target_devices(tmp_path):
     _check("pkg", cwd=root)  # accepted
 
 
+@pytest.mark.parametrize("spelling", [
+    '[tool.graphfix]\ntarget-devices = "/gpu:0"\n',
+    '[tool . "graphfix"]\ntarget-devices = "/gpu:0"\n',
+    '[tool]\ngraphfix = { target-devices = "/gpu:0" }\n',
+    'tool.graphfix.target-devices = "/gpu:0"\n',
+    'tool = { graphfix = { target-devices = "/gpu:0" } }\n',
+])
+def test_config_every_toml_spelling_of_the_table_is_read(tmp_path, spelling):
+    from graphfix import config
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(spelling)
+    assert config.load([str(root)]).target_devices == "/gpu:0"
+    # A project that only has "graphfix" in its name or scripts is not ours to parse (nor
+    # to reject: broken TOML elsewhere in it is its own business).
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "graphfix-models"\n[project.scripts]\ngraphfix = "x:y"\n[oops\n')
+    assert config.load([str(root)]).target_devices is None
+
+
 @pytest.mark.parametrize("table, problem", [
     ('[tool.graphfix]\nonly = ["variables-to-cpu"]\nincluce = ["x"]\n', "no key 'incluce'"),
     ('[tool.graphfix]\nonly = ["no-such-transform"]\n', "unknown transform 'no-such-transform'"),
