@@ -786,7 +786,7 @@ class GraphIndex:
 
     def check_structure(self) -> None:
         """Raise GraphError for a dangling input, an unknown colocation target or a cycle."""
-        positions, names, ops = self._positions, self.names, self.ops
+        positions, names = self._positions, self.names
         consumers = self._consumer_table()
         for position in sorted(set(consumers.get(-1, ()))):
             text = next(t for t in self.inputs(position) if input_source(t) not in positions)
