@@ -17,6 +17,7 @@ ASSIGN_OPS = frozenset({
 # Statistics that batch norm keeps outside the gradient path.
 _MOVING_STAT = re.compile(r"(^|/)(moving_mean|moving_variance|renorm_mean|renorm_stddev"
                           r"|renorm_mean_weight|renorm_stddev_weight)$")
+_MOVING_STAT_LINE = re.compile(_MOVING_STAT.pattern, re.MULTILINE)
 _TOWER = re.compile(r"(?:^|/)(?:tower|clone|replica|gpu)_?(\d+)(?:/|$)", re.IGNORECASE)
 _APPLY_PREFIXES = ("Apply", "ResourceApply", "SparseApply", "ResourceSparseApply")
 _NOT_TRAIN = re.compile(r"(^|/)(save|restore|init|report_uninitialized|summaries?)(_\d+)?(/|$)")
@@ -54,8 +55,8 @@ def variable_of(index: GraphIndex, node) -> str | None:
 def detect_update_ops(index: GraphIndex) -> list[str]:
     """Batch-norm moving-average updates: assigns to moving statistics, not initializers."""
     names = index.names
-    variables = index.positions_of(VARIABLE_OPS)
-    if not any(_MOVING_STAT.search(names[p]) for p in variables):
+    variable_names = "\n".join(map(names.__getitem__, index.positions_of(VARIABLE_OPS)))
+    if not _MOVING_STAT_LINE.search(variable_names):  # one search over all the names at once
         return []  # no moving statistics, so nothing can update one
     found = []
     for position in index.positions_of(ASSIGN_OPS):
