@@ -8,8 +8,7 @@ forms (`/gpu:0`, `/cpu:*`) and partial ones (`/job:worker`) are accepted. Mergin
 from __future__ import annotations
 
 import dataclasses
-import functools
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 _LEGACY_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
 _FIELDS = frozenset({"job", "replica", "task", "device_type", "device_index"})
@@ -48,7 +47,7 @@ class DeviceSpec:
         """The canonical form TF writes: `/job:x/replica:0/task:0/device:CPU:0`."""
         return self._text
 
-    @functools.cached_property
+    @cached_property
     def _text(self) -> str:
         # Kept on the spec (not in a cache keyed by it: hashing a spec costs more than this).
         out = []

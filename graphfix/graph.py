@@ -522,8 +522,7 @@ class GraphIndex:
             # no ':' and no '^'): one lookup settles most inputs.
             found = list(map(self._positions.get, texts))
             unsettled = [k for k, position in enumerate(found) if position is None]
-            sources = [text[1:] if text[:1] == "^" else text.rpartition(":")[0]
-                       for text in map(texts.__getitem__, unsettled)]
+            sources = map(input_source, map(texts.__getitem__, unsettled))
             for k, position in zip(unsettled, map(self._positions.get, sources)):
                 found[k] = -1 if position is None else position
             self._edges = array("i", found), offsets

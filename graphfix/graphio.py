@@ -31,6 +31,7 @@ class GraphFile:
     text: bool
     message: object
     proto_name: str = ""  # the file inside a SavedModel directory
+    source_size: int = 0  # bytes read
 
     def graph_defs(self) -> list[tuple[object, object | None]]:
         """(GraphDef, its MetaGraphDef or None) for every graph the file holds."""
@@ -39,8 +40,6 @@ class GraphFile:
         if self.kind == "metagraph":
             return [(self.message.graph_def, self.message)]
         return [(meta.graph_def, meta) for meta in self.message.meta_graphs]
-
-    source_size: int = 0  # bytes read
 
     def serialize(self) -> bytes:
         return serialize(self.message, text=self.text)
@@ -71,15 +70,14 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
     for node in graph_def.node:
         body = node.SerializeToString(deterministic=True)
         size = len(body)
-        if size < 0x80:
-            batch.append(0x0A)
+        batch.append(0x0A)  # field 1 (node), length-delimited
+        if size < 0x80:  # the length as a varint; one and two bytes inline, the common cases
             batch.append(size)
         elif size < 0x4000:
-            batch.append(0x0A)
             batch.append(size & 0x7F | 0x80)
             batch.append(size >> 7)
         else:
-            batch += _node_tag_and_length(size)
+            batch += _varint(size)
         batch += body
         if len(batch) >= 1 << 20:
             yield bytes(batch)
@@ -96,9 +94,9 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
     yield bytes(batch)
 
 
-def _node_tag_and_length(size: int) -> bytes:
-    """Field 1, length-delimited (0x0A), then `size` as a varint."""
-    out = bytearray(b"\n")
+def _varint(size: int) -> bytes:
+    """`size` in protobuf's varint encoding."""
+    out = bytearray()
     while size > 0x7F:
         out.append((size & 0x7F) | 0x80)
         size >>= 7

@@ -71,13 +71,15 @@ class PlacementProblem:
         return bool(self.group.variables)
 
 
-def merge_requested(graph: GraphIndex, positions: list[int]
+def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None
                     ) -> tuple[DeviceSpec | None, str | None]:
     """Merge the requested devices of the nodes at `positions` as TF's placer does (no soft
-    placement): (the merged device, None), or (None, TF's message) when they conflict."""
+    placement): (the merged device, None), or (None, TF's message) when they conflict.
+    `asked`: the distinct non-empty device strings of those nodes, if the caller has them."""
     devices = graph.devices
-    asked = {devices[p] for p in positions}
-    asked.discard("")
+    if asked is None:
+        asked = set(map(devices.__getitem__, positions))
+        asked.discard("")
     if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
         return DeviceSpec.parse(asked.pop() if asked else ""), None
     merged = DeviceSpec()
@@ -109,10 +111,8 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     for positions in every.values():
         asked = set(map(devices.__getitem__, positions))
         asked.discard("")
-        if len(asked) == 1:  # the common case: one device string, nothing to reconcile
-            out.append(Group(graph, positions, DeviceSpec.parse(asked.pop()), None))
-        elif asked or not with_request_only:
-            out.append(Group(graph, positions, *merge_requested(graph, positions)))
+        if asked or not with_request_only:
+            out.append(Group(graph, positions, *merge_requested(graph, positions, asked)))
     return out
 
 

@@ -8,6 +8,7 @@ detection: `update_ops` and `train_op` say what the author meant.
 from __future__ import annotations
 
 import re
+
 from graphfix.graph import VARIABLE_OPS, GraphIndex, parse_input
 
 ASSIGN_OPS = frozenset({

@@ -39,7 +39,6 @@ see `VariablesToCpuCodemod`.
 from __future__ import annotations
 
 import ast
-import functools
 
 from graphfix import placement
 from graphfix.findings import Change, Finding
@@ -53,13 +52,18 @@ def _on_gpu(group: placement.Group) -> bool:
     return spec is not None and (spec.device_type or "").upper() == "GPU"
 
 
-@functools.lru_cache(maxsize=1024)
-def _cpu_device_of(device: str) -> str:
-    """The CPU of the same job/replica/task as `device`."""
-    from graphfix.devices import DeviceSpec
+class _CpuTwins(dict):
+    """Device string -> the CPU of the same job/replica/task, worked out once per string."""
 
-    spec = DeviceSpec.parse(device)
-    return spec.replace(device_type="CPU", device_index=0).to_string()
+    def __missing__(self, device: str) -> str:
+        from graphfix.devices import DeviceSpec
+
+        twin = DeviceSpec.parse(device).replace(device_type="CPU", device_index=0).to_string()
+        self[device] = twin
+        return twin
+
+
+_CPU_OF = _CpuTwins()
 
 
 class VariablesToCpu(Transform):
@@ -112,7 +116,7 @@ class VariablesToCpu(Transform):
         findings = []
         for group, problem in self._targets(graph, ctx, explain=True):
             anchor = group.anchor
-            to = _cpu_device_of(group.requested.to_string())
+            to = _CPU_OF[group.requested.to_string()]
             if problem is not None:
                 message = f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})"
                 severity = "error"
@@ -130,12 +134,11 @@ class VariablesToCpu(Transform):
     def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
         changes = []
         names = graph.names
-        cpu_of = _CpuTwins()
         for group, _ in list(self._targets(graph, ctx, explain=False)):
-            moved = graph.set_devices(group.positions, cpu_of)
+            moved = graph.set_devices(group.positions, _CPU_OF)
             if moved:
                 before = group.requested.to_string()
-                after = cpu_of[before]
+                after = _CPU_OF[before]
                 anchor = group.anchor
                 changes.append(
                     Change(
@@ -148,11 +151,3 @@ class VariablesToCpu(Transform):
                     )
                 )
         return changes
-
-
-class _CpuTwins(dict):
-    """Device string -> the CPU of the same job/replica/task, worked out once per string."""
-
-    def __missing__(self, device: str) -> str:
-        self[device] = _cpu_device_of(device)
-        return self[device]
