@@ -10,7 +10,8 @@ runtime), and the colocation groups exactly as TF's placer forms them:
   `IsExemptFromResourceInputColocation`).
 
 Edits go through the index (`set_device`, `add_node`, `add_control_input`) so it stays
-consistent, and `check_structure` proves an edited graph is still well formed.
+consistent, and `check_changes` proves the edits left it well formed (`check_structure`
+proves a whole graph).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import sys
 from collections import defaultdict
 from array import array
 from functools import cache
-from itertools import chain, compress, repeat
+from itertools import chain, compress, filterfalse, repeat
 from operator import sub
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Container, Iterable, Iterator, Mapping, Sequence
 
 from graphfix.devices import DeviceSpec
 
@@ -72,6 +73,8 @@ VARIABLE_OPS = frozenset(
 
 # Loops are the one legal cycle in a TF graph: the back edge enters Merge from NextIteration.
 _LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
+# Readers of new edges `check_changes` proves acyclic one walk each; more, one whole check.
+_MAX_CYCLE_WALKS = 64
 
 
 class GraphError(ValueError):
@@ -171,9 +174,11 @@ class OpSignatures:
 
     def handle_plan(self, op: str, side: str):
         """How to find which inputs (`side="in"`) or outputs (`"out"`) of an `op` node are a
-        ref or a resource: None for an op this graph does not describe; "expand" where some
-        argument is a list (decided per node); else (positions always a handle,
-        ((position, type attr, its default), ...) a handle when the attr is DT_RESOURCE)."""
+        ref or a resource: None for an op this graph does not describe; where some argument
+        is a list, decided per node: `EXPAND` if a ref or resource argument is among them,
+        `EXPAND_BY_ATTR` if only a type attr can make one a resource; else (positions always
+        a handle, ((position, type attr, its default), ...) a handle when the attr is
+        DT_RESOURCE)."""
         key = (op, side)
         plan = self._plans.get(key, _UNPLANNED)
         if plan is _UNPLANNED:
@@ -192,7 +197,7 @@ class OpSignatures:
         plan = self.handle_plan(node.op, side)
         if plan is None:
             return None
-        if plan == "expand":
+        if plan in (EXPAND, EXPAND_BY_ATTR):
             types = self.input_types(node) if side == "in" else self.output_types(node)
             return None if types is None else [i for i, t in enumerate(types) if is_handle_type(t)]
         always, by_attr = plan
@@ -212,12 +217,17 @@ class OpSignatures:
 _UNPLANNED = object()
 
 
+EXPAND = "expand"
+EXPAND_BY_ATTR = "expand by attr"
+
+
 def _handle_plan(args: list[str], defaults: dict):
-    """For an op's argument list: "expand" if some argument is a list or repeated, else
-    (positions always a handle, ((position, type attr, its default), ...) that are a handle
-    when the attr is DT_RESOURCE)."""
+    """For an op's argument list: EXPAND or EXPAND_BY_ATTR if some argument is a list or
+    repeated, else (positions always a handle, ((position, type attr, its default), ...)
+    that are a handle when the attr is DT_RESOURCE)."""
     if any("*" in a or "[" in a for a in args):
-        return "expand"
+        fixed = any(a.startswith("&") or a.split("*")[0] == "=20" for a in args)
+        return EXPAND if fixed else EXPAND_BY_ATTR  # (AddN, ConcatV2, ShapeN: by attr)
     always, by_attr = [], []
     for position, arg in enumerate(args):
         if arg.startswith("&") or arg == "=20":
@@ -417,10 +427,16 @@ class GraphIndex:
         self._kinds: set[str] | None = None
         self._by_op: dict[str, list[int]] = {}
         self._edges: tuple[array, array] | None = None
+        self._dangling_read = False  # whether the edge table holds an input from no node
+        # Edges added after the edge table was read: reader position -> source positions.
+        self._added_sources: dict[int, list[int]] = {}
         self._consumers: dict[int, list[int]] | None = None
+        self._read: set[int] | None = None  # positions some node reads
         self._groups: _Colocation | None = None
         self._group_positions: dict[str, list[int]] | None = None
-        self.edges_changed = False
+        # What edits added since the last `check_changes`: (reader, input text), new nodes.
+        self._unchecked_inputs: list[tuple[int, str]] = []
+        self._unchecked_nodes: list[int] = []
 
     def _read_nodes(self, node_defs) -> None:
         """Append the columns of `node_defs`: one pass, each node's message touched once (a
@@ -526,7 +542,41 @@ class GraphIndex:
             for k, position in zip(unsettled, map(self._positions.get, sources)):
                 found[k] = -1 if position is None else position
             self._edges = array("i", found), offsets
+            self._dangling_read = -1 in self._edges[0]
+            self._added_sources = {}
         return self._edges
+
+    def _sources_step(self):
+        """A function: position -> the positions of the node's sources (-1: from no node)."""
+        flat, offsets = self._edge_table()
+        added = self._added_sources
+        if not added:
+            return lambda p: flat[offsets[p]:offsets[p + 1]]
+        read = len(offsets) - 1
+
+        def sources(p):
+            own = flat[offsets[p]:offsets[p + 1]] if p < read else ()
+            more = added.get(p)
+            return [*own, *more] if more else own
+        return sources
+
+    def sources(self, position: int) -> Sequence[int]:
+        """Positions of the nodes that the node at `position` reads, data then control
+        inputs, in input order (-1 for an input from no node)."""
+        return self._sources_step()(position)
+
+    def _read_positions(self) -> set[int]:
+        if self._read is None:
+            flat, _ = self._edge_table()
+            self._read = set(flat)
+            for sources in self._added_sources.values():
+                self._read.update(sources)
+        return self._read
+
+    def sinks(self) -> list[int]:
+        """Positions of the nodes no node reads (a train op, a saver's ops, summaries), in
+        graph order."""
+        return list(filterfalse(self._read_positions().__contains__, range(len(self.names))))
 
     def _consumer_table(self) -> dict[int, list[int]]:
         """Source position -> positions of the nodes reading it (repeats where it is read
@@ -539,6 +589,9 @@ class GraphIndex:
                                               map(sub, offsets[1:], offsets)))
             for source, reader in zip(flat, readers):
                 table[source].append(reader)
+            for reader, sources in self._added_sources.items():
+                for source in sources:
+                    table[source].append(reader)
             self._consumers = table
         return self._consumers
 
@@ -620,12 +673,13 @@ class GraphIndex:
         node_defs = self._node_defs
         plans = {op: signatures.handle_plan(op, "in") for op in self.op_kinds()
                  if op not in RESOURCE_COLOCATION_EXEMPT}
-        plans = {op: plan for op, plan in plans.items() if plan == "expand" or (
+        plans = {op: plan for op, plan in plans.items() if plan == EXPAND or (
+            resources_exist if plan == EXPAND_BY_ATTR else
             plan is not None and (plan[0] or (resources_exist and plan[1])))}
         found = []
         for op, positions in self._positions_for(set(plans)).items():
             plan = plans[op]
-            if plan == "expand":
+            if isinstance(plan, str):
                 for position in positions:
                     fixed = signatures.handle_positions(node_defs[position], "in")
                     if fixed:
@@ -645,14 +699,15 @@ class GraphIndex:
         kinds = self.op_kinds()
         read_attrs = any(signatures.makes_resources(op) for op in kinds) or self._resource_args()
         plans = {op: signatures.handle_plan(op, "out") for op in kinds}
-        plans = {op: plan for op, plan in plans.items() if plan == "expand" or (
+        plans = {op: plan for op, plan in plans.items() if plan == EXPAND or (
+            read_attrs if plan == EXPAND_BY_ATTR else
             plan is not None and (plan[0] or (read_attrs and plan[1])))}
         handles: dict[str, str] = {}
         resources: dict[str, str] = {}
         names, node_defs = self.names, self._node_defs
         for op, positions in self._positions_for(set(plans)).items():
             plan = plans[op]
-            if plan == "expand" or (read_attrs and plan[1]):
+            if isinstance(plan, str) or (read_attrs and plan[1]):
                 for position in positions:
                     types = signatures.output_types(node_defs[position]) or ()
                     for k, dtype in enumerate(types):
@@ -752,7 +807,11 @@ class GraphIndex:
             self._kinds.add(self.ops[position])
         if self.ops[position] in self._by_op:
             self._by_op[self.ops[position]].append(position)
-        self._invalidate()
+        if self._dangling_read:  # the new name may be what an input of the graph named
+            self._edges = self._consumers = self._read = None
+        self._groups = self._group_positions = None  # its `_class` or handle inputs may join
+        self._unchecked_nodes.append(position)
+        self._record_inputs(position, stored.input)
         return stored
 
     def add_control_input(self, node, source: str) -> bool:
@@ -763,7 +822,7 @@ class GraphIndex:
         if text in inputs or source in {input_source(i) for i in inputs}:
             return False
         self._node_defs[position].input.append(text)
-        self._invalidate()
+        self._record_inputs(position, [text])
         return True
 
     def unique_name(self, base: str) -> str:
@@ -774,17 +833,81 @@ class GraphIndex:
             name = f"{base}_{k}"
         return name
 
-    def _invalidate(self) -> None:
-        self._edges = None
-        self._consumers = None
-        self._groups = None
-        self._group_positions = None
-        self.edges_changed = True
+    def _record_inputs(self, position: int, texts: Iterable[str]) -> None:
+        """Note new inputs of the node at `position` for `check_changes`, and add them to
+        the edge and consumer tables if read (an edit costs its own edges, not a re-read of
+        every node's inputs)."""
+        texts = list(texts)
+        self._unchecked_inputs.extend((position, text) for text in texts)
+        if self._edges is None:
+            return
+        get = self._positions.get
+        sources = [get(input_source(text), -1) for text in texts]
+        if -1 in sources:  # a node added later may be its source: read the tables again
+            self._edges = self._consumers = self._read = None
+            return
+        self._added_sources.setdefault(position, []).extend(sources)
+        if self._consumers is not None:
+            for source in sources:
+                self._consumers[source].append(position)
+        if self._read is not None:
+            self._read.update(sources)
 
     # -- checking --------------------------------------------------------------------------
 
+    def check_changes(self) -> None:
+        """`check_structure` for what was added since the last check: GraphError if a new
+        input names no node, a new node's `_class` names no node, or a new edge closes a
+        cycle. The graph as read is not proved again: its faults are not the edit's."""
+        inputs, nodes = self._unchecked_inputs, self._unchecked_nodes
+        if not inputs and not nodes:
+            return
+        positions, names = self._positions, self.names
+        by_reader: dict[int, list[int]] = {}
+        for reader, text in inputs:
+            source = positions.get(input_source(text))
+            if source is None:
+                raise GraphError(f"node {names[reader]!r} has input {text!r} from no node")
+            by_reader.setdefault(reader, []).append(source)
+        for position in nodes:
+            for other in self.colocated_with(position):
+                if other not in positions:
+                    raise GraphError(f"node {names[position]!r} expects to be colocated "
+                                     f"with unknown node {other!r}")
+        if len(by_reader) > _MAX_CYCLE_WALKS:
+            self.check_structure()
+            return
+        # A cycle through new edges into `reader` runs from `reader` back to one of their
+        # sources: one walk up from those sources per reader.
+        back = set(self.positions_of(_LOOP_BACK_EDGE_OPS))
+        for reader, sources in by_reader.items():
+            if self.runs_after(sources, {reader}, back):
+                raise GraphError(f"cycle through {names[reader]}")
+        inputs.clear()
+        nodes.clear()
+
+    def runs_after(self, positions: Iterable[int], targets: Container[int],
+                   back: Container[int] = ()) -> bool:
+        """Whether one of `targets` is among `positions` or runs before one of them
+        (walking up their inputs, stopping at the first found; not through `back` nodes,
+        a loop's NextIteration for one)."""
+        step = self._sources_step()
+        seen = bytearray(len(self.names))
+        stack = [p for p in positions if p not in back]
+        while stack:
+            position = stack.pop()
+            if position in targets:
+                return True
+            for nearby in step(position):
+                if nearby >= 0 and not seen[nearby] and nearby not in back:
+                    seen[nearby] = 1
+                    stack.append(nearby)
+        return False
+
     def check_structure(self) -> None:
         """Raise GraphError for a dangling input, an unknown colocation target or a cycle."""
+        self._unchecked_inputs.clear()
+        self._unchecked_nodes.clear()
         positions, names = self._positions, self.names
         consumers = self._consumer_table()
         for position in sorted(set(consumers.get(-1, ()))):
@@ -821,11 +944,13 @@ class GraphIndex:
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
-        flat, offsets = self._edge_table()
-        return self._reached(names, lambda p: flat[offsets[p]:offsets[p + 1]])
+        return self._reached(names, self._sources_step())
 
     def descendants(self, names: Iterable[str]) -> set[str]:
         """Every node that runs after any of `names` (data and control edges)."""
+        read, get = self._read_positions(), self._positions.get
+        if not any(get(name) in read for name in names):
+            return set()  # sinks (a train op, most often): no need for every node's readers
         consumers = self._consumer_table()
         return self._reached(names, lambda p: consumers.get(p, ()))
 

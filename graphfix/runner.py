@@ -65,8 +65,8 @@ def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fi
                     ) -> tuple[list[Finding], list[Change], GraphIndex]:
     """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure.
 
-    One index serves every transform: edits go through it, so it stays current; the
-    structure is checked after each transform that added nodes or edges.
+    One index serves every transform: edits go through it, so it stays current; what each
+    transform added (nodes, edges) is checked before the next runs.
     """
     findings: list[Finding] = []
     changes: list[Change] = []
@@ -78,12 +78,10 @@ def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fi
         ctx = Context(label, options, selected.target_devices)
         if fix:
             changes.extend(transform.fix_graph(index, ctx))
-            if index.edges_changed:
-                try:
-                    index.check_structure()
-                except GraphError as exc:
-                    raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
-                index.edges_changed = False
+            try:
+                index.check_changes()
+            except GraphError as exc:
+                raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
         else:
             findings.extend(transform.check_graph(index, ctx))
             findings.extend(ctx.findings)

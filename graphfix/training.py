@@ -36,20 +36,21 @@ def collection(index: GraphIndex, key: str) -> list[str] | None:
 
 def variable_of(index: GraphIndex, node) -> str | None:
     """The variable op an assign-like node writes (following Identity of the handle)."""
-    inputs = index.inputs(index.position(node))
-    seen = 0
-    while inputs and seen < 8:
-        source = parse_input(inputs[0])[0]
-        if source not in index:
+    position = _variable_at(index, index.position(node))
+    return None if position is None else index.names[position]
+
+
+def _variable_at(index: GraphIndex, position: int) -> int | None:
+    for _ in range(8):
+        sources = index.sources(position)
+        if not sources or sources[0] < 0:
             return None
-        position = index.position(source)
+        position = sources[0]
         op = index.ops[position]
         if op in VARIABLE_OPS:
-            return source
+            return position
         if op not in ("Identity", "RefIdentity"):
             return None
-        inputs = index.inputs(position)
-        seen += 1
     return None
 
 
@@ -61,13 +62,13 @@ def detect_update_ops(index: GraphIndex) -> list[str]:
         return []  # no moving statistics, so nothing can update one
     found = []
     for position in index.positions_of(ASSIGN_OPS):
-        inputs = index.inputs(position)
-        if not inputs or names[position] == parse_input(inputs[0])[0] + "/Assign":
+        sources = index.sources(position)
+        if not sources or sources[0] < 0 or names[position] == names[sources[0]] + "/Assign":
             continue  # a variable's own initializer (the common case: skip it cheaply)
-        variable = variable_of(index, names[position])
-        if variable is None or not _MOVING_STAT.search(variable):
+        variable = _variable_at(index, position)
+        if variable is None or not _MOVING_STAT.search(names[variable]):
             continue
-        if names[position] == f"{variable}/Assign":  # the variable's own initializer
+        if names[position] == f"{names[variable]}/Assign":  # the variable's own initializer
             continue
         found.append(names[position])
     return found

@@ -112,3 +112,78 @@ def test_structure_check_finds_dangling_input_and_cycle(tf):
     b.input.append("^ghost")
     with pytest.raises(GraphError, match="'b' has input '\\^ghost' from no node"):
         GraphIndex(graph_def).check_structure()
+
+
+def _chain_graph(tf, *names):
+    """a -> b -> c ... as NoOps, each running after the one before."""
+    graph_def = tf.compat.v1.GraphDef()
+    for k, name in enumerate(names):
+        node = graph_def.node.add(name=name, op="NoOp")
+        if k:
+            node.input.append("^" + names[k - 1])
+    return graph_def
+
+
+@pytest.mark.parametrize("tables_read", [False, True])
+def test_edits_keep_the_edge_tables_current(tf, tables_read):
+    graph_def = _chain_graph(tf, "a", "b", "c", "d")
+    index = GraphIndex(graph_def)
+    if tables_read:  # edits after the walks have read every node's inputs
+        index.descendants(["a"])
+    barrier = tf.compat.v1.NodeDef(name="barrier", op="NoOp", input=["^a", "^b"])
+    index.add_node(barrier)
+    index.add_control_input(index.node("d"), "barrier")
+    index.add_control_input(index.node("c"), "a")  # already implied: a real edge all the same
+    index.check_changes()
+    fresh = GraphIndex(graph_def)
+    for name in ("a", "b", "c", "d", "barrier"):
+        assert index.ancestors([name]) == fresh.ancestors([name]), name
+        assert index.descendants([name]) == fresh.descendants([name]), name
+        assert index.successors(name) == fresh.successors(name), name
+    assert index.descendants(["barrier"]) == {"d"}
+    assert index.ancestors(["d"]) == {"a", "b", "c", "barrier"}
+
+
+@pytest.mark.parametrize("tables_read", [False, True])
+def test_check_changes_blames_only_what_an_edit_added(tf, tables_read):
+    graph_def = _chain_graph(tf, "a", "b", "c")
+    graph_def.node.add(name="stray", op="NoOp", input=["^ghost"])  # the graph came so
+    index = GraphIndex(graph_def)
+    if tables_read:
+        index.ancestors(["c"])
+    index.add_control_input(index.node("c"), "stray")
+    index.check_changes()  # the stray input was there before: not this edit's fault
+    index.add_control_input(index.node("a"), "c")
+    with pytest.raises(GraphError, match="cycle through a"):
+        index.check_changes()
+
+    index = GraphIndex(_chain_graph(tf, "a", "b"))
+    index.add_node(tf.compat.v1.NodeDef(name="late", op="NoOp", input=["^nowhere"]))
+    with pytest.raises(GraphError, match="'late' has input '\\^nowhere' from no node"):
+        index.check_changes()
+
+    index = GraphIndex(_chain_graph(tf, "a", "b"))
+    orphan = tf.compat.v1.NodeDef(name="orphan", op="NoOp")
+    orphan.attr["_class"].list.s.append(b"loc:@gone")
+    index.add_node(orphan)
+    with pytest.raises(GraphError, match="'orphan' expects to be colocated with unknown node 'gone'"):
+        index.check_changes()
+
+
+def test_check_changes_does_not_cross_a_loops_back_edge(tf):
+    with tf.Graph().as_default() as graph:
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            tf.compat.v1.while_loop(lambda i: i < 3, lambda i: i + 1, [tf.constant(0)])
+        finally:
+            tf.compat.v1.enable_control_flow_v2()
+    graph_def = graph.as_graph_def()
+    index = GraphIndex(graph_def)
+    merge = next(n.name for n in graph_def.node if n.op == "Merge")
+    body = next(n.name for n in graph_def.node if n.op == "Identity" and "while" in n.name)
+    # The body already runs after the Merge; the only way back is the NextIteration edge.
+    index.add_control_input(index.node(body), merge)
+    index.check_changes()
+    index.add_control_input(index.node(merge), body)  # body -> Merge without NextIteration
+    with pytest.raises(GraphError, match="cycle"):
+        index.check_changes()
