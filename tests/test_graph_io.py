@@ -194,6 +194,19 @@ def test_large_nodes_stream_the_bytes_a_whole_serialization_gives(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fixed.pb", "g.pb"], "no temporary file left"
 
 
+def test_many_nodes_stream_in_batches_of_about_a_mebibyte():
+    graph_def = _graph_of_large_nodes()
+    for k in range(30000):  # small nodes, then large ones right after them
+        graph_def.node.add(name=f"small_{k}", op="NoOp", input=[f"^small_{k - 1}"] if k else [])
+    for k in range(8):
+        node = graph_def.node.add(name=f"huge_{k}", op="Const")
+        node.attr["value"].tensor.tensor_content = bytes(256 * 1024)
+    chunks = list(graphio.graph_def_chunks(graph_def))
+    assert b"".join(chunks) == graph_def.SerializeToString(deterministic=True)
+    assert len(chunks) > 3
+    assert max(map(len, chunks[:-2])) < 3 << 20
+
+
 def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path):
     target = tmp_path / "g.pb"
     target.write_bytes(b"old")
