@@ -808,7 +808,7 @@ class GraphIndex:
         if self.ops[position] in self._by_op:
             self._by_op[self.ops[position]].append(position)
         if self._dangling_read:  # the new name may be what an input of the graph named
-            self._edges = self._consumers = self._read = None
+            self._drop_edge_tables()
         self._groups = self._group_positions = None  # its `_class` or handle inputs may join
         self._unchecked_nodes.append(position)
         self._record_inputs(position, stored.input)
@@ -833,6 +833,9 @@ class GraphIndex:
             name = f"{base}_{k}"
         return name
 
+    def _drop_edge_tables(self) -> None:
+        self._edges = self._consumers = self._read = None
+
     def _record_inputs(self, position: int, texts: Iterable[str]) -> None:
         """Note new inputs of the node at `position` for `check_changes`, and add them to
         the edge and consumer tables if read (an edit costs its own edges, not a re-read of
@@ -844,7 +847,7 @@ class GraphIndex:
         get = self._positions.get
         sources = [get(input_source(text), -1) for text in texts]
         if -1 in sources:  # a node added later may be its source: read the tables again
-            self._edges = self._consumers = self._read = None
+            self._drop_edge_tables()
             return
         self._added_sources.setdefault(position, []).extend(sources)
         if self._consumers is not None:
@@ -944,22 +947,23 @@ class GraphIndex:
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
-        return self._reached(names, self._sources_step())
+        starts = [p for p in map(self._positions.get, names) if p is not None]
+        return self._reached(starts, self._sources_step())
 
     def descendants(self, names: Iterable[str]) -> set[str]:
         """Every node that runs after any of `names` (data and control edges)."""
-        read, get = self._read_positions(), self._positions.get
-        if not any(get(name) in read for name in names):
+        starts = [p for p in map(self._positions.get, names) if p is not None]
+        read = self._read_positions()
+        if not any(p in read for p in starts):
             return set()  # sinks (a train op, most often): no need for every node's readers
         consumers = self._consumer_table()
-        return self._reached(names, lambda p: consumers.get(p, ()))
+        return self._reached(starts, lambda p: consumers.get(p, ()))
 
-    def _reached(self, names: Iterable[str], step) -> set[str]:
-        """The nodes reached from `names` (not counting themselves unless reached again)
-        by repeating `step`: position -> next positions."""
-        get = self._positions.get
+    def _reached(self, starts: list[int], step) -> set[str]:
+        """The nodes reached from the nodes at `starts` (not counting themselves unless
+        reached again) by repeating `step`: position -> next positions."""
         seen = bytearray(len(self.names))
-        stack = [p for p in map(get, names) if p is not None]
+        stack = list(starts)
         while stack:
             for nearby in step(stack.pop()):
                 if nearby >= 0 and not seen[nearby]:

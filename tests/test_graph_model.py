@@ -141,6 +141,7 @@ def test_edits_keep_the_edge_tables_current(tf, tables_read):
         assert index.descendants([name]) == fresh.descendants([name]), name
         assert index.successors(name) == fresh.successors(name), name
     assert index.descendants(["barrier"]) == {"d"}
+    assert index.descendants(iter(["barrier"])) == {"d"}, "any iterable of names"
     assert index.ancestors(["d"]) == {"a", "b", "c", "barrier"}
 
 
