@@ -21,7 +21,7 @@ import sys
 from collections import defaultdict
 from array import array
 from functools import cache
-from itertools import chain, compress, filterfalse, repeat
+from itertools import chain, compress, repeat
 from operator import sub
 from pathlib import Path
 from typing import Container, Iterable, Iterator, Mapping, Sequence
@@ -573,10 +573,9 @@ class GraphIndex:
                 self._read.update(sources)
         return self._read
 
-    def sinks(self) -> list[int]:
-        """Positions of the nodes no node reads (a train op, a saver's ops, summaries), in
-        graph order."""
-        return list(filterfalse(self._read_positions().__contains__, range(len(self.names))))
+    def is_sink(self, name: str) -> bool:
+        """Whether no node reads `name` (a train op, a saver's ops, summaries)."""
+        return self.position(name) not in self._read_positions()
 
     def _consumer_table(self) -> dict[int, list[int]]:
         """Source position -> positions of the nodes reading it (repeats where it is read
@@ -956,8 +955,39 @@ class GraphIndex:
         read = self._read_positions()
         if not any(p in read for p in starts):
             return set()  # sinks (a train op, most often): no need for every node's readers
+        if self._consumers is None:
+            found = self._reached_down_the_graph(starts)
+            if found is not None:
+                return found
         consumers = self._consumer_table()
         return self._reached(starts, lambda p: consumers.get(p, ()))
+
+    def _reached_down_the_graph(self, starts: list[int]) -> set[str] | None:
+        """`descendants` without a table of consumers, where the graph allows: one pass down
+        from the first start, a node reached when one of its sources is. Right when every
+        edge from that start on runs forward in graph order (as TF writes a graph without
+        loops); None where one does not. Descendants of an optimizer's steps are the few
+        nodes after them: this reads those, not every node's readers."""
+        if self._added_sources or self._dangling_read:
+            return None
+        flat, offsets = self._edge_table()
+        first = min(starts)
+        if max(flat[:offsets[first + 1]], default=-1) >= first:
+            return None  # a node up to the first start reads it or a later one
+        marked = bytearray(len(self.names))
+        for position in starts:
+            marked[position] = 1
+        is_marked, names, reached = marked.__getitem__, self.names, []
+        for position in range(first + 1, len(offsets) - 1):
+            sources = flat[offsets[position]:offsets[position + 1]]
+            if not sources:
+                continue
+            if max(sources) >= position:
+                return None  # a loop's back edge, or an edit's
+            if any(map(is_marked, sources)):
+                marked[position] = 1
+                reached.append(position)
+        return set(map(names.__getitem__, reached))
 
     def _reached(self, starts: list[int], step) -> set[str]:
         """The nodes reached from the nodes at `starts` (not counting themselves unless

@@ -95,8 +95,7 @@ def detect_train_ops(index: GraphIndex) -> list[str]:
     if not applying:
         return []
     after = index.descendants(applying) | set(applying)
-    sinks = [name for name in after
-             if not index.successors(name) and not _NOT_TRAIN.search(name)]
+    sinks = [name for name in after if index.is_sink(name) and not _NOT_TRAIN.search(name)]
     return sorted(sinks, key=index.position)
 
 

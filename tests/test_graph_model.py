@@ -145,6 +145,32 @@ def test_edits_keep_the_edge_tables_current(tf, tables_read):
     assert index.ancestors(["d"]) == {"a", "b", "c", "barrier"}
 
 
+
+def test_descendants_agree_in_graph_order_and_out_of_it(tf):
+    with tf.Graph().as_default() as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.compat.v1.get_variable("w", [3, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w)), name="loss")
+        step = tf.compat.v1.train.get_or_create_global_step()
+        tf.compat.v1.train.AdamOptimizer().minimize(loss, global_step=step, name="train")
+        tf.compat.v1.disable_control_flow_v2()
+        try:  # a loop: its back edge runs up the graph
+            tf.compat.v1.while_loop(lambda i: i < 3, lambda i: i + 1, [tf.constant(0)])
+        finally:
+            tf.compat.v1.enable_control_flow_v2()
+    in_order = graph.as_graph_def()
+    shuffled = tf.compat.v1.GraphDef()
+    shuffled.node.extend(reversed(in_order.node))  # TF reads a graph in any order
+    names = [n.name for n in in_order.node]
+    with_table = GraphIndex(in_order)
+    with_table.successors("w")  # every node's consumers read first
+    for name in names:
+        expected = with_table.descendants([name])
+        assert GraphIndex(in_order).descendants([name]) == expected, name
+        assert GraphIndex(shuffled).descendants([name]) == expected, name
+    index = GraphIndex(in_order)
+    assert "train" in index.descendants(["w"]) and "x" not in index.descendants(["w"])
+
 @pytest.mark.parametrize("tables_read", [False, True])
 def test_check_changes_blames_only_what_an_edit_added(tf, tables_read):
     graph_def = _chain_graph(tf, "a", "b", "c")
