@@ -883,12 +883,12 @@ class GraphIndex:
         # sources: one walk up from those sources per reader.
         back = set(self.positions_of(_LOOP_BACK_EDGE_OPS))
         for reader, sources in by_reader.items():
-            if self.runs_after(sources, {reader}, back):
+            if self._runs_after(sources, {reader}, back):
                 raise GraphError(f"cycle through {names[reader]}")
         inputs.clear()
         nodes.clear()
 
-    def runs_after(self, positions: Iterable[int], targets: Container[int],
+    def _runs_after(self, positions: Iterable[int], targets: Container[int],
                    back: Container[int] = ()) -> bool:
         """Whether one of `targets` is among `positions` or runs before one of them
         (walking up their inputs, stopping at the first found; not through `back` nodes,
@@ -968,9 +968,9 @@ class GraphIndex:
         edge from that start on runs forward in graph order (as TF writes a graph without
         loops); None where one does not. Descendants of an optimizer's steps are the few
         nodes after them: this reads those, not every node's readers."""
+        flat, offsets = self._edge_table()
         if self._added_sources or self._dangling_read:
             return None
-        flat, offsets = self._edge_table()
         first = min(starts)
         if max(flat[:offsets[first + 1]], default=-1) >= first:
             return None  # a node up to the first start reads it or a later one
