@@ -118,3 +118,31 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
                        site=site, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "loop.py:2:5: no-print: print() in a training loop" in result.stdout
+
+
+KNOT_PLUGIN = textwrap.dedent('''
+    from graphfix.findings import Change
+    from graphfix.registry import Transform
+
+
+    class ClearDevices(Transform):
+        name = "tie-knot"
+        summary = "make a run after b, which runs after a"
+
+        def fix_graph(self, graph, ctx):
+            graph.add_control_input(graph.node("a"), "b")
+            return [Change(ctx.path, self.name, "a now runs after b")]
+''')
+
+
+def test_a_transform_that_leaves_a_cycle_is_an_error_and_nothing_is_written(tmp_path):
+    site = tmp_path / "site"
+    _install_plugin(site)
+    (site / "gfx_clear.py").write_text(KNOT_PLUGIN)
+    graph = tmp_path / "g.pbtxt"
+    graph.write_text('node { name: "a" op: "NoOp" }\nnode { name: "b" op: "NoOp" input: "^a" }\n')
+    result = _graphfix("fix", graph, "--only", "tie-knot", "-o", tmp_path / "out.pbtxt",
+                       site=site, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "tie-knot left a broken graph: cycle through a" in result.stdout + result.stderr
+    assert not (tmp_path / "out.pbtxt").exists()
