@@ -19,7 +19,6 @@ GRAPHFIX_CACHE_DIR its `cache-dir`, which is relative to the file's folder).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -31,15 +30,18 @@ class ConfigError(ValueError):
     """A `[tool.graphfix]` table graphfix cannot use; str() is one line naming the file."""
 
 
-@dataclasses.dataclass
 class Config:
-    path: Path | None = None
-    only: list[str] | None = None
-    disable: list[str] = dataclasses.field(default_factory=list)
-    exclude: list[str] = dataclasses.field(default_factory=list)
-    target_devices: str | None = None
-    settings: list[str] = dataclasses.field(default_factory=list)  # "NAME.key=value"
-    cache_dir: Path | None = None  # absolute
+    def __init__(self, path: Path | None = None, only: list[str] | None = None,
+                 disable: list[str] | None = None, exclude: list[str] | None = None,
+                 target_devices: str | None = None, settings: list[str] | None = None,
+                 cache_dir: Path | None = None):
+        self.path = path
+        self.only = only
+        self.disable = [] if disable is None else disable
+        self.exclude = [] if exclude is None else exclude
+        self.target_devices = target_devices
+        self.settings = [] if settings is None else settings  # "NAME.key=value"
+        self.cache_dir = cache_dir  # absolute
 
 
 def find(start: Path) -> tuple[Path, dict] | None:

@@ -7,22 +7,47 @@ forms (`/gpu:0`, `/cpu:*`) and partial ones (`/job:worker`) are accepted. Mergin
 
 from __future__ import annotations
 
-import dataclasses
 from functools import cached_property, lru_cache
 
 _LEGACY_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
 _FIELDS = frozenset({"job", "replica", "task", "device_type", "device_index"})
 
 
-@dataclasses.dataclass(frozen=True)
 class DeviceSpec:
-    """A parsed device string; every field is optional (None means "unconstrained")."""
+    """A parsed device string; every field is optional (None means "unconstrained").
+    Frozen: compared and hashed by its fields, so specs serve as keys."""
 
-    job: str | None = None
-    replica: int | None = None
-    task: int | None = None
-    device_type: str | None = None
-    device_index: int | None = None
+    def __init__(self, job: str | None = None, replica: int | None = None,
+                 task: int | None = None, device_type: str | None = None,
+                 device_index: int | None = None):
+        # Set past `__setattr__`, which refuses every assignment (`cached_property` stores
+        # `_text` in the instance dict, past it too).
+        set_field = object.__setattr__
+        set_field(self, "job", job)
+        set_field(self, "replica", replica)
+        set_field(self, "task", task)
+        set_field(self, "device_type", device_type)
+        set_field(self, "device_index", device_index)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    # The fields written out in both (no helper call): specs are hashed on the hot path.
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return ((self.job, self.replica, self.task, self.device_type, self.device_index)
+                == (other.job, other.replica, other.task, other.device_type, other.device_index))
+
+    def __hash__(self) -> int:
+        return hash((self.job, self.replica, self.task, self.device_type, self.device_index))
+
+    def __repr__(self) -> str:
+        return (f"DeviceSpec(job={self.job!r}, replica={self.replica!r}, task={self.task!r}, "
+                f"device_type={self.device_type!r}, device_index={self.device_index!r})")
 
     @staticmethod
     def parse(spec: str) -> "DeviceSpec":

@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Literal
 
 Severity = Literal["error", "warning"]
 
 
-@dataclasses.dataclass(slots=True)
 class Finding:
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
     `cell` (counted from 1 over every cell) and `line` within that cell."""
 
-    path: str
-    transform: str
-    message: str
-    fixable: bool = True
-    line: int | None = None
-    col: int | None = None
-    node: str | None = None
-    severity: Severity = "error"
-    cell: int | None = None
+    __slots__ = ("path", "transform", "message", "fixable", "line", "col", "node", "severity",
+                 "cell")
+
+    def __init__(self, path: str, transform: str, message: str, fixable: bool = True,
+                 line: int | None = None, col: int | None = None, node: str | None = None,
+                 severity: Severity = "error", cell: int | None = None):
+        self.path = path
+        self.transform = transform
+        self.message = message
+        self.fixable = fixable
+        self.line = line
+        self.col = col
+        self.node = node
+        self.severity = severity
+        self.cell = cell
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Finding({fields})"
 
     def location(self) -> str:
         if self.node is not None:
@@ -50,17 +63,29 @@ class Finding:
         }
 
 
-@dataclasses.dataclass(slots=True)
 class Change:
     """One edit a fix made. `node` for graphs, `line` for sources (and `cell` in a notebook)."""
 
-    path: str
-    transform: str
-    description: str
-    node: str | None = None
-    line: int | None = None
-    details: dict = dataclasses.field(default_factory=dict)
-    cell: int | None = None
+    __slots__ = ("path", "transform", "description", "node", "line", "details", "cell")
+
+    def __init__(self, path: str, transform: str, description: str, node: str | None = None,
+                 line: int | None = None, details: dict | None = None, cell: int | None = None):
+        self.path = path
+        self.transform = transform
+        self.description = description
+        self.node = node
+        self.line = line
+        self.details = {} if details is None else details
+        self.cell = cell
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Change({fields})"
 
     def to_text(self) -> str:
         where = f"@{self.node}" if self.node else (f":{self.line}" if self.line else "")
@@ -94,18 +119,27 @@ class Changes(list):
         return out
 
 
-@dataclasses.dataclass
 class Report:
-    """Everything one command found, changed, skipped and failed on, in input order."""
+    """Everything one command found, changed, skipped and failed on, in input order. Every
+    field is a list (a fresh one by default); `__slots__` names them all."""
 
-    findings: list[Finding] = dataclasses.field(default_factory=list)
-    changes: list[Change] = dataclasses.field(default_factory=list)
-    skipped: list[dict] = dataclasses.field(default_factory=list)
-    failed: list[dict] = dataclasses.field(default_factory=list)
-    changed_paths: list[str] = dataclasses.field(default_factory=list)
-    unchanged_paths: list[str] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    cached_paths: list[str] = dataclasses.field(default_factory=list)  # sources read from the cache
+    __slots__ = ("findings", "changes", "skipped", "failed", "changed_paths", "unchanged_paths",
+                 "notes", "cached_paths")
+
+    def __init__(self, findings: list[Finding] | None = None,
+                 changes: list[Change] | None = None, skipped: list[dict] | None = None,
+                 failed: list[dict] | None = None, changed_paths: list[str] | None = None,
+                 unchanged_paths: list[str] | None = None, notes: list[str] | None = None,
+                 cached_paths: list[str] | None = None):
+        self.findings = [] if findings is None else findings
+        self.changes = [] if changes is None else changes
+        self.skipped = [] if skipped is None else skipped
+        self.failed = [] if failed is None else failed
+        self.changed_paths = [] if changed_paths is None else changed_paths
+        self.unchanged_paths = [] if unchanged_paths is None else unchanged_paths
+        self.notes = [] if notes is None else notes
+        # sources read from the cache
+        self.cached_paths = [] if cached_paths is None else cached_paths
 
     def exit_code(self, *, fixing: bool) -> int:
         """0 clean, 1 findings (check) or changes (fix), 2 any error: Fixit's bitmask."""

@@ -7,7 +7,6 @@ the same directory, then a rename), and a failed run writes nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -24,16 +23,17 @@ class InputError(Exception):
     """Bad input or an unwritable output; str() is one line naming the file and problem."""
 
 
-@dataclasses.dataclass
 class GraphFile:
     """A graph file as read: what it is, how it was encoded, and its top-level message."""
 
-    path: Path
-    kind: str  # "graphdef" | "metagraph" | "savedmodel"
-    text: bool
-    message: object
-    proto_name: str = ""  # the file inside a SavedModel directory
-    source_size: int = 0  # bytes read
+    def __init__(self, path: Path, kind: str, text: bool, message: object,
+                 proto_name: str = "", source_size: int = 0):
+        self.path = path
+        self.kind = kind  # "graphdef" | "metagraph" | "savedmodel"
+        self.text = text
+        self.message = message
+        self.proto_name = proto_name  # the file inside a SavedModel directory
+        self.source_size = source_size  # bytes read
 
     def graph_defs(self) -> list[tuple[object, object | None]]:
         """(GraphDef, its MetaGraphDef or None) for every graph the file holds."""

@@ -433,17 +433,21 @@ def _in_cell(finding: Finding, notebook: Notebook) -> Finding:
     if finding.line is None:
         return finding
     cell, line = notebook.locate(finding.line)
-    return dataclasses.replace(finding, cell=cell, line=line,
-                               message=notebook.relocate(finding.message))
+    return Finding(finding.path, finding.transform, notebook.relocate(finding.message),
+                   finding.fixable, line=line, col=finding.col, node=finding.node,
+                   severity=finding.severity, cell=cell)
 
 
-@dataclasses.dataclass
 class NotebookResult(SourceResult):
     """A `SourceResult` whose code is a notebook's cells: `new_bytes` is the notebook (JSON)
     and `unified_diff` gives one diff per changed cell."""
 
-    notebook: Notebook | None = None
-    cell_sources: dict[int, str] = dataclasses.field(default_factory=dict)  # the changed ones
+    def __init__(self, path: str, code: str, new_code: str, findings: list[Finding],
+                 skipped: str | None = None, encoding: str = "utf-8",
+                 notebook: Notebook | None = None, cell_sources: dict[int, str] | None = None):
+        super().__init__(path, code, new_code, findings, skipped, encoding)
+        self.notebook = notebook
+        self.cell_sources = {} if cell_sources is None else cell_sources  # the changed ones
 
     @property
     def changed(self) -> bool:

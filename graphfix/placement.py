@@ -8,8 +8,6 @@ what graphfix reports on a machine with no GPU is what TF says on the machine th
 
 from __future__ import annotations
 
-import dataclasses
-
 from graphfix import kernels
 from graphfix.devices import DeviceSpec
 from graphfix.graph import REF_OFFSET, VARIABLE_OPS, GraphIndex
@@ -23,14 +21,17 @@ _FIELD_WORDS = {
 }
 
 
-@dataclasses.dataclass(slots=True)
 class Group:
     """A colocation group: its members (positions in graph order) and the device they ask for."""
 
-    graph: GraphIndex
-    positions: list[int]
-    requested: DeviceSpec | None  # None: members' devices conflict
-    conflict: str | None = None
+    __slots__ = ("graph", "positions", "requested", "conflict")
+
+    def __init__(self, graph: GraphIndex, positions: list[int], requested: DeviceSpec | None,
+                 conflict: str | None = None):
+        self.graph = graph
+        self.positions = positions
+        self.requested = requested  # None: members' devices conflict
+        self.conflict = conflict
 
     @property
     def members(self) -> list:
@@ -57,14 +58,14 @@ class Group:
         return names[self.positions[0]]
 
 
-@dataclasses.dataclass
 class PlacementProblem:
     """A group TF's placer would reject, in TF's words."""
 
-    group: Group
-    node: str  # the node TF names in its error (the group's first in graph order)
-    message: str
-    no_kernel: list  # members with no kernel for the requested device type
+    def __init__(self, group: Group, node: str, message: str, no_kernel: list):
+        self.group = group
+        self.node = node  # the node TF names in its error (the group's first in graph order)
+        self.message = message
+        self.no_kernel = no_kernel  # members with no kernel for the requested device type
 
     @property
     def is_variable_group(self) -> bool:

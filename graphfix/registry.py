@@ -8,7 +8,6 @@ entry-point group (`name = "package.module:TransformClass"`). The CLI, the Pytho
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import sys
@@ -27,16 +26,43 @@ class UsageError(ValueError):
     """A call graphfix cannot carry out as written (unknown transform, bad parameter)."""
 
 
-@dataclasses.dataclass(frozen=True)
 class Param:
-    """A transform parameter, declared once: the CLI's `--set` and the API both read it."""
+    """A transform parameter, declared once: the CLI's `--set` and the API both read it.
+    Frozen: compared and hashed by its fields."""
 
-    name: str
-    default: Any
-    help: str
-    choices: tuple[str, ...] | None = None
-    multiple: bool = False  # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
-    kind: type = str
+    def __init__(self, name: str, default: Any, help: str,
+                 choices: tuple[str, ...] | None = None, multiple: bool = False,
+                 kind: type = str):
+        # Set past `__setattr__`, which refuses every assignment.
+        set_field = object.__setattr__
+        set_field(self, "name", name)
+        set_field(self, "default", default)
+        set_field(self, "help", help)
+        set_field(self, "choices", choices)
+        # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
+        set_field(self, "multiple", multiple)
+        set_field(self, "kind", kind)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _fields(self) -> tuple:
+        return (self.name, self.default, self.help, self.choices, self.multiple, self.kind)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Param(name={self.name!r}, default={self.default!r}, help={self.help!r}, "
+                f"choices={self.choices!r}, multiple={self.multiple!r}, kind={self.kind!r})")
 
     def parse(self, transform: str, text: str) -> Any:
         if self.choices is not None and text not in self.choices:
@@ -51,14 +77,15 @@ class Param:
             ) from None
 
 
-@dataclasses.dataclass
 class Context:
     """What a transform may read besides the graph or source: its options and the run."""
 
-    path: str
-    options: dict[str, Any]
-    target_devices: tuple[str, ...] = ()
-    findings: list["Finding"] = dataclasses.field(default_factory=list)
+    def __init__(self, path: str, options: dict[str, Any], target_devices: tuple[str, ...] = (),
+                 findings: list["Finding"] | None = None):
+        self.path = path
+        self.options = options
+        self.target_devices = target_devices
+        self.findings = [] if findings is None else findings
 
 
 class Transform:

@@ -7,7 +7,6 @@ would write; `write_outputs` writes them only once every input succeeded, each a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import os
 from pathlib import Path
@@ -20,12 +19,13 @@ from graphfix.registry import Context, Transform, options_for
 from graphfix.sources import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
 
-@dataclasses.dataclass
 class Selected:
     """The transforms of one run, each with its options."""
 
-    transforms: list[tuple[type[Transform], dict[str, Any]]]
-    target_devices: tuple[str, ...] = ()
+    def __init__(self, transforms: list[tuple[type[Transform], dict[str, Any]]],
+                 target_devices: tuple[str, ...] = ()):
+        self.transforms = transforms
+        self.target_devices = target_devices
 
     @classmethod
     def build(cls, transforms: list[type[Transform]], settings: dict, target_devices=()):
@@ -134,15 +134,16 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
     return out
 
 
-@dataclasses.dataclass
 class Output:
     """A file a fix would write: where, what, and for a SavedModel the loaded file."""
 
-    label: str
-    target: Path | None
-    data: bytes | None = None
-    graph_file: graphio.GraphFile | None = None
-    diff: list[str] = dataclasses.field(default_factory=list)
+    def __init__(self, label: str, target: Path | None, data: bytes | None = None,
+                 graph_file: graphio.GraphFile | None = None, diff: list[str] | None = None):
+        self.label = label
+        self.target = target
+        self.data = data
+        self.graph_file = graph_file
+        self.diff = [] if diff is None else diff
 
 
 def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
@@ -185,28 +186,34 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
 
 
 def _merge(report: Report, part: Report) -> None:
-    for field in dataclasses.fields(Report):
-        getattr(report, field.name).extend(getattr(part, field.name))
+    for field in Report.__slots__:  # every one a list
+        getattr(report, field).extend(getattr(part, field))
 
 
 # What every worker process needs, set in the parent before the pool forks (not pickled).
 _JOB: dict[str, Any] = {}
 
 
-@dataclasses.dataclass(slots=True)
 class _Survey:
     """What the cheap steps say of one source file, before libcst: the text pre-filter, then
     the stdlib parser's pre-check (`Transform.has_source_work`)."""
 
-    work: tuple[str, ...] = ()  # transforms whose codemod may have work in it, in run order
-    # scanning transforms in `work`: the names it wants facts about (`facts_wanted`; None:
-    # facts from every file)
-    wants: dict[str, list[str] | None] = dataclasses.field(default_factory=dict)
-    scans: tuple[str, ...] = ()  # scanning transforms whose text pre-filter it passes
-    parsed: bool = True  # False: Python cannot parse it (libcst then says why it is skipped)
+    __slots__ = ("work", "wants", "scans", "parsed")
+
+    def __init__(self, work: tuple[str, ...] = (),
+                 wants: dict[str, list[str] | None] | None = None,
+                 scans: tuple[str, ...] = (), parsed: bool = True):
+        self.work = work  # transforms whose codemod may have work in it, in run order
+        # scanning transforms in `work`: the names it wants facts about (`facts_wanted`; None:
+        # facts from every file)
+        self.wants = {} if wants is None else wants
+        self.scans = scans  # scanning transforms whose text pre-filter it passes
+        self.parsed = parsed  # False: Python cannot parse it (libcst then says why it is skipped)
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        wants = {name: None if names is None else list(names)
+                 for name, names in self.wants.items()}
+        return {"work": self.work, "wants": wants, "scans": self.scans, "parsed": self.parsed}
 
     @classmethod
     def from_json(cls, doc: dict) -> _Survey | None:

@@ -6,7 +6,6 @@ these, so a run whose files are all cached or filtered out never imports libcst.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import difflib
 import io
 import re
@@ -17,16 +16,17 @@ from typing import Iterator
 from graphfix.findings import Finding
 
 
-@dataclasses.dataclass
 class SourceResult:
     """What running codemods on one file gave: new code (or the reason it was skipped)."""
 
-    path: str
-    code: str
-    new_code: str
-    findings: list[Finding]
-    skipped: str | None = None
-    encoding: str = "utf-8"  # the file's own (PEP 263 cookie, BOM), kept when written
+    def __init__(self, path: str, code: str, new_code: str, findings: list[Finding],
+                 skipped: str | None = None, encoding: str = "utf-8"):
+        self.path = path
+        self.code = code
+        self.new_code = new_code
+        self.findings = findings
+        self.skipped = skipped
+        self.encoding = encoding  # the file's own (PEP 263 cookie, BOM), kept when written
 
     @property
     def changed(self) -> bool:
