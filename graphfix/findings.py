@@ -7,7 +7,25 @@ from typing import Literal
 Severity = Literal["error", "warning"]
 
 
-class Finding:
+class _Record:
+    """Equality and repr over a record's `__slots__` (findings and changes are compared by
+    tests and by API users, and printed when they differ)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # equal by value, and mutable
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class Finding(_Record):
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
     `cell` (counted from 1 over every cell) and `line` within that cell."""
 
@@ -26,15 +44,6 @@ class Finding:
         self.node = node
         self.severity = severity
         self.cell = cell
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Finding({fields})"
 
     def location(self) -> str:
         if self.node is not None:
@@ -63,7 +72,7 @@ class Finding:
         }
 
 
-class Change:
+class Change(_Record):
     """One edit a fix made. `node` for graphs, `line` for sources (and `cell` in a notebook)."""
 
     __slots__ = ("path", "transform", "description", "node", "line", "details", "cell")
@@ -77,15 +86,6 @@ class Change:
         self.line = line
         self.details = {} if details is None else details
         self.cell = cell
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Change({fields})"
 
     def to_text(self) -> str:
         where = f"@{self.node}" if self.node else (f":{self.line}" if self.line else "")
