@@ -445,8 +445,8 @@ def main(argv: list[str] | None = None) -> None:
         # `graphfix check ... | head`: the reader left; say nothing more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
-    if _graphs_only and argv is None:
-        _exit_without_teardown(code)
+    if _graphs_only and argv is None and sys.getprofile() is None and sys.gettrace() is None:
+        _exit_without_teardown(code)  # (not under a profiler or coverage: they write at exit)
     sys.exit(code)
 
 

@@ -61,3 +61,17 @@ def test_source_diff_is_unified(tmp_path):
     assert "--- a/train.py\n" in relative.stdout and "+++ b/train.py\n" in relative.stdout
     assert '+    with tf.device("/cpu:0"):' in result.stdout
     assert source.read_text() == text
+
+
+def test_a_graph_run_under_a_profiler_still_writes_the_profile(tmp_path):
+    """A graph run ends its process without teardown, but not under a profiler (or
+    coverage), which writes its data as the program ends."""
+    import subprocess
+    import sys
+
+    profile = tmp_path / "fix.prof"
+    result = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", profile, "-m", "graphfix", "fix", SEED,
+         "-o", tmp_path / "fixed.pbtxt"], capture_output=True, text=True, timeout=300)
+    assert "1 change(s) in 1 file(s)" in result.stdout, result.stderr
+    assert profile.stat().st_size > 0 and (tmp_path / "fixed.pbtxt").exists()
