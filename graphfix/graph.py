@@ -636,11 +636,13 @@ class GraphIndex:
 
     def _handle_edges(self) -> list[tuple[str, str]]:
         """(handle's node, consumer) for each ref or resource edge the placer colocates and
-        no `_class` of the consumer already does (a ref variable's `Assign` names it in both)."""
-        handles, resources = self._handle_tensors()
-        if not handles:
-            return []
-        names, node_defs = self.names, self._node_defs
+        no `_class` of the consumer already does (a ref variable's `Assign` names it in both).
+
+        As TF's placer decides it, by the consumer's input type: an argument declared a ref
+        or a resource joins whatever node feeds it; an argument typed by an attr only when
+        fed a resource (a ref into `T` is a value, read through)."""
+        resources = self._resource_tensors()
+        names, node_defs, known = self.names, self._node_defs, self._positions
         points_to, classes = self._points_to, self._classes
         edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
@@ -648,13 +650,10 @@ class GraphIndex:
             count = len(inputs)
             one = points_to.get(position)
             named = (one,) if one is not None else classes.get(position, ())
-            # A ref or resource argument joins whatever handle feeds it; an argument typed
-            # by an attr is a handle only when fed a resource (a ref into `T` is a value,
-            # read through).
             for k in fixed:
-                if k < count:
-                    source = handles.get(inputs[k])
-                    if source is not None and source not in named:
+                if k < count and inputs[k][:1] != "^":
+                    source = input_source(inputs[k])
+                    if source in known and source not in named:
                         edges.append((source, names[position]))
             for k in by_attr:
                 if k < count:
@@ -690,39 +689,36 @@ class GraphIndex:
                 found.extend((position, fixed, attr_typed) for position in positions)
         return iter(found)
 
-    def _handle_tensors(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Every tensor that is a ref or a resource, and those that are resources: its input
-        string (`name`, `name:1`) -> its node. Attrs are read only if the graph makes
-        resources (a graph of ref variables never needs each Identity's `T` read)."""
+    def _resource_tensors(self) -> dict[str, str]:
+        """Every tensor that is a resource handle: its input string (`name`, `name:1`) -> its
+        node. None in a graph where no op makes a resource and no argument holds one (a
+        graph of ref variables: no Identity's `T` is ever read)."""
         signatures = self.signatures
         kinds = self.op_kinds()
-        read_attrs = any(signatures.makes_resources(op) for op in kinds) or self._resource_args()
+        if not (any(signatures.makes_resources(op) for op in kinds) or self._resource_args()):
+            return {}
         plans = {op: signatures.handle_plan(op, "out") for op in kinds}
-        plans = {op: plan for op, plan in plans.items() if plan == EXPAND or (
-            read_attrs if plan == EXPAND_BY_ATTR else
-            plan is not None and (plan[0] or (read_attrs and plan[1])))}
-        handles: dict[str, str] = {}
+        plans = {op: plan for op, plan in plans.items() if plan is not None and (
+            isinstance(plan, str) or plan[1] or any(
+                signatures.is_resource_output(op, k) for k in plan[0]))}
         resources: dict[str, str] = {}
         names, node_defs = self.names, self._node_defs
         for op, positions in self._positions_for(set(plans)).items():
             plan = plans[op]
-            if isinstance(plan, str) or (read_attrs and plan[1]):
+            if isinstance(plan, str) or plan[1]:
                 for position in positions:
                     types = signatures.output_types(node_defs[position]) or ()
                     for k, dtype in enumerate(types):
-                        if is_handle_type(dtype):
+                        if dtype == DT_RESOURCE:
                             name = names[position]
-                            handles[tensor_name(name, k)] = name
-                            if dtype == DT_RESOURCE:
-                                resources[tensor_name(name, k)] = name
+                            resources[tensor_name(name, k)] = name
                 continue
             nodes = [names[p] for p in positions]
             for k in plan[0]:
-                tensors = dict(zip(nodes if k == 0 else [tensor_name(n, k) for n in nodes], nodes))
-                handles.update(tensors)
                 if signatures.is_resource_output(op, k):
-                    resources.update(tensors)
-        return handles, resources
+                    resources.update(zip(
+                        nodes if k == 0 else [tensor_name(n, k) for n in nodes], nodes))
+        return resources
 
     def _resource_args(self) -> bool:
         """Whether a placeholder or function argument of the graph holds a resource."""
