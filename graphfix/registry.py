@@ -27,42 +27,22 @@ class UsageError(ValueError):
 
 
 class Param:
-    """A transform parameter, declared once: the CLI's `--set` and the API both read it.
-    Frozen: compared and hashed by its fields."""
+    """A transform parameter, declared once: the CLI's `--set` and the API both read it."""
+
+    __slots__ = ("name", "default", "help", "choices", "multiple", "kind")
 
     def __init__(self, name: str, default: Any, help: str,
                  choices: tuple[str, ...] | None = None, multiple: bool = False,
                  kind: type = str):
-        # Set past `__setattr__`, which refuses every assignment.
-        set_field = object.__setattr__
-        set_field(self, "name", name)
-        set_field(self, "default", default)
-        set_field(self, "help", help)
-        set_field(self, "choices", choices)
-        # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
-        set_field(self, "multiple", multiple)
-        set_field(self, "kind", kind)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-    def _fields(self) -> tuple:
-        return (self.name, self.default, self.help, self.choices, self.multiple, self.kind)
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
+        self.name = name
+        self.default = default
+        self.help = help
+        self.choices = choices
+        self.multiple = multiple  # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
+        self.kind = kind
 
     def __repr__(self) -> str:
-        return (f"Param(name={self.name!r}, default={self.default!r}, help={self.help!r}, "
-                f"choices={self.choices!r}, multiple={self.multiple!r}, kind={self.kind!r})")
+        return f"Param({self.name!r}, default={self.default!r})"
 
     def parse(self, transform: str, text: str) -> Any:
         if self.choices is not None and text not in self.choices:
