@@ -197,6 +197,19 @@ def test_check_changes_blames_only_what_an_edit_added(tf, tables_read):
         index.check_changes()
 
 
+
+def test_check_changes_past_many_readers_checks_the_whole_graph(tf):
+    names = [f"n{k}" for k in range(80)]
+    index = GraphIndex(_chain_graph(tf, "root", *names))
+    for name in names[1:]:  # more readers of new edges than are walked one by one
+        index.add_control_input(index.node(name), "root")
+    index.check_changes()
+    for name in names[1:]:
+        index.add_control_input(index.node(name), "n0")
+    index.add_control_input(index.node("root"), names[-1])
+    with pytest.raises(GraphError, match="cycle"):
+        index.check_changes()
+
 def test_check_changes_does_not_cross_a_loops_back_edge(tf):
     with tf.Graph().as_default() as graph:
         tf.compat.v1.disable_control_flow_v2()
