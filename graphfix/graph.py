@@ -430,6 +430,7 @@ class GraphIndex:
         self._dangling_read = False  # whether the edge table holds an input from no node
         # Edges added after the edge table was read: reader position -> source positions.
         self._added_sources: dict[int, list[int]] = {}
+        self._step = None  # `_sources_step`'s function for the tables as they are
         self._consumers: dict[int, list[int]] | None = None
         self._read: set[int] | None = None  # positions some node reads
         self._groups: _Colocation | None = None
@@ -544,20 +545,26 @@ class GraphIndex:
             self._edges = array("i", found), offsets
             self._dangling_read = -1 in self._edges[0]
             self._added_sources = {}
+            self._step = None
         return self._edges
 
     def _sources_step(self):
-        """A function: position -> the positions of the node's sources (-1: from no node)."""
+        """A function: position -> the positions of the node's sources (-1: from no node).
+        Made once per state of the tables (`sources` asks it thousands of times)."""
         flat, offsets = self._edge_table()
+        if self._step is not None:
+            return self._step
         added = self._added_sources
         if not added:
-            return lambda p: flat[offsets[p]:offsets[p + 1]]
+            self._step = lambda p: flat[offsets[p]:offsets[p + 1]]
+            return self._step
         read = len(offsets) - 1
 
         def sources(p):
             own = flat[offsets[p]:offsets[p + 1]] if p < read else ()
             more = added.get(p)
             return [*own, *more] if more else own
+        self._step = sources
         return sources
 
     def sources(self, position: int) -> Sequence[int]:
@@ -845,6 +852,7 @@ class GraphIndex:
             self._drop_edge_tables()
             return
         self._added_sources.setdefault(position, []).extend(sources)
+        self._step = None
         if self._consumers is not None:
             for source in sources:
                 self._consumers[source].append(position)

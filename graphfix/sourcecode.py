@@ -6,10 +6,8 @@ these, so a run whose files are all cached or filtered out never imports libcst.
 from __future__ import annotations
 
 import ast
-import difflib
 import io
 import re
-import tokenize
 import warnings
 from typing import Iterator
 
@@ -39,6 +37,8 @@ class SourceResult:
 
     def unified_diff(self, old_label: str, new_label: str) -> list[str]:
         """The change as a unified diff between `old_label` and `new_label`."""
+        import difflib  # (the graph path imports this module for the pre-checks, never diffs)
+
         return list(difflib.unified_diff(self.code.splitlines(keepends=True),
                                          self.new_code.splitlines(keepends=True),
                                          old_label, new_label))
@@ -51,6 +51,8 @@ class SourceDecodeError(ValueError):
 def decode_source(raw: bytes) -> tuple[str, str]:
     """(text, encoding) of a Python file's bytes, as Python reads them: a BOM or a PEP 263
     `# -*- coding: ... -*-` cookie, else UTF-8. SourceDecodeError with a one-line reason."""
+    import tokenize  # (not on the graph path)
+
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as exc:
