@@ -24,6 +24,10 @@ class _Record:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{type(self).__name__}({fields})"
 
+    def replace(self, **changes):
+        """A copy with `changes` to its fields."""
+        return type(self)(**{name: getattr(self, name) for name in self.__slots__} | changes)
+
 
 class Finding(_Record):
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,

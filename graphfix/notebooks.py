@@ -433,9 +433,7 @@ def _in_cell(finding: Finding, notebook: Notebook) -> Finding:
     if finding.line is None:
         return finding
     cell, line = notebook.locate(finding.line)
-    return Finding(finding.path, finding.transform, notebook.relocate(finding.message),
-                   finding.fixable, line=line, col=finding.col, node=finding.node,
-                   severity=finding.severity, cell=cell)
+    return finding.replace(cell=cell, line=line, message=notebook.relocate(finding.message))
 
 
 class NotebookResult(SourceResult):
