@@ -19,6 +19,23 @@ def test_list_shows_every_transform_with_surfaces():
     assert by_name["update-ops"]["params"][1]["choices"] == ["all", "first"]
 
 
+def test_help_lists_every_command_and_each_command_its_options():
+    top = run_cli("--help", check_exit=0, env={"COLUMNS": "60"}).stdout
+    for command in ("list", "check", "fix", "verify", "demo"):
+        assert f"    {command} " in top
+    assert max(map(len, top.splitlines())) <= 60  # wrapped to $COLUMNS, as argparse does
+    fix = run_cli("fix", "--help", check_exit=0).stdout
+    assert fix.startswith("usage: graphfix fix")
+    for option in ("--only", "--set", "--in-place", "--diff", "--dry-run", "-o OUT"):
+        assert option in fix
+    verify = run_cli("verify", "--help", check_exit=0).stdout
+    assert "--steps" in verify and "--in-place" not in verify
+    # a command's options are its own: fix's are unknown to check
+    result = run_cli("check", "x.pb", "--in-place", check_exit=2)
+    assert result.stderr == ("graphfix: error: check: unrecognized arguments: --in-place "
+                             "(see graphfix check --help)\n")
+
+
 def test_sarif_has_rules_results_and_locations(tmp_path):
     source = tmp_path / "train.py"
     source.write_text("import tensorflow as tf\nwith tf.device('/gpu:0'):\n    d = tf.Variable(2)\n")
