@@ -653,15 +653,19 @@ class GraphIndex:
         points_to, classes = self._points_to, self._classes
         edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
-            inputs = node_defs[position].input
+            inputs = node_defs[position].input[:]  # (one call for all: each read makes a str)
             count = len(inputs)
             one = points_to.get(position)
             named = (one,) if one is not None else classes.get(position, ())
             for k in fixed:
-                if k < count and inputs[k][:1] != "^":
-                    source = input_source(inputs[k])
-                    if source in known and source not in named:
-                        edges.append((source, names[position]))
+                if k >= count:
+                    continue
+                text = inputs[k]
+                if text == one or text[:1] == "^":
+                    continue  # the common case: a ref variable's Assign, named in `_class` too
+                source = text if text in known else input_source(text)
+                if source in known and source not in named:
+                    edges.append((source, names[position]))
             for k in by_attr:
                 if k < count:
                     source = resources.get(inputs[k])
@@ -758,11 +762,25 @@ class GraphIndex:
         """The colocation groups that hold a variable op: root -> member positions, in
         graph order, the groups in the order of their first variable."""
         groups = self._colocation()
+        names, points_to, pointing = self.names, self._points_to, groups.pointing
+        joined, joined_roots = groups.joins.parent, groups.joins.members
         out: dict[str, list[int]] = {}
         for position in self.positions_of(VARIABLE_OPS):
-            root = groups.root_of(position)
-            if root not in out:
-                out[root] = groups.members(root)
+            name = names[position]
+            if position in points_to or name in joined or name in joined_roots:
+                root = groups.root_of(position)
+                if root not in out:
+                    out[root] = groups.members(root)
+                continue
+            # The common case, a star: the variable and the nodes whose `_class` names it
+            # (`members`, without looking up what is known here).
+            around = pointing.get(name)
+            if around is None:
+                out[name] = [position]
+            elif position < around[0]:
+                out[name] = [position, *around]
+            else:
+                out[name] = sorted({position, *around})
         return out
 
     def group_of(self, name: str) -> list:

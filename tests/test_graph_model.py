@@ -99,6 +99,42 @@ def test_colocation_groups_follow_ref_resource_and_class(tf):
         root("ghost")
 
 
+def test_variable_groups_are_the_groups_that_hold_a_variable(tf):
+    """`variable_groups` reads stars (a variable and what names it) without the generic
+    lookup; every shape must come out as `colocation_groups` finds it node by node."""
+    graph_def = tf.compat.v1.GraphDef()
+
+    def add(name, op="NoOp", names=(), inputs=()):
+        node = graph_def.node.add(name=name, op=op, input=list(inputs))
+        if names:
+            node.attr["_class"].list.s.extend(b"loc:@" + n.encode() for n in names)
+
+    add("early", names=["star"])  # names the variable before it in graph order
+    add("star", "VariableV2")
+    add("late", names=["star"])
+    add("alone", "VariableV2")
+    add("slot", "VariableV2", names=["star"])  # a variable that names another
+    add("left", "VariableV2")
+    add("right", "VariableV2")
+    add("both", names=["left", "right"])  # one node naming two variables joins them
+    add("counter", "VariableV2")
+    add("counter/Assign", "Assign", names=["counter"], inputs=["counter", "early"])
+    add("bump", "AssignAdd", inputs=["counter", "early"])  # joined by its ref edge alone
+    add("selfish", "VariableV2", names=["selfish"])
+    index = GraphIndex(graph_def)
+    every = index.colocation_groups()
+    with_variable = {root: positions for root, positions in every.items()
+                     if any(index.ops[p] == "VariableV2" for p in positions)}
+    assert index.variable_groups() == with_variable
+    names = {root: [index.names[p] for p in positions]
+             for root, positions in index.variable_groups().items()}
+    assert names[index.group_root("star")] == ["early", "star", "late", "slot"]
+    assert names[index.group_root("left")] == ["left", "right", "both"]
+    assert names[index.group_root("bump")] == ["counter", "counter/Assign", "bump"]
+    assert names[index.group_root("alone")] == ["alone"]
+    assert names[index.group_root("selfish")] == ["selfish"]
+
+
 def test_structure_check_finds_dangling_input_and_cycle(tf):
     graph_def = tf.compat.v1.GraphDef()
     a = graph_def.node.add(name="a", op="NoOp")
