@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
-from functools import lru_cache
 from itertools import chain
+from operator import methodcaller
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -70,13 +70,12 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
     field (tag, length, bytes), then the other fields (nodes are field 1; fields go in
     number order)."""
     nodes = graph_def.node
+    head_of = _NODE_FIELD_HEADS.__getitem__
     start, count = 0, 64
     while start < len(nodes):
-        bodies = [node.SerializeToString(deterministic=True)
-                  for node in nodes[start:start + count]]
+        bodies = list(map(_SERIALIZE, nodes[start:start + count]))
         start += count
-        chunk = b"".join(chain.from_iterable(zip(map(_node_field_head, map(len, bodies)),
-                                                 bodies)))
+        chunk = b"".join(chain.from_iterable(zip(map(head_of, map(len, bodies)), bodies)))
         del bodies
         yield chunk
         # Next time as many nodes as fit in a MiB at this batch's average (a batch of large
@@ -93,10 +92,19 @@ def graph_def_chunks(graph_def) -> Iterator[bytes]:
     yield rest.SerializeToString(deterministic=True)
 
 
-@lru_cache(maxsize=4096)
-def _node_field_head(size: int) -> bytes:
-    """A node's field tag (field 1, length-delimited) and its length."""
-    return b"\x0a" + _varint(size)
+_SERIALIZE = methodcaller("SerializeToString", deterministic=True)
+
+
+class _NodeFieldHeads(dict):
+    """size -> a node's field tag (field 1, length-delimited) and that length, made once
+    per size (a dict hit is the cheapest call per node)."""
+
+    def __missing__(self, size: int) -> bytes:
+        head = self[size] = b"\x0a" + _varint(size)
+        return head
+
+
+_NODE_FIELD_HEADS = _NodeFieldHeads()
 
 
 def _varint(size: int) -> bytes:
