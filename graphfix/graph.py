@@ -385,16 +385,21 @@ class _Colocation:
         get, pointing = self.positions.get, self.pointing
         joined = self.joins.members.get(root)
         if joined is None:  # a star (or a lone node): the name and what points at it
-            own, around = get(root), pointing.get(root, [])
-            if own is None:
-                return list(around)
-            if not around or own < around[0]:
-                return [own, *around] if own not in around else list(around)
-            return sorted({own, *around})
+            return _star_members(get(root), pointing.get(root, ()))
         found = {p for p in map(get, joined) if p is not None}
         for name in joined:
             found.update(pointing.get(name, ()))
         return sorted(found)
+
+
+def _star_members(own: int | None, around: Sequence[int]) -> list[int]:
+    """A star's members in graph order: the node at `own` (None: the name is no node's)
+    and `around`, the nodes whose `_class` names it (in graph order)."""
+    if own is None:
+        return list(around)
+    if not around or own < around[0]:
+        return [own, *around]
+    return sorted({own, *around})
 
 
 class GraphIndex:
@@ -773,14 +778,8 @@ class GraphIndex:
                     out[root] = groups.members(root)
                 continue
             # The common case, a star: the variable and the nodes whose `_class` names it
-            # (`members`, without looking up what is known here).
-            around = pointing.get(name)
-            if around is None:
-                out[name] = [position]
-            elif position < around[0]:
-                out[name] = [position, *around]
-            else:
-                out[name] = sorted({position, *around})
+            # (as `members` finds it, without looking up what is known here).
+            out[name] = _star_members(position, pointing.get(name, ()))
         return out
 
     def group_of(self, name: str) -> list:
