@@ -421,12 +421,35 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     if result.skipped:
         return NotebookResult(path, code, code, findings, notebook=notebook,
                               skipped=notebook.relocate(result.skipped))
-    try:
-        texts = notebook.cell_texts(result.new_code) if result.new_code != code else {}
-    except NotebookError as exc:
-        return NotebookResult(path, code, code, findings, skipped=str(exc), notebook=notebook)
+    if not fix:
+        # A check must not call fixable what `fix` would skip (a fix that joins two cells
+        # in one block): it tries the fix as `fix` would, and keeps nothing of it.
+        if any(f.fixable for f in findings):
+            trial = run_source(code, path, codemods, fix=True, run_facts=run_facts)
+            _, reason = _fixed_cells(notebook, code, trial)
+            if reason is not None:
+                findings = [f.replace(fixable=False, message=f"{f.message}; not fixed in "
+                                      f"this notebook: {reason}") if f.fixable else f
+                            for f in findings]
+        return NotebookResult(path, code, code, findings, notebook=notebook)
+    texts, reason = _fixed_cells(notebook, code, result)
+    if reason is not None:
+        return NotebookResult(path, code, code, findings, skipped=reason, notebook=notebook)
     new_code = result.new_code if texts else code
     return NotebookResult(path, code, new_code, findings, notebook=notebook, cell_sources=texts)
+
+
+def _fixed_cells(notebook: Notebook, code: str, result) -> tuple[dict[int, str], str | None]:
+    """({cell number: new source}, None) for the cells a fixed module changes, or ({}, why
+    `fix` skips the notebook)."""
+    if result.skipped:
+        return {}, notebook.relocate(result.skipped)
+    if result.new_code == code:
+        return {}, None
+    try:
+        return notebook.cell_texts(result.new_code), None
+    except NotebookError as exc:
+        return {}, str(exc)
 
 
 def _in_cell(finding: Finding, notebook: Notebook) -> Finding:

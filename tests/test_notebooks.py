@@ -182,6 +182,26 @@ def test_fix_that_would_join_two_cells_is_skipped(tmp_path):
     assert ("ps.ipynb: skipped: the fix would join cells 2 and 3 in one block"
             in result.stdout), result.stdout
     assert path.read_bytes() == original
+    # check says the same: the findings stand, but fix would not apply them
+    doc = json.loads(run_cli("check", path, "--only", "replica-placement", "--format", "json",
+                             check_exit=1).stdout)
+    assert [(f["cell"], f["fixable"]) for f in doc["findings"]] == [(2, False), (3, False)]
+    for finding in doc["findings"]:
+        assert finding["message"].endswith(
+            "; not fixed in this notebook: the fix would join cells 2 and 3 in one block "
+            "(merge the two cells, or fix them by hand)"), finding["message"]
+    assert doc["summary"]["fixable"] == 0
+
+
+def test_check_calls_a_notebook_fixable_when_fix_fixes_it(tmp_path):
+    doc = _code_notebook("import tensorflow as tf", BUG)
+    path = tmp_path / "one.ipynb"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    found = json.loads(run_cli("check", path, "--only", "variables-to-cpu", "--format", "json",
+                               check_exit=1).stdout)["findings"]
+    assert [(f["cell"], f["fixable"]) for f in found] == [(2, True)]
+    assert "not fixed" not in found[0]["message"]
+    run_cli("fix", path, "--only", "variables-to-cpu", check_exit=1)
 
 
 # -- the notebook's own form ------------------------------------------------------------------
