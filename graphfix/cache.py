@@ -22,6 +22,10 @@ file (findings, or why it was skipped); `fix` uses an entry only to skip a file 
 clean or unreadable. Entries are written atomically; an entry that cannot be read or
 understood is a miss; a folder that cannot be written turns the cache off for the run. The
 cache never fails a run.
+
+Entries no run has used for `MAX_UNUSED_DAYS` are deleted, as are older graphfix versions'
+folders once emptied: a run marks the entries it reads as used (at most once a day each),
+and sweeps the folder at its end, at most once a day (`.pruned` holds when it last did).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,8 @@ CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                 "# This file is a cache directory tag created by graphfix.\n"
                 "# For information about cache directory tags see https://bford.info/cachedir/\n")
 PROJECT_MARKERS = ("pyproject.toml", ".git")
+MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is deleted
+_DAY = 24 * 3600.0
 
 
 def project_root(paths: list[str]) -> Path:
@@ -224,11 +231,22 @@ class SourceCache:
         return self.entries / key[:2] / key[2:]
 
     def _read(self, key: str) -> dict | None:
+        path = self._path(key)
         try:
-            doc = json.loads(self._path(key).read_bytes())
+            with open(path, "rb") as handle:
+                data = handle.read()
+                modified = os.fstat(handle.fileno()).st_mtime
+            doc = json.loads(data)
         except (OSError, ValueError):
             return None
-        return doc if isinstance(doc, dict) and doc.get("key") == key else None
+        if not (isinstance(doc, dict) and doc.get("key") == key):
+            return None
+        if time.time() - modified > _DAY:  # used: `prune` keeps it (once a day is enough)
+            try:
+                os.utime(path)
+            except OSError:
+                pass
+        return doc
 
     def _write(self, key: str, doc: dict) -> None:
         if not self.writable:
@@ -282,6 +300,67 @@ class SourceCache:
         except Unencodable:
             return
         self._write(key, {"facts": encoded})
+
+
+    # -- pruning --------------------------------------------------------------------------
+
+    def prune(self, now: float | None = None) -> int:
+        """Delete the entries (of any graphfix version) that no run has used for
+        `MAX_UNUSED_DAYS`, and other versions' folders left empty; at most once a day.
+        Return how many entries went. Never fails: what cannot be deleted stays."""
+        now = time.time() if now is None else now
+        marker = self.directory / ".pruned"
+        try:
+            if now - marker.stat().st_mtime < _DAY:
+                return 0
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return 0
+        try:
+            marker.touch()
+            os.utime(marker, (now, now))
+        except OSError:
+            return 0  # a cache no run can mark would be swept by every run
+        cutoff = now - MAX_UNUSED_DAYS * _DAY
+        removed = 0
+        for version in _folders(self.directory):
+            for shard in _folders(version.path):
+                for entry in _files(shard.path):
+                    try:
+                        if entry.stat().st_mtime < cutoff:
+                            os.unlink(entry.path)
+                            removed += 1
+                    except OSError:
+                        continue
+                if version.path != str(self.entries):  # (this run's shards stay: it writes)
+                    _remove_if_empty(shard.path)
+            if version.path != str(self.entries):
+                _remove_if_empty(version.path)
+        return removed
+
+
+def _folders(path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _files(path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _remove_if_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 class CachedResult:

@@ -268,6 +268,8 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
             return pool.map(_source_one, items, tick, facts_for)
     finally:
         _JOB.clear()
+        if cache is not None:
+            cache.prune()  # (at most once a day: entries no run used for 30 days)
 
 
 class _Workers:

@@ -4,9 +4,11 @@ that a cached run reports exactly what an uncached one does."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -34,7 +36,7 @@ def _without_cache_count(doc):
 
 def _entries(cache):
     return sorted(p for p in cache.rglob("*") if p.is_file()
-                  and p.name not in ("CACHEDIR.TAG", ".gitignore"))
+                  and p.name not in ("CACHEDIR.TAG", ".gitignore", ".pruned"))
 
 
 @pytest.fixture
@@ -420,3 +422,45 @@ def test_a_scan_reads_only_files_that_mention_what_is_fed(tmp_path):
     (tmp_path / "model.py").unlink()
     assert _run("check", ".", "--only", "feed-to-assign", "--no-cache",
                 cwd=tmp_path)["findings"] == []
+
+
+def _age(paths, days):
+    then = time.time() - days * 86400
+    for path in paths:
+        os.utime(path, (then, then))
+
+
+def test_entries_no_run_used_for_30_days_are_pruned_once_a_day(tmp_path):
+    (tmp_path / "a.py").write_text(BUG)
+    (tmp_path / "b.py").write_text(BUG.replace("step", "count"))
+    args = ("a.py", "b.py", "--only", "variables-to-cpu")
+    cache = tmp_path / "cache"
+    _run("check", *args, cache=cache, cwd=tmp_path)
+    version = _entries(cache)[0].relative_to(cache).parts[0]
+    # 40 days on: b.py was edited since (its entries are no use), an older graphfix left
+    # its folder, and the last sweep was long ago
+    (tmp_path / "b.py").write_text(BUG.replace("step", "total"))
+    older = cache / "0.0.1" / "ab" / ("c" * 62)
+    older.parent.mkdir(parents=True)
+    older.write_text("{}")
+    _age([*_entries(cache), cache / ".pruned"], days=40)
+    doc = _run("check", *args, cache=cache, cwd=tmp_path)
+    assert doc["summary"]["cached"] == 1, "a.py's entries were there, and read"
+    assert not (cache / "0.0.1").exists()
+    fresh = tmp_path / "fresh"
+    _run("check", *args, cache=fresh, cwd=tmp_path)
+    names = [p.relative_to(cache) for p in _entries(cache)]
+    assert names == [p.relative_to(fresh) for p in _entries(fresh)], \
+        "what is left is what this tree needs: a.py's entries (used) and b.py's new ones"
+    assert all(p.parts[0] == version for p in names)
+    assert _run("check", *args, cache=cache, cwd=tmp_path)["summary"]["cached"] == 2
+    # the next sweep waits a day: an unused entry stays until then
+    unused = cache / version / "ab" / ("d" * 62)
+    unused.parent.mkdir(exist_ok=True)
+    unused.write_text("{}")
+    _age([unused], days=40)
+    _run("check", *args, cache=cache, cwd=tmp_path)
+    assert unused.exists()
+    _age([cache / ".pruned"], days=2)
+    _run("check", *args, cache=cache, cwd=tmp_path)
+    assert not unused.exists()
