@@ -97,9 +97,11 @@ def seed003(workdir: Path) -> bool:
 def seed003_feed(workdir: Path) -> bool:
     """Seed 003's Q&A: feeding `embeddings` while Adam updates it fails with float_ref."""
     import numpy as np
-    import tensorflow as tf
 
     from graphfix import graphio
+    from graphfix._tensorflow import import_runtime
+
+    tf = import_runtime()
 
     _say("== seed 003 Q&A: feed_dict={embeddings: value} while Adam trains embeddings ==")
     before = workdir / "embeddings.pbtxt"

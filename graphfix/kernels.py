@@ -17,7 +17,10 @@ class NoGpuKernelsError(RuntimeError):
 
 @cache
 def _kernels_module():
-    from tensorflow.python.framework import kernels  # imports the TF runtime
+    from graphfix._tensorflow import import_runtime
+
+    import_runtime()
+    from tensorflow.python.framework import kernels
 
     return kernels
 
@@ -41,6 +44,7 @@ def _kernels_for(op: str) -> tuple:
 @cache
 def _op_defaults(op: str) -> dict:
     try:
+        _kernels_module()
         from tensorflow.python.framework import op_def_registry
 
         op_def = op_def_registry.get(op)

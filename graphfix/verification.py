@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from graphfix import graphio, placement, training
+from graphfix._tensorflow import import_runtime, physical_gpus
 from graphfix.devices import DeviceSpec
 from graphfix.graph import VARIABLE_OPS, GraphIndex
 from graphfix.runner import index_for
@@ -122,9 +123,7 @@ def gpu_devices(available: Sequence[str] | None = None) -> list[str]:
     """The GPUs this process sees (`available` injects a device list, for tests)."""
     if available is not None:
         return [d for d in available if DeviceSpec.parse(d).device_type == "GPU"]
-    import tensorflow as tf
-
-    return [f"/device:GPU:{i}" for i, _ in enumerate(tf.config.list_physical_devices("GPU"))]
+    return [f"/device:GPU:{i}" for i, _ in enumerate(physical_gpus())]
 
 
 def _first_graph(graph_file: graphio.GraphFile):
@@ -393,7 +392,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         tolerance: the allowed absolute and relative difference. Defaults to 1e-5.
     """
     clock = time.perf_counter()
-    import tensorflow  # noqa: F401  (timed on its own: the fixed cost of every verify)
+    import_runtime()  # (timed on its own: the fixed cost of every verify)
 
     seconds = {"tensorflow_import": time.perf_counter() - clock}
     graph_def, meta = _first_graph(graph_file)
@@ -484,7 +483,7 @@ def _free_ports(count: int) -> list[int]:
 def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
     """A real in-process TF cluster on loopback: {job: [Server]} (servers live with the
     process; they cannot be stopped, so start one cluster per verify)."""
-    import tensorflow as tf
+    tf = import_runtime()
 
     ports = iter(_free_ports(sum(cluster.values())))
     spec = {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in cluster.items()}

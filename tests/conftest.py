@@ -29,8 +29,8 @@ FIXTURES = REPO / "fixtures"
 def run_cli(*args, cwd=None, check_exit=None, env=None) -> subprocess.CompletedProcess:
     """Run `python -m graphfix ARGS` in a fresh process, as a user would; `env` adds to
     the environment (a None value removes that variable)."""
-    env = {k: v for k, v in dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore",
-                                 **(env or {})).items() if v is not None}
+    env = {k: v for k, v in {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                             "PYTHONWARNINGS": "ignore", **(env or {})}.items() if v is not None}
     result = subprocess.run(
         [sys.executable, "-m", "graphfix", *map(str, args)],
         capture_output=True,

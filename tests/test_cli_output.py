@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from conftest import FIXTURES, run_cli
+from graphfix import _tensorflow
 
 SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
 
@@ -92,3 +96,41 @@ def test_a_graph_run_under_a_profiler_still_writes_the_profile(tmp_path):
          "-o", tmp_path / "fixed.pbtxt"], capture_output=True, text=True, timeout=300)
     assert "1 change(s) in 1 file(s)" in result.stdout, result.stderr
     assert profile.stat().st_size > 0 and (tmp_path / "fixed.pbtxt").exists()
+
+
+def test_tf_start_up_lines_stay_off_stderr():
+    """Loading TF writes absl's and the CUDA stub's lines before its log level applies;
+    a check that needs TF's kernel registry shows none of them (graphfix's default level
+    is 2: no INFO, no WARNING)."""
+    result = run_cli("check", SEED, "--target-devices", "/gpu:0", check_exit=1,
+                     env={"TF_CPP_MIN_LOG_LEVEL": None})
+    assert "Could not satisfy explicit device specification" in result.stdout
+    assert result.stderr == ""
+
+
+LOG = (b"WARNING: All log messages before absl::InitializeLog() is called are written to "
+       b"STDERR\nI0000 00:00:1.5 1 cudart_stub.cc:31] no cuda\nW0000 00:00:1.5 1 a.cc:1] warn\n"
+       b"E0000 00:00:1.5 1 b.cc:2] failed call to cuInit\nnot a log line\n")
+
+
+@pytest.mark.parametrize("level, shown", [
+    ("2", ["E0000 00:00:1.5 1 b.cc:2] failed call to cuInit", "not a log line"]),
+    ("3", ["not a log line"]),
+    ("0", LOG.decode().splitlines()),
+])
+def test_quiet_calls_hide_the_severities_the_level_hides(capfd, monkeypatch, level, shown):
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+    hidden = _tensorflow._hidden_severities()
+    _tensorflow._quietly(lambda: os.write(2, LOG),
+                         lambda line: (_tensorflow._severity(line) or "-") in hidden)
+    assert capfd.readouterr().err.splitlines() == shown
+
+
+def test_a_failing_quiet_call_shows_every_line(capfd):
+    def fails():
+        os.write(2, LOG)
+        raise ImportError("no TF here")
+
+    with pytest.raises(ImportError):
+        _tensorflow._quietly(fails, lambda line: True)
+    assert capfd.readouterr().err.splitlines() == LOG.decode().splitlines()

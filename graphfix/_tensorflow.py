@@ -1,0 +1,83 @@
+"""The TF runtime, imported and asked for GPUs without the lines its log level misses.
+
+Loading TF's C++ libraries writes to stderr before TF applies `TF_CPP_MIN_LOG_LEVEL`:
+absl's "WARNING: All log messages before absl::InitializeLog() is called are written to
+STDERR" and, on a machine with no GPU, "I0000 ... cudart_stub.cc:31] Could not find cuda
+drivers on your machine" (twice: two libraries load the stub). `import_runtime` hides the
+lines of the severities that level hides (graphfix sets 2, INFO and WARNING, unless the user
+set it). Asking for GPUs where there is no CUDA driver logs an error ("failed call to
+cuInit") that only says there is no GPU, which verify reports in its own words:
+`physical_gpus` hides that one when it finds none. Every other line is shown, and all of
+them if the call fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import tempfile
+
+_ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called"
+_LOG_LINE = re.compile(r"([IWEF])\d{4} ")  # glog's form: severity, month, day, ...
+
+
+def import_runtime():
+    """`import tensorflow`, quietly as above; the module."""
+    if "tensorflow.python" not in sys.modules:  # (once up, there is nothing left to hide)
+        hidden = _hidden_severities()
+        _quietly(lambda: importlib.import_module("tensorflow"),
+                 lambda line: (_severity(line) or "-") in hidden)
+    return importlib.import_module("tensorflow")
+
+
+def physical_gpus() -> list:
+    """TF's physical GPU devices, quietly as above."""
+    tf = import_runtime()
+    found: list = []
+    _quietly(lambda: found.extend(tf.config.list_physical_devices("GPU")),
+             lambda line: not found and _severity(line) == "E" and "cuInit" in line)
+    return found
+
+
+def _quietly(call, hide) -> None:
+    """`call()`, holding back what it writes to stderr, then showing the lines `hide`
+    rejects (every line, if `call` raised)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to speak of: run it as it comes
+        call()
+        return
+    done = False
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            call()
+            done = True
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+            shown = [line for line in lines if not (done and hide(line))]
+            if shown:
+                sys.stderr.write("".join(shown))
+                sys.stderr.flush()
+
+
+def _hidden_severities() -> str:
+    """The severities TF_CPP_MIN_LOG_LEVEL hides: 1 INFO, 2 and WARNING, 3 and ERROR."""
+    try:
+        level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"))
+    except ValueError:
+        level = 0
+    return "IWE"[:max(0, min(level, 3))]
+
+
+def _severity(line: str) -> str | None:
+    if line.startswith(_ABSL_PREAMBLE):
+        return "W"
+    match = _LOG_LINE.match(line)
+    return match.group(1) if match else None
