@@ -53,6 +53,16 @@ MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is del
 _DAY = 24 * 3600.0
 
 
+def make_cache_folder(directory: Path) -> None:
+    """Create `directory` (and its parents) as a cache folder: with a CACHEDIR.TAG (backup
+    tools skip it) and a .gitignore of `*` (git ignores it). OSError if it cannot be."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG),
+                       (".gitignore", "# Created by graphfix.\n*\n")):
+        if not (directory / name).exists():
+            write_atomically(directory / name, text.encode())
+
+
 def project_root(paths: list[str]) -> Path:
     """Where the default cache folder goes: the nearest folder holding a pyproject.toml or
     .git at or above the first path given; else the working directory (as ruff does)."""
@@ -181,11 +191,7 @@ class SourceCache:
         """The cache in `directory` (created, with a CACHEDIR.TAG and a .gitignore of `*`),
         or None if it cannot be created or written."""
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG),
-                               (".gitignore", "# Created by graphfix.\n*\n")):
-                if not (directory / name).exists():
-                    _atomic_write(directory / name, text.encode())
+            make_cache_folder(directory)
             cache = cls(directory, transforms)
             cache.entries.mkdir(exist_ok=True)
             if not os.access(cache.entries, os.W_OK | os.X_OK):
@@ -254,7 +260,7 @@ class SourceCache:
         path = self._path(key)
         try:
             path.parent.mkdir(exist_ok=True)
-            _atomic_write(path, json.dumps({"key": key, **doc}).encode())
+            write_atomically(path, json.dumps({"key": key, **doc}).encode())
         except (OSError, ValueError):
             self.writable = False  # a full disk, a folder gone: stop trying, keep running
 
@@ -402,7 +408,7 @@ def _code_files(transform: type) -> list[Path]:
     return files
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, then rename it over `path`."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:

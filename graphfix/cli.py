@@ -133,14 +133,13 @@ def _configured(paths, only, settings, targets, exclude):
 
 
 def _cache_dir(args: argparse.Namespace, configured: Path | None) -> Path | None:
-    """Where this run caches source results: --cache-dir (or GRAPHFIX_CACHE_DIR), else the
-    configuration's `cache-dir`, else .graphfix_cache in the project root; None with
-    --no-cache (or GRAPHFIX_NO_CACHE set to 1, true or yes)."""
-    from graphfix.graphio import is_graph_path
-
+    """Where this run caches source results and TF's kernel registry's answers (graphs'
+    results are not cached: reading one is the work): --cache-dir (or GRAPHFIX_CACHE_DIR),
+    else the configuration's `cache-dir`, else .graphfix_cache in the project root; None
+    with --no-cache (or GRAPHFIX_NO_CACHE set to 1, true or yes)."""
     no_cache = os.environ.get("GRAPHFIX_NO_CACHE", "").strip().lower() in ("1", "true", "yes")
-    if args.no_cache or no_cache or all(is_graph_path(Path(p)) for p in args.paths):
-        return None  # (graphs are never cached: reading one is the work)
+    if args.no_cache or no_cache:
+        return None
     given = args.cache_dir or os.environ.get("GRAPHFIX_CACHE_DIR")
     if given:
         return Path(given)

@@ -4,11 +4,18 @@ This is the one place the graph path touches the TF runtime (`import tensorflow`
 seconds), and only when a placement question is actually asked. The default `tensorflow`
 wheel registers its GPU kernels even on a machine with no GPU, so a GPU-placement bug is
 caught anywhere; a `tensorflow-cpu` install registers none, and we say so rather than pass.
+
+With a cache folder (`use_snapshot`), the registry's answers for the ops asked are kept
+there, per TensorFlow install (its version and the size and time of its libraries and
+plug-ins), so the next `check` that asks only about those ops does not load TF at all.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from functools import cache
+from pathlib import Path
 
 
 class NoGpuKernelsError(RuntimeError):
@@ -27,22 +34,35 @@ def _kernels_module():
 
 @cache
 def _kernels_for(op: str) -> tuple:
+    """(device type, label, ((attr, allowed types), ...)) per kernel registered for `op`."""
+    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels)
+
+
+def _as_kernels(kept: list) -> tuple:
+    return tuple((kind, label, tuple((name, frozenset(types)) for name, types in constraints))
+                 for kind, label, constraints in kept)
+
+
+def _registered_kernels(op: str) -> list:
+    """[device type, label, [[attr, [allowed types]], ...]] per kernel TF registers for `op`
+    (none for an op this TF does not know, such as a custom op)."""
     try:
         listed = _kernels_module().get_registered_kernels_for_op(op).kernel
-    except Exception:  # an op this TF does not know (a custom op)
-        return ()
-    return tuple(
-        (
-            k.device_type,
-            k.label,
-            tuple((c.name, frozenset(c.allowed_values.list.type)) for c in k.constraint),
-        )
-        for k in listed
-    )
+    except Exception:
+        return []
+    return [[k.device_type, k.label,
+             [[c.name, sorted(c.allowed_values.list.type)] for c in k.constraint]]
+            for k in listed]
 
 
 @cache
 def _op_defaults(op: str) -> dict:
+    return _SNAPSHOT.opened().answer(_SNAPSHOT.defaults, op, _registered_defaults,
+                                     lambda known: {name: tuple(t) for name, t in known.items()})
+
+
+def _registered_defaults(op: str) -> dict:
+    """{attr: [its default type]} for the type attrs of `op` that have a default."""
     try:
         _kernels_module()
         from tensorflow.python.framework import op_def_registry
@@ -55,8 +75,122 @@ def _op_defaults(op: str) -> dict:
     out = {}
     for attr in op_def.attr:
         if attr.HasField("default_value") and attr.default_value.WhichOneof("value") == "type":
-            out[attr.name] = (attr.default_value.type,)
+            out[attr.name] = [attr.default_value.type]
     return out
+
+
+class _Snapshot:
+    """The registry's answers kept in a cache folder (see the module docstring): op ->
+    kernels and op -> default types, as JSON, one file per TensorFlow install."""
+
+    FORMAT = 1
+
+    def __init__(self):
+        self.directory: Path | None = None  # the cache folder, until the file is read
+        self.path: Path | None = None
+        self.kernels: dict[str, list] = {}
+        self.defaults: dict[str, dict] = {}
+        self.learned = False
+
+    def opened(self) -> _Snapshot:
+        """This snapshot, its file read on the first question of a run that has a cache (a
+        run that asks none pays nothing)."""
+        if self.directory is not None:
+            directory, self.directory = self.directory, None
+            fingerprint = _install_fingerprint()
+            if fingerprint is not None:  # (else no TF to be found: the import will say so)
+                import graphfix
+
+                self._read(directory / graphfix.__version__ / "kernels" / f"{fingerprint}.json")
+        return self
+
+    def _read(self, path: Path) -> None:
+        self.path, self.learned = path, False
+        try:
+            doc = json.loads(path.read_bytes())
+            kernels, defaults = doc["kernels"], doc["defaults"]
+            if doc["format"] != self.FORMAT or not (isinstance(kernels, dict)
+                                                     and isinstance(defaults, dict)):
+                raise ValueError("not a snapshot")
+            os.utime(path)  # used: the cache's pruning keeps it
+        except (OSError, ValueError, KeyError, TypeError):
+            kernels, defaults = {}, {}  # none yet, or unreadable: asked anew, written anew
+        self.kernels, self.defaults = kernels, defaults
+
+    def answer(self, table: dict, op: str, ask, read):
+        """`read(the answer kept in table for op)`; where none is kept, or one that makes
+        no sense (a hand-edited file), `ask(op)` TF and keep what it says."""
+        if op in table:
+            try:
+                return read(table[op])
+            except (TypeError, ValueError, AttributeError):
+                pass
+        table[op] = ask(op)
+        self.learned = self.path is not None
+        return read(table[op])
+
+    def save(self) -> None:
+        """Write what was learned since `open` (atomically; a folder that cannot be written
+        only means TF is asked again next time)."""
+        if not self.learned or self.path is None:
+            return
+        from graphfix.cache import make_cache_folder, write_atomically
+
+        doc = {"format": self.FORMAT, "kernels": self.kernels, "defaults": self.defaults}
+        try:
+            make_cache_folder(self.path.parents[2])  # (the folder above <version>/kernels)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, json.dumps(doc, sort_keys=True).encode())
+        except OSError:
+            pass
+        self.learned = False
+
+
+_SNAPSHOT = _Snapshot()
+
+
+def use_snapshot(cache_dir: Path | None) -> None:
+    """Answer from, and add to, the registry snapshot in `cache_dir` for the TensorFlow
+    this process would import (call `save_snapshot` at the end of the run); None: keep no
+    snapshot (what this process learned of its own TF still answers)."""
+    _SNAPSHOT.directory = None if cache_dir is None else Path(cache_dir)
+    _SNAPSHOT.path, _SNAPSHOT.learned = None, False
+    _kernels_for.cache_clear()
+    _op_defaults.cache_clear()
+
+
+def save_snapshot() -> None:
+    _SNAPSHOT.save()
+
+
+def _install_fingerprint() -> str | None:
+    """What the registry depends on, found without importing TF: its package's place, its
+    version (the dist-info folder), the size and time of the libraries in the package and
+    its `python/` folder, and the plug-ins TF loads (`tensorflow-plugins/`)."""
+    import hashlib
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = Path(list(spec.submodule_search_locations)[0])
+    site = package.parent
+    parts = [str(package), os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")]
+    try:
+        parts += sorted(p.name for p in site.glob("tensorflow-*.dist-info"))
+        for folder in (package, package / "python", site / "tensorflow-plugins"):
+            if not folder.is_dir():
+                continue
+            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+                if ".so" in entry.name or entry.name.endswith((".dylib", ".dll", ".pyd")):
+                    stat = entry.stat()
+                    parts.append(f"{folder.name}/{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    except OSError:
+        return None
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
 def gpu_kernels_registered() -> bool:

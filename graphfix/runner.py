@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from graphfix import graphio, placement
+from graphfix import graphio, kernels, placement
 from graphfix.findings import Change, Finding, Report
 from graphfix.graph import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
@@ -157,10 +157,22 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     `progress(total)` may return a callable to call once per step done (a progress bar):
     one step per source file checked. With
     `cache_dir`, source results are cached there (`graphfix.cache`); the report counts the
-    files read from it in `cached_paths`.
+    files read from it in `cached_paths`. The answers of TF's kernel registry are kept there
+    too (`kernels.use_snapshot`).
     """
     report = Report()
     outputs: list[Output] = []
+    kernels.use_snapshot(cache_dir)  # (TF's kernel registry's answers, kept there too)
+    try:
+        _run_inputs(paths, selected, fix, out, in_place, want_diff, excludes, jobs, progress,
+                    cache_dir, report, outputs)
+    finally:
+        kernels.save_snapshot()
+    return report, outputs
+
+
+def _run_inputs(paths, selected, fix, out, in_place, want_diff, excludes, jobs, progress,
+                cache_dir, report, outputs) -> None:
     inputs = iter_inputs(paths, excludes)
     graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
     sources = [(label, path) for label, path in inputs
@@ -182,7 +194,6 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory), a Python file or a notebook"})
-    return report, outputs
 
 
 def _merge(report: Report, part: Report) -> None:

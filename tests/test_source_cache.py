@@ -464,3 +464,77 @@ def test_entries_no_run_used_for_30_days_are_pruned_once_a_day(tmp_path):
     _age([cache / ".pruned"], days=2)
     _run("check", *args, cache=cache, cwd=tmp_path)
     assert not unused.exists()
+
+
+# -- TF's kernel registry: its answers are kept in the cache folder too ------------------------
+
+SEED_GRAPH = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
+_CHECK_IN_PROCESS = """
+import sys
+from graphfix.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("TF loaded" if "tensorflow.python" in sys.modules else "TF not loaded", file=sys.stderr)
+"""
+
+
+def _check_seed(*extra):
+    args = ["check", str(SEED_GRAPH), "--target-devices", "/gpu:0", "--format", "json", *extra]
+    result = subprocess.run([sys.executable, "-c", _CHECK_IN_PROCESS, *args],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "GRAPHFIX_CACHE_DIR": ""})
+    return json.loads(result.stdout), result.stderr.strip().splitlines()[-1]
+
+
+def test_a_second_graph_check_asks_the_kept_registry_not_tf(tmp_path):
+    cache = tmp_path / "cache"
+    cold, loaded = _check_seed("--cache-dir", str(cache))
+    assert loaded == "TF loaded"
+    assert cold["findings"][0]["message"].startswith("Cannot assign a device for operation d")
+    (snapshot,) = cache.glob("*/kernels/*.json")
+    assert {"VariableV2", "Assign", "MatMul"} <= set(json.loads(snapshot.read_text())["kernels"])
+    assert (cache / "CACHEDIR.TAG").exists() and (cache / ".gitignore").exists()
+    warm, loaded = _check_seed("--cache-dir", str(cache))
+    assert loaded == "TF not loaded"
+    assert warm == cold
+    _, loaded = _check_seed("--cache-dir", str(cache), "--no-cache")
+    assert loaded == "TF loaded"
+
+
+def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
+    from graphfix import kernels
+
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/gpu:0"):
+        tf.compat.v1.Variable(2, name="count")  # int32: no GPU kernel
+        tf.compat.v1.Variable(2.0, name="weight")
+        tf.io.matching_files("*.ckpt", name="files")  # CPU only
+    nodes = list(graph.as_graph_def().node)
+    live = [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU")) for n in nodes]
+    assert ("count", False, True) in live and ("weight", True, True) in live
+    try:
+        kernels.use_snapshot(tmp_path)
+        assert [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU"))
+                for n in nodes] == live  # learned from TF
+        kernels.save_snapshot()
+        (snapshot,) = tmp_path.glob("*/kernels/*.json")
+        kernels.use_snapshot(tmp_path)
+        assert [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU"))
+                for n in nodes] == live  # read back from the file
+        assert not kernels._SNAPSHOT.learned, "every answer came from the file"
+        snapshot.write_text("{not json")  # a damaged snapshot: asked anew, written anew
+        kernels.use_snapshot(tmp_path)
+        assert [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU"))
+                for n in nodes] == live
+        kernels.save_snapshot()
+        kept = json.loads(snapshot.read_text())
+        assert {n.op for n in nodes} <= set(kept["kernels"])
+        kept["kernels"] = {op: 5 for op in kept["kernels"]}  # hand-edited into nonsense
+        snapshot.write_text(json.dumps(kept))
+        kernels.use_snapshot(tmp_path)
+        assert [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU"))
+                for n in nodes] == live
+    finally:
+        kernels.use_snapshot(None)
