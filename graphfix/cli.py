@@ -301,6 +301,7 @@ def fix(args: argparse.Namespace) -> int:
 
 def verify(args: argparse.Namespace) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
+    from graphfix.kernels import NoGpuKernelsError
     from graphfix.verification import VerifyError, verify_path
 
     _check_format(args.fmt)
@@ -309,7 +310,7 @@ def verify(args: argparse.Namespace) -> int:
         result = verify_path(args.graph, steps=args.steps, fetches=args.fetch or [],
                              feeds=args.feed or [], compare=args.compare,
                              target_devices=devices, cluster=args.cluster)
-    except VerifyError as exc:
+    except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
     doc = result.to_json()
     if args.report_path is not None:

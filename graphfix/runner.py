@@ -551,6 +551,8 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
     except (GraphError, ValueError) as exc:
         report.failed.append({"path": label, "error": str(exc)})
         return
+    except kernels.NoGpuKernelsError:
+        raise  # this TensorFlow, not this graph: the command says so and stops
     except Exception as exc:  # a transform's bug must not hide the other inputs' results
         report.failed.append({"path": label, "error": f"internal error: {type(exc).__name__}: {exc}"})
         return

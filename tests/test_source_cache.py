@@ -538,3 +538,35 @@ def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
                 for n in nodes] == live
     finally:
         kernels.use_snapshot(None)
+
+
+def test_a_registry_without_gpu_kernels_is_said_plainly(tmp_path, capsys):
+    """What a tensorflow-cpu install's registry holds: no GPU kernel for any op. The check
+    says so and stops (exit 2) rather than pass every group. (This TF has GPU kernels: the
+    registry is one kept in the cache folder, of the shape `graphfix.kernels` keeps.)"""
+    from graphfix import __version__, kernels
+    from graphfix.cli import main
+
+    cpu_only = {"format": 1, "defaults": {},
+                "kernels": {op: [["CPU", "", []]] for op in ("MatMul", "VariableV2", "Assign",
+                                                             "Const", "Identity", "AddV2")}}
+    kept = tmp_path / __version__ / "kernels" / f"{kernels._install_fingerprint()}.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps(cpu_only))
+    said = ("graphfix: error: this TensorFlow registers no GPU kernels (a tensorflow-cpu "
+            "install?), so GPU placement cannot be checked; install the default 'tensorflow' "
+            "wheel\n")
+    result = run_cli("check", SEED_GRAPH, "--target-devices", "/gpu:0", "--cache-dir", tmp_path,
+                     check_exit=2)
+    assert (result.stdout, result.stderr) == ("", said)
+    # verify asks the same registry (here, the one kept) before it runs anything
+    try:
+        kernels.use_snapshot(tmp_path)
+        with pytest.raises(SystemExit) as stopped:
+            main(["verify", str(SEED_GRAPH)])
+    finally:
+        kernels.use_snapshot(None)
+        kernels._SNAPSHOT.kernels.clear()  # (the CPU-only answers are not this TF's)
+        kernels._kernels_for.cache_clear()
+    assert stopped.value.code == 2
+    assert capsys.readouterr() == ("", said)
