@@ -330,9 +330,9 @@ class SourceCache:
             return 0  # a cache no run can mark would be swept by every run
         cutoff = now - MAX_UNUSED_DAYS * _DAY
         removed = 0
-        for version in _folders(self.directory):
-            for shard in _folders(version.path):
-                for entry in _files(shard.path):
+        for version in _listed(self.directory, folders=True):
+            for shard in _listed(version.path, folders=True):
+                for entry in _listed(shard.path, folders=False):
                     try:
                         if entry.stat().st_mtime < cutoff:
                             os.unlink(entry.path)
@@ -346,18 +346,12 @@ class SourceCache:
         return removed
 
 
-def _folders(path) -> list[os.DirEntry]:
+def _listed(path, *, folders: bool) -> list[os.DirEntry]:
+    """The folders (or the files) in `path`, not following links; none if it cannot be read."""
     try:
         with os.scandir(path) as entries:
-            return [e for e in entries if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-
-
-def _files(path) -> list[os.DirEntry]:
-    try:
-        with os.scandir(path) as entries:
-            return [e for e in entries if e.is_file(follow_symlinks=False)]
+            return [e for e in entries if (e.is_dir(follow_symlinks=False) if folders
+                                           else e.is_file(follow_symlinks=False))]
     except OSError:
         return []
 
