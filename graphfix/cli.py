@@ -469,8 +469,8 @@ def main(argv: list[str] | None = None) -> None:
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     words = sys.argv[1:] if argv is None else argv
-    named = next((word for word in words if not word.startswith("-")), None)
-    parser = build_parser(named if named in _COMMANDS else None)
+    # A command first builds that command alone (`graphfix --help fix` lists them all).
+    parser = build_parser(words[0] if words and words[0] in _COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         prog = f"graphfix {args.command}" if args.command else "graphfix"

@@ -130,8 +130,8 @@ class _Snapshot:
         return read(table[op])
 
     def save(self) -> None:
-        """Write what was learned since `open` (atomically; a folder that cannot be written
-        only means TF is asked again next time)."""
+        """Write what TF was asked since the file was read (atomically; a folder that cannot
+        be written only means TF is asked again next time)."""
         if not self.learned or self.path is None:
             return
         from graphfix.cache import make_cache_folder, write_atomically

@@ -28,6 +28,7 @@ def test_help_lists_every_command_and_each_command_its_options():
     for command in ("list", "check", "fix", "verify", "demo"):
         assert f"    {command} " in top
     assert max(map(len, top.splitlines())) <= 60  # wrapped to $COLUMNS, as argparse does
+    assert run_cli("--help", "fix", check_exit=0).stdout == run_cli("--help", check_exit=0).stdout
     fix = run_cli("fix", "--help", check_exit=0).stdout
     assert fix.startswith("usage: graphfix fix")
     for option in ("--only", "--set", "--in-place", "--diff", "--dry-run", "-o OUT"):
