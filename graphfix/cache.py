@@ -32,23 +32,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import inspect
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from graphfix.findings import Finding
 
-CACHE_DIR_NAME = ".graphfix_cache"
 ENTRY_FORMAT = 2  # bump when what an entry holds changes
 CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                 "# This file is a cache directory tag created by graphfix.\n"
                 "# For information about cache directory tags see https://bford.info/cachedir/\n")
-PROJECT_MARKERS = ("pyproject.toml", ".git")
 MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is deleted
 _DAY = 24 * 3600.0
 
@@ -61,18 +57,6 @@ def make_cache_folder(directory: Path) -> None:
                        (".gitignore", "# Created by graphfix.\n*\n")):
         if not (directory / name).exists():
             write_atomically(directory / name, text.encode())
-
-
-def project_root(paths: list[str]) -> Path:
-    """Where the default cache folder goes: the nearest folder holding a pyproject.toml or
-    .git at or above the first path given; else the working directory (as ruff does)."""
-    start = Path(paths[0]).resolve() if paths else Path.cwd()
-    if not start.is_dir():
-        start = start.parent
-    for folder in (start, *start.parents):
-        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
-            return folder
-    return Path.cwd()
 
 
 def _sha256(*parts: bytes | str) -> str:
@@ -387,6 +371,8 @@ def _codemod_name(transform: type) -> str:
 
 def _code_files(transform: type) -> list[Path]:
     """The files of a transform and of its codemod's module (found, not imported)."""
+    import inspect  # (here: a run over graphs, which finds its cache folder, never needs it)
+
     files = []
     try:
         files.append(Path(inspect.getfile(transform)).resolve())
@@ -404,6 +390,8 @@ def _code_files(transform: type) -> list[Path]:
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, then rename it over `path`."""
+    import tempfile  # (here, as inspect above)
+
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(handle, "wb") as out:

@@ -145,7 +145,7 @@ def _cache_dir(args: argparse.Namespace, configured: Path | None) -> Path | None
         return Path(given)
     if configured is not None:
         return configured
-    from graphfix.cache import CACHE_DIR_NAME, project_root
+    from graphfix.config import CACHE_DIR_NAME, project_root
 
     return project_root(args.paths) / CACHE_DIR_NAME
 

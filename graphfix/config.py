@@ -24,6 +24,20 @@ from pathlib import Path
 from typing import Any
 
 KEYS = ("only", "disable", "exclude", "target-devices", "set", "cache-dir")
+CACHE_DIR_NAME = ".graphfix_cache"  # the cache folder's name, in the project root
+PROJECT_MARKERS = ("pyproject.toml", ".git")
+
+
+def project_root(paths: list[str]) -> Path:
+    """Where the default cache folder goes: the nearest folder holding a pyproject.toml or
+    .git at or above the first path given; else the working directory (as ruff does)."""
+    start = Path(paths[0]).resolve() if paths else Path.cwd()
+    if not start.is_dir():
+        start = start.parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return folder
+    return Path.cwd()
 
 
 class ConfigError(ValueError):

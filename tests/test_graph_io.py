@@ -19,6 +19,28 @@ def _seed_graph_def():
     return graphio.load(SEED / "before.pbtxt").message
 
 
+def test_a_graph_fix_loads_neither_tf_nor_the_source_tooling(tmp_path):
+    """`graphfix fix GRAPH`: no TF runtime, no libcst, and none of graphfix's own source
+    parsing (the transforms' pre-checks load it on first use)."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from graphfix.cli import main
+        try:
+            main(["fix", {str(SEED / 'before.pbtxt')!r}, "-o", {str(tmp_path / 'out.pbtxt')!r}])
+        except SystemExit as stop:
+            assert stop.code == 1, stop.code
+        print(sorted(m for m in sys.modules if m.startswith(("tensorflow.python", "libcst",
+                     "graphfix.sourcecode", "graphfix.transforms.feed_to_assign.prechecks",
+                     "graphfix.cache"))))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 def test_proto_loading_does_not_import_tf_and_tf_still_imports_after():
     script = textwrap.dedent(
         f"""

@@ -25,7 +25,7 @@ from graphfix.codemod import (
     scan_wrapper,
 )
 
-from . import _GLOBAL_STEP, _UPDATE_CALLS
+from .prechecks import _GLOBAL_STEP, _UPDATE_CALLS
 
 # -- Source surface -------------------------------------------------------------------------
 #

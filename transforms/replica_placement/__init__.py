@@ -45,14 +45,16 @@ reported, not rewritten (round-robin may move a variable to another task). Devic
 
 from __future__ import annotations
 
-import ast
+from typing import TYPE_CHECKING
 
 from graphfix.devices import DeviceSpec
 from graphfix.findings import Change, Finding
 from graphfix.graph import VARIABLE_OPS, GraphIndex
 from graphfix.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform, UsageError
-from graphfix.sourcecode import Syntax, call_arguments, strings_in, tail_name
+
+if TYPE_CHECKING:
+    from graphfix.sourcecode import Syntax
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
@@ -85,6 +87,10 @@ class ReplicaPlacement(Transform):
         """A device scope on the ps job (`with tf.device('/job:ps/task:0')`, the job's name
         given by a format), or a cluster with a ps job (`tf.train.ClusterSpec({'ps': ...})`,
         a `Server` of one, the dict built apart)."""
+        import ast  # (here: a run over graphs never parses source)
+
+        from graphfix.sourcecode import call_arguments, strings_in, tail_name
+
         for block in syntax.withs:
             for item in block.items:
                 call = item.context_expr

@@ -34,14 +34,16 @@ the file's own TF alias; code that already runs them is left alone.
 
 from __future__ import annotations
 
-import ast
 import re
+from typing import TYPE_CHECKING
 
 from graphfix import training
 from graphfix.findings import Change, Finding
 from graphfix.graph import GraphIndex
 from graphfix.registry import Context, Param, Transform
-from graphfix.sourcecode import Syntax
+
+if TYPE_CHECKING:
+    from graphfix.sourcecode import Syntax
 
 # What the source pre-check looks for (the codemod in source.py reads the same names).
 _TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
@@ -106,6 +108,8 @@ class UpdateOps(Transform):
     @classmethod
     def has_source_work(cls, syntax: Syntax) -> bool:
         """A `X.minimize(...)` or `X.apply_gradients(...)` call."""
+        import ast  # (here: a run over graphs never parses source)
+
         return any(isinstance(call.func, ast.Attribute) and call.func.attr in _TRAIN_METHODS
                    for call in syntax.calls)
 

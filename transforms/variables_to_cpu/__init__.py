@@ -38,13 +38,15 @@ see `VariablesToCpuCodemod`.
 
 from __future__ import annotations
 
-import ast
+from typing import TYPE_CHECKING
 
 from graphfix import placement
 from graphfix.findings import Change, Finding
 from graphfix.graph import GraphIndex
 from graphfix.registry import Context, Param, Transform
-from graphfix.sourcecode import Syntax, call_arguments, strings_in, tail_name
+
+if TYPE_CHECKING:
+    from graphfix.sourcecode import Syntax
 
 
 def _on_gpu(group: placement.Group) -> bool:
@@ -88,6 +90,10 @@ class VariablesToCpu(Transform):
     def has_source_work(cls, syntax: Syntax) -> bool:
         """A `with ...device(...)` given a GPU string (the only scopes the codemod moves
         variables out of; a device string held in a variable is not followed)."""
+        import ast  # (here: a run over graphs never parses source)
+
+        from graphfix.sourcecode import call_arguments, strings_in, tail_name
+
         return any(isinstance(item.context_expr, ast.Call)
                    and tail_name(item.context_expr.func) == "device"
                    and any("gpu" in text.lower() for arg in call_arguments(item.context_expr)
