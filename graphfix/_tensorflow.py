@@ -63,8 +63,11 @@ def _quietly(call, hide) -> None:
             lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
             shown = [line for line in lines if not (done and hide(line))]
             if shown:
-                sys.stderr.write("".join(shown))
-                sys.stderr.flush()
+                try:
+                    sys.stderr.write("".join(shown))
+                    sys.stderr.flush()
+                except (OSError, ValueError):  # stderr is gone (a closed pipe): so are they
+                    pass
 
 
 def _hidden_severities() -> str:

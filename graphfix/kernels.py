@@ -45,9 +45,11 @@ def _as_kernels(kept: list) -> tuple:
 
 def _registered_kernels(op: str) -> list:
     """[device type, label, [[attr, [allowed types]], ...]] per kernel TF registers for `op`
-    (none for an op this TF does not know, such as a custom op)."""
+    (none for an op this TF does not know, such as a custom op). A TF that cannot be
+    imported raises: that is no answer to keep."""
+    module = _kernels_module()
     try:
-        listed = _kernels_module().get_registered_kernels_for_op(op).kernel
+        listed = module.get_registered_kernels_for_op(op).kernel
     except Exception:
         return []
     return [[k.device_type, k.label,
@@ -63,8 +65,8 @@ def _op_defaults(op: str) -> dict:
 
 def _registered_defaults(op: str) -> dict:
     """{attr: [its default type]} for the type attrs of `op` that have a default."""
+    _kernels_module()  # (as above: an import that fails raises)
     try:
-        _kernels_module()
         from tensorflow.python.framework import op_def_registry
 
         op_def = op_def_registry.get(op)
