@@ -19,16 +19,20 @@ from pathlib import Path
 
 
 class NoGpuKernelsError(RuntimeError):
-    """The installed TensorFlow registers no GPU kernels, so GPU placement cannot be judged."""
+    """Placement cannot be judged: the installed TensorFlow registers no GPU kernels, or
+    cannot be imported at all."""
 
 
 @cache
 def _kernels_module():
     from graphfix._tensorflow import import_runtime
 
-    import_runtime()
-    from tensorflow.python.framework import kernels
-
+    try:
+        import_runtime()
+        from tensorflow.python.framework import kernels
+    except ImportError as exc:
+        raise NoGpuKernelsError(f"TensorFlow cannot be imported ({exc}), so placement cannot "
+                                "be checked; install the default 'tensorflow' wheel") from None
     return kernels
 
 
