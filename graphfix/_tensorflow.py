@@ -46,12 +46,17 @@ def _quietly(call, hide) -> None:
     rejects (every line, if `call` raised)."""
     try:
         sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no stderr to speak of: run it as it comes
+        captured = tempfile.TemporaryFile()
+    except (OSError, ValueError):  # no temporary file: run it as it comes
         call()
         return
     done = False
-    with tempfile.TemporaryFile() as captured:
+    with captured:
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr to speak of: nothing to hide either
+            call()
+            return
         os.dup2(captured.fileno(), 2)
         try:
             call()

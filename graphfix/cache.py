@@ -291,7 +291,6 @@ class SourceCache:
             return
         self._write(key, {"facts": encoded})
 
-
     # -- pruning --------------------------------------------------------------------------
 
     def prune(self, now: float | None = None) -> int:
