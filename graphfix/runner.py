@@ -162,17 +162,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     """
     report = Report()
     outputs: list[Output] = []
-    kernels.use_snapshot(cache_dir)  # (TF's kernel registry's answers, kept there too)
-    try:
-        _run_inputs(paths, selected, fix, out, in_place, want_diff, excludes, jobs, progress,
-                    cache_dir, report, outputs)
-    finally:
-        kernels.save_snapshot()
-    return report, outputs
-
-
-def _run_inputs(paths, selected, fix, out, in_place, want_diff, excludes, jobs, progress,
-                cache_dir, report, outputs) -> None:
+    kernels.use_snapshot(cache_dir)
     inputs = iter_inputs(paths, excludes)
     graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
     sources = [(label, path) for label, path in inputs
@@ -194,6 +184,8 @@ def _run_inputs(paths, selected, fix, out, in_place, want_diff, excludes, jobs, 
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory), a Python file or a notebook"})
+    kernels.save_snapshot()  # (a run that stops on an error keeps nothing: TF is asked again)
+    return report, outputs
 
 
 def _merge(report: Report, part: Report) -> None:
