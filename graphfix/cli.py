@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from graphfix import __version__, registry
+from graphfix import __version__, aside, registry
 from graphfix.findings import Report
 
 
@@ -469,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     words = sys.argv[1:] if argv is None else argv
+    aside.allow()  # this process is the command's: a second one may read a graph's edges
     # A command first builds that command alone (`graphfix --help fix` lists them all).
     parser = build_parser(words[0] if words and words[0] in _COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)

@@ -17,6 +17,7 @@ proves a whole graph).
 from __future__ import annotations
 
 import json
+import marshal
 import sys
 from collections import defaultdict
 from array import array
@@ -26,6 +27,7 @@ from operator import sub
 from pathlib import Path
 from typing import Container, Iterable, Iterator, Mapping, Sequence
 
+from graphfix import aside
 from graphfix.devices import DeviceSpec
 
 DT_RESOURCE = 20
@@ -75,6 +77,9 @@ VARIABLE_OPS = frozenset(
 _LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 # Readers of new edges `check_changes` proves acyclic one walk each; more, one whole check.
 _MAX_CYCLE_WALKS = 64
+# The size from which reading half a graph in a second process pays: 3-6 us a node here,
+# against a fork of 1-10 ms.
+_ASIDE_MIN_NODES = 10_000
 
 
 class GraphError(ValueError):
@@ -402,6 +407,62 @@ def _star_members(own: int | None, around: Sequence[int]) -> list[int]:
     return sorted({own, *around})
 
 
+class _Columns:
+    """What the index reads of every node up front, by position: `names`, `ops`, `devices`,
+    and the `_class` attrs (`points_to`: the common one naming one node; `classes`: the
+    others, several names or none in the `loc:@` form)."""
+
+    __slots__ = ("names", "ops", "devices", "points_to", "classes")
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.ops: list[str] = []
+        self.devices: list[str] = []
+        self.points_to: dict[int, str] = {}
+        self.classes: dict[int, list[str]] = {}
+
+    def read(self, node_defs, position: int) -> None:
+        """Append the columns of `node_defs`, the first at `position`: one pass, each
+        node's message touched once (a parsed node costs about a microsecond per field
+        read, and its wrapper as much)."""
+        names, ops, devices = self.names.append, self.ops.append, self.devices.append
+        points_to, classes = self.points_to, self.classes
+        intern = sys.intern  # a few distinct ops and devices, repeated by the million
+        prefix = len(COLOCATION_PREFIX)
+        for node in node_defs:
+            names(node.name)
+            ops(intern(node.op))
+            devices(intern(node.device))
+            attrs = node.attr
+            if COLOCATION_ATTR in attrs:
+                entries = attrs[COLOCATION_ATTR].list.s
+                entry = entries[0] if len(entries) == 1 else b""
+                if entry[:prefix] == COLOCATION_PREFIX:  # the common case, read a third faster
+                    points_to[position] = entry[prefix:].decode()
+                else:
+                    classes[position] = _colocation_names(entries)
+            position += 1
+
+    def to_bytes(self) -> bytes:
+        # (marshal keeps interned strings interned, each written once)
+        return marshal.dumps((self.names, self.ops, self.devices, self.points_to, self.classes))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "_Columns":
+        columns = cls()
+        (columns.names, columns.ops, columns.devices, columns.points_to,
+         columns.classes) = marshal.loads(data)
+        return columns
+
+    def extend(self, later: "_Columns") -> None:
+        """Append the columns of the nodes that follow these."""
+        self.names.extend(later.names)
+        self.ops.extend(later.ops)
+        self.devices.extend(later.devices)
+        self.points_to.update(later.points_to)
+        self.classes.update(later.classes)
+
+
 class GraphIndex:
     """An index over a GraphDef that it edits in place (see the module docstring).
 
@@ -410,20 +471,22 @@ class GraphIndex:
     `devices` (lists by position). Inputs and `_class` lists are read on first use, the
     inputs only of the nodes that need them: reading a field of a parsed node costs about
     a microsecond, and a 1M-node graph has a million of each.
+
+    On a large graph, where `graphfix.aside` may fork, the columns and the edge table are
+    each read in halves by two processes at once.
     """
 
     def __init__(self, graph_def, signatures: OpSignatures | None = None):
         self.graph_def = graph_def
         self.signatures = signatures or OpSignatures()
         self._node_defs = graph_def.node
-        self.names: list[str] = []
-        self.ops: list[str] = []
-        self.devices: list[str] = []
-        # `_class` attrs: the common one naming one node, and the others (several, or none
-        # in the `loc:@` form): position -> name(s).
-        self._points_to: dict[int, str] = {}
-        self._classes: dict[int, list[str]] = {}
-        self._read_nodes(graph_def.node)
+        columns, *later = self._read_in_halves(self._read_columns, _Columns.to_bytes,
+                                               _Columns.from_bytes)
+        for part in later:
+            columns.extend(part)
+        self._columns = columns
+        self.names, self.ops, self.devices = columns.names, columns.ops, columns.devices
+        self._points_to, self._classes = columns.points_to, columns.classes
         self._positions: dict[str, int] = dict(zip(self.names, range(len(self.names))))
         if len(self._positions) != len(self.names):
             seen: set[str] = set()
@@ -444,27 +507,20 @@ class GraphIndex:
         self._unchecked_inputs: list[tuple[int, str]] = []
         self._unchecked_nodes: list[int] = []
 
-    def _read_nodes(self, node_defs) -> None:
-        """Append the columns of `node_defs`: one pass, each node's message touched once (a
-        parsed node costs about a microsecond per field read, and its wrapper as much)."""
-        names, ops, devices = self.names.append, self.ops.append, self.devices.append
-        points_to, classes = self._points_to, self._classes
-        intern = sys.intern  # a few distinct ops and devices, repeated by the million
-        prefix = len(COLOCATION_PREFIX)
-        position = len(self.names)
-        for node in node_defs:
-            names(node.name)
-            ops(intern(node.op))
-            devices(intern(node.device))
-            attrs = node.attr
-            if COLOCATION_ATTR in attrs:
-                entries = attrs[COLOCATION_ATTR].list.s
-                entry = entries[0] if len(entries) == 1 else b""
-                if entry[:prefix] == COLOCATION_PREFIX:  # the common case, read a third faster
-                    points_to[position] = entry[prefix:].decode()
-                else:
-                    classes[position] = _colocation_names(entries)
-            position += 1
+    def _read_in_halves(self, read, to_bytes, from_bytes) -> list:
+        """`read(start, stop)` over the nodes, in halves by two processes on a large graph
+        (see `graphfix.aside`): the parts in node order."""
+        return aside.in_halves(len(self._node_defs), read, to_bytes, from_bytes,
+                               min_count=_ASIDE_MIN_NODES)
+
+    def _nodes_between(self, start: int, stop: int):
+        node_defs = self._node_defs
+        return node_defs if (start, stop) == (0, len(node_defs)) else node_defs[start:stop]
+
+    def _read_columns(self, start: int, stop: int) -> _Columns:
+        columns = _Columns()
+        columns.read(self._nodes_between(start, stop), start)
+        return columns
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -532,23 +588,18 @@ class GraphIndex:
         """Every node's sources as positions, data and control inputs in input order (-1
         for an input from no node): one flat array and each node's offset into it, its
         sources being `flat[offsets[p]:offsets[p + 1]]`. Read once for the whole-graph
-        walks; ints in two arrays take a tenth of the memory of the input strings."""
+        walks (in halves on a large graph); ints in two arrays take a tenth of the memory
+        of the input strings."""
         if self._edges is None:
-            texts: list[str] = []
-            offsets = array("i", [0])
-            extend, mark = texts.extend, offsets.append
-            for node in self._node_defs:
-                extend(node.input[:])  # (a slice is a fifth faster than iterating upb's list)
-                mark(len(texts))
-            # An input naming a node's first output is the node's name (node names hold
-            # no ':' and no '^'): one lookup settles most inputs.
-            found = list(map(self._positions.get, texts))
-            unsettled = [k for k, position in enumerate(found) if position is None]
-            sources = map(input_source, map(texts.__getitem__, unsettled))
-            for k, position in zip(unsettled, map(self._positions.get, sources)):
-                found[k] = -1 if position is None else position
-            self._edges = array("i", found), offsets
-            self._dangling_read = -1 in self._edges[0]
+            (flat, offsets), *later = self._read_in_halves(
+                lambda start, stop: _read_edge_table(self._nodes_between(start, stop),
+                                                    self._positions),
+                _edge_table_to_bytes, _edge_table_from_bytes)
+            for later_flat, later_offsets in later:
+                offsets.extend(map(len(flat).__add__, later_offsets[1:]))
+                flat.extend(later_flat)
+            self._edges = flat, offsets
+            self._dangling_read = -1 in flat
             self._added_sources = {}
             self._step = None
         return self._edges
@@ -820,7 +871,7 @@ class GraphIndex:
         stored = self.graph_def.node.add()
         stored.CopyFrom(node_def)
         position = len(self.names)
-        self._read_nodes([stored])
+        self._columns.read([stored], position)
         self._positions[stored.name] = position
         if self._kinds is not None:
             self._kinds.add(self.ops[position])
@@ -1021,6 +1072,39 @@ class GraphIndex:
                     seen[nearby] = 1
                     stack.append(nearby)
         return set(compress(self.names, seen))
+
+
+def _read_edge_table(node_defs, positions: Mapping[str, int]) -> tuple[array, array]:
+    """`GraphIndex`'s edge table of `node_defs`, whose names are at `positions`: the
+    sources of every node as positions (-1 for an input from no node), flat, and each
+    node's offset into them."""
+    texts: list[str] = []
+    offsets = array("i", [0])
+    extend, mark = texts.extend, offsets.append
+    for node in node_defs:
+        extend(node.input[:])  # (a slice is a fifth faster than iterating upb's list)
+        mark(len(texts))
+    # An input naming a node's first output is the node's name (node names hold no ':'
+    # and no '^'): one lookup settles most inputs.
+    found = list(map(positions.get, texts))
+    unsettled = [k for k, position in enumerate(found) if position is None]
+    sources = map(input_source, map(texts.__getitem__, unsettled))
+    for k, position in zip(unsettled, map(positions.get, sources)):
+        found[k] = -1 if position is None else position
+    return array("i", found), offsets
+
+
+def _edge_table_to_bytes(table: tuple[array, array]) -> bytes:
+    flat, offsets = table
+    return len(flat).to_bytes(8, "little") + flat.tobytes() + offsets.tobytes()
+
+
+def _edge_table_from_bytes(data: bytes) -> tuple[array, array]:
+    flat, offsets = array("i"), array("i")
+    flat_end = 8 + int.from_bytes(data[:8], "little") * flat.itemsize
+    flat.frombytes(data[8:flat_end])
+    offsets.frombytes(data[flat_end:])
+    return flat, offsets
 
 
 def _colocation_names(entries) -> list[str]:
