@@ -3,11 +3,12 @@ so that a second core does half of a long job (a large graph's nodes read field 
 in pure Python, seconds on a million nodes; its serialization).
 
 Forking is allowed only where graphfix owns the process (the `graphfix` command calls
-`allow()`; a library does not fork its host's process), and only where it is safe and
-pays: on Linux, with another CPU to run on, and with no other thread in the process (a
-fork copies only the calling thread, so another thread's locks would stay held in the
-copy). Elsewhere `start` returns None and the caller does the work itself. A child lives
-only as long as the call that forked it, so it always sees the data as the caller does.
+`allow()`, unless told `--jobs 1`; a library does not fork its host's process), and only
+where it is safe and pays: on Linux, with another CPU to run on, and with no other thread
+in the process (a fork copies only the calling thread, so another thread's locks would
+stay held in the copy). Elsewhere `start` returns None and the caller does the work
+itself. A child lives only as long as the call that forked it, so it always sees the data
+as the caller does.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ _SIZE_BYTES = 8  # a child sends the size of its bytes once it has made them, th
 _PIECE = 1 << 20
 
 
-def allow() -> None:
-    """Let `start` fork this process from now on (the command line owns it)."""
+def allow(allowed: bool = True) -> None:
+    """Let `start` fork this process from now on, or not (the command line owns it)."""
     global _allowed
-    _allowed = True
+    _allowed = allowed
 
 
 def _can_fork() -> bool:

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from graphfix import __version__, aside, registry
+from graphfix import __version__, registry
 from graphfix.findings import Report
 
 
@@ -224,6 +224,17 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs(args: argparse.Namespace) -> int:
+    """The processes a run may use: sources are read by that many, and from two on a large
+    graph is read and written in halves by two (`graphfix.aside`: this process is the
+    command's to fork)."""
+    from graphfix import aside
+
+    jobs = args.jobs or os.cpu_count() or 1
+    aside.allow(jobs > 1)
+    return jobs
+
+
 def _without_collector_for_graphs(paths: list[str]) -> None:
     """Turn off Python's cyclic garbage collector for a run over graphs only. A graph's
     index, groups and changes are millions of small objects in no cycle; once the
@@ -254,7 +265,7 @@ def check(args: argparse.Namespace) -> int:
     try:
         with _progress() as progress:
             report, _ = run(args.paths, selected, fix=False, excludes=excludes,
-                            jobs=args.jobs or os.cpu_count(), progress=progress,
+                            jobs=_jobs(args), progress=progress,
                             cache_dir=_cache_dir(args, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
@@ -282,7 +293,7 @@ def fix(args: argparse.Namespace) -> int:
         with _progress() as progress:
             report, outputs = run(args.paths, selected, fix=True, out=args.out,
                                   in_place=args.in_place, want_diff=args.diff, excludes=excludes,
-                                  jobs=args.jobs or os.cpu_count(), progress=progress,
+                                  jobs=_jobs(args), progress=progress,
                                   cache_dir=_cache_dir(args, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
@@ -393,7 +404,8 @@ def _add_run_options(command: argparse.ArgumentParser, *, formats: str) -> None:
     command.add_argument("--exclude", action="append", metavar="GLOB",
                          help="skip files and folders matching GLOB (repeatable)")
     command.add_argument("--jobs", "-j", type=_positive, metavar="N",
-                         help="processes reading sources (default: one per core)")
+                         help="processes to use (default: one per core): N read sources at once; "
+                              "from 2 on, a large graph is read and written in halves")
     command.add_argument("--no-cache", action="store_true",
                          help="neither read nor write the source result cache "
                               "(also: GRAPHFIX_NO_CACHE=1)")
@@ -469,7 +481,6 @@ def main(argv: list[str] | None = None) -> None:
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     words = sys.argv[1:] if argv is None else argv
-    aside.allow()  # this process is the command's: a second one may read a graph's edges
     # A command first builds that command alone (`graphfix --help fix` lists them all).
     parser = build_parser(words[0] if words and words[0] in _COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)

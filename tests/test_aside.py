@@ -7,11 +7,18 @@ in a fresh process, as the command does."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import run_cli
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
+    reason="graphfix forks only on Linux with two CPUs or more")
 
 # A graph past the size from which the index reads in halves, with what each column has to
 # carry across: `_class` naming one node, several, or none in the `loc:@` form; inputs
@@ -190,3 +197,32 @@ def test_the_command_writes_what_a_whole_read_writes(tmp_path):
                                    only=["variables-to-cpu"])
     assert changes
     assert (tmp_path / "cli.pb").read_bytes() == fixed.SerializeToString(deterministic=True)
+
+
+def test_jobs_1_keeps_the_command_in_one_process(tmp_path):
+    code = _MAKE_GRAPH + f"open({str(tmp_path / 'big.pb')!r}, 'wb').write(graph_def.SerializeToString())"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    # The command as `graphfix` runs it, each fork said on stderr.
+    command = textwrap.dedent("""
+        import os, sys
+        real_fork = os.fork
+        def said_fork():
+            pid = real_fork()
+            if pid:
+                print("fork", file=sys.stderr, flush=True)
+            return pid
+        os.fork = said_fork
+        from graphfix.cli import main
+        main()
+    """)
+    forks = {}
+    for jobs in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-c", command, "fix", str(tmp_path / "big.pb"), "-o",
+             str(tmp_path / f"out{jobs}.pb"), "--only", "variables-to-cpu", "--jobs", jobs],
+            capture_output=True, text=True, timeout=300)
+        assert result.returncode == 1, result.stderr
+        forks[jobs] = result.stderr.count("fork")
+    # Two processes: the index's columns read in halves, the output written in halves.
+    assert forks == {"1": 0, "2": 3}
+    assert (tmp_path / "out1.pb").read_bytes() == (tmp_path / "out2.pb").read_bytes()
