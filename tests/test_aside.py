@@ -51,9 +51,20 @@ graph_def.versions.producer = 1234
 graph_def.library.function.add().signature.name = "f"
 """
 
-_COMPARE = _MAKE_GRAPH + """
+# Each fork counted; forking allowed, as the command allows it.
+_COUNTING_FORKS = """
 import json, os
 from graphfix import aside
+forks = []
+real_fork = os.fork
+def counted_fork():
+    forks.append(1)
+    return real_fork()
+os.fork = counted_fork
+aside.allow()
+"""
+
+_COMPARE = _MAKE_GRAPH + """
 from graphfix.graph import GraphIndex
 
 def state(index):
@@ -62,13 +73,7 @@ def state(index):
             sorted(index._classes.items()), list(flat), list(offsets)]
 
 whole = state(GraphIndex(graph_def))
-forks = []
-real_fork = os.fork
-def counted_fork():
-    forks.append(1)
-    return real_fork()
-os.fork = counted_fork
-aside.allow()
+""" + _COUNTING_FORKS + """
 # setup
 halves = state(GraphIndex(graph_def))
 print(json.dumps({"forks": len(forks), "equal": halves == whole,
@@ -115,7 +120,7 @@ def test_no_fork_with_another_thread_running_nor_outside_the_command():
     """)
     assert _run(_COMPARE.replace("# setup", setup))["forks"] == 0
     # A library does not fork its host's process: without `allow()`, no fork.
-    assert _run(_COMPARE.replace("aside.allow()", ""))["forks"] == 0
+    assert _run(_COMPARE.replace("aside.allow()", "aside.allow(False)"))["forks"] == 0
 
 
 def test_an_interrupted_parent_leaves_no_child_behind():
@@ -143,16 +148,8 @@ def test_an_interrupted_parent_leaves_no_child_behind():
     assert result.stdout.strip() == "none left", result.stderr
 
 
-_SERIALIZE = _MAKE_GRAPH + """
-import json, os
-from graphfix import aside, graphio
-forks = []
-real_fork = os.fork
-def counted_fork():
-    forks.append(1)
-    return real_fork()
-os.fork = counted_fork
-aside.allow()
+_SERIALIZE = _MAKE_GRAPH + _COUNTING_FORKS + """
+from graphfix import graphio
 # setup
 whole = graph_def.SerializeToString(deterministic=True)
 for source_size in (0, len(whole)):  # serialized whole, and node by node
@@ -186,10 +183,14 @@ def test_a_graph_serialized_in_halves_is_the_graph_serialized_whole():
     assert _run(_SERIALIZE.replace("# setup", setup))["forks"] == 0
 
 
+def _write_big_graph(path) -> None:
+    code = _MAKE_GRAPH + f"open({str(path)!r}, 'wb').write(graph_def.SerializeToString())"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
 def test_the_command_writes_what_a_whole_read_writes(tmp_path):
     # `graphfix fix` reads a large graph in halves; the API, in the pytest process, whole.
-    code = _MAKE_GRAPH + f"open({str(tmp_path / 'big.pb')!r}, 'wb').write(graph_def.SerializeToString())"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    _write_big_graph(tmp_path / "big.pb")
     from graphfix import api, graphio
 
     run_cli("fix", tmp_path / "big.pb", "-o", tmp_path / "cli.pb", "--only", "variables-to-cpu")
@@ -200,8 +201,7 @@ def test_the_command_writes_what_a_whole_read_writes(tmp_path):
 
 
 def test_jobs_1_keeps_the_command_in_one_process(tmp_path):
-    code = _MAKE_GRAPH + f"open({str(tmp_path / 'big.pb')!r}, 'wb').write(graph_def.SerializeToString())"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    _write_big_graph(tmp_path / "big.pb")
     # The command as `graphfix` runs it, each fork said on stderr.
     command = textwrap.dedent("""
         import os, sys
