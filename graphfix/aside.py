@@ -21,6 +21,7 @@ from typing import Callable, Iterator, TypeVar
 Part = TypeVar("Part")
 
 _allowed = False
+_ending: list[int] = []  # children that sent everything, not yet reaped
 _SIZE_BYTES = 8  # a child sends the size of its bytes once it has made them, then them
 _PIECE = 1 << 20
 
@@ -67,6 +68,7 @@ class Child:
                     raise OSError(f"a child process ended {left} bytes short")
                 left -= len(piece)
                 yield piece
+            self._let_go()
         finally:
             self.stop()
 
@@ -76,10 +78,21 @@ class Child:
         if size is None:
             return None
         data = self._pipe.read(size)
-        self.stop()
-        return data if len(data) == size else None
+        if len(data) != size:
+            self.stop()
+            return None
+        self._let_go()
+        return data
+
+    def _let_go(self) -> None:
+        """The child sent everything and ends by itself: not waited for here (a large
+        process takes milliseconds to tear down); `start` reaps it later."""
+        self._pipe.close()
+        _ending.append(self._pid)
+        self._pid = 0
 
     def stop(self) -> None:
+        """End the child, whatever it is doing, and wait for it to end."""
         if not self._pid:
             return
         self._pipe.close()
@@ -91,11 +104,23 @@ class Child:
         self._pid = 0
 
 
+def _reap_ended() -> None:
+    """Reap the children let go that have ended (no zombie outlives the next fork)."""
+    for pid in list(_ending):
+        try:
+            ended, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            ended = pid
+        if ended:
+            _ending.remove(pid)
+
+
 def start(make: Callable[[], bytes]) -> Child | None:
     """Run `make()` in a forked child; None where this process may not fork (see the
     module docstring). The caller must `stop()` the child or read it to the end."""
     if not _can_fork():
         return None
+    _reap_ended()
     reading_end, writing_end = os.pipe()
     pid = os.fork()
     if pid:
