@@ -98,9 +98,9 @@ class Child:
         self._pipe.close()
         try:
             os.kill(self._pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(self._pid, 0)
+            os.waitpid(self._pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass  # (reaped already: SIGCHLD ignored by whoever started this process)
         self._pid = 0
 
 

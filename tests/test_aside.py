@@ -112,6 +112,25 @@ def test_a_child_that_fails_leaves_its_half_to_the_parent():
     assert outcome["equal"], outcome["differ"]
 
 
+def test_children_reaped_by_the_system_are_no_error():
+    # Started by a process that ignores SIGCHLD (inherited across exec), this one's children
+    # are reaped by the kernel: waiting for them finds none.
+    ignored = "import signal\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+    assert _run(_COMPARE.replace("# setup", ignored))["equal"]
+    dying = ignored + textwrap.dedent("""
+        from graphfix import graph
+        real_read = graph._Columns.read
+        parent = os.getpid()
+        def read(self, node_defs, position):
+            if position and os.getpid() != parent:
+                os._exit(3)
+            return real_read(self, node_defs, position)
+        graph._Columns.read = read
+    """)
+    assert _run(_COMPARE.replace("# setup", dying))["equal"]
+    assert _run(_SERIALIZE.replace("# setup", ignored))["forks"] == 4
+
+
 def test_no_fork_with_another_thread_running_nor_outside_the_command():
     setup = textwrap.dedent("""
         import threading
