@@ -18,6 +18,11 @@ from functools import cache
 
 _lock = threading.Lock()
 
+
+class TensorFlowMissing(ImportError):
+    """No `tensorflow` package to load the message classes from (a broken install)."""
+
+
 _MODULES = {
     "graph_pb2": "tensorflow.core.framework.graph_pb2",
     "node_def_pb2": "tensorflow.core.framework.node_def_pb2",
@@ -56,7 +61,8 @@ def _import(dotted: str) -> types.ModuleType:
             return importlib.import_module(dotted)  # loaded, or the runtime is here: as is
         spec = importlib.util.find_spec("tensorflow")
         if spec is None or not spec.submodule_search_locations:
-            raise ImportError("graphfix needs the 'tensorflow' package (pip install tensorflow)")
+            raise TensorFlowMissing("graphfix needs the 'tensorflow' package for TF's graph "
+                                    "protos (pip install tensorflow)")
         stand_in = types.ModuleType("tensorflow")
         stand_in.__path__ = list(spec.submodule_search_locations)
         sys.modules["tensorflow"] = stand_in

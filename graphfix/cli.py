@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from graphfix import __version__, registry
+from graphfix._proto import TensorFlowMissing
 from graphfix.findings import Report
 
 
@@ -497,6 +498,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except registry.UsageError as exc:  # e.g. a broken third-party transform
+        fail(str(exc))
+    except TensorFlowMissing as exc:
         fail(str(exc))
     except BrokenPipeError:
         # `graphfix check ... | head`: the reader left; say nothing more.

@@ -136,3 +136,19 @@ def test_missing_file():
 def test_fix_graph_without_destination():
     result = run_cli("fix", SEED)
     _assert_one_line_error(result, "-o OUT", "--in-place")
+
+
+def test_no_tensorflow_package_is_said_in_one_line(tmp_path):
+    # A `tensorflow` that is no package (here a module shadowing the installed one) has no
+    # graph protos to load: one line, exit 2, nothing written.
+    path, _ = _seed_pb(tmp_path)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "tensorflow.py").write_text("")
+    out = tmp_path / "out.pb"
+    result = run_cli("fix", path, "-o", out, env={"PYTHONPATH": str(shadow)})
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = error_lines(result.stderr)
+    assert lines == ["graphfix: error: graphfix needs the 'tensorflow' package for TF's graph "
+                     "protos (pip install tensorflow)"], result.stderr
+    assert not out.exists()
