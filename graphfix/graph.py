@@ -77,9 +77,6 @@ VARIABLE_OPS = frozenset(
 _LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 # Readers of new edges `check_changes` proves acyclic one walk each; more, one whole check.
 _MAX_CYCLE_WALKS = 64
-# The size from which reading half a graph in a second process pays: 3-6 us a node here,
-# against a fork of 1-10 ms.
-_ASIDE_MIN_NODES = 10_000
 
 
 class GraphError(ValueError):
@@ -511,7 +508,7 @@ class GraphIndex:
         """`read(start, stop)` over the nodes, in halves by two processes on a large graph
         (see `graphfix.aside`): the parts in node order."""
         return aside.in_halves(len(self._node_defs), read, to_bytes, from_bytes,
-                               min_count=_ASIDE_MIN_NODES)
+                               min_count=aside.MIN_NODES)
 
     def _nodes_between(self, start: int, stop: int):
         node_defs = self._node_defs

@@ -61,7 +61,7 @@ class GraphFile:
             graph_def = self.message
             count = len(graph_def.node)
             streamed = count and self.source_size >= _STREAM_MIN_NODE_BYTES * count
-            if count >= _HALVES_MIN_NODES and not UnknownFieldSet(graph_def):
+            if count >= aside.MIN_NODES and not UnknownFieldSet(graph_def):
                 return _graph_def_in_halves(graph_def, streamed)
             if streamed:
                 return graph_def_chunks(graph_def)
@@ -72,10 +72,6 @@ class GraphFile:
 # set-up): ResNet-50 x8 (330 bytes a node) 41 ms against 22 ms, but 17 MiB less at the
 # peak; a graph of smaller nodes pays more calls for less memory, and is written whole.
 _STREAM_MIN_NODE_BYTES = 256
-
-
-# From this many nodes, two processes serializing half each pay for their forks (1-10 ms).
-_HALVES_MIN_NODES = 10_000
 
 
 def _graph_def_in_halves(graph_def, streamed: bool) -> Iterator[bytes]:
