@@ -221,6 +221,12 @@ def test_the_command_writes_what_a_whole_read_writes(tmp_path):
 
 def test_jobs_1_keeps_the_command_in_one_process(tmp_path):
     _write_big_graph(tmp_path / "big.pb")
+    from graphfix import graphio
+    from graphfix._proto import pb
+
+    meta = pb().meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(graphio.load(tmp_path / "big.pb").message)
+    (tmp_path / "big.meta").write_bytes(meta.SerializeToString())
     # The command as `graphfix` runs it, each fork said on stderr.
     command = textwrap.dedent("""
         import os, sys
@@ -235,13 +241,18 @@ def test_jobs_1_keeps_the_command_in_one_process(tmp_path):
         main()
     """)
     forks = {}
-    for jobs in ("1", "2"):
-        result = subprocess.run(
-            [sys.executable, "-c", command, "fix", str(tmp_path / "big.pb"), "-o",
-             str(tmp_path / f"out{jobs}.pb"), "--only", "variables-to-cpu", "--jobs", jobs],
-            capture_output=True, text=True, timeout=300)
-        assert result.returncode == 1, result.stderr
-        forks[jobs] = result.stderr.count("fork")
-    # Two processes: the index's columns read in halves, the output written in halves.
-    assert forks == {"1": 0, "2": 3}
-    assert (tmp_path / "out1.pb").read_bytes() == (tmp_path / "out2.pb").read_bytes()
+    for name in ("big.pb", "big.meta"):
+        for jobs in ("1", "2"):
+            result = subprocess.run(
+                [sys.executable, "-c", command, "fix", str(tmp_path / name), "-o",
+                 str(tmp_path / f"out{jobs}-{name}"), "--only", "variables-to-cpu",
+                 "--jobs", jobs],
+                capture_output=True, text=True, timeout=300)
+            assert result.returncode == 1, result.stderr
+            forks[name, jobs] = result.stderr.count("fork")
+        out1, out2 = (tmp_path / f"out{jobs}-{name}" for jobs in ("1", "2"))
+        assert out1.read_bytes() == out2.read_bytes()
+    # From 2 jobs, two processes: the index's columns read in halves, a GraphDef written
+    # in halves (a MetaGraphDef is written whole).
+    assert forks == {("big.pb", "1"): 0, ("big.pb", "2"): 3,
+                     ("big.meta", "1"): 0, ("big.meta", "2"): 1}
