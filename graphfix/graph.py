@@ -1018,6 +1018,34 @@ class GraphIndex:
         starts = [p for p in map(self._positions.get, names) if p is not None]
         return self._reached(starts, self._sources_step())
 
+    def run_before(self, names: Iterable[str], target: str) -> set[str]:
+        """Those of `names` that must run before `target` (its ancestors among them). A name
+        no node reads runs before nothing; for the others, the walk up from `target` stops
+        once it has met them all (a train op's update ops are a few steps up, its
+        ancestors most of the graph)."""
+        read, positions = self._read_positions(), self._positions
+        wanted = bytearray(len(self.names))
+        left = 0
+        for position in map(positions.get, names):
+            if position is not None and position in read and not wanted[position]:
+                wanted[position] = 1
+                left += 1
+        start = positions.get(target)
+        found: list[int] = []
+        if not left or start is None:
+            return set()
+        step = self._sources_step()
+        seen = bytearray(len(self.names))
+        stack = [start]
+        while stack and len(found) < left:
+            for nearby in step(stack.pop()):
+                if nearby >= 0 and not seen[nearby]:
+                    seen[nearby] = 1
+                    stack.append(nearby)
+                    if wanted[nearby]:
+                        found.append(nearby)
+        return set(map(self.names.__getitem__, found))
+
     def descendants(self, names: Iterable[str]) -> set[str]:
         """Every node that runs after any of `names` (data and control edges)."""
         starts = [p for p in map(self._positions.get, names) if p is not None]

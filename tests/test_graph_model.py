@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conftest import FIXTURES
 from graphfix.devices import DeviceSpec
 from graphfix.graph import GraphError, GraphIndex, parse_input
 
@@ -180,6 +181,26 @@ def test_edits_keep_the_edge_tables_current(tf, tables_read):
     assert index.descendants(iter(["barrier"])) == {"d"}, "any iterable of names"
     assert index.ancestors(["d"]) == {"a", "b", "c", "barrier"}
 
+
+
+@pytest.mark.parametrize("case", ["two_tower_slim_bn", "two_tower_slim_bn_first_tower"])
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_run_before_is_ancestors_among_the_names(case, side):
+    # The walk that stops once it has met every name, and skips names no node reads,
+    # finds what the whole ancestor set holds of them: for update ops (some run, some
+    # not, depending on the fixture and side), and for every node as its own target.
+    from graphfix import graphio, training
+
+    index = GraphIndex(graphio.load(FIXTURES / "update_ops" / case / f"{side}.pbtxt").message)
+    updates, _ = training.update_ops(index)
+    (train,), _ = training.train_ops(index)
+    for target in [train, *index.names[::7]]:
+        ancestors = index.ancestors([target])
+        for names in (updates, index.names[::3], sorted(ancestors), [target], []):
+            assert index.run_before(names, target) == ancestors.intersection(names), target
+    # After the fix the train op runs update ops (every tower's, or the first's); before
+    # it, none.
+    assert bool(index.run_before(updates, train)) == (side == "after")
 
 
 def test_descendants_agree_in_graph_order_and_out_of_it(tf):

@@ -63,10 +63,9 @@ def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
     return names
 
 
-def _first_tower_convention(graph: GraphIndex, updates: list[str], before: set[str]) -> bool:
-    """Whether the train op already runs exactly the first tower's update ops: the slim
-    `model_deploy` convention, a choice the author made, not the bug."""
-    covered = {u for u in updates if u in before}
+def _first_tower_convention(updates: list[str], covered: set[str]) -> bool:
+    """Whether the train op already runs exactly the first tower's update ops (`covered`):
+    the slim `model_deploy` convention, a choice the author made, not the bug."""
     if not covered:
         return False
     towers = {u: training.tower_of(u) for u in updates}
@@ -142,12 +141,12 @@ class UpdateOps(Transform):
                 "--set update-ops.train_op=NAME", fixable=False, node=trains[0])
         plan = []
         for train in trains:
-            before = graph.ancestors([train])
-            if _first_tower_convention(graph, updates, before):
+            covered = graph.run_before(updates, train)
+            if _first_tower_convention(updates, covered):
                 continue
             # An update op that runs after the train op would close a cycle: never add it.
             after = graph.descendants([train])
-            missing = [u for u in updates if u not in before and u != train and u not in after]
+            missing = [u for u in updates if u not in covered and u != train and u not in after]
             if missing:
                 plan.append((train, _maximal(graph, missing), len(updates)))
         return plan, None
