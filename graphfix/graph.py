@@ -1031,12 +1031,11 @@ class GraphIndex:
                 wanted[position] = 1
                 left += 1
         start = positions.get(target)
-        found: list[int] = []
         if not left or start is None:
             return set()
         step = self._sources_step()
         seen = bytearray(len(self.names))
-        stack = [start]
+        stack, found = [start], []
         while stack and len(found) < left:
             for nearby in step(stack.pop()):
                 if nearby >= 0 and not seen[nearby]:
