@@ -10,20 +10,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Dependencies once (keyed by pyproject.toml); graphfix itself on every run, so the
-# installed copy (transforms mapped into graphfix.transforms) matches the tree.
+# graphfix installs editable with its dependencies, once (keyed by pyproject.toml): an edit
+# in graphfix/ or transforms/ is live without a reinstall.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
 install: $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall .
 
 demo: install
 	$(BIN)/graphfix demo
 
 test: install
-	cd tests && ../$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: install
 	$(BIN)/python fixtures/bench/run_bench.py

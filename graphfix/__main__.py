@@ -1,3 +1,3 @@
-from graphfix.cli import main
+from graphfix.cli.main import main
 
 main()

@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from graphfix import graphio, registry
-from graphfix._proto import pb
+from graphfix import registry
+from graphfix.graph import graphfile as graphio
+from graphfix.graph.proto import pb
 from graphfix.findings import Change, Changes, Finding
-from graphfix.runner import Selected, apply_to_graph
+from graphfix.driver import Selected, apply_to_graph
 
 
 def _selected(only, settings, target_devices) -> Selected:
@@ -146,7 +147,7 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
 
 
 def _run_source(code, path, codemods, fix):
-    from graphfix.codemod import run_source  # libcst: only the source path pays for it
+    from graphfix.source.codemod import run_source  # libcst: only the source path pays for it
 
     return run_source(code, path, codemods, fix=fix)
 
@@ -175,7 +176,7 @@ def fix_source(code: str, *, path: str = "<string>", only: Iterable[str] | None 
 
 
 def verify(graph: Any, *, compare: Any = None, **options):
-    """Import and run a graph on the target devices (see `graphfix.verification.verify_graph`).
+    """Import and run a graph on the target devices (see `graphfix.verification.run.verify_graph`).
 
     Args:
         graph: as for `check_graph`.
@@ -185,7 +186,7 @@ def verify(graph: Any, *, compare: Any = None, **options):
     Returns:
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
     """
-    from graphfix.verification import verify_graph
+    from graphfix.verification.run import verify_graph
 
     original = _Holder(compare).file if compare is not None else None
     holder = _Holder(graph)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from graphfix.findings import Change, Finding
-    from graphfix.graph import GraphIndex
-    from graphfix.sourcecode import Syntax
+    from graphfix.graph.index import GraphIndex
+    from graphfix.source.syntax import Syntax
 
 ENTRY_POINT_GROUP = "graphfix.transforms"
 
@@ -71,7 +71,7 @@ class Context:
 class Transform:
     """Base class of every transform. Subclasses set `name`, `summary`, `params` and
     implement the surfaces they cover: `check_graph`/`fix_graph` for graphs and `codemod`
-    (a `graphfix.codemod.SourceCodemod` subclass) for Python sources."""
+    (a `graphfix.source.codemod.SourceCodemod` subclass) for Python sources."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
@@ -96,7 +96,7 @@ class Transform:
     @classmethod
     def has_source_work(cls, syntax: "Syntax") -> bool:
         """Whether a file the text pre-filter let through has the construct the codemod acts
-        on, by the stdlib's parser (`graphfix.sourcecode.Syntax`), before libcst is run on it.
+        on, by the stdlib's parser (`graphfix.source.syntax.Syntax`), before libcst is run on it.
         Conservative: False means the codemod finds nothing there. Default: True."""
         return True
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphfix.graph import VARIABLE_OPS
+from graphfix.graph.index import VARIABLE_OPS
 
 
 def _variable_op(session, key):

@@ -1,4 +1,4 @@
-"""Reading a large graph in halves (graphfix.aside): a forked child reads the second half of
+"""Reading a large graph in halves (graphfix.graph.halves): a forked child reads the second half of
 the nodes while the command reads the first, and the index is the one a whole read makes.
 
 The pytest process has TensorFlow's threads, where graphfix never forks: each check runs
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 # naming an output, a control input, an input from no node, a read of a later node (so
 # the halves read each other's names).
 _MAKE_GRAPH = """
-from graphfix._proto import pb
+from graphfix.graph.proto import pb
 graph_def = pb().graph_pb2.GraphDef()
 count = 12_001
 for k in range(count):
@@ -54,7 +54,7 @@ graph_def.library.function.add().signature.name = "f"
 # Each fork counted; forking allowed, as the command allows it.
 _COUNTING_FORKS = """
 import json, os
-from graphfix import aside
+from graphfix.graph import halves as aside
 forks = []
 real_fork = os.fork
 def counted_fork():
@@ -65,7 +65,7 @@ aside.allow()
 """
 
 _COMPARE = _MAKE_GRAPH + """
-from graphfix.graph import GraphIndex
+from graphfix.graph.index import GraphIndex
 
 def state(index):
     flat, offsets = index._edge_table()
@@ -98,7 +98,7 @@ def test_an_index_read_in_halves_is_the_index_read_whole():
 def test_a_child_that_fails_leaves_its_half_to_the_parent():
     # A child that dies reading its half: the parent reads that half itself.
     setup = textwrap.dedent("""
-        from graphfix import graph
+        from graphfix.graph import index as graph
         real_read = graph._Columns.read
         def read(self, node_defs, position):
             if position and os.getpid() != parent:
@@ -118,7 +118,7 @@ def test_children_reaped_by_the_system_are_no_error():
     ignored = "import signal\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
     assert _run(_COMPARE.replace("# setup", ignored))["equal"]
     dying = ignored + textwrap.dedent("""
-        from graphfix import graph
+        from graphfix.graph import index as graph
         real_read = graph._Columns.read
         parent = os.getpid()
         def read(self, node_defs, position):
@@ -145,7 +145,7 @@ def test_no_fork_with_another_thread_running_nor_outside_the_command():
 def test_an_interrupted_parent_leaves_no_child_behind():
     code = textwrap.dedent("""
         import os, time
-        from graphfix import aside
+        from graphfix.graph import halves as aside
         aside.allow()
         def read(start, stop):
             if start:  # the child's half: it would run on for a minute
@@ -168,7 +168,7 @@ def test_an_interrupted_parent_leaves_no_child_behind():
 
 
 _SERIALIZE = _MAKE_GRAPH + _COUNTING_FORKS + """
-from graphfix import graphio
+from graphfix.graph import graphfile as graphio
 # setup
 whole = graph_def.SerializeToString(deterministic=True)
 for source_size in (0, len(whole)):  # serialized whole, and node by node
@@ -210,7 +210,8 @@ def _write_big_graph(path) -> None:
 def test_the_command_writes_what_a_whole_read_writes(tmp_path):
     # `graphfix fix` reads a large graph in halves; the API, in the pytest process, whole.
     _write_big_graph(tmp_path / "big.pb")
-    from graphfix import api, graphio
+    from graphfix import api
+    from graphfix.graph import graphfile as graphio
 
     run_cli("fix", tmp_path / "big.pb", "-o", tmp_path / "cli.pb", "--only", "variables-to-cpu")
     fixed, changes = api.fix_graph(graphio.load(tmp_path / "big.pb").message,
@@ -221,8 +222,8 @@ def test_the_command_writes_what_a_whole_read_writes(tmp_path):
 
 def test_jobs_1_keeps_the_command_in_one_process(tmp_path):
     _write_big_graph(tmp_path / "big.pb")
-    from graphfix import graphio
-    from graphfix._proto import pb
+    from graphfix.graph import graphfile as graphio
+    from graphfix.graph.proto import pb
 
     meta = pb().meta_graph_pb2.MetaGraphDef()
     meta.graph_def.CopyFrom(graphio.load(tmp_path / "big.pb").message)
@@ -237,7 +238,7 @@ def test_jobs_1_keeps_the_command_in_one_process(tmp_path):
                 print("fork", file=sys.stderr, flush=True)
             return pid
         os.fork = said_fork
-        from graphfix.cli import main
+        from graphfix.cli.main import main
         main()
     """)
     forks = {}

@@ -12,7 +12,7 @@ SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
 
 
 def _seed_pb(tmp_path):
-    from graphfix import graphio
+    from graphfix.graph import graphfile as graphio
 
     data = graphio.load(SEED).message.SerializeToString(deterministic=True)
     path = tmp_path / "seed.pb"

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import FIXTURES, run_cli
-from graphfix import _tensorflow
+from graphfix import tf_runtime as _tensorflow
 
 SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
 

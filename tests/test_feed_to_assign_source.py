@@ -27,7 +27,7 @@ import pytest
 
 import graphfix
 from graphfix import registry
-from graphfix.runner import Selected, run, write_outputs
+from graphfix.driver import Selected, run, write_outputs
 from conftest import expected_findings
 
 NAME = "feed-to-assign"

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import graphfix
-from graphfix import graphio
-from graphfix.graphio import serialize
+from graphfix.graph import graphfile as graphio
+from graphfix.graph.graphfile import serialize
 
 from conftest import FIXTURES
 

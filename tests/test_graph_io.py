@@ -8,7 +8,7 @@ import textwrap
 
 
 import graphfix
-from graphfix import graphio
+from graphfix.graph import graphfile as graphio
 
 from conftest import FIXTURES, REPO, run_cli
 
@@ -25,14 +25,14 @@ def test_a_graph_fix_loads_neither_tf_nor_the_source_tooling(tmp_path):
     script = textwrap.dedent(
         f"""
         import sys
-        from graphfix.cli import main
+        from graphfix.cli.main import main
         try:
             main(["fix", {str(SEED / 'before.pbtxt')!r}, "-o", {str(tmp_path / 'out.pbtxt')!r}])
         except SystemExit as stop:
             assert stop.code == 1, stop.code
         print(sorted(m for m in sys.modules if m.startswith(("tensorflow.python", "libcst",
-                     "graphfix.sourcecode", "graphfix.transforms.feed_to_assign.prechecks",
-                     "graphfix.cache"))))
+                     "graphfix.source.syntax", "graphfix.transforms.feed_to_assign.prechecks",
+                     "graphfix.source.cache"))))
         """
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -46,7 +46,7 @@ def test_proto_loading_does_not_import_tf_and_tf_still_imports_after():
         f"""
         import sys, time
         import graphfix
-        from graphfix import graphio
+        from graphfix.graph import graphfile as graphio
         start = time.perf_counter()
         graph = graphio.load({str(SEED / 'before.pbtxt')!r})
         fixed, changes = graphfix.fix_graph(graph.message)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from graphfix.devices import DeviceSpec
-from graphfix.graph import GraphError, GraphIndex, parse_input
+from graphfix.graph.devices import DeviceSpec
+from graphfix.graph.index import GraphError, GraphIndex, parse_input
 
 DEVICE_STRINGS = [
     "/gpu:0",
@@ -53,7 +53,7 @@ def test_op_signature_snapshot_matches_installed_tensorflow(tf):
 
     from importlib import resources
 
-    shipped = json.loads(resources.files("graphfix").joinpath("op_signatures.json").read_text())
+    shipped = json.loads(resources.files("graphfix.graph").joinpath("op_signatures.json").read_text())
     live = current_signatures()
     common = set(shipped["ops"]) & set(live)
     assert len(common) > 1500
@@ -189,7 +189,8 @@ def test_run_before_is_ancestors_among_the_names(case, side):
     # The walk that stops once it has met every name, and skips names no node reads,
     # finds what the whole ancestor set holds of them: for update ops (some run, some
     # not, depending on the fixture and side), and for every node as its own target.
-    from graphfix import graphio, training
+    from graphfix.graph import graphfile as graphio
+    from graphfix.graph import training
 
     index = GraphIndex(graphio.load(FIXTURES / "update_ops" / case / f"{side}.pbtxt").message)
     updates, _ = training.update_ops(index)

@@ -80,7 +80,7 @@ def test_entry_point_that_is_not_a_transform_is_a_one_line_error(tmp_path):
 
 SOURCE_PLUGIN = textwrap.dedent('''
     import libcst as cst
-    from graphfix.codemod import SourceCodemod
+    from graphfix.source.codemod import SourceCodemod
     from graphfix.registry import Transform
 
 

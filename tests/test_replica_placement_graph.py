@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import graphfix
-from graphfix.devices import DeviceSpec
-from graphfix.graph import VARIABLE_OPS, GraphIndex
+from graphfix.graph.devices import DeviceSpec
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 
 from conftest import FIXTURES, error_lines, run_cli
 

@@ -263,7 +263,7 @@ def test_fix_skips_files_known_clean_and_writes_what_an_uncached_fix_writes(tmp_
 
 
 def test_facts_encode_and_decode_exactly():
-    from graphfix.cache import Unencodable, decode_facts, encode_facts, facts_digest
+    from graphfix.source.cache import Unencodable, decode_facts, encode_facts, facts_digest
 
     facts = {"attributes": {"emb": {"variable", "other"}}, "updated": frozenset({"b", "a"}),
              "pairs": [("bn", 3), ("bn2", 4)], "none": None, "flag": True, "x": 1.5}
@@ -282,10 +282,10 @@ def test_facts_encode_and_decode_exactly():
 def test_a_third_party_codemods_file_is_part_of_the_key(tmp_path, monkeypatch):
     """Installed graphfix code is hashed as a whole; a transform from elsewhere by its files
     (its own and its codemod's, found without importing the codemod)."""
-    from graphfix.cache import SourceCache
+    from graphfix.source.cache import SourceCache
 
     codemod = tmp_path / "third_party_codemod.py"
-    codemod.write_text("from graphfix.codemod import SourceCodemod\n\n"
+    codemod.write_text("from graphfix.source.codemod import SourceCodemod\n\n"
                        "class Mine(SourceCodemod):\n    transform_name = 'mine'\n")
     transform = tmp_path / "third_party_transform.py"
     transform.write_text("from graphfix.registry import Transform\n\n"
@@ -324,7 +324,7 @@ def test_a_notebook_is_cached_by_its_cells(tmp_path):
     assert after["summary"]["cached"] == 0 and after["summary"]["fixable"] == 0
 
 
-_LIBCST_LOADED = ("import sys\nfrom graphfix.cli import main\nsys.argv = ['graphfix', *sys.argv[1:]]\n"
+_LIBCST_LOADED = ("import sys\nfrom graphfix.cli.main import main\nsys.argv = ['graphfix', *sys.argv[1:]]\n"
                   "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
                   "print(code, 'libcst' in sys.modules)\n")
 
@@ -353,7 +353,7 @@ def test_a_run_of_cached_or_filtered_files_never_imports_libcst(tmp_path):
 def test_each_transform_declares_whether_its_codemod_scans():
     """`Transform.source_scans` (read without libcst) says what the codemod's `scan` does."""
     from graphfix import registry
-    from graphfix.codemod import SourceCodemod
+    from graphfix.source.codemod import SourceCodemod
 
     for transform in registry.all_transforms().values():
         if transform.codemod is None:
@@ -471,7 +471,7 @@ def test_entries_no_run_used_for_30_days_are_pruned_once_a_day(tmp_path):
 SEED_GRAPH = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
 _CHECK_IN_PROCESS = """
 import sys
-from graphfix.cli import main
+from graphfix.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit:
@@ -504,7 +504,7 @@ def test_a_second_graph_check_asks_the_kept_registry_not_tf(tmp_path):
 
 
 def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
-    from graphfix import kernels
+    from graphfix.graph import kernels
 
     graph = tf.Graph()
     with graph.as_default(), tf.device("/gpu:0"):
@@ -543,9 +543,10 @@ def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
 def test_a_registry_without_gpu_kernels_is_said_plainly(tmp_path, capsys):
     """What a tensorflow-cpu install's registry holds: no GPU kernel for any op. The check
     says so and stops (exit 2) rather than pass every group. (This TF has GPU kernels: the
-    registry is one kept in the cache folder, of the shape `graphfix.kernels` keeps.)"""
-    from graphfix import __version__, kernels
-    from graphfix.cli import main
+    registry is one kept in the cache folder, of the shape `graphfix.graph.kernels` keeps.)"""
+    from graphfix import __version__
+    from graphfix.graph import kernels
+    from graphfix.cli.main import main
 
     cpu_only = {"format": 1, "defaults": {},
                 "kernels": {op: [["CPU", "", []]] for op in ("MatMul", "VariableV2", "Assign",

@@ -407,7 +407,7 @@ def test_progress_bar_on_a_terminal(tmp_path):
      "syntax error at line 3, column 20: '(' was never closed"),
 ])
 def test_syntax_errors_name_the_line_and_the_problem(code, where):
-    from graphfix.codemod import run_source
+    from graphfix.source.codemod import run_source
 
     result = run_source(code.encode(), "f.py", [], fix=True)
     assert result.skipped is not None and result.skipped.startswith(where), result.skipped

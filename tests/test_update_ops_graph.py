@@ -7,8 +7,9 @@ import sys
 import pytest
 
 import graphfix
-from graphfix import graphio, training
-from graphfix.runner import index_for
+from graphfix.graph import graphfile as graphio
+from graphfix.graph import training
+from graphfix.driver import index_for
 
 from conftest import FIXTURES
 

@@ -23,7 +23,7 @@ import pytest
 
 import graphfix
 from graphfix import registry
-from graphfix.runner import Selected, run
+from graphfix.driver import Selected, run
 
 from conftest import FIXTURES, expected_findings, run_cli
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import graphfix
-from graphfix import graphio
+from graphfix.graph import graphfile as graphio
 
 from conftest import FIXTURES, run_cli
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 
 import graphfix
-from graphfix import graphio
-from graphfix.runner import index_for
-from graphfix.verification import plan_devices
+from graphfix.graph import graphfile as graphio
+from graphfix.driver import index_for
+from graphfix.verification.run import plan_devices
 
 from conftest import FIXTURES, error_lines, run_cli
 

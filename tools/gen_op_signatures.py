@@ -1,4 +1,4 @@
-"""Write graphfix/op_signatures.json from the installed TensorFlow's op registry.
+"""Write graphfix/graph/op_signatures.json from the installed TensorFlow's op registry.
 
 graphfix needs each op's input and output argument types (is it a ref? a resource?) to form
 colocation groups as TF's placer does, without importing the TF runtime. This snapshot is
@@ -63,7 +63,7 @@ def current_signatures() -> dict:
 def main() -> None:
     import tensorflow as tf
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "graphfix" / "op_signatures.json"
+    path = pathlib.Path(__file__).resolve().parents[1] / "graphfix" / "graph" / "op_signatures.json"
     ops = current_signatures()
     # One op per line: graphfix decodes only the lines of the ops a graph uses.
     lines = [f'{json.dumps(op)}:{json.dumps(sig, separators=(",", ":"), sort_keys=True)}'

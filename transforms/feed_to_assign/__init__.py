@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graphfix.findings import Change, Finding
-from graphfix.graph import (
+from graphfix.graph.index import (
     COLOCATION_ATTR,
     VARIABLE_OPS,
     GraphIndex,
@@ -52,7 +52,7 @@ from graphfix.graph import (
 from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
-    from graphfix.sourcecode import Syntax
+    from graphfix.source.syntax import Syntax
 
 _FLOAT_REF_ERROR = ("feeding it while an optimizer updates it fails: \"Input 0 of node "
                     "... was passed float from _arg_...:0 incompatible with expected float_ref\"")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from graphfix.sourcecode import Syntax, call_arguments, strings_in, tail_name
+from graphfix.source.syntax import Syntax, call_arguments, strings_in, tail_name
 
 # The last names of what creates variables and global steps (see source.py's vocabulary).
 _VARIABLE_MAKERS = frozenset({"Variable", "VariableV1", "get_variable", "get_local_variable",

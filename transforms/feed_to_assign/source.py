@@ -15,7 +15,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from graphfix.codemod import (
+from graphfix.source.codemod import (
     ParentProvider,
     SourceCodemod,
     argument,

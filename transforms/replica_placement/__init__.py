@@ -47,14 +47,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphfix.devices import DeviceSpec
+from graphfix.graph.devices import DeviceSpec
 from graphfix.findings import Change, Finding
-from graphfix.graph import VARIABLE_OPS, GraphIndex
-from graphfix.placement import variable_bytes
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform, UsageError
 
 if TYPE_CHECKING:
-    from graphfix.sourcecode import Syntax
+    from graphfix.source.syntax import Syntax
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
@@ -89,7 +89,7 @@ class ReplicaPlacement(Transform):
         a `Server` of one, the dict built apart)."""
         import ast  # (here: a run over graphs never parses source)
 
-        from graphfix.sourcecode import call_arguments, strings_in, tail_name
+        from graphfix.source.syntax import call_arguments, strings_in, tail_name
 
         for block in syntax.withs:
             for item in block.items:

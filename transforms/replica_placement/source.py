@@ -8,7 +8,7 @@ import dataclasses
 import libcst as cst
 from libcst.metadata import Assignment, FunctionScope, ScopeProvider
 
-from graphfix.codemod import (
+from graphfix.source.codemod import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
     HOLE,

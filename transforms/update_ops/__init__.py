@@ -37,13 +37,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from graphfix import training
+from graphfix.graph import training
 from graphfix.findings import Change, Finding
-from graphfix.graph import GraphIndex
+from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
-    from graphfix.sourcecode import Syntax
+    from graphfix.source.syntax import Syntax
 
 # What the source pre-check looks for (the codemod in source.py reads the same names).
 _TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})

@@ -14,7 +14,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from graphfix.codemod import (
+from graphfix.source.codemod import (
     SourceCodemod,
     argument,
     canonical_tf_name,
@@ -27,7 +27,7 @@ from . import _SLIM_NET_NAME, _TRAIN_METHODS
 # -- Source surface -------------------------------------------------------------------------
 #
 # Read off the syntax tree; nothing here imports TensorFlow. Names are TF symbols as
-# `graphfix.codemod.canonical_tf_name` spells them (`slim.batch_norm`, `layers.dense`).
+# `graphfix.source.codemod.canonical_tf_name` spells them (`slim.batch_norm`, `layers.dense`).
 
 # Batch-norm functions that put their moving-average updates in UPDATE_OPS:
 # (training argument, its position, its default, the `updates_collections` argument).

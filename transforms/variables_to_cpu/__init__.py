@@ -40,13 +40,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphfix import placement
+from graphfix.graph import placement
 from graphfix.findings import Change, Finding
-from graphfix.graph import GraphIndex
+from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
-    from graphfix.sourcecode import Syntax
+    from graphfix.source.syntax import Syntax
 
 
 def _on_gpu(group: placement.Group) -> bool:
@@ -58,7 +58,7 @@ class _CpuTwins(dict):
     """Device string -> the CPU of the same job/replica/task, worked out once per string."""
 
     def __missing__(self, device: str) -> str:
-        from graphfix.devices import DeviceSpec
+        from graphfix.graph.devices import DeviceSpec
 
         twin = DeviceSpec.parse(device).replace(device_type="CPU", device_index=0).to_string()
         self[device] = twin
@@ -92,7 +92,7 @@ class VariablesToCpu(Transform):
         variables out of; a device string held in a variable is not followed)."""
         import ast  # (here: a run over graphs never parses source)
 
-        from graphfix.sourcecode import call_arguments, strings_in, tail_name
+        from graphfix.source.syntax import call_arguments, strings_in, tail_name
 
         return any(isinstance(item.context_expr, ast.Call)
                    and tail_name(item.context_expr.func) == "device"

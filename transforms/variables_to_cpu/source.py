@@ -7,7 +7,7 @@ import dataclasses
 
 import libcst as cst
 
-from graphfix.codemod import (
+from graphfix.source.codemod import (
     DEVICE_CALLS,
     GET_VARIABLE_CALLS,
     GLOBAL_STEP_CALLS,

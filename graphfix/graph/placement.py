@@ -8,9 +8,9 @@ what graphfix reports on a machine with no GPU is what TF says on the machine th
 
 from __future__ import annotations
 
-from graphfix import kernels
-from graphfix.devices import DeviceSpec
-from graphfix.graph import REF_OFFSET, VARIABLE_OPS, GraphIndex
+from graphfix.graph import kernels
+from graphfix.graph.devices import DeviceSpec
+from graphfix.graph.index import REF_OFFSET, VARIABLE_OPS, GraphIndex
 
 _FIELD_WORDS = {
     "job": "jobs",

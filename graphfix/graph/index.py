@@ -27,8 +27,8 @@ from operator import sub
 from pathlib import Path
 from typing import Container, Iterable, Iterator, Mapping, Sequence
 
-from graphfix import aside
-from graphfix.devices import DeviceSpec
+from graphfix.graph import halves as aside
+from graphfix.graph.devices import DeviceSpec
 
 DT_RESOURCE = 20
 REF_OFFSET = 100
@@ -469,7 +469,7 @@ class GraphIndex:
     inputs only of the nodes that need them: reading a field of a parsed node costs about
     a microsecond, and a 1M-node graph has a million of each.
 
-    On a large graph, where `graphfix.aside` may fork, the columns and the edge table are
+    On a large graph, where `graphfix.graph.halves` may fork, the columns and the edge table are
     each read in halves by two processes at once.
     """
 
@@ -506,7 +506,7 @@ class GraphIndex:
 
     def _read_in_halves(self, read, to_bytes, from_bytes) -> list:
         """`read(start, stop)` over the nodes, in halves by two processes on a large graph
-        (see `graphfix.aside`): the parts in node order."""
+        (see `graphfix.graph.halves`): the parts in node order."""
         return aside.in_halves(len(self._node_defs), read, to_bytes, from_bytes,
                                min_count=aside.MIN_NODES)
 

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from graphfix.sourcecode import SourceResult, python_syntax_error
+from graphfix.source.syntax import SourceResult, python_syntax_error
 from graphfix.findings import Finding
 
 # Cell magics whose body is Python run in the notebook's own namespace.
@@ -411,7 +411,7 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     except NotebookError as exc:
         return NotebookResult(path, "", "", [], skipped=str(exc))
     code = notebook.code
-    from graphfix.codemod import run_source  # libcst: only to run them
+    from graphfix.source.codemod import run_source  # libcst: only to run them
 
     reason = notebook.syntax_error()
     if reason is not None:

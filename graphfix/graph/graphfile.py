@@ -18,8 +18,8 @@ from typing import Iterable, Iterator
 from google.protobuf import message as _message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from graphfix import aside
-from graphfix._proto import pb
+from graphfix.graph import halves as aside
+from graphfix.graph.proto import pb
 
 
 class InputError(Exception):
@@ -56,7 +56,7 @@ class GraphFile:
         node by node holds one node. Each call costs about a microsecond, so graphs of
         small nodes (under `_STREAM_MIN_NODE_BYTES` on average) are serialized whole.
         A large GraphDef is serialized in halves by two processes where this one may
-        fork (`graphfix.aside`)."""
+        fork (`graphfix.graph.halves`)."""
         if self.kind == "graphdef" and not self.text:
             graph_def = self.message
             count = len(graph_def.node)

@@ -12,11 +12,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from graphfix import graphio, kernels, placement
+from graphfix.graph import graphfile as graphio
+from graphfix.graph import kernels
+from graphfix.graph import placement
 from graphfix.findings import Change, Finding, Report
-from graphfix.graph import GraphError, GraphIndex, OpSignatures
+from graphfix.graph.index import GraphError, GraphIndex, OpSignatures
 from graphfix.registry import Context, Transform, options_for
-from graphfix.sources import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
+from graphfix.source.files import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
 
 class Selected:
@@ -119,7 +121,7 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
                 ) -> list[tuple[str, Path]]:
     """(label as given, path) for every graph and source the paths name, in order.
 
-    A directory gives its Python files and notebooks (see `graphfix.sources.walk_sources`: no hidden
+    A directory gives its Python files and notebooks (see `graphfix.source.files.walk_sources`: no hidden
     folders, virtual environments, node_modules, git-ignored files, nor `excludes`); a file
     named explicitly is read unless `excludes` matches the path as given or its name.
     """
@@ -156,7 +158,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     per core); the report and outputs are the same, in input order, whatever `jobs` is.
     `progress(total)` may return a callable to call once per step done (a progress bar):
     one step per source file checked. With
-    `cache_dir`, source results are cached there (`graphfix.cache`); the report counts the
+    `cache_dir`, source results are cached there (`graphfix.source.cache`); the report counts the
     files read from it in `cached_paths`. The answers of TF's kernel registry are kept there
     too (`kernels.use_snapshot`).
     """
@@ -240,7 +242,7 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
         return []
     cache = None
     if cache_dir is not None:
-        from graphfix.cache import SourceCache
+        from graphfix.source.cache import SourceCache
 
         cache = SourceCache.open(cache_dir, selected.transforms)
     workers = min(jobs or 1, len(sources))
@@ -351,7 +353,7 @@ def _survey_one(item) -> _Survey:
 
 def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
     """The survey of one file's code (see `_Survey`) for `transforms`."""
-    from graphfix.sourcecode import Syntax
+    from graphfix.source.syntax import Syntax
 
     sources = [t for t in transforms if t.codemod is not None]
     triggered = [t for t in sources if t.triggered_by(code)]
@@ -448,7 +450,7 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
         key = cache.scan_key(transform, label, raw) if cache is not None else None
         hit, facts = cache.load_facts(key) if key is not None else (False, None)
         if not hit:
-            from graphfix.codemod import scan_sources  # libcst: a file to read
+            from graphfix.source.codemod import scan_sources  # libcst: a file to read
 
             codemod = transform.source_codemod()
             facts = scan_sources({label: code}, [(codemod, {})])[transform.name].get(label)
@@ -467,7 +469,7 @@ def _offers(transform, label: str, raw: bytes, code: str, syntax: list) -> bool:
     known = cache.load_survey(key) if key is not None else None
     if known is None or not isinstance(known.get("names"), (list, type(None))):
         if not syntax:
-            from graphfix.sourcecode import Syntax
+            from graphfix.source.syntax import Syntax
 
             syntax.append(Syntax.parse(code))
         holds = syntax[0] is not None and _safely(transform.may_hold_facts, syntax[0], True)
@@ -483,8 +485,8 @@ def _offers(transform, label: str, raw: bytes, code: str, syntax: list) -> bool:
 def _code_text(path: Path, raw: bytes) -> str | None:
     """The Python code the codemods see in a source file (a notebook's cells as one module);
     None where there is none (not decodable, not a notebook)."""
-    from graphfix.notebooks import NotebookError, notebook_code
-    from graphfix.sourcecode import SourceDecodeError, decode_source
+    from graphfix.source.notebooks import NotebookError, notebook_code
+    from graphfix.source.syntax import SourceDecodeError, decode_source
 
     try:
         return notebook_code(raw) if path.suffix == NOTEBOOK_SUFFIX else decode_source(raw)[0]
@@ -585,8 +587,8 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
             cache.store_result(key, [], None)
         report.unchanged_paths.append(label)
         return
-    from graphfix.codemod import run_source
-    from graphfix.notebooks import run_notebook
+    from graphfix.source.codemod import run_source
+    from graphfix.source.notebooks import run_notebook
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
     result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,

@@ -8,16 +8,29 @@ from importlib import resources
 from pathlib import Path
 
 from graphfix import registry
-from graphfix.runner import Selected, run, write_outputs
-from graphfix.runner import run as run_paths
+from graphfix.driver import Selected, run, write_outputs
+from graphfix.driver import run as run_paths
 
 
 def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+# The demo's graphs: fixtures of the repository, which the wheel carries in
+# graphfix/demo_fixtures/ under these names (pyproject.toml's force-include).
+DEMO_FIXTURES = {
+    "seed000_int32_variable_on_gpu.pbtxt": "variables_to_cpu/seed000_ref/before.pbtxt",
+    "seed003_two_tower_batch_norm.pbtxt": "update_ops/two_tower_slim_bn/before.pbtxt",
+    "seed003_fed_embeddings.pbtxt": "feed_to_assign/embeddings_ref/before.pbtxt",
+}
+
+
 def _fixture(name: str) -> Path:
-    return Path(str(resources.files("graphfix").joinpath("demo_fixtures", name)))
+    """A demo graph: the installed copy, or in a development tree the repository's fixture."""
+    installed = Path(str(resources.files("graphfix").joinpath("demo_fixtures", name)))
+    if installed.exists():
+        return installed
+    return Path(__file__).resolve().parents[2] / "fixtures" / DEMO_FIXTURES[name]
 
 
 def _check(path: Path, only: list[str]) -> list:
@@ -35,7 +48,7 @@ def _fix(path: Path, out: Path, only: list[str]) -> list:
 
 def seed000(workdir: Path) -> bool:
     """Seed 000: an int32 tf.Variable under tf.device('/gpu:0')."""
-    from graphfix.verification import verify_path
+    from graphfix.verification.run import verify_path
 
     _say("== seed 000: tf.Variable(2) under tf.device('/gpu:0') ==")
     before = workdir / "seed000.pbtxt"
@@ -66,7 +79,7 @@ def seed000(workdir: Path) -> bool:
 
 def seed003(workdir: Path) -> bool:
     """Seed 003: two towers with slim.batch_norm, averaged gradients, no UPDATE_OPS."""
-    from graphfix.verification import verify_path
+    from graphfix.verification.run import verify_path
 
     _say("== seed 003: two-tower slim.batch_norm, averaged gradients, UPDATE_OPS never run ==")
     before = workdir / "seed003.pbtxt"
@@ -98,8 +111,8 @@ def seed003_feed(workdir: Path) -> bool:
     """Seed 003's Q&A: feeding `embeddings` while Adam updates it fails with float_ref."""
     import numpy as np
 
-    from graphfix import graphio
-    from graphfix._tensorflow import import_runtime
+    from graphfix.graph import graphfile as graphio
+    from graphfix.tf_runtime import import_runtime
 
     tf = import_runtime()
 

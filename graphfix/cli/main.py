@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from graphfix import __version__, registry
-from graphfix._proto import TensorFlowMissing
+from graphfix.graph.proto import TensorFlowMissing
 from graphfix.findings import Report
 
 
@@ -36,7 +36,7 @@ def fail(message: str) -> None:
 
 def _write_report(path: Path, doc: dict) -> None:
     """`--report FILE.json`: the JSON document, written atomically."""
-    from graphfix.graphio import InputError, atomic_write
+    from graphfix.graph.graphfile import InputError, atomic_write
 
     try:
         atomic_write(path, (json.dumps(doc, indent=2) + "\n").encode())
@@ -45,7 +45,7 @@ def _write_report(path: Path, doc: dict) -> None:
 
 
 def _selected(only, settings, targets):
-    from graphfix.runner import Selected
+    from graphfix.driver import Selected
 
     try:
         transforms = registry.select(only)
@@ -100,8 +100,8 @@ def _configured(paths, only, settings, targets, exclude):
     """The run's transforms, excludes and configured cache folder: `[tool.graphfix]` of the
     nearest pyproject.toml, overridden by what the command line gives."""
     from graphfix import config as config_module
-    from graphfix.runner import Selected
-    from graphfix.sources import anchored
+    from graphfix.driver import Selected
+    from graphfix.source.files import anchored
 
     try:
         config = config_module.load(paths)
@@ -154,7 +154,7 @@ def _cache_dir(args: argparse.Namespace, configured: Path | None) -> Path | None
 def _emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
           extra_lines: list[str] = ()) -> None:
     if fmt == "sarif":
-        from graphfix.sarif import to_sarif
+        from graphfix.cli.sarif import to_sarif
 
         echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
         fmt = "quiet"
@@ -227,9 +227,9 @@ def list_command(args: argparse.Namespace) -> int:
 
 def _jobs(args: argparse.Namespace) -> int:
     """The processes a run may use: sources are read by that many, and from two on a large
-    graph is read and written in halves by two (`graphfix.aside`: this process is the
+    graph is read and written in halves by two (`graphfix.graph.halves`: this process is the
     command's to fork)."""
-    from graphfix import aside
+    from graphfix.graph import halves as aside
 
     jobs = args.jobs or os.cpu_count() or 1
     aside.allow(jobs > 1)
@@ -244,7 +244,7 @@ def _without_collector_for_graphs(paths: list[str]) -> None:
     `main` ends it without freeing them one by one. Runs that read sources keep it
     (libcst's trees do hold cycles)."""
     global _graphs_only
-    from graphfix import graphio
+    from graphfix.graph import graphfile as graphio
 
     if paths and all(graphio.is_graph_path(Path(p)) for p in paths):
         gc.disable()
@@ -256,8 +256,8 @@ _graphs_only = False  # this process's run read graphs only
 
 def check(args: argparse.Namespace) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
-    from graphfix.kernels import NoGpuKernelsError
-    from graphfix.runner import run
+    from graphfix.graph.kernels import NoGpuKernelsError
+    from graphfix.driver import run
 
     _check_format(args.fmt, ("text", "json", "sarif"))
     selected, excludes, configured_cache = _configured(
@@ -276,9 +276,9 @@ def check(args: argparse.Namespace) -> int:
 
 def fix(args: argparse.Namespace) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
-    from graphfix import graphio
-    from graphfix.kernels import NoGpuKernelsError
-    from graphfix.runner import preflight, run, write_outputs
+    from graphfix.graph import graphfile as graphio
+    from graphfix.graph.kernels import NoGpuKernelsError
+    from graphfix.driver import preflight, run, write_outputs
 
     _check_format(args.fmt)
     if args.out and args.in_place:
@@ -313,8 +313,8 @@ def fix(args: argparse.Namespace) -> int:
 
 def verify(args: argparse.Namespace) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
-    from graphfix.kernels import NoGpuKernelsError
-    from graphfix.verification import VerifyError, verify_path
+    from graphfix.graph.kernels import NoGpuKernelsError
+    from graphfix.verification.run import VerifyError, verify_path
 
     _check_format(args.fmt)
     devices = tuple(d for d in (args.target_devices or "").split(",") if d)
@@ -337,7 +337,7 @@ def verify(args: argparse.Namespace) -> int:
 
 def demo(args: argparse.Namespace) -> int:
     """The seed bugs end to end, on built-in fixtures: found, fixed, verified."""
-    from graphfix.demo import run_demo
+    from graphfix.cli.demo import run_demo
 
     return run_demo()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from graphfix.graph import VARIABLE_OPS, GraphIndex, parse_input
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex, parse_input
 
 ASSIGN_OPS = frozenset({
     "Assign", "AssignAdd", "AssignSub",

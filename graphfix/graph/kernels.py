@@ -25,7 +25,7 @@ class NoGpuKernelsError(RuntimeError):
 
 @cache
 def _kernels_module():
-    from graphfix._tensorflow import import_runtime
+    from graphfix.tf_runtime import import_runtime
 
     try:
         import_runtime()
@@ -140,7 +140,7 @@ class _Snapshot:
         be written only means TF is asked again next time)."""
         if not self.learned or self.path is None:
             return
-        from graphfix.cache import make_cache_folder, write_atomically
+        from graphfix.source.cache import make_cache_folder, write_atomically
 
         doc = {"format": self.FORMAT, "kernels": self.kernels, "defaults": self.defaults}
         try:
@@ -254,7 +254,7 @@ def supports(node, device_type: str) -> bool:
 
 def describe_attrs(node) -> str:
     """The node's type attrs in TF's wording: `dtype=DT_INT32`."""
-    from graphfix._proto import pb
+    from graphfix.graph.proto import pb
 
     names = pb().types_pb2.DataType.Name
     parts = []

@@ -72,12 +72,16 @@ def installed_code_fingerprint(extra_files=()) -> str:
     """A hash of the installed graphfix's Python files (its transforms included) and of
     `extra_files`; ~4 ms, once per run."""
     import graphfix
+    import graphfix.transforms
 
-    package = Path(graphfix.__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode())
-        digest.update(path.read_bytes())
+    # The built-in transforms lie outside the package in a development tree.
+    folders = [Path(graphfix.__file__).resolve().parent,
+               *(Path(p).resolve() for p in graphfix.transforms.__path__)]
+    for folder in dict.fromkeys(folders):
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(path.relative_to(folder).as_posix().encode())
+            digest.update(path.read_bytes())
     for path in sorted(set(extra_files)):
         try:
             digest.update(path.encode())
@@ -151,11 +155,14 @@ class SourceCache:
         # The run's transforms that have a source surface, with their options. Transforms,
         # not their codemods: a run whose files are all cached never imports libcst.
         self.transforms = [(t, o) for t, o in transforms if t.codemod is not None]
-        own = Path(graphfix.__file__).resolve().parent
+        import graphfix.transforms
+
+        own = [Path(graphfix.__file__).resolve().parent,
+               *(Path(p).resolve() for p in graphfix.transforms.__path__)]
         third_party = set()
         for transform, _ in self.transforms:  # third-party transforms' code is in the key
             for source in _code_files(transform):
-                if own not in source.parents:
+                if not any(folder in source.parents for folder in own):
                     third_party.add(str(source))
         try:
             libcst_version = metadata.version("libcst")

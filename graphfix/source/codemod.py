@@ -29,7 +29,7 @@ from libcst.metadata import (
 )
 
 from graphfix.findings import Finding
-from graphfix.sourcecode import (  # noqa: F401  (part of this module's API)
+from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
     _python2_hint,

@@ -1,6 +1,6 @@
 """`graphfix verify`: prove a graph places and runs on its target devices.
 
-1. Static: predict TF's placer with TF's own kernel registry (`graphfix.placement`).
+1. Static: predict TF's placer with TF's own kernel registry (`graphfix.graph.placement`).
 2. Run: import into a fresh graph, run the initializers, then `steps` steps of the train op
    (or the given fetches) with seeded synthetic feeds. On real GPUs when this process sees
    them; otherwise each target GPU is stood in for by a logical CPU device, and the report
@@ -20,11 +20,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from graphfix import graphio, placement, training
-from graphfix._tensorflow import import_runtime, physical_gpus
-from graphfix.devices import DeviceSpec
-from graphfix.graph import VARIABLE_OPS, GraphIndex
-from graphfix.runner import index_for
+from graphfix.graph import graphfile as graphio
+from graphfix.graph import placement
+from graphfix.graph import training
+from graphfix.tf_runtime import import_runtime, physical_gpus
+from graphfix.graph.devices import DeviceSpec
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.driver import index_for
 
 UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
 SEED = 1234

@@ -1,0 +1,9 @@
+"""Verification: a graph imported into a fresh TF graph, placed and run on the target devices.
+
+Owns running a graph with synthetic feeds and comparing runs (`run`), on real GPUs when the
+machine has them, else on logical CPU devices standing in for them, and on a real local
+TensorFlow cluster for ps/worker graphs.
+
+May import: the TF runtime (through `graphfix.tf_runtime`), `graphfix.graph`,
+`graphfix.findings`. Never imports `graphfix.source` or `graphfix.cli`.
+"""
