@@ -1,0 +1,223 @@
+"""The commands: list, check, fix, verify, demo, as typed functions on the typer `app`. Each
+returns its exit code; what they print is `graphfix.cli.output`'s."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from graphfix import registry
+from graphfix.cli import options as opt
+from graphfix.cli.app import Command, app
+from graphfix.cli.output import check_format, echo, emit, fail, progress, write_report
+
+
+def _devices(text: str | None) -> tuple[str, ...]:
+    return tuple(d for d in (text or "").split(",") if d)
+
+
+def _selected(only, settings, targets):
+    from graphfix.driver import Selected
+
+    try:
+        transforms = registry.select(only)
+        parsed = registry.parse_settings(settings or [])
+    except registry.UsageError as exc:
+        fail(str(exc))
+    return Selected.build(transforms, parsed, _devices(targets))
+
+
+def _configured(paths, only, settings, targets, exclude):
+    """The run's transforms, excludes and configured cache folder: `[tool.graphfix]` of the
+    nearest pyproject.toml, overridden by what the command line gives."""
+    from graphfix import config as config_module
+    from graphfix.driver import Selected
+    from graphfix.source.files import anchored
+
+    try:
+        config = config_module.load(paths)
+    except config_module.ConfigError as exc:
+        fail(str(exc))
+    if config.path is None:
+        return _selected(only, settings, targets), tuple(exclude or ()), None
+    where = f"{config.path}: [tool.graphfix]"
+    try:
+        if only:
+            transforms = registry.select(only)
+        else:
+            disabled = {registry.get_transform(n).name for n in config.disable}
+            transforms = [t for t in registry.select(config.only) if t.name not in disabled]
+    except registry.UsageError as exc:
+        fail(str(exc) if only else f"{where}: {exc}")
+    try:
+        parsed = registry.parse_settings(config.settings)
+    except registry.UsageError as exc:
+        fail(f"{where} set: {str(exc).replace('--set takes', 'takes')}")
+    try:
+        for name, options in registry.parse_settings(settings or []).items():
+            parsed.setdefault(name, {}).update(options)
+    except registry.UsageError as exc:
+        fail(str(exc))
+    devices = targets if targets is not None else config.target_devices
+    excludes = tuple(exclude) if exclude else anchored(config.exclude, config.path.parent)
+    return Selected.build(transforms, parsed, _devices(devices)), excludes, config.cache_dir
+
+
+def _cache_dir(paths: list[str], no_cache: bool, cache_dir: Path | None,
+               configured: Path | None) -> Path | None:
+    """Where this run caches source results and TF's kernel registry's answers (graphs'
+    results are not cached: reading one is the work): --cache-dir (or GRAPHFIX_CACHE_DIR),
+    else the configuration's `cache-dir`, else .graphfix_cache in the project root; None
+    with --no-cache (or GRAPHFIX_NO_CACHE set to 1, true or yes)."""
+    no_cache_env = os.environ.get("GRAPHFIX_NO_CACHE", "").strip().lower() in ("1", "true", "yes")
+    if no_cache or no_cache_env:
+        return None
+    given = cache_dir or os.environ.get("GRAPHFIX_CACHE_DIR")
+    if given:
+        return Path(given)
+    if configured is not None:
+        return configured
+    from graphfix.config import CACHE_DIR_NAME, project_root
+
+    return project_root(paths) / CACHE_DIR_NAME
+
+
+def _jobs(jobs: int | None) -> int:
+    """The processes a run may use: sources are read by that many, and from two on a large
+    graph is read and written in halves by two (`graphfix.graph.halves`: this process is the
+    command's to fork)."""
+    from graphfix.graph import halves
+
+    jobs = jobs or os.cpu_count() or 1
+    halves.allow(jobs > 1)
+    return jobs
+
+
+@app.command("list", cls=Command)
+def list_command(fmt: opt.TextOrJson = "text") -> int:
+    """List the transforms: name, surfaces, one-line summary."""
+    check_format(fmt)
+    transforms = registry.all_transforms()
+    if fmt == "json":
+        import json
+
+        doc = [
+            {"name": t.name, "surfaces": t.surfaces(), "summary": t.summary,
+             "params": [{"name": p.name, "default": p.default, "help": p.help,
+                         "choices": p.choices} for p in t.params]}
+            for t in transforms.values()
+        ]
+        echo(json.dumps(doc, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "surfaces", "summary", box=None, pad_edge=False)
+    for t in transforms.values():
+        table.add_row(t.name, ", ".join(t.surfaces()), t.summary)
+    Console(width=120).print(table)
+    return 0
+
+
+@app.command(cls=Command)
+def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
+          target_devices: opt.TargetDevices = None, fmt: opt.CheckFormat = "text",
+          report_path: opt.ReportPath = None, exclude: opt.Exclude = None,
+          jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
+          cache_dir: opt.CacheDir = None) -> int:
+    """Report findings; exit 0 clean, 1 findings, 2 error."""
+    from graphfix.driver import run
+    from graphfix.graph.kernels import NoGpuKernelsError
+
+    check_format(fmt, ("text", "json", "sarif"))
+    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
+                                                       exclude)
+    try:
+        with progress() as shown:
+            report, _ = run(paths, selected, fix=False, excludes=excludes, jobs=_jobs(jobs),
+                            progress=shown,
+                            cache_dir=_cache_dir(paths, no_cache, cache_dir, configured_cache))
+    except NoGpuKernelsError as exc:
+        fail(str(exc))
+    emit(report, fmt, report_path, fixing=False)
+    return report.exit_code(fixing=False)
+
+
+@app.command(cls=Command)
+def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
+        target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
+        report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
+        diff: opt.Diff = False, dry_run: opt.DryRun = False, exclude: opt.Exclude = None,
+        jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
+        cache_dir: opt.CacheDir = None) -> int:
+    """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
+    from graphfix.driver import preflight, run, write_outputs
+    from graphfix.graph import graphfile
+    from graphfix.graph.kernels import NoGpuKernelsError
+
+    check_format(fmt)
+    if out and in_place:
+        fail("give either -o OUT or --in-place, not both")
+    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
+                                                       exclude)
+    writing = not (diff or dry_run)
+    has_graphs = any(graphfile.is_graph_path(Path(p)) for p in paths)
+    if writing and has_graphs and not out and not in_place:
+        fail("fixed graphs need somewhere to go: add -o OUT or --in-place")
+    try:
+        with progress() as shown:
+            report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place,
+                                  want_diff=diff, excludes=excludes, jobs=_jobs(jobs),
+                                  progress=shown,
+                                  cache_dir=_cache_dir(paths, no_cache, cache_dir,
+                                                       configured_cache))
+    except NoGpuKernelsError as exc:
+        fail(str(exc))
+    diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
+    if writing and not report.failed:
+        try:
+            preflight(outputs)
+            write_outputs(outputs)
+        except graphfile.InputError as exc:
+            report.failed.append({"path": str(exc).split(": ")[0], "error": str(exc)})
+            emit(report, fmt, None, fixing=True)
+            return 2
+    emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
+    return report.exit_code(fixing=True)
+
+
+@app.command(cls=Command)
+def verify(graph: opt.Graph, steps: opt.Steps = 1, fetch: opt.Fetch = None,
+           feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
+           target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
+           report_path: opt.ReportPath = None) -> int:
+    """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
+    import json
+
+    from graphfix.graph.kernels import NoGpuKernelsError
+    from graphfix.verification.run import VerifyError, verify_path
+
+    check_format(fmt)
+    try:
+        result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
+                             compare=compare, target_devices=_devices(target_devices),
+                             cluster=cluster)
+    except (VerifyError, NoGpuKernelsError) as exc:
+        fail(str(exc))
+    doc = result.to_json()
+    if report_path is not None:
+        write_report(report_path, doc)
+    if fmt == "json":
+        echo(json.dumps(doc, indent=2))
+    else:
+        for line in result.to_lines():
+            echo(line)
+    return 0 if result.passed else 1
+
+
+@app.command(cls=Command)
+def demo() -> int:
+    """The seed bugs end to end, on built-in fixtures: found, fixed, verified."""
+    from graphfix.cli.demo import run_demo
+
+    return run_demo()

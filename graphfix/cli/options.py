@@ -1,0 +1,80 @@
+"""The commands' parameters, as typer types: each option is declared here once, with its
+help and the help panel it is listed in, and used by every command that takes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+TRANSFORMS = "Transforms"
+OUTPUT = "Output"
+SOURCES = "Sources"
+VERIFY = "Running the graph"
+
+Paths = Annotated[list[str], typer.Argument(
+    metavar="PATH", show_default=False,
+    help="graphs (.pb, .pbtxt, .meta, SavedModel directories), Python files, notebooks, "
+         "or directories of them")]
+Only = Annotated[Optional[list[str]], typer.Option(
+    "--only", metavar="NAME", rich_help_panel=TRANSFORMS,
+    help="run only this transform (repeatable)")]
+Settings = Annotated[Optional[list[str]], typer.Option(
+    "--set", metavar="NAME.key=value", rich_help_panel=TRANSFORMS,
+    help="a transform parameter (repeatable)")]
+TargetDevices = Annotated[Optional[str], typer.Option(
+    "--target-devices", metavar="DEVICES", rich_help_panel=TRANSFORMS,
+    help="devices to place on, e.g. /gpu:0,/gpu:1")]
+
+TextOrJson = Annotated[str, typer.Option(
+    "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    help="text or json")]
+CheckFormat = Annotated[str, typer.Option(
+    "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    help="text, json or sarif")]
+ReportPath = Annotated[Optional[Path], typer.Option(
+    "--report", metavar="FILE", rich_help_panel=OUTPUT,
+    help="also write the JSON report to FILE")]
+
+Exclude = Annotated[Optional[list[str]], typer.Option(
+    "--exclude", metavar="GLOB", rich_help_panel=SOURCES,
+    help="skip files and folders matching GLOB (repeatable)")]
+Jobs = Annotated[Optional[int], typer.Option(
+    "--jobs", "-j", metavar="N", min=1, rich_help_panel=SOURCES,
+    help="processes to use (default: one per core): N read sources at once; from 2 on, a "
+         "large graph is read and written in halves")]
+NoCache = Annotated[bool, typer.Option(
+    "--no-cache", rich_help_panel=SOURCES,
+    help="neither read nor write the source result cache (also: GRAPHFIX_NO_CACHE=1)")]
+CacheDir = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", metavar="DIR", rich_help_panel=SOURCES,
+    help="where source results are cached (also: GRAPHFIX_CACHE_DIR; default: "
+         ".graphfix_cache in the project root)")]
+
+Out = Annotated[Optional[str], typer.Option(
+    "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+    help="where to write fixed graphs")]
+InPlace = Annotated[bool, typer.Option(
+    "--in-place", rich_help_panel=OUTPUT, help="rewrite graphs in place (atomic)")]
+Diff = Annotated[bool, typer.Option(
+    "--diff", rich_help_panel=OUTPUT, help="show what would change; write nothing")]
+DryRun = Annotated[bool, typer.Option(
+    "--dry-run", rich_help_panel=OUTPUT, help="report changes; write nothing")]
+
+Graph = Annotated[str, typer.Argument(
+    metavar="GRAPH", show_default=False, help="the graph to import and run")]
+Steps = Annotated[int, typer.Option(
+    "--steps", metavar="STEPS", rich_help_panel=VERIFY,
+    help="steps of the train op (or fetches) to run")]
+Fetch = Annotated[Optional[list[str]], typer.Option(
+    "--fetch", metavar="NAME", rich_help_panel=VERIFY, help="tensor or op to run")]
+Feed = Annotated[Optional[list[str]], typer.Option(
+    "--feed", metavar="NAME=FILE.npy", rich_help_panel=VERIFY,
+    help="a value to feed (repeatable)")]
+Compare = Annotated[Optional[str], typer.Option(
+    "--compare", metavar="ORIGINAL", rich_help_panel=VERIFY,
+    help="the original graph: outputs must match")]
+Cluster = Annotated[Optional[str], typer.Option(
+    "--cluster", metavar="ps=N,worker=M", rich_help_panel=VERIFY,
+    help="run on a local TF cluster on loopback")]

@@ -1,0 +1,127 @@
+"""What the commands print: one-line errors, the text, JSON and SARIF report, `--report FILE`,
+and the progress bar of long source runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from graphfix import registry
+from graphfix.findings import Report
+
+MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
+PROGRESS_MIN_FILES = 50  # smaller runs finish before a bar would help
+
+
+def echo(line: str = "", *, err: bool = False) -> None:
+    print(line, file=sys.stderr if err else sys.stdout)
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit 2: how every error ends."""
+    echo(f"graphfix: error: {message}", err=True)
+    raise SystemExit(2)
+
+
+def check_format(fmt: str, allowed: tuple[str, ...] = ("text", "json")) -> None:
+    """`--format` is one of `allowed`, or the run stops with a one-line error."""
+    if fmt not in allowed:
+        fail(f"--format must be {' or '.join(allowed)}, not {fmt!r}")
+
+
+def write_report(path: Path, doc: dict) -> None:
+    """`--report FILE.json`: the JSON document, written atomically."""
+    from graphfix.graph.graphfile import InputError, atomic_write
+
+    try:
+        atomic_write(path, (json.dumps(doc, indent=2) + "\n").encode())
+    except InputError as exc:
+        fail(str(exc))
+
+
+def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
+         extra_lines: list[str] = ()) -> None:
+    """Print a check's or a fix's report in `fmt` (text, json, sarif), and write it to
+    `report_path` as JSON when one is given."""
+    if fmt == "sarif":
+        from graphfix.cli.sarif import to_sarif
+
+        echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
+        fmt = "quiet"
+    # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
+    doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
+    if report_path is not None:
+        write_report(report_path, doc)
+    if fmt == "json":
+        echo(json.dumps(doc, indent=2))
+        return
+    if fmt == "quiet":
+        for failure in report.failed:
+            echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+        return
+    for line in extra_lines:
+        echo(line)
+    for finding in report.findings:
+        echo(finding.to_text())
+    if fixing:
+        shown = report.changes[:MAX_CHANGE_LINES]
+        for change in shown:
+            echo(change.to_text())
+        if len(report.changes) > len(shown):
+            echo(f"... and {len(report.changes) - len(shown)} more change(s) "
+                 "(--format json or --report FILE lists them all)")
+    for skip in report.skipped:
+        echo(f"{skip['path']}: skipped: {skip['reason']}")
+    for failure in report.failed:
+        echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+    for note in report.notes:
+        echo(note)
+    s = report.summary()
+    if fixing:
+        echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
+             f"{s['files_unchanged']} unchanged, {s['skipped']} skipped, {s['failed']} failed")
+    else:
+        with_findings = len({f.path for f in report.findings})
+        clean = max(0, s["files_unchanged"] - with_findings)
+        echo(f"{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
+             f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
+
+
+@contextlib.contextmanager
+def progress():
+    """A `progress(total)` for `driver.run`: a rich progress bar on stderr for runs over
+    PROGRESS_MIN_FILES source files when stderr is a terminal; else nothing is shown."""
+    state: dict = {}
+
+    def start(total: int):
+        if total < PROGRESS_MIN_FILES or not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        # No refresh thread (auto_refresh=False): the run forks worker processes.
+        bar = Progress("[progress.description]{task.description}", BarColumn(),
+                       MofNCompleteColumn(), TimeRemainingColumn(),
+                       console=Console(file=sys.stderr), transient=True, auto_refresh=False)
+        bar.start()
+        task = bar.add_task("sources", total=total)
+        state["bar"] = bar
+        last = [0.0]
+
+        def tick() -> None:
+            bar.advance(task)
+            now = time.monotonic()
+            if now - last[0] > 0.1 or bar.finished:
+                last[0] = now
+                bar.refresh()
+
+        return tick
+
+    try:
+        yield start
+    finally:
+        if "bar" in state:
+            state["bar"].stop()
