@@ -1,0 +1,92 @@
+"""The command line's help and shell completion, and what a graph run leaves unloaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from conftest import FIXTURES, run_cli
+
+SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
+
+
+def test_top_help_lists_every_command_with_its_summary():
+    top = run_cli("--help", check_exit=0).stdout
+    assert top.startswith("usage: graphfix ")
+    for command, summary in [("list", "List the transforms"), ("check", "Report findings"),
+                             ("fix", "Apply fixes"), ("verify", "Re-import a graph"),
+                             ("demo", "The seed bugs end to end")]:
+        assert any(line.split()[1:3] == [command, summary.split()[0]]
+                   for line in top.splitlines() if len(line.split()) > 2), (command, top)
+    for option in ("--version", "--install-completion", "--show-completion"):
+        assert option in top
+    assert run_cli(check_exit=0).stdout == top  # no command: the same help
+
+
+def test_check_help_lists_its_options_in_panels():
+    shown = run_cli("check", "--help", check_exit=0, env={"COLUMNS": "100"}).stdout
+    assert shown.startswith("usage: graphfix check")
+    for option in ("--only NAME", "--set NAME.key=value", "--target-devices DEVICES",
+                   "--format FORMAT", "--report FILE", "--exclude GLOB", "-j, --jobs N",
+                   "--no-cache", "--cache-dir DIR", "-h, --help"):
+        assert option in shown, option
+    for panel in ("Arguments", "Transforms", "Output", "Sources"):
+        assert f"╭─ {panel} " in shown, panel
+    assert "text, json or sarif" in shown
+    assert "--in-place" not in shown  # fix's, not check's
+
+
+def test_show_completion_prints_a_bash_script_that_completes_commands_and_options():
+    script = run_cli("--show-completion", "bash", check_exit=0).stdout
+    assert "_graphfix_completion()" in script and "complete " in script
+    commands = run_cli(env={"_GRAPHFIX_COMPLETE": "complete_bash", "COMP_WORDS": "graphfix ch",
+                            "COMP_CWORD": "1"}, check_exit=0).stdout
+    assert commands.split() == ["check"]
+    options = run_cli(env={"_GRAPHFIX_COMPLETE": "complete_bash",
+                           "COMP_WORDS": "graphfix fix --dr", "COMP_CWORD": "2"},
+                      check_exit=0).stdout
+    assert options.split() == ["--dry-run"]
+
+
+def test_version():
+    from graphfix import __version__
+
+    assert run_cli("--version", check_exit=0).stdout == f"graphfix {__version__}\n"
+
+
+def test_usage_errors_are_one_line_naming_the_command():
+    for args, said in [
+        (["nope"], "graphfix: error: argument COMMAND: invalid choice: 'nope' (choose from "
+                   "'list', 'check', 'fix', 'verify', 'demo') (see graphfix --help)"),
+        (["check"], "graphfix: error: check: the following arguments are required: PATH "
+                    "(see graphfix check --help)"),
+        (["check", "x.pb", "--jobs", "0"], "graphfix: error: check: argument --jobs/-j: must "
+                                           "be at least 1, not 0 (see graphfix check --help)"),
+        (["check", "x.pb", "--only"], "graphfix: error: check: argument --only: expected one "
+                                      "argument (see graphfix check --help)"),
+        (["verify", "a.pb", "b.pb"], "graphfix: error: verify: unrecognized arguments: b.pb "
+                                     "(see graphfix verify --help)"),
+    ]:
+        result = run_cli(*args, check_exit=2)
+        assert (result.stdout, result.stderr) == ("", said + "\n"), args
+
+
+def test_a_graph_fix_loads_neither_pydantic_nor_rich(tmp_path):
+    """typer would build a pydantic adapter per option and rich help panels; a run that only
+    reads a graph and prints its changes needs neither (nor libcst, nor the TF runtime)."""
+    script = textwrap.dedent(f"""
+        import sys
+        from graphfix.cli.main import main
+        try:
+            main(["fix", {str(SEED)!r}, "-o", {str(tmp_path / 'out.pbtxt')!r}])
+        except SystemExit as stop:
+            assert stop.code == 1, stop.code
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("pydantic", "rich", "libcst")
+                     or m.startswith("tensorflow.python")))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "[]"
+    assert (tmp_path / "out.pbtxt").exists()
