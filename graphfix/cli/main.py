@@ -10,8 +10,13 @@ import os
 import re
 import sys
 
+import typer
+import typer.main
+
+import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
 from graphfix import registry
-from graphfix.cli.output import echo, fail
+from graphfix.cli.app import app
+from graphfix.cli.output import fail
 from graphfix.graph.proto import TensorFlowMissing
 
 
@@ -45,12 +50,6 @@ def _usage_error(exc, words: list[str], commands) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run `graphfix ARGV...` (default: this process's arguments) and exit with its code."""
-    import typer
-    import typer.main
-
-    import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
-    from graphfix.cli.app import app
-
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     words = sys.argv[1:] if argv is None else list(argv)
@@ -58,12 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = command.main(words or ["--help"], prog_name="graphfix", standalone_mode=False)
         sys.stdout.flush()
-    except typer.TyperException as exc:  # a usage error: typer's parser said no
-        if not hasattr(exc, "ctx"):
-            raise
-        fail(_usage_error(exc, words, command.commands))
-    except typer.Abort:  # Ctrl-C at a prompt
-        code = 130
+    except typer.TyperException as exc:  # typer's parser said no: a usage error
+        fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")
+             else exc.format_message())
     except KeyboardInterrupt:
         code = 130
     except registry.UsageError as exc:  # e.g. a broken third-party transform
