@@ -189,8 +189,8 @@ class FeedToAssign(Transform):
             yield Finding(ctx.path, self.name,
                           f"variable {variable} is fed ({why}); {_FLOAT_REF_ERROR}",
                           node=variable, edit=partial(self._feed_through_assign, variable, ctx))
-        # After every feed is made, one edit check does not report: signature inputs bound to
-        # a fed variable (fixed now or before) are rebound to its feed.
+        # Then, once every feed is made, an edit no finding reports: the signature inputs
+        # bound to a fed variable (fed now or by an earlier fix) are rebound to its feed.
         yield partial(self._rebind_signatures, ctx, renames)
 
     def _feed_through_assign(self, variable_name: str, ctx: Context, graph: GraphIndex

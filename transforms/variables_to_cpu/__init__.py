@@ -122,33 +122,33 @@ class VariablesToCpu(Transform):
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         for group, problem in self._targets(graph, ctx, explain=ctx.explain):
             anchor = group.anchor
-            to = _CPU_OF[group.requested.to_string()]
+            requested = group.requested.to_string()
+            to = _CPU_OF[requested]
             if problem is not None:
                 message = f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})"
                 severity = "error"
             else:
                 message = (
-                    f"variable {anchor} is placed on {group.requested}; shared variables belong "
+                    f"variable {anchor} is placed on {requested}; shared variables belong "
                     f"on the CPU (group of {len(group.positions)} moves to {to})"
                 )
                 severity = "warning"
             yield Finding(ctx.path, self.name, message, node=anchor, severity=severity,
-                          edit=partial(self._move_to_cpu, group, ctx))
+                          edit=partial(self._move_to_cpu, group.positions, anchor, requested,
+                                       ctx))
 
-    def _move_to_cpu(self, group: placement.Group, ctx: Context, graph: GraphIndex
-                     ) -> list[Change]:
-        moved = graph.set_devices(group.positions, _CPU_OF)
+    def _move_to_cpu(self, positions: list[int], anchor: str, requested: str, ctx: Context,
+                     graph: GraphIndex) -> list[Change]:
+        moved = graph.set_devices(positions, _CPU_OF)
         if not moved:
             return []
-        before = group.requested.to_string()
-        after = _CPU_OF[before]
-        anchor = group.anchor
+        after = _CPU_OF[requested]
         names = graph.names
         return [Change(
             ctx.path,
             self.name,
             f"moved {len(moved)} node(s) of {anchor}'s colocation group from "
-            f"{before} to {after}",
+            f"{requested} to {after}",
             node=anchor,
-            details={"from": before, "to": after, "nodes": [names[p] for p in moved]},
+            details={"from": requested, "to": after, "nodes": [names[p] for p in moved]},
         )]
