@@ -46,11 +46,19 @@ class Param:
     def __repr__(self) -> str:
         return f"Param({self.name!r}, default={self.default!r})"
 
+    @property
+    def default_value(self) -> Any:
+        """What the transform reads where the param is not set (a repeatable one: [])."""
+        return [] if self.multiple else self.default
+
     def validate(self, transform: str, given: Any) -> Any:
         """The value `given` stands for, as the transform reads it: `given` is text as typed
         on the command line, or a value of the param's `kind`; for a repeatable param, a
-        list of those or one comma-separated text (empty items dropped). UsageError, one
-        line, for a value of another type, not among the `choices` or below the `minimum`."""
+        list of those or one comma-separated text (empty items dropped); None, the default.
+        UsageError, one line, for a value of another type, not among the `choices` or below
+        the `minimum`."""
+        if given is None:
+            return self.default_value
         if not self.multiple:
             return self._validate_one(transform, given)
         items = given.split(",") if isinstance(given, str) else given
@@ -196,7 +204,7 @@ class Transform:
 
     @classmethod
     def default_options(cls) -> dict[str, Any]:
-        return {p.name: ([] if p.multiple else p.default) for p in cls.params}
+        return {p.name: p.default_value for p in cls.params}
 
 
 def _has_words(text: str, words: tuple) -> bool:

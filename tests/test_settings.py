@@ -55,3 +55,6 @@ def test_api_settings_take_values_or_their_text():
     with pytest.raises(graphfix.UsageError,
                        match=r"^replica-placement.ps_tasks takes a int, not True$"):
         graphfix.check_graph(fed, settings={"replica-placement": {"ps_tasks": True}})
+    # None is the default, as if the param were not given.
+    assert graphfix.fix_graph(graph, settings={"replica-placement": {"ps_tasks": None}})[1] \
+        == graphfix.fix_graph(graph)[1]
