@@ -15,17 +15,8 @@ from graphfix.driver import Selected, apply_to_graph
 
 def _selected(only, settings, target_devices) -> Selected:
     transforms = registry.select(list(only) if only else None)
-    parsed: dict[str, dict[str, Any]] = {}
-    for name, options in (settings or {}).items():
-        transform = registry.get_transform(name)
-        known = {p.name for p in transform.params}
-        for key in options:
-            if key not in known:
-                raise registry.UsageError(
-                    f"{name} has no parameter {key!r}; it takes: {', '.join(sorted(known)) or 'none'}"
-                )
-        parsed[name] = dict(options)
-    return Selected.build(transforms, parsed, tuple(target_devices or ()))
+    checked = registry.validate_settings(settings or {})
+    return Selected.build(transforms, checked, tuple(target_devices or ()))
 
 
 class _Holder:
@@ -106,7 +97,9 @@ def check_graph(graph: Any, *, only: Iterable[str] | None = None,
         graph: a path, serialized bytes, a GraphDef / MetaGraphDef / SavedModel message or
             a `tf.Graph`. It is not changed.
         only: names of the transforms to run. Defaults to all.
-        settings: `{transform: {param: value}}`. Defaults to each param's default.
+        settings: `{transform: {param: value}}`, each value as its param declares (a
+            repeatable param takes a list); UsageError, one line, for an unknown transform
+            or param or a bad value. Defaults to each param's default.
         target_devices: devices the graph should place on. Defaults to none given.
 
     Returns:

@@ -47,14 +47,16 @@ class ConfigError(ValueError):
 class Config:
     def __init__(self, path: Path | None = None, only: list[str] | None = None,
                  disable: list[str] | None = None, exclude: list[str] | None = None,
-                 target_devices: str | None = None, settings: list[str] | None = None,
+                 target_devices: str | None = None,
+                 settings: dict[str, dict[str, Any]] | None = None,
                  cache_dir: Path | None = None):
         self.path = path
         self.only = only
         self.disable = [] if disable is None else disable
         self.exclude = [] if exclude is None else exclude
         self.target_devices = target_devices
-        self.settings = [] if settings is None else settings  # "NAME.key=value"
+        # {transform: {param: value}}, checked by `registry.validate_settings`
+        self.settings = {} if settings is None else settings
         self.cache_dir = cache_dir  # absolute
 
 
@@ -129,18 +131,32 @@ def load(paths: list[str]) -> Config:
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{path}: [tool.graphfix] cache-dir must be a folder name")
         config.cache_dir = path.parent.resolve() / Path(value).expanduser()
-    settings = table.get("set", {})
-    if not isinstance(settings, dict):
+    config.settings = _settings(path, table.get("set", {}))
+    return config
+
+
+def _settings(path: Path, table: Any) -> dict[str, dict[str, Any]]:
+    """The `set` table (`"NAME.key" = value`, or `[tool.graphfix.set.NAME] key = value`) as
+    `{NAME: {key: value}}`, checked as the command line's `--set` is."""
+    from graphfix.registry import UsageError, validate_settings
+
+    if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.graphfix] set must be a table of "
                           '"NAME.key" = value')
-    for key, value in settings.items():
+    given: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
         if isinstance(value, dict):  # [tool.graphfix.set.variables-to-cpu] scope = "..."
-            items = [(f"{key}.{k}", v) for k, v in value.items()]
-        else:
-            items = [(key, value)]
-        for name, val in items:
-            config.settings.append(f"{name}={_text(path, name, val)}")
-    return config
+            given.setdefault(key, {}).update(value)
+            continue
+        name, dot, param = key.partition(".")
+        if not dot:
+            raise ConfigError(f'{path}: [tool.graphfix] set takes "NAME.key" = value, '
+                              f"not {key!r}")
+        given.setdefault(name, {})[param] = value
+    try:
+        return validate_settings(given)
+    except UsageError as exc:
+        raise ConfigError(f"{path}: [tool.graphfix] set: {exc}") from None
 
 
 def _strings(path: Path, key: str, value: Any) -> list[str]:
@@ -149,13 +165,3 @@ def _strings(path: Path, key: str, value: Any) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: [tool.graphfix] {key} must be a list of strings")
     return list(value)
-
-
-def _text(path: Path, key: str, value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (str, int, float)):
-        return str(value)
-    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
-        return ",".join(str(v) for v in value)
-    raise ConfigError(f"{path}: [tool.graphfix.set] {key} must be a string, number or list")

@@ -68,7 +68,8 @@ def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fi
     """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure.
 
     One index serves every transform: edits go through it, so it stays current; what each
-    transform added (nodes, edges) is checked before the next runs.
+    transform added (nodes, edges) is checked before the next runs. A transform's findings
+    are all read before its first edit runs (`Transform.graph`).
     """
     findings: list[Finding] = []
     changes: list[Change] = []
@@ -76,17 +77,26 @@ def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fi
     for transform_class, options in selected.transforms:
         if "graph" not in transform_class.surfaces():
             continue
-        transform = transform_class()
-        ctx = Context(label, options, selected.target_devices)
-        if fix:
-            changes.extend(transform.fix_graph(index, ctx))
-            try:
-                index.check_changes()
-            except GraphError as exc:
-                raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
-        else:
-            findings.extend(transform.check_graph(index, ctx))
-            findings.extend(ctx.findings)
+        ctx = Context(label, options, selected.target_devices, explain=not fix)
+        found = list(transform_class().graph(index, ctx))
+        for item in found:
+            if not isinstance(item, Finding) and not callable(item):
+                raise TypeError(f"{transform_class.name} found {type(item).__name__}, "
+                                "not a Finding or an edit")
+        if not fix:
+            for finding in found:
+                if isinstance(finding, Finding):
+                    finding.edit = None  # (it holds the index, which the caller never sees)
+                    findings.append(finding)
+            continue
+        for item in found:
+            edit = item.edit if isinstance(item, Finding) else item
+            if edit is not None:
+                changes.extend(edit(index))
+        try:
+            index.check_changes()
+        except GraphError as exc:
+            raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
     return findings, changes, index
 
 

@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
+
+if TYPE_CHECKING:
+    from graphfix.graph.index import GraphIndex
 
 Severity = Literal["error", "warning"]
 
+# How a graph transform fixes what it found: called by `fix` (never by `check`) with the
+# index of the graph, which it edits, returning the changes it made (none, if nothing needed
+# it). See `graphfix.registry.Transform.graph`.
+Edit = Callable[["GraphIndex"], Iterable["Change"]]
+
 
 class _Record:
-    """Equality and repr over a record's `__slots__` (findings and changes are compared by
+    """Equality and repr over a record's `_fields` (findings and changes are compared by
     tests and by API users, and printed when they differ)."""
 
     __slots__ = ()
+    _fields: tuple[str, ...] = ()
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+        return all(getattr(self, name) == getattr(other, name) for name in self._fields)
 
     __hash__ = None  # equal by value, and mutable
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({fields})"
 
     def replace(self, **changes):
@@ -31,14 +40,23 @@ class _Record:
 
 class Finding(_Record):
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
-    `cell` (counted from 1 over every cell) and `line` within that cell."""
+    `cell` (counted from 1 over every cell) and `line` within that cell.
 
-    __slots__ = ("path", "transform", "message", "fixable", "line", "col", "node", "severity",
-                 "cell")
+    A graph transform's finding may carry the `edit` that fixes it (see `Edit`); only a
+    fixable one can. The edit is how, not what: findings are equal whatever their edits, and
+    the findings `check` gives carry none."""
+
+    _fields = ("path", "transform", "message", "fixable", "line", "col", "node", "severity",
+               "cell")
+    __slots__ = (*_fields, "edit")
 
     def __init__(self, path: str, transform: str, message: str, fixable: bool = True,
                  line: int | None = None, col: int | None = None, node: str | None = None,
-                 severity: Severity = "error", cell: int | None = None):
+                 severity: Severity = "error", cell: int | None = None,
+                 edit: Edit | None = None):
+        if edit is not None and not fixable:
+            raise ValueError(f"{transform}: a finding that is not fixable has no edit: {message}")
+        self.edit = edit
         self.path = path
         self.transform = transform
         self.message = message
@@ -79,7 +97,8 @@ class Finding(_Record):
 class Change(_Record):
     """One edit a fix made. `node` for graphs, `line` for sources (and `cell` in a notebook)."""
 
-    __slots__ = ("path", "transform", "description", "node", "line", "details", "cell")
+    _fields = ("path", "transform", "description", "node", "line", "details", "cell")
+    __slots__ = _fields
 
     def __init__(self, path: str, transform: str, description: str, node: str | None = None,
                  line: int | None = None, details: dict | None = None, cell: int | None = None):

@@ -12,10 +12,10 @@ import importlib
 import os
 import sys
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
 
 if TYPE_CHECKING:
-    from graphfix.findings import Change, Finding
+    from graphfix.findings import Edit, Finding
     from graphfix.graph.index import GraphIndex
     from graphfix.source.syntax import Syntax
 
@@ -27,51 +27,83 @@ class UsageError(ValueError):
 
 
 class Param:
-    """A transform parameter, declared once: the CLI's `--set` and the API both read it."""
+    """A transform parameter, declared once: the CLI's `--set`, `[tool.graphfix]` and the API
+    all read it, and `validate_settings` checks every value given against it."""
 
-    __slots__ = ("name", "default", "help", "choices", "multiple", "kind")
+    __slots__ = ("name", "default", "help", "choices", "multiple", "kind", "minimum")
 
     def __init__(self, name: str, default: Any, help: str,
                  choices: tuple[str, ...] | None = None, multiple: bool = False,
-                 kind: type = str):
+                 kind: type = str, minimum: int | None = None):
         self.name = name
         self.default = default
         self.help = help
         self.choices = choices
         self.multiple = multiple  # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
         self.kind = kind
+        self.minimum = minimum
 
     def __repr__(self) -> str:
         return f"Param({self.name!r}, default={self.default!r})"
 
-    def parse(self, transform: str, text: str) -> Any:
-        if self.choices is not None and text not in self.choices:
-            raise UsageError(
-                f"{transform}.{self.name} must be one of {', '.join(self.choices)}, not {text!r}"
-            )
-        try:
-            return self.kind(text)
-        except ValueError:
-            raise UsageError(
-                f"{transform}.{self.name} takes a {self.kind.__name__}, not {text!r}"
-            ) from None
+    @property
+    def default_value(self) -> Any:
+        """What the transform reads where the param is not set (a repeatable one: [])."""
+        return [] if self.multiple else self.default
+
+    def validate(self, transform: str, given: Any) -> Any:
+        """The value `given` stands for, as the transform reads it: `given` is text as typed
+        on the command line, or a value of the param's `kind`; for a repeatable param, a
+        list of those or one comma-separated text (empty items dropped); None, the default.
+        UsageError, one line, for a value of another type, not among the `choices` or below
+        the `minimum`."""
+        if given is None:
+            return self.default_value
+        if not self.multiple:
+            return self._validate_one(transform, given)
+        items = given.split(",") if isinstance(given, str) else given
+        if not isinstance(items, (list, tuple)):
+            raise UsageError(f"{transform}.{self.name} takes a list of {self.kind.__name__}, "
+                             f"not {given!r}")
+        return [self._validate_one(transform, item) for item in items if item != ""]
+
+    def _validate_one(self, transform: str, given: Any) -> Any:
+        where = f"{transform}.{self.name}"
+        value = given
+        if isinstance(given, str) and self.kind is not str:
+            try:
+                value = self.kind(given)
+            except ValueError:
+                raise UsageError(f"{where} takes a {self.kind.__name__}, not {given!r}") from None
+        elif not isinstance(given, self.kind) or (isinstance(given, bool)
+                                                   and self.kind is not bool):
+            raise UsageError(f"{where} takes a {self.kind.__name__}, not {given!r}")
+        if self.choices is not None and value not in self.choices:
+            raise UsageError(f"{where} must be one of {', '.join(self.choices)}, not {given!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise UsageError(f"{where} must be at least {self.minimum}, not {value}")
+        return value
 
 
 class Context:
-    """What a transform may read besides the graph or source: its options and the run."""
+    """What a transform may read besides the graph or source: its options and the run.
+
+    `explain` is False where nobody reads the findings' messages (`fix`): a transform may
+    then skip work that only words them, such as asking TF's kernel registry (which loads
+    the TF runtime) why a group cannot be placed. It must never change the edits."""
 
     def __init__(self, path: str, options: dict[str, Any], target_devices: tuple[str, ...] = (),
-                 findings: list["Finding"] | None = None):
+                 explain: bool = True):
         self.path = path
         self.options = options
         self.target_devices = target_devices
-        self.findings = [] if findings is None else findings
+        self.explain = explain
 
 
 class Transform:
     """Base class of every transform. Subclasses set `name`, `summary`, `params` and
-    implement the surfaces they cover: `check_graph`/`fix_graph` for graphs and `codemod`
-    (a `graphfix.source.codemod.SourceCodemod` subclass) for Python sources."""
+    implement the surfaces they cover: `graph` for graphs and `codemod` (a
+    `graphfix.source.codemod.SourceCodemod` subclass) for Python sources."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
@@ -139,13 +171,18 @@ class Transform:
         """Whether a source `text` may hold facts this transform's codemod scans for."""
         return cls.source_scans and _has_words(text, cls.source_scan_triggers)
 
-    def check_graph(self, graph: "GraphIndex", ctx: Context) -> list["Finding"]:
-        """Findings for this graph; the graph is not changed."""
-        raise NotImplementedError
+    def graph(self, graph: "GraphIndex", ctx: Context) -> Iterable["Finding | Edit"]:
+        """The findings for `graph`, in order, each fixable one carrying the `edit` that
+        fixes it (`Finding(..., edit=...)`); `check` reports the findings, `fix` calls their
+        edits in order and then checks what they added (`GraphIndex.check_changes`).
 
-    def fix_graph(self, graph: "GraphIndex", ctx: Context) -> list["Change"]:
-        """Edit `graph` (an index over a message the caller owns); return what changed."""
-        raise NotImplementedError
+        The findings are all read before any edit runs, so each describes the graph as it
+        was given: an edit takes what it needs as arguments (`functools.partial`), not from
+        a loop variable that has moved on by the time it is called. An edit yielded on its
+        own, with no finding, is work `fix` does that `check` does not report (a change
+        that fixes several findings at once, bookkeeping such as renamed feeds). The
+        default finds nothing: a transform without it has no graph surface."""
+        return ()
 
     @classmethod
     def source_codemod(cls) -> type | None:
@@ -159,7 +196,7 @@ class Transform:
     @classmethod
     def surfaces(cls) -> list[str]:
         out = []
-        if cls.fix_graph is not Transform.fix_graph:
+        if cls.graph is not Transform.graph:
             out.append("graph")
         if cls.codemod is not None:
             out.append("source")
@@ -167,7 +204,7 @@ class Transform:
 
     @classmethod
     def default_options(cls) -> dict[str, Any]:
-        return {p.name: ([] if p.multiple else p.default) for p in cls.params}
+        return {p.name: p.default_value for p in cls.params}
 
 
 def _has_words(text: str, words: tuple) -> bool:
@@ -261,26 +298,47 @@ def select(only: list[str] | None) -> list[type[Transform]]:
     return list(all_transforms().values())
 
 
+def validate_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`{transform name: {param: value}}` as the transforms read it, each value checked and
+    converted by its `Param.validate`: the one check of every setting, from the API, the
+    CLI's `--set` and `[tool.graphfix]` alike. UsageError, one line, on an unknown transform
+    or parameter or a bad value."""
+    if not isinstance(settings, Mapping):
+        raise UsageError(f"settings must map transform names to {{param: value}}, "
+                         f"not {type(settings).__name__}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, options in settings.items():
+        transform = get_transform(name)
+        if not isinstance(options, Mapping):
+            raise UsageError(f"settings for {name} must map its parameters to values, "
+                             f"not {type(options).__name__}")
+        params = {p.name: p for p in transform.params}
+        checked = out[name] = {}
+        for key, value in options.items():
+            if key not in params:
+                raise UsageError(
+                    f"{name} has no parameter {key!r}; it takes: {', '.join(params) or 'none'}"
+                )
+            checked[key] = params[key].validate(name, value)
+    return out
+
+
 def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
-    """`["NAME.key=value", ...]` -> `{NAME: {key: parsed value}}`, checked against params."""
+    """`["NAME.key=value", ...]` (the CLI's `--set`, in order) -> `{NAME: {key: value}}`,
+    each checked by `validate_settings`. A repeatable parameter collects every value given
+    (`--set t.key=a,b --set t.key=c`: `["a", "b", "c"]`); any other keeps the last."""
     out: dict[str, dict[str, Any]] = {}
     for setting in settings:
         target, eq, text = setting.partition("=")
         name, dot, key = target.partition(".")
         if not eq or not dot:
             raise UsageError(f"--set takes NAME.key=value, not {setting!r}")
-        transform = get_transform(name)
-        params = {p.name: p for p in transform.params}
-        if key not in params:
-            raise UsageError(
-                f"{name} has no parameter {key!r}; it takes: {', '.join(params) or 'none'}"
-            )
-        param = params[key]
+        value = validate_settings({name: {key: text}})[name][key]
         options = out.setdefault(name, {})
-        if param.multiple:
-            options.setdefault(key, []).extend(param.parse(name, t) for t in text.split(",") if t)
+        if next(p for p in get_transform(name).params if p.name == key).multiple:
+            options.setdefault(key, []).extend(value)
         else:
-            options[key] = param.parse(name, text)
+            options[key] = value
     return out
 
 

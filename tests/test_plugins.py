@@ -1,5 +1,6 @@
 """Third-party transforms: a distribution that declares a `graphfix.transforms` entry point
-is listed, selectable with --only and run like a built-in one."""
+is listed, selectable with --only and run like a built-in one; the guide's worked example is
+one, installed and run here."""
 
 from __future__ import annotations
 
@@ -9,38 +10,50 @@ import subprocess
 import sys
 import textwrap
 
+from conftest import REPO
+
+# Only the one graph entry point: check and fix both work from it.
 PLUGIN = textwrap.dedent('''
+    from functools import partial
+
     from graphfix.findings import Change, Finding
     from graphfix.registry import Transform
+
+
+    def clear(position, path, graph):
+        graph.set_device(position, "")
+        return [Change(path, "clear-devices", "cleared a device", node=graph.names[position])]
 
 
     class ClearDevices(Transform):
         name = "clear-devices"
         summary = "forget every requested device"
 
-        def check_graph(self, graph, ctx):
-            return [Finding(ctx.path, self.name, "asks for " + d, node=n)
-                    for n, d in zip(graph.names, graph.devices) if d]
-
-        def fix_graph(self, graph, ctx):
-            moved = [p for p in range(len(graph)) if graph.set_device(p, "")]
-            return [Change(ctx.path, self.name, f"cleared {len(moved)} device(s)")] if moved else []
+        def graph(self, graph, ctx):
+            for position, (name, device) in enumerate(zip(graph.names, graph.devices)):
+                if device:
+                    yield Finding(ctx.path, self.name, "asks for " + device, node=name,
+                                  edit=partial(clear, position, ctx.path))
 ''')
 
 GRAPH = 'node { name: "a" op: "NoOp" device: "/device:GPU:0" }\nnode { name: "b" op: "NoOp" }\n'
 
 
-def _install_plugin(site):
-    dist = site / "gfx_clear-1.0.dist-info"
+def _install_plugin(site, module="gfx_clear", code=PLUGIN,
+                    entry_point="clear-devices = gfx_clear:ClearDevices"):
+    """A distribution in `site` (a folder put on sys.path) whose `module` holds `code` and
+    declares `entry_point` in the `graphfix.transforms` group: what pip would install."""
+    dist = site / f"{module}-1.0.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gfx-clear\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(
-        "[graphfix.transforms]\nclear-devices = gfx_clear:ClearDevices\n")
-    (site / "gfx_clear.py").write_text(PLUGIN)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[graphfix.transforms]\n{entry_point}\n")
+    (site / f"{module}.py").write_text(code)
 
 
 def _graphfix(*args, site, cwd):
-    env = dict(os.environ, PYTHONPATH=str(site), TF_CPP_MIN_LOG_LEVEL="3")
+    # `site` first, then whatever graphfix itself is found on (the tree under test).
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="3")
     return subprocess.run([sys.executable, "-m", "graphfix", *map(str, args)], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=120)
 
@@ -64,6 +77,7 @@ def test_entry_point_transform_is_listed_checked_and_fixed(tmp_path):
     fixed = _graphfix("fix", graph, "--only", "clear-devices", "-o", tmp_path / "out.pbtxt",
                       site=site, cwd=tmp_path)
     assert fixed.returncode == 1, fixed.stderr
+    assert "g.pbtxt@a: clear-devices: cleared a device" in fixed.stdout
     assert "device" not in (tmp_path / "out.pbtxt").read_text()
 
 
@@ -121,7 +135,7 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
 
 
 KNOT_PLUGIN = textwrap.dedent('''
-    from graphfix.findings import Change
+    from graphfix.findings import Change, Finding
     from graphfix.registry import Transform
 
 
@@ -129,9 +143,12 @@ KNOT_PLUGIN = textwrap.dedent('''
         name = "tie-knot"
         summary = "make a run after b, which runs after a"
 
-        def fix_graph(self, graph, ctx):
-            graph.add_control_input(graph.node("a"), "b")
-            return [Change(ctx.path, self.name, "a now runs after b")]
+        def graph(self, graph, ctx):
+            def tie(graph):
+                graph.add_control_input(graph.node("a"), "b")
+                return [Change(ctx.path, self.name, "a now runs after b")]
+
+            yield Finding(ctx.path, self.name, "a runs before b", node="a", edit=tie)
 ''')
 
 
@@ -146,3 +163,60 @@ def test_a_transform_that_leaves_a_cycle_is_an_error_and_nothing_is_written(tmp_
     assert result.returncode == 2, result.stderr
     assert "tie-knot left a broken graph: cycle through a" in result.stdout + result.stderr
     assert not (tmp_path / "out.pbtxt").exists()
+
+
+EXAMPLE = REPO / "docs" / "examples" / "print_on_cpu.py"
+
+
+def test_the_guides_worked_example_is_the_example_file():
+    guide = (REPO / "docs" / "guide.md").read_text()
+    code = EXAMPLE.read_text()
+    assert f"```python\n{code}```\n" in guide, "docs/guide.md must show docs/examples/print_on_cpu.py as it is"
+    assert len(code.splitlines()) <= 80
+
+
+def test_the_worked_example_installed_as_an_entry_point_checks_fixes_and_verifies(tmp_path, tf):
+    site = tmp_path / "site"
+    _install_plugin(site, "print_on_cpu", EXAMPLE.read_text(),
+                    "print-on-cpu = print_on_cpu:PrintOnCpu")
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant([1.0, 2.0], name="x")
+        with tf.device("/gpu:0"):
+            shown = tf.print("x is", x, name="show_x")
+        with tf.control_dependencies([shown]):
+            tf.identity(x, name="out")
+    before = tmp_path / "before.pb"
+    before.write_bytes(graph.as_graph_def().SerializeToString(deterministic=True))
+    after = tmp_path / "after.pb"
+
+    checked = _graphfix("check", before, "--only", "print-on-cpu", "--format", "json",
+                        site=site, cwd=tmp_path)
+    assert checked.returncode == 1, checked.stderr
+    found = {f["node"]: f["message"] for f in json.loads(checked.stdout)["findings"]}
+    assert found == {name: f"{op} has no GPU kernel (moves to /device:CPU:0)"
+                     for name, op in (("show_x_format", "StringFormat"), ("show_x", "PrintV2"))}
+
+    fixed = _graphfix("fix", before, "--only", "print-on-cpu", "-o", after, "--format", "json",
+                      site=site, cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert [c["description"] for c in json.loads(fixed.stdout)["changes"]] == [
+        "moved show_x_format to /device:CPU:0", "moved show_x to /device:CPU:0"]
+    again = _graphfix("check", after, "--only", "print-on-cpu", site=site, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    unplaceable = _graphfix("verify", before, "--fetch", "out", site=site, cwd=tmp_path)
+    assert unplaceable.returncode == 1, unplaceable.stderr
+    assert "no supported kernel for GPU devices" in unplaceable.stdout
+    verified = _graphfix("verify", after, "--fetch", "out", site=site, cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    # The source half: the same bug where the script builds the graph.
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\nx = tf.constant(1.0)\nwith tf.device('/gpu:0'):\n"
+        "    tf.print(x)\ntf.print(x)\n")
+    source = _graphfix("check", "model.py", "--only", "print-on-cpu", "--no-cache",
+                       site=site, cwd=tmp_path)
+    assert source.returncode == 1, source.stderr
+    assert [line for line in source.stdout.splitlines() if "print-on-cpu" in line] == [
+        "model.py:4:5: print-on-cpu: a print under a GPU device scope: no GPU kernel runs it"]

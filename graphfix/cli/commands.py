@@ -49,10 +49,7 @@ def _configured(paths, only, settings, targets, exclude):
             transforms = [t for t in registry.select(config.only) if t.name not in disabled]
     except registry.UsageError as exc:
         fail(str(exc) if only else f"{where}: {exc}")
-    try:
-        parsed = registry.parse_settings(config.settings)
-    except registry.UsageError as exc:
-        fail(f"{where} set: {str(exc).replace('--set takes', 'takes')}")
+    parsed = {name: dict(options) for name, options in config.settings.items()}
     try:
         for name, options in registry.parse_settings(settings or []).items():
             parsed.setdefault(name, {}).update(options)

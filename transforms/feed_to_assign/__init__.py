@@ -39,9 +39,10 @@ safely precede are reported, not fixed. See `FeedToAssignCodemod`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Iterator
 
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.index import (
     COLOCATION_ATTR,
     VARIABLE_OPS,
@@ -175,43 +176,35 @@ class FeedToAssign(Transform):
         return any(kind in ("variable", "frozen", "global_step")
                    for one in facts for kind in one["attributes"].get(name, ()))
 
-    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
-        findings = []
+    def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | Edit]:
+        renames: dict[str, str] = {}  # each fed variable's output -> its feed
         for variable, why in _fed_variables(graph, ctx).items():
             if variable not in graph or graph.node(variable).op not in VARIABLE_OPS:
-                findings.append(Finding(ctx.path, self.name, f"{variable!r} is not a variable",
-                                        fixable=False, node=variable))
+                yield Finding(ctx.path, self.name, f"{variable!r} is not a variable",
+                              fixable=False, node=variable)
                 continue
+            renames[f"{variable}:0"] = f"{variable}/feed:0"
             if f"{variable}/feed_assign" in graph:
                 continue  # already fixed
-            findings.append(Finding(ctx.path, self.name,
-                                    f"variable {variable} is fed ({why}); {_FLOAT_REF_ERROR}",
-                                    node=variable))
-        return findings
+            yield Finding(ctx.path, self.name,
+                          f"variable {variable} is fed ({why}); {_FLOAT_REF_ERROR}",
+                          node=variable, edit=partial(self._feed_through_assign, variable, ctx))
+        # Then, once every feed is made, an edit no finding reports: the signature inputs
+        # bound to a fed variable (fed now or by an earlier fix) are rebound to its feed.
+        yield partial(self._rebind_signatures, ctx, renames)
 
-    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
-        changes = []
-        fed = _fed_variables(graph, ctx)
-        renames: dict[str, str] = {}
-        for variable_name in fed:
-            if variable_name not in graph or graph.node(variable_name).op not in VARIABLE_OPS:
-                continue
-            if f"{variable_name}/feed_assign" in graph:
-                renames[f"{variable_name}:0"] = f"{variable_name}/feed:0"
-                continue
-            feed, assign, readers = self._add_feed(graph, graph.node(variable_name))
-            renames[f"{variable_name}:0"] = f"{feed}:0"
-            changes.append(Change(
-                ctx.path, self.name,
-                f"variable {variable_name}: feed {feed}:0 (assigned by {assign}) instead of "
-                f"{variable_name}:0; {len(readers)} reader(s) run after the assign",
-                node=variable_name,
-                details={"feed": f"{feed}:0", "assign_op": assign,
-                         "renames": {f"{variable_name}:0": f"{feed}:0"},
-                         "added_nodes": [f"{variable_name}/feed/default", feed, assign]},
-            ))
-        changes.extend(self._rebind_signatures(graph, ctx, renames))
-        return changes
+    def _feed_through_assign(self, variable_name: str, ctx: Context, graph: GraphIndex
+                             ) -> list[Change]:
+        feed, assign, readers = self._add_feed(graph, graph.node(variable_name))
+        return [Change(
+            ctx.path, self.name,
+            f"variable {variable_name}: feed {feed}:0 (assigned by {assign}) instead of "
+            f"{variable_name}:0; {len(readers)} reader(s) run after the assign",
+            node=variable_name,
+            details={"feed": f"{feed}:0", "assign_op": assign,
+                     "renames": {f"{variable_name}:0": f"{feed}:0"},
+                     "added_nodes": [f"{variable_name}/feed/default", feed, assign]},
+        )]
 
     def _add_feed(self, graph: GraphIndex, variable):
         proto = type(variable)
@@ -253,7 +246,8 @@ class FeedToAssign(Transform):
             graph.add_control_input(graph.node(reader.name), assign.name)
         return feed.name, assign.name, readers
 
-    def _rebind_signatures(self, graph: GraphIndex, ctx: Context, renames: dict[str, str]):
+    def _rebind_signatures(self, ctx: Context, renames: dict[str, str], graph: GraphIndex
+                           ) -> list[Change]:
         meta = getattr(graph, "meta_graph", None)
         if meta is None:
             return []

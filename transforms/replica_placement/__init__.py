@@ -45,13 +45,14 @@ reported, not rewritten (round-robin may move a variable to another task). Devic
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph.devices import DeviceSpec
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.placement import variable_bytes
-from graphfix.registry import Context, Param, Transform, UsageError
+from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
@@ -71,7 +72,8 @@ class ReplicaPlacement(Transform):
     name = "replica-placement"
     summary = "place variables on ps tasks and all else on the worker (replica_device_setter)"
     params = (
-        Param("ps_tasks", None, "number of ps tasks (default: those the graph names)", kind=int),
+        Param("ps_tasks", None, "number of ps tasks (default: those the graph names)", kind=int,
+              minimum=1),
         Param("ps_device", "/job:ps", "the parameter-server job"),
         Param("worker_device", "/job:worker", "the device for every other op"),
         Param("strategy", "round-robin", "how variables are spread over the ps tasks",
@@ -106,8 +108,6 @@ class ReplicaPlacement(Transform):
         ps = DeviceSpec.parse(ctx.options["ps_device"])
         worker = DeviceSpec.parse(ctx.options["worker_device"])
         tasks = ctx.options["ps_tasks"]
-        if tasks is not None and tasks < 1:
-            raise UsageError(f"replica-placement.ps_tasks must be at least 1, not {tasks}")
         if tasks is None:
             tasks = _ps_tasks_named(graph, ps.job)
         if tasks == 0:
@@ -167,9 +167,8 @@ class ReplicaPlacement(Transform):
             counter += 1
         return out
 
-    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
-        wanted, _ = self.plan(graph, ctx)
-        findings = []
+    def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | Edit]:
+        wanted, load = self.plan(graph, ctx)
         ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
         for position in sorted(wanted):
             target, device = wanted[position], graph.devices[position]
@@ -178,21 +177,23 @@ class ReplicaPlacement(Transform):
                 continue
             name, op = graph.names[position], graph.ops[position]
             if op in VARIABLE_OPS:
-                findings.append(Finding(
+                yield Finding(
                     ctx.path, self.name,
                     f"variable {name} is on {device or 'no device'}, not a ps task: "
                     f"each worker trains its own copy (moves to {target})",
-                    node=name, severity="warning"))
+                    node=name, severity="warning")
             elif job == ps_job:
-                findings.append(Finding(
+                yield Finding(
                     ctx.path, self.name,
                     f"{op} {name} runs on the parameter server ({device}); "
                     f"pipeline ops belong on the worker (moves to {target})",
-                    node=name, severity="warning"))
-        return findings
+                    node=name, severity="warning")
+        # The findings' fix, and more (devices merged on the right job, ops that named none):
+        # the whole graph placed at once, as the setter does, reported as one change.
+        yield partial(self._place, wanted, load, ctx)
 
-    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
-        wanted, load = self.plan(graph, ctx)
+    def _place(self, wanted: dict[int, str], load: dict[int, int], ctx: Context,
+               graph: GraphIndex) -> list[Change]:
         moved = [p for p in sorted(wanted) if graph.set_device(p, wanted[p])]
         if not moved:
             return []

@@ -35,7 +35,8 @@ the file's own TF alias; code that already runs them is left alone.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import training
 from graphfix.findings import Change, Finding
@@ -151,35 +152,32 @@ class UpdateOps(Transform):
                 plan.append((train, _maximal(graph, missing), len(updates)))
         return plan, None
 
-    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
+    def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         plan, undecided = self._plan(graph, ctx)
         if undecided is not None:
-            return [undecided]
-        return [
-            Finding(
+            yield undecided
+            return
+        for train, missing, total in plan:
+            yield Finding(
                 ctx.path, self.name,
                 f"train op {train} does not run {len(missing)} of {total} update op(s) "
                 f"(batch-norm moving averages never update): {', '.join(missing[:3])}"
                 + (", ..." if len(missing) > 3 else ""),
-                node=train,
+                node=train, edit=partial(self._run_update_ops, train, missing, ctx),
             )
-            for train, missing, total in plan
-        ]
 
-    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
-        plan, _ = self._plan(graph, ctx)
-        changes = []
-        for train, missing, total in plan:
-            node_def = type(graph.node(train))()
-            node_def.name = graph.unique_name(f"{train}/update_ops")
-            node_def.op = "NoOp"
-            node_def.input.extend("^" + name for name in missing)
-            barrier = graph.add_node(node_def)
-            graph.add_control_input(graph.node(train), barrier.name)
-            changes.append(Change(
-                ctx.path, self.name,
-                f"train op {train} now runs {len(missing)} update op(s) through {barrier.name}",
-                node=train,
-                details={"added_nodes": [barrier.name], "update_ops": missing},
-            ))
-        return changes
+    def _run_update_ops(self, train: str, missing: list[str], ctx: Context, graph: GraphIndex
+                        ) -> list[Change]:
+        """One NoOp gathers the `missing` update ops; the train op runs after it."""
+        node_def = type(graph.node(train))()
+        node_def.name = graph.unique_name(f"{train}/update_ops")
+        node_def.op = "NoOp"
+        node_def.input.extend("^" + name for name in missing)
+        barrier = graph.add_node(node_def)
+        graph.add_control_input(graph.node(train), barrier.name)
+        return [Change(
+            ctx.path, self.name,
+            f"train op {train} now runs {len(missing)} update op(s) through {barrier.name}",
+            node=train,
+            details={"added_nodes": [barrier.name], "update_ops": missing},
+        )]

@@ -38,7 +38,8 @@ see `VariablesToCpuCodemod`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import placement
 from graphfix.findings import Change, Finding
@@ -104,7 +105,7 @@ class VariablesToCpu(Transform):
         """(group, placement problem or None) for each group this transform moves.
 
         With scope=variables the kernel registry (and so the TF runtime) is consulted only
-        to explain findings (`explain`), never to decide what moves.
+        to explain findings (`explain`, `Context.explain`), never to decide what moves.
         """
         scope = ctx.options["scope"]
         every = placement.groups(graph, variables_only=scope == "variables")
@@ -118,42 +119,36 @@ class VariablesToCpu(Transform):
                 continue
             yield group, problem
 
-    def check_graph(self, graph: GraphIndex, ctx: Context) -> list[Finding]:
-        findings = []
-        for group, problem in self._targets(graph, ctx, explain=True):
+    def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
+        for group, problem in self._targets(graph, ctx, explain=ctx.explain):
             anchor = group.anchor
-            to = _CPU_OF[group.requested.to_string()]
+            requested = group.requested.to_string()
+            to = _CPU_OF[requested]
             if problem is not None:
                 message = f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})"
                 severity = "error"
             else:
                 message = (
-                    f"variable {anchor} is placed on {group.requested}; shared variables belong "
+                    f"variable {anchor} is placed on {requested}; shared variables belong "
                     f"on the CPU (group of {len(group.positions)} moves to {to})"
                 )
                 severity = "warning"
-            findings.append(
-                Finding(ctx.path, self.name, message, fixable=True, node=anchor, severity=severity)
-            )
-        return findings
+            yield Finding(ctx.path, self.name, message, node=anchor, severity=severity,
+                          edit=partial(self._move_to_cpu, group.positions, anchor, requested,
+                                       ctx))
 
-    def fix_graph(self, graph: GraphIndex, ctx: Context) -> list[Change]:
-        changes = []
+    def _move_to_cpu(self, positions: list[int], anchor: str, requested: str, ctx: Context,
+                     graph: GraphIndex) -> list[Change]:
+        moved = graph.set_devices(positions, _CPU_OF)
+        if not moved:
+            return []
+        after = _CPU_OF[requested]
         names = graph.names
-        for group, _ in list(self._targets(graph, ctx, explain=False)):
-            moved = graph.set_devices(group.positions, _CPU_OF)
-            if moved:
-                before = group.requested.to_string()
-                after = _CPU_OF[before]
-                anchor = group.anchor
-                changes.append(
-                    Change(
-                        ctx.path,
-                        self.name,
-                        f"moved {len(moved)} node(s) of {anchor}'s colocation group from "
-                        f"{before} to {after}",
-                        node=anchor,
-                        details={"from": before, "to": after, "nodes": [names[p] for p in moved]},
-                    )
-                )
-        return changes
+        return [Change(
+            ctx.path,
+            self.name,
+            f"moved {len(moved)} node(s) of {anchor}'s colocation group from "
+            f"{requested} to {after}",
+            node=anchor,
+            details={"from": requested, "to": after, "nodes": [names[p] for p in moved]},
+        )]

@@ -1,0 +1,72 @@
+"""print-on-cpu: `tf.print` / `tf.Print` pinned to a GPU, which has no kernel for them.
+
+    with tf.device("/gpu:0"):
+        tf.print("loss", loss)      # StringFormat and PrintV2: CPU kernels only
+
+    InvalidArgumentError: Cannot assign a device for operation PrintV2: Could not satisfy
+    explicit device specification '/device:GPU:0' because no supported kernel for GPU
+    devices is available.
+
+Found: in a graph, each Print, PrintV2 or StringFormat op that asks for a GPU; in source,
+each `tf.print` / `tf.Print` call under a `with tf.device(...)` given a GPU string.
+
+Fixed: in a graph, each such op moves to the CPU of its job and task. In source, reported.
+"""
+
+from functools import partial
+
+import libcst as cst
+
+from graphfix.findings import Change, Finding
+from graphfix.graph.devices import DeviceSpec
+from graphfix.registry import Transform
+from graphfix.source.codemod import SourceCodemod
+
+PRINT_OPS = frozenset({"Print", "PrintV2", "StringFormat"})
+
+
+class PrintOnCpuCodemod(SourceCodemod):
+    """The source half: print calls under a GPU device scope."""
+
+    transform_name = "print-on-cpu"
+    gpu_scopes = 0  # how many `with tf.device(<a GPU>)` blocks enclose the node visited
+
+    def _on_gpu(self, node: cst.With) -> bool:
+        return any(self.call_name(item.item) == "device" and any(
+            isinstance(arg.value, cst.SimpleString) and "gpu" in arg.value.value.lower()
+            for arg in item.item.args) for item in node.items)
+
+    def visit_With(self, node: cst.With) -> None:
+        self.gpu_scopes += self._on_gpu(node)
+
+    def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
+        self.gpu_scopes -= self._on_gpu(original_node)
+        return updated_node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.gpu_scopes and self.call_name(node) in ("print", "Print"):
+            self.report(node, "a print under a GPU device scope: no GPU kernel runs it",
+                        fixable=False)
+
+
+class PrintOnCpu(Transform):
+    name = "print-on-cpu"
+    summary = "move print ops off the GPU, which has no kernel for them"
+    codemod = PrintOnCpuCodemod
+    source_triggers = (("device",), ("print", "Print"))  # words a file must have, for libcst
+
+    def graph(self, graph, ctx):
+        """The graph half: one finding per print op on a GPU, with the edit that moves it."""
+        for position in graph.positions_of(PRINT_OPS):
+            spec = DeviceSpec.parse(graph.devices[position])
+            if (spec.device_type or "").upper() == "GPU":
+                cpu = spec.replace(device_type="CPU", device_index=0).to_string()
+                yield Finding(ctx.path, self.name,
+                              f"{graph.ops[position]} has no GPU kernel (moves to {cpu})",
+                              node=graph.names[position],
+                              edit=partial(self.move, position, cpu, ctx.path))
+
+    def move(self, position: int, device: str, path: str, graph) -> list[Change]:
+        graph.set_device(position, device)
+        name = graph.names[position]
+        return [Change(path, self.name, f"moved {name} to {device}", node=name)]
