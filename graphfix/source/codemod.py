@@ -1,7 +1,7 @@
 """The source surface: libcst codemods over Python files that build TF1-style graphs.
 
 Each transform's `codemod` is a `SourceCodemod`: a libcst transformer with TF-aware helpers
-(`tf_name` resolves any import alias, `report` records a finding with its position,
+(`tf_canonical` resolves any import or module alias, `report` records a finding with its position,
 `suppressed` honours `# graphfix: ignore[name]`). `run_source` applies a list of them and
 never raises on bad input: it returns the result, or the reason the file was skipped.
 """
@@ -23,12 +23,14 @@ from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
     QualifiedName,
+    QualifiedNameSource,
     Scope,
     ScopeProvider,
     VisitorMetadataProvider,
 )
 
 from graphfix.findings import Finding
+from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -37,61 +39,8 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 
-# Qualified-name prefixes that mean "TensorFlow's TF1 API", longest first.
-_TF_PREFIXES = (
-    "tensorflow.compat.v1.",
-    "tensorflow.compat.v2.",
-    "tensorflow._api.v2.compat.v1.",
-    "tensorflow.",
-)
-_SLIM_PREFIXES = ("tf_slim.", "tensorflow.contrib.slim.", "tensorflow.contrib.framework.")
 _IGNORE = re.compile(r"#\s*graphfix:\s*ignore(?:\[([^\]]*)\])?")
 
-
-def canonical_tf_name(qualified: str) -> str | None:
-    """`tensorflow.compat.v1.get_variable` -> `get_variable`; `tf_slim.conv2d` -> `slim.conv2d`."""
-    for prefix in _SLIM_PREFIXES:
-        if qualified.startswith(prefix):
-            return "slim." + qualified[len(prefix) :].rsplit(".", 1)[-1]
-    if qualified in ("tf_slim", "tensorflow.contrib.slim"):
-        return "slim"
-    for prefix in _TF_PREFIXES:
-        if qualified.startswith(prefix):
-            return qualified[len(prefix) :]
-    return None
-
-
-# -- shared vocabulary: what a TF1 program's source says ------------------------------------
-#
-# TF symbols below are spelled as `canonical_tf_name` gives them.
-
-# Calls that create variables. Initial value first (`Variable`, slim's local/global):
-VARIABLE_CALLS = frozenset(
-    {"Variable", "VariableV1", "slim.local_variable", "slim.global_variable"}
-)
-# (name, shape, dtype, initializer, ...):
-GET_VARIABLE_CALLS = frozenset(
-    {"get_variable", "get_local_variable", "slim.variable", "slim.model_variable"}
-)
-GLOBAL_STEP_CALLS = frozenset(
-    {"train.get_or_create_global_step", "train.create_global_step",
-     "slim.get_or_create_global_step", "slim.create_global_step"}
-)
-# Layers: they create variables and compute.
-LAYER_CALLS = frozenset(
-    {f"layers.{n}" for n in (
-        "dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose",
-        "separable_conv1d", "separable_conv2d", "batch_normalization")}
-    | {f"{prefix}.{n}" for prefix in ("slim", "contrib.layers") for n in (
-        "conv1d", "conv2d", "conv3d", "convolution", "convolution1d", "convolution2d",
-        "convolution3d", "conv2d_transpose", "conv3d_transpose", "convolution2d_transpose",
-        "convolution3d_transpose", "separable_conv2d", "separable_convolution2d",
-        "conv2d_in_plane", "convolution2d_in_plane", "fully_connected", "linear", "relu",
-        "relu6", "batch_norm", "layer_norm", "group_norm", "instance_norm", "bias_add",
-        "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
-)
-CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_CALLS | LAYER_CALLS
-DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
 
 HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
@@ -227,6 +176,73 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
     return None
 
 
+class TfNames:
+    """The TF symbols one file's expressions name: through its imports (libcst's qualified
+    names) and its module-level aliases (`slim = tf.contrib.slim`, `v1 = tf.compat.v1`).
+    The one resolver every rule reads (`SourceCodemod.tf_names`); the names it gives are
+    those of `graphfix.source.vocabulary`."""
+
+    def __init__(self, module: cst.Module,
+                 lookup: Callable[[cst.CSTNode], Collection[QualifiedName]]):
+        self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
+        self.aliases: dict[str, str] = {}  # module-level name -> the TF qualified name it holds
+        for statement in module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                        and isinstance(small.value, (cst.Name, cst.Attribute))):
+                    qualified = self.tf_qualified(small.value)
+                    if qualified is not None:
+                        self.aliases[small.targets[0].target.value] = qualified
+
+    def imported(self, node: cst.CSTNode) -> set[QualifiedName]:
+        """The qualified names `node` may refer to through imports and bindings alone, with
+        their source (import, builtin, local): what libcst's QualifiedNameProvider gives."""
+        try:
+            return set(self._lookup(node))
+        except KeyError:
+            return set()
+
+    def _through_alias(self, node: cst.CSTNode) -> str | None:
+        chain = []
+        current = node
+        while isinstance(current, cst.Attribute):
+            chain.append(current.attr.value)
+            current = current.value
+        if (isinstance(current, cst.Name) and current.value in self.aliases
+                and {q.name for q in self.imported(current)} <= {current.value}):
+            return ".".join([self.aliases[current.value], *reversed(chain)])
+        return None
+
+    def qualified(self, node: cst.CSTNode) -> set[str]:
+        """Every qualified name `node` may refer to, through imports and module aliases."""
+        found = {q.name for q in self.imported(node)}
+        aliased = self._through_alias(node)
+        if aliased is not None:
+            found.add(aliased)
+        return found
+
+    def tf_qualified(self, node: cst.CSTNode) -> str | None:
+        """The TF qualified name `node` refers to (`tensorflow.compat.v1.train.Saver`)."""
+        for qualified in sorted(q.name for q in self.imported(node)):
+            if canonical_tf_name(qualified) is not None:
+                return qualified
+        return self._through_alias(node)
+
+    def canonical(self, node: cst.CSTNode) -> str | None:
+        """The TF symbol `node` names, as the vocabulary spells it (`Variable`,
+        `layers.dense`, `slim.conv2d`); None if it names none."""
+        qualified = self.tf_qualified(node)
+        return canonical_tf_name(qualified) if qualified else None
+
+    def is_foreign_import(self, node: cst.CSTNode) -> bool:
+        """Whether `node` names something imported from outside TF (scipy.optimize.minimize)."""
+        imported = [q.name for q in self.imported(node) if q.source == QualifiedNameSource.IMPORT]
+        return bool(imported) and all(canonical_tf_name(n) is None for n in imported)
+
+
 class SourceCodemod(VisitorBasedCodemodCommand):
     """Base class of a transform's source surface. Subclasses set `transform_name` and write
     libcst `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters.
@@ -262,7 +278,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
         self._lines: list[str] | None = None
-        self._aliases: dict[str, str] | None = None
+        self._tf_names: TfNames | None = None
 
     @property
     def makes_edits(self) -> bool:
@@ -304,65 +320,20 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
         return nodes_of(self.metadata[ParentProvider], *kinds)
 
-    def tf_name(self, node: cst.CSTNode) -> str | None:
-        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
-        try:
-            names = self.qualified(node)
-        except KeyError:
-            return None
-        for qualified in sorted(n.name for n in names):
-            canonical = canonical_tf_name(qualified)
-            if canonical is not None:
-                return canonical
-        return None
-
-    def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        """Every qualified name `node` may refer to, through the file's imports."""
-        try:
-            return {n.name for n in self.qualified(node)}
-        except KeyError:
-            return set()
-
-    def tf_qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name `node` refers to, through imports and module-level aliases
-        (`slim = tf.contrib.slim`; `tf_name` sees imports only)."""
-        for qualified in sorted(self.qualified_names(node)):
-            if canonical_tf_name(qualified) is not None:
-                return qualified
-        chain = []
-        current = node
-        while isinstance(current, cst.Attribute):
-            chain.append(current.attr.value)
-            current = current.value
-        if isinstance(current, cst.Name):
-            aliases = self._module_aliases()
-            if current.value in aliases and self.qualified_names(current) == {current.value}:
-                return ".".join([aliases[current.value], *reversed(chain)])  # the alias itself
-        return None
+    @property
+    def tf_names(self) -> TfNames:
+        """The file's TF names (imports and module aliases), resolved when first asked."""
+        if self._tf_names is None:
+            self._tf_names = TfNames(self._tree, self._qualified)
+        return self._tf_names
 
     def tf_canonical(self, node: cst.CSTNode) -> str | None:
-        """As `tf_name`, through module-level aliases too."""
-        qualified = self.tf_qualified(node)
-        return canonical_tf_name(qualified) if qualified else None
+        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
+        return self.tf_names.canonical(node)
 
-    def _module_aliases(self) -> dict[str, str]:
-        """`{name: TF qualified name}` for module-level `name = <TF module or symbol>`."""
-        if self._aliases is None:
-            self._aliases = {}
-            for statement in self._tree.body:
-                if not isinstance(statement, cst.SimpleStatementLine):
-                    continue
-                for small in statement.body:
-                    if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                            and isinstance(small.targets[0].target, cst.Name)):
-                        qualified = self.tf_qualified(small.value)
-                        if qualified is not None:
-                            self._aliases[small.targets[0].target.value] = qualified
-        return self._aliases
-
-    def call_name(self, node: cst.CSTNode) -> str | None:
-        """For a Call, the TF symbol it calls; else None."""
-        return self.tf_name(node.func) if isinstance(node, cst.Call) else None
+    def tf_qualified(self, node: cst.CSTNode) -> str | None:
+        """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
+        return self.tf_names.tf_qualified(node)
 
     def code_range(self, node: cst.CSTNode) -> CodeRange:
         """Where `node` is in the file (libcst's PositionProvider)."""
@@ -445,7 +416,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self._tree = tree
         self._lines = None
-        self._aliases = None
+        self._tf_names = None
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)
@@ -556,8 +527,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 
 
 __all__ = [
-    "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
-    "LAYER_CALLS", "VARIABLE_CALLS", "ParentProvider", "SourceCodemod", "SourceResult",
-    "argument", "canonical_tf_name", "decode_source", "device_argument", "device_template",
-    "nodes_of", "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
+    "HOLE", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
+    "decode_source", "device_argument", "device_template", "nodes_of",
+    "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
 ]

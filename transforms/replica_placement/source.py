@@ -9,15 +9,19 @@ import libcst as cst
 from libcst.metadata import Assignment, FunctionScope, ScopeProvider
 
 from graphfix.source.codemod import (
-    CREATES_VARIABLES,
-    DEVICE_CALLS,
     HOLE,
-    LAYER_CALLS,
     SourceCodemod,
     argument,
     device_argument,
     device_template,
     v1_spelling,
+)
+from graphfix.source.vocabulary import (
+    CREATES_VARIABLES,
+    DEVICE_CALLS,
+    LAYER_CALLS,
+    REPLICA_DEVICE_SETTER,
+    V1_MODULES,
 )
 
 # -- Source surface -------------------------------------------------------------------------
@@ -26,11 +30,9 @@ from graphfix.source.codemod import (
 # decides (a string naming a job, or anything else), in the same function or, through the
 # file's own calls of that function, at its callers. Nothing here imports TensorFlow.
 
-_SETTER = "train.replica_device_setter"
 _CLUSTER_SPEC = "train.ClusterSpec"
 _SERVERS = frozenset({"train.Server", "distribute.Server"})
-_V1_MODULES = frozenset({"tensorflow.compat.v1", "tensorflow._api.v2.compat.v1"})
-_V1_DEVICE = frozenset(f"{m}.device" for m in _V1_MODULES)
+_V1_DEVICE = frozenset(f"{m}.device" for m in V1_MODULES)
 # TF calls that create no op a worker should run: scopes, collections, sessions, cluster
 # objects, initializer and optimizer objects, NoOps (`tf.group`), and the state updates
 # (`tf.assign`) that the placer keeps with their variable whatever their device says.
@@ -42,7 +44,7 @@ _NO_OPS = frozenset({
     "model_variables", "moving_average_variables", "get_default_graph", "Graph",
     "reset_default_graph", "set_random_seed", "random.set_seed", "Session",
     "InteractiveSession", "ConfigProto", "GPUOptions", "RunOptions", "RunMetadata",
-    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS, _SETTER,
+    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS, REPLICA_DEVICE_SETTER,
     "train.MonitoredTrainingSession", "train.Supervisor", "train.Coordinator",
     "train.Scaffold", "train.Saver", "train.start_queue_runners", "train.ChiefSessionCreator",
     "train.WorkerSessionCreator", "train.SessionManager", "summary.FileWriter",
@@ -555,7 +557,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 return self._code(func)
             if isinstance(func, cst.Attribute):
                 base = self.tf_qualified(func.value)
-                if base in _V1_MODULES:
+                if base in V1_MODULES:
                     return f"{self._code(func.value)}.{symbol}"
                 if base == "tensorflow":
                     return f"{self._code(func.value)}.compat.v1.{symbol}"
@@ -580,7 +582,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 worker: str | None, ps_scope: _JobScope | None = None,
                 ps_tasks: int | None = None) -> tuple[str | None, str]:
         """(`device(replica_device_setter(...))` to write at `site`, or None and why not)."""
-        device, setter = self._v1(func, "device"), self._v1(func, _SETTER)
+        device, setter = self._v1(func, "device"), self._v1(func, REPLICA_DEVICE_SETTER)
         if device is None or setter is None:
             return None, "no compat.v1 spelling of device and replica_device_setter in this file"
         args = []

@@ -34,7 +34,6 @@ the file's own TF alias; code that already runs them is left alone.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from graphfix.graph import training
@@ -44,12 +43,6 @@ from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
-
-# What the source pre-check looks for (the codemod in source.py reads the same names).
-_TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
-_BATCH_NORM_NAMES = frozenset({"batch_norm", "batch_normalization", "BatchNormalization"})
-_SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
-                            r"|mobilenet(_v\d)?(_\d+)?")
 
 
 def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
@@ -109,14 +102,23 @@ class UpdateOps(Transform):
         """A `X.minimize(...)` or `X.apply_gradients(...)` call."""
         import ast  # (here: a run over graphs never parses source)
 
-        return any(isinstance(call.func, ast.Attribute) and call.func.attr in _TRAIN_METHODS
+        from graphfix.source.vocabulary import TRAIN_METHODS
+
+        return any(isinstance(call.func, ast.Attribute) and call.func.attr in TRAIN_METHODS
                    for call in syntax.calls)
 
     @classmethod
     def may_hold_facts(cls, syntax: Syntax) -> bool:
         """A batch norm's name (also as imported or aliased), or a slim net's."""
-        return bool(syntax.identifiers & _BATCH_NORM_NAMES) or any(
-            _SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers)
+        from graphfix.source.vocabulary import (
+            BATCH_NORM_LAYER,
+            BATCH_NORMS,
+            SLIM_NET_NAME,
+            last_names,
+        )
+
+        return bool(syntax.identifiers & last_names({*BATCH_NORMS, BATCH_NORM_LAYER})) or any(
+            SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers)
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

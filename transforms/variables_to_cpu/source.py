@@ -8,17 +8,22 @@ import dataclasses
 import libcst as cst
 
 from graphfix.source.codemod import (
-    DEVICE_CALLS,
-    GET_VARIABLE_CALLS,
-    GLOBAL_STEP_CALLS,
     HOLE,
-    LAYER_CALLS,
-    VARIABLE_CALLS,
     SourceCodemod,
     argument,
     device_argument,
     device_template,
     v1_spelling,
+)
+from graphfix.source.vocabulary import (
+    CREATES_VARIABLES,
+    DEVICE_CALLS,
+    GET_VARIABLE_CALLS,
+    GLOBAL_STEP_MAKERS,
+    LAYER_CALLS,
+    SLIM_MODULES,
+    V1_MODULES,
+    VARIABLE_CALLS,
 )
 
 # -- Source surface -------------------------------------------------------------------------
@@ -48,10 +53,8 @@ _DTYPES = frozenset(
 _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
 _V1_DEVICE = frozenset(
-    {"tensorflow.compat.v1.device", "tensorflow._api.v2.compat.v1.device",
-     "tensorflow.python.framework.ops.device"}
+    {f"{module}.device" for module in V1_MODULES} | {"tensorflow.python.framework.ops.device"}
 )
-_SLIM_MODULES = frozenset({"tf_slim", "tensorflow.contrib.slim"})
 # Tensors these calls make: (position of `dtype`, what it is without one: a dtype, or the
 # (keyword, position) of the argument whose value's dtype it takes).
 _VALUE, _TENSOR = ("value", 0), ("tensor", 0)
@@ -244,8 +247,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         """Note a call that creates variables: its statement, and under a GPU scope the site
         to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
-        if name is None or not (name in VARIABLE_CALLS or name in GET_VARIABLE_CALLS
-                                or name in GLOBAL_STEP_CALLS or name in LAYER_CALLS):
+        if name not in CREATES_VARIABLES:
             return
         slim_family = name.startswith(("slim.", "contrib.layers."))
         statement, scope = self._scope_of(node, slim_family)
@@ -323,7 +325,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         """How the file spells the slim module in `func` (`slim` in `slim.conv2d`)."""
         current = func.value if isinstance(func, cst.Attribute) else None
         while isinstance(current, (cst.Attribute, cst.Name)):
-            if self.tf_qualified(current) in _SLIM_MODULES:
+            if self.tf_qualified(current) in SLIM_MODULES:
                 return self._code(current)
             current = current.value if isinstance(current, cst.Attribute) else None
         return None
@@ -388,7 +390,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         return None
 
     def _variable_dtype(self, call: cst.Call, name: str) -> str | None:
-        if name in GLOBAL_STEP_CALLS:
+        if name in GLOBAL_STEP_MAKERS:
             return "int64"
         if name in VARIABLE_CALLS:
             explicit = argument(call, "dtype", None)
@@ -474,7 +476,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if qualified in _V1_DEVICE:
             return self._code(func)
         if (qualified == "tensorflow.device" and isinstance(func, cst.Attribute)
-                and "tensorflow" in self.qualified_names(func.value)):
+                and "tensorflow" in {q.name for q in self.tf_names.imported(func.value)}):
             return f"{self._code(func.value)}.compat.v1.device"
         return self._v1_device_import
 
