@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import textwrap
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
@@ -30,6 +31,7 @@ from libcst.metadata import (
 )
 
 from graphfix.findings import Finding
+from graphfix.registry import Transform
 from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
@@ -243,30 +245,62 @@ class TfNames:
         return bool(imported) and all(canonical_tf_name(n) is None for n in imported)
 
 
-class SourceCodemod(VisitorBasedCodemodCommand):
-    """Base class of a transform's source surface. Subclasses set `transform_name` and write
-    libcst `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters.
+@dataclasses.dataclass
+class Example:
+    """Code on which a codemod reports (in its class's `INVALID`) or stays silent (`VALID`),
+    as its transform alone sees it in a file of its own; `tests/test_rule_examples.py`
+    makes a test of each. For an INVALID one: `fixed`, what `graphfix fix` writes (None: a
+    finding that is not fixed), and `says`, words its first finding's message holds."""
 
-    A codemod that does its analysis in `visit_Module` (over the nodes it reads from
-    `nodes`), reports every finding there and makes its edits in `leave_*` methods says so
-    with `reports_in_visit_module = True` (all built-in ones do): then the rest of the
-    traversal, every node visited and rebuilt (the bulk of a codemod's time on a big file),
-    runs only when it edits: in fix mode, after a fixable finding (`makes_edits`);
-    otherwise `leave_Module` is not called either. Others are traversed as libcst does.
+    code: str
+    fixed: str | None = None
+    says: str = ""
+
+    def __post_init__(self):
+        self.code = textwrap.dedent(self.code).lstrip("\n")
+        if self.fixed is not None:
+            self.fixed = textwrap.dedent(self.fixed).lstrip("\n")
+
+
+class SourceCodemod(VisitorBasedCodemodCommand):
+    """Base class of a transform's source surface: a libcst transformer whose visit methods
+    find what is wrong and `report` it, and whose leave methods make the fix (in fix mode,
+    where a fixable finding was reported). `self.options` holds the transform's parameters;
+    the transform it belongs to (its name on every finding) is the registry's, the one whose
+    `codemod` names this class.
+
+    A codemod whose only visit method is `visit_Module` (all built-in ones: it reads the
+    nodes it wants from `nodes` and reports every finding there) is not traversed further
+    unless it edits: the rest of the traversal, every node visited and rebuilt (the bulk of
+    a codemod's time on a big file), runs only in fix mode after a fixable finding. Others
+    are traversed as libcst does.
     """
 
     # Positions are not among them: `code_range` resolves them when first asked, since most
     # files give no finding and libcst computes them for the whole file at once.
     METADATA_DEPENDENCIES = (ScopeProvider, ParentProvider)
-    transform_name: ClassVar[str] = ""
-    reports_in_visit_module: ClassVar[bool] = False
+    # Its examples, the user's view of what it does (each becomes a test):
+    VALID: ClassVar[tuple[str, ...]] = ()  # code it reports nothing on
+    INVALID: ClassVar[tuple[Example, ...]] = ()  # code it reports on, and what the fix makes
 
     @classmethod
-    def triggered_by(cls, text: str) -> bool:
-        """Whether `text` may hold work for this codemod (its transform's `source_triggers`)."""
-        from graphfix.registry import get_transform
+    def transform(cls) -> type[Transform]:
+        """The transform whose source surface this is (the registry's)."""
+        from graphfix.registry import transform_of_codemod
 
-        return get_transform(cls.transform_name).triggered_by(text)
+        return transform_of_codemod(cls)
+
+    @classmethod
+    @functools.cache
+    def _reports_in_visit_module(cls) -> bool:
+        """Whether every finding is reported in `visit_Module`: no other visit method."""
+        for klass in cls.__mro__:
+            if klass is SourceCodemod:
+                return True
+            if any(name.startswith("visit_") and name != "visit_Module" or name == "on_visit"
+                   for name in vars(klass)):
+                return False
+        return False
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
                  run_facts: dict[str, Any] | None = None, *, fix: bool = True):
@@ -277,23 +311,25 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         # model with batch norm is in model.py while the optimizer is in train.py.
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
+        self._name = self.transform().name
         self._lines: list[str] | None = None
         self._tf_names: TfNames | None = None
 
     @property
-    def makes_edits(self) -> bool:
+    def _edits(self) -> bool:
         """Whether this codemod edits the file: in fix mode, once its analysis reported a
         fixable finding (a codemod edits exactly where it reports one)."""
         return self.fix and any(f.fixable for f in self.findings)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit_children = super().on_visit(node)
-        if node is self._tree and self.reports_in_visit_module:  # the rest only edits
-            return visit_children and self.makes_edits
+        if node is self._tree and self._reports_in_visit_module():  # the rest only edits
+            return visit_children and self._edits
         return visit_children
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        if original_node is self._tree and self.reports_in_visit_module and not self.makes_edits:
+        if (original_node is self._tree and self._reports_in_visit_module()
+                and not self._edits):
             return updated_node
         return super().on_leave(original_node, updated_node)
 
@@ -353,7 +389,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self.findings.append(
             Finding(
                 path=self.context.filename or "<string>",
-                transform=self.transform_name,
+                transform=self._name,
                 message=message,
                 fixable=fixable,
                 line=line,
@@ -386,7 +422,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         if not same_line and not line.lstrip().startswith("#"):
             return False  # a trailing comment on the line above covers only that line
         names = match.group(1)
-        return names is None or self.transform_name in {n.strip() for n in names.split(",")}
+        return names is None or self._name in {n.strip() for n in names.split(",")}
 
     def _source_lines(self) -> list[str]:
         if self._lines is None:
@@ -467,7 +503,7 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
                 value = None
             if value is not None:
                 found[path] = value
-        facts[codemod_class.transform_name] = found
+        facts[codemod_class.transform().name] = found
     return facts
 
 
@@ -502,17 +538,17 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     current = module
     for codemod_class, options in codemods:
-        if not codemod_class.triggered_by(code):
+        if not codemod_class.transform().triggered_by(code):
             continue
         if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
             wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
         codemod = codemod_class(context, options,
-                                (run_facts or {}).get(codemod_class.transform_name), fix=fix)
+                                (run_facts or {}).get(codemod_class.transform().name), fix=fix)
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)
-        if codemod.makes_edits:  # else it returns the tree it was given: keep the analysis
+        if codemod._edits:  # else it returns the tree it was given: keep the analysis
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)
@@ -527,7 +563,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 
 
 __all__ = [
-    "HOLE", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
+    "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
     "decode_source", "device_argument", "device_template", "nodes_of",
     "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
 ]

@@ -17,6 +17,7 @@ from libcst.metadata import (
 
 from graphfix.source.codemod import (
     ParentProvider,
+    Example,
     SourceCodemod,
     TfNames,
     argument,
@@ -472,8 +473,41 @@ class FeedToAssignCodemod(SourceCodemod):
 
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
     DESCRIPTION = "Load fed variables before the run (Variable.load) instead of feeding them."
-    transform_name = "feed-to-assign"
-    reports_in_visit_module = True
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+        words = tf.placeholder(tf.int32, [None])
+        embeddings = tf.Variable(tf.zeros([100, 8]), name="embeddings")
+        loss = tf.reduce_sum(tf.gather(embeddings, words))
+        train_op = tf.train.AdamOptimizer().minimize(loss)
+        with tf.Session() as sess:
+            sess.run(train_op, feed_dict={words: batch})
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            embeddings = tf.Variable(tf.zeros([100, 8]), name="embeddings")
+            loss = tf.reduce_sum(embeddings)
+            train_op = tf.train.AdamOptimizer().minimize(loss)
+            with tf.Session() as sess:
+                sess.run(train_op, feed_dict={embeddings: pretrained})
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            embeddings = tf.Variable(tf.zeros([100, 8]), name="embeddings")
+            loss = tf.reduce_sum(embeddings)
+            train_op = tf.train.AdamOptimizer().minimize(loss)
+            with tf.Session() as sess:
+                embeddings.load(pretrained, sess)
+                sess.run(train_op)
+            """,
+            says='variable `embeddings` is fed to sess.run'),
+    )
 
     @classmethod
     def scan(cls, path: str, code: str) -> dict | None:

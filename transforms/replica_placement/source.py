@@ -10,6 +10,7 @@ from libcst.metadata import Assignment, FunctionScope, ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
+    Example,
     SourceCodemod,
     argument,
     device_argument,
@@ -17,11 +18,14 @@ from graphfix.source.codemod import (
     v1_spelling,
 )
 from graphfix.source.vocabulary import (
+    ARG_SCOPE,
+    COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
     LAYER_CALLS,
     REPLICA_DEVICE_SETTER,
     V1_MODULES,
+    VARIABLE_LISTS,
 )
 
 # -- Source surface -------------------------------------------------------------------------
@@ -37,14 +41,14 @@ _V1_DEVICE = frozenset(f"{m}.device" for m in V1_MODULES)
 # objects, initializer and optimizer objects, NoOps (`tf.group`), and the state updates
 # (`tf.assign`) that the placer keeps with their variable whatever their device says.
 _NO_OPS = frozenset({
-    "device", "python.framework.ops.device", "name_scope", "variable_scope",
-    "get_variable_scope", "control_dependencies", "colocate_with", "slim.arg_scope",
-    "get_collection", "get_collection_ref", "add_to_collection", "add_to_collections",
-    "global_variables", "local_variables", "trainable_variables", "all_variables",
-    "model_variables", "moving_average_variables", "get_default_graph", "Graph",
-    "reset_default_graph", "set_random_seed", "random.set_seed", "Session",
+    *DEVICE_CALLS, "name_scope", "variable_scope", "get_variable_scope",
+    "control_dependencies", "colocate_with", ARG_SCOPE, *COLLECTION_GETTERS,
+    "add_to_collection", "add_to_collections",
+    *(name for name in VARIABLE_LISTS if not name.startswith("slim.")),
+    "get_default_graph", "Graph", "reset_default_graph", "set_random_seed", "random.set_seed", "Session",
     "InteractiveSession", "ConfigProto", "GPUOptions", "RunOptions", "RunMetadata",
-    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS, REPLICA_DEVICE_SETTER,
+    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS,
+    REPLICA_DEVICE_SETTER,
     "train.MonitoredTrainingSession", "train.Supervisor", "train.Coordinator",
     "train.Scaffold", "train.Saver", "train.start_queue_runners", "train.ChiefSessionCreator",
     "train.WorkerSessionCreator", "train.SessionManager", "summary.FileWriter",
@@ -216,9 +220,63 @@ class ReplicaPlacementCodemod(SourceCodemod):
     """
 
     DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+        cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.get_variable("w", [4, 2])
+            y = tf.matmul(tf.ones([1, 4]), w)
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/job:worker/task:0"):
+            w = tf.get_variable("w", [4, 2])
+            y = tf.matmul(tf.ones([1, 4]), w)
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device("/job:worker/task:0"):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device(tf.train.replica_device_setter(
+                    worker_device="/job:worker/task:0", cluster=cluster)):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            says='each worker trains its own copy'),
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device("/job:ps/task:0"):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            says='runs on the parameter server'),
+    )
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
-    transform_name = "replica-placement"
-    reports_in_visit_module = True
 
     def _code(self, node: cst.CSTNode) -> str:
         return self._tree.code_for_node(node)

@@ -108,8 +108,9 @@ class UpdateOps(Transform):
                    for call in syntax.calls)
 
     @classmethod
-    def may_hold_facts(cls, syntax: Syntax) -> bool:
-        """A batch norm's name (also as imported or aliased), or a slim net's."""
+    def facts_offered(cls, syntax: Syntax) -> frozenset[str] | None:
+        """Any name, where a batch norm's name (also as imported or aliased) or a slim net's
+        is in the file; else none: it builds no batch norm."""
         from graphfix.source.vocabulary import (
             BATCH_NORM_LAYER,
             BATCH_NORMS,
@@ -117,8 +118,10 @@ class UpdateOps(Transform):
             last_names,
         )
 
-        return bool(syntax.identifiers & last_names({*BATCH_NORMS, BATCH_NORM_LAYER})) or any(
-            SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers)
+        if syntax.identifiers & last_names({*BATCH_NORMS, BATCH_NORM_LAYER}) or any(
+                SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers):
+            return None
+        return frozenset()
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

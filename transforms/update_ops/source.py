@@ -14,6 +14,7 @@ from libcst.metadata import (
 )
 
 from graphfix.source.codemod import (
+    Example,
     SourceCodemod,
     TfNames,
     argument,
@@ -439,8 +440,54 @@ class UpdateOpsCodemod(SourceCodemod):
     """
 
     DESCRIPTION = "Make minimize/apply_gradients run the batch-norm update ops (UPDATE_OPS)."
-    transform_name = "update-ops"
-    reports_in_visit_module = True
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+        import tf_slim as slim
+
+
+        def train_op(images, labels):
+            net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=True)
+            loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+            with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+                return tf.train.AdamOptimizer().minimize(loss)
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+        import tf_slim as slim
+
+
+        def train_op(images, labels):
+            net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=False)
+            loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+            return tf.train.AdamOptimizer().minimize(loss)
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+            import tf_slim as slim
+
+
+            def train_op(images, labels):
+                net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=True)
+                loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+                return tf.train.AdamOptimizer().minimize(loss)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+            import tf_slim as slim
+
+
+            def train_op(images, labels):
+                net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=True)
+                loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+                with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+                    return tf.train.AdamOptimizer().minimize(loss)
+            """,
+            says='does not run the update ops of slim.batch_norm'),
+    )
 
     @classmethod
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:

@@ -9,6 +9,7 @@ import libcst as cst
 
 from graphfix.source.codemod import (
     HOLE,
+    Example,
     SourceCodemod,
     argument,
     device_argument,
@@ -208,8 +209,54 @@ class VariablesToCpuCodemod(SourceCodemod):
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
-    transform_name = "variables-to-cpu"
-    reports_in_visit_module = True
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/cpu:0"):
+            step = tf.Variable(0, name="step")
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/gpu:0"):
+            logits = tf.matmul(tf.ones([2, 4]), tf.ones([4, 10]))
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            with tf.device("/gpu:0"):
+                step = tf.Variable(0, name="step")
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            with tf.device("/gpu:0"):
+                with tf.device("/cpu:0"):
+                    step = tf.Variable(0, name="step")
+            """,
+            says='has no GPU kernel for int32'),
+        Example(
+            """\
+            import tensorflow as tf
+
+            for i in range(2):
+                with tf.device("/gpu:%d" % i):
+                    w = tf.compat.v1.get_variable("w", [4, 2])
+            """,
+            fixed="""\
+            import tensorflow as tf
+
+            for i in range(2):
+                with tf.device("/gpu:%d" % i):
+                    with tf.device("/cpu:0"):
+                        w = tf.compat.v1.get_variable("w", [4, 2])
+            """,
+            says='a multi-GPU tower'),
+    )
 
     # -- resolving names ----------------------------------------------------------------------
 
