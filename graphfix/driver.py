@@ -473,7 +473,7 @@ def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
 
 def _offers(transform, label: str, raw: bytes, code: str, syntax: list) -> bool:
     """Whether a file may hold facts `transform`'s scan has some file with work want
-    (`may_hold_facts`, `facts_offered`; what the file offers is cached)."""
+    (`facts_offered`; what the file offers is cached)."""
     cache = _JOB["cache"]
     key = cache.survey_key(label, raw, f"offers:{transform.name}") if cache is not None else None
     known = cache.load_survey(key) if key is not None else None
@@ -482,14 +482,15 @@ def _offers(transform, label: str, raw: bytes, code: str, syntax: list) -> bool:
             from graphfix.source.syntax import Syntax
 
             syntax.append(Syntax.parse(code))
-        holds = syntax[0] is not None and _safely(transform.may_hold_facts, syntax[0], True)
-        names = _safely(transform.facts_offered, syntax[0], None) if holds else []
-        known = {"holds": holds, "names": None if names is None else sorted(names)}
+        names = (() if syntax[0] is None  # Python cannot parse it: libcst says why, later
+                 else _safely(transform.facts_offered, syntax[0], None))
+        known = {"names": None if names is None else sorted(names)}
         if key is not None:
             cache.store_survey(key, known)
     wanted, names = _JOB["wanted"][transform.name], known["names"]
-    return bool(known.get("holds")) and (wanted is None or names is None
-                                         or not wanted.isdisjoint(names))
+    if names is None:  # facts about any name
+        return True
+    return bool(names) if wanted is None else not wanted.isdisjoint(names)
 
 
 def _code_text(path: Path, raw: bytes) -> str | None:

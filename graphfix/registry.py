@@ -132,14 +132,9 @@ class Transform:
         Conservative: False means the codemod finds nothing there. Default: True."""
         return True
 
-    @classmethod
-    def may_hold_facts(cls, syntax: "Syntax") -> bool:
-        """As `has_source_work`, for the facts the codemod's `scan` collects."""
-        return True
-
     # Cross-file scans read only what some file with work needs: the files that offer facts
     # about a name it wants, then, for names those facts show to matter, every file that
-    # mentions one (see `runner._scans`). The defaults scan every file that may hold facts.
+    # mentions one (see `driver._scans`). The defaults scan every file the scan's words find.
 
     @classmethod
     def facts_wanted(cls, syntax: "Syntax") -> frozenset[str] | None:
@@ -150,8 +145,10 @@ class Transform:
 
     @classmethod
     def facts_offered(cls, syntax: "Syntax") -> frozenset[str] | None:
-        """For a file that may hold facts: the names its facts may matter for (feed-to-
-        assign: `emb`, where it assigns a variable to `.emb`). None: any."""
+        """For a file the scan's text pre-filter let through, by the stdlib's parser: the
+        names its facts may matter for (feed-to-assign: `emb`, where it assigns a variable
+        to `.emb`); None: any name; empty: it holds no facts (update-ops: no batch norm).
+        Conservative, as `has_source_work`. Default: None."""
         return None
 
     @classmethod
@@ -281,6 +278,31 @@ def _entry_points() -> list:
 
                 return list(entry_points(group=ENTRY_POINT_GROUP))
     return []
+
+
+def transform_of_codemod(codemod: type) -> type[Transform]:
+    """The transform whose `codemod` is `codemod` (a class, or the "module:Class" naming it):
+    how a codemod learns whose findings it reports. UsageError if no transform names it."""
+    if codemod not in _OWNERS:
+        for transform in all_transforms().values():
+            named = transform.codemod
+            if isinstance(named, str):
+                from importlib.util import resolve_name
+
+                module_name, _, class_name = named.partition(":")
+                module_name = resolve_name(module_name, transform.__module__)
+                if (module_name, class_name) != (codemod.__module__, codemod.__qualname__):
+                    continue
+            elif named is not codemod:
+                continue
+            _OWNERS[codemod] = transform
+            break
+        else:
+            raise UsageError(f"no transform has {codemod.__qualname__} as its codemod")
+    return _OWNERS[codemod]
+
+
+_OWNERS: dict[type, type[Transform]] = {}
 
 
 def get_transform(name: str) -> type[Transform]:

@@ -211,11 +211,13 @@ if __name__ == "__main__":
 
 def test_the_pre_check_knows_every_variable_maker_the_codemod_knows():
     """The syntax pre-check (no libcst) and the codemod name the same variable makers."""
+    from graphfix.source import vocabulary
     from graphfix.transforms.feed_to_assign import prechecks
-    from graphfix.transforms.feed_to_assign import source
 
     def tails(names):
         return {name.rsplit(".", 1)[-1] for name in names}
 
-    assert tails(source._VARIABLE_CALLS) | {"get_unique_variable"} <= prechecks._VARIABLE_MAKERS
-    assert tails(source._GLOBAL_STEP_CALLS) == prechecks._GLOBAL_STEP_MAKERS
+    assert (tails(vocabulary.VARIABLE_CONSTRUCTORS) | {"get_unique_variable"}
+            <= prechecks._VARIABLE_MAKERS)
+    assert (tails(vocabulary.GLOBAL_STEP_MAKERS | vocabulary.GLOBAL_STEP_GETTERS)
+            == prechecks._GLOBAL_STEP_MAKERS)

@@ -41,7 +41,7 @@ from typing import Any
 
 from graphfix.findings import Finding
 
-ENTRY_FORMAT = 2  # bump when what an entry holds changes
+ENTRY_FORMAT = 3  # bump when what an entry holds changes
 CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                 "# This file is a cache directory tag created by graphfix.\n"
                 "# For information about cache directory tags see https://bford.info/cachedir/\n")

@@ -1,7 +1,7 @@
 """The source surface: libcst codemods over Python files that build TF1-style graphs.
 
 Each transform's `codemod` is a `SourceCodemod`: a libcst transformer with TF-aware helpers
-(`tf_name` resolves any import alias, `report` records a finding with its position,
+(`tf_canonical` resolves any import or module alias, `report` records a finding with its position,
 `suppressed` honours `# graphfix: ignore[name]`). `run_source` applies a list of them and
 never raises on bad input: it returns the result, or the reason the file was skipped.
 """
@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import textwrap
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
@@ -23,12 +24,15 @@ from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
     QualifiedName,
+    QualifiedNameSource,
     Scope,
     ScopeProvider,
     VisitorMetadataProvider,
 )
 
 from graphfix.findings import Finding
+from graphfix.registry import Transform
+from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -37,61 +41,8 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 
-# Qualified-name prefixes that mean "TensorFlow's TF1 API", longest first.
-_TF_PREFIXES = (
-    "tensorflow.compat.v1.",
-    "tensorflow.compat.v2.",
-    "tensorflow._api.v2.compat.v1.",
-    "tensorflow.",
-)
-_SLIM_PREFIXES = ("tf_slim.", "tensorflow.contrib.slim.", "tensorflow.contrib.framework.")
 _IGNORE = re.compile(r"#\s*graphfix:\s*ignore(?:\[([^\]]*)\])?")
 
-
-def canonical_tf_name(qualified: str) -> str | None:
-    """`tensorflow.compat.v1.get_variable` -> `get_variable`; `tf_slim.conv2d` -> `slim.conv2d`."""
-    for prefix in _SLIM_PREFIXES:
-        if qualified.startswith(prefix):
-            return "slim." + qualified[len(prefix) :].rsplit(".", 1)[-1]
-    if qualified in ("tf_slim", "tensorflow.contrib.slim"):
-        return "slim"
-    for prefix in _TF_PREFIXES:
-        if qualified.startswith(prefix):
-            return qualified[len(prefix) :]
-    return None
-
-
-# -- shared vocabulary: what a TF1 program's source says ------------------------------------
-#
-# TF symbols below are spelled as `canonical_tf_name` gives them.
-
-# Calls that create variables. Initial value first (`Variable`, slim's local/global):
-VARIABLE_CALLS = frozenset(
-    {"Variable", "VariableV1", "slim.local_variable", "slim.global_variable"}
-)
-# (name, shape, dtype, initializer, ...):
-GET_VARIABLE_CALLS = frozenset(
-    {"get_variable", "get_local_variable", "slim.variable", "slim.model_variable"}
-)
-GLOBAL_STEP_CALLS = frozenset(
-    {"train.get_or_create_global_step", "train.create_global_step",
-     "slim.get_or_create_global_step", "slim.create_global_step"}
-)
-# Layers: they create variables and compute.
-LAYER_CALLS = frozenset(
-    {f"layers.{n}" for n in (
-        "dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose",
-        "separable_conv1d", "separable_conv2d", "batch_normalization")}
-    | {f"{prefix}.{n}" for prefix in ("slim", "contrib.layers") for n in (
-        "conv1d", "conv2d", "conv3d", "convolution", "convolution1d", "convolution2d",
-        "convolution3d", "conv2d_transpose", "conv3d_transpose", "convolution2d_transpose",
-        "convolution3d_transpose", "separable_conv2d", "separable_convolution2d",
-        "conv2d_in_plane", "convolution2d_in_plane", "fully_connected", "linear", "relu",
-        "relu6", "batch_norm", "layer_norm", "group_norm", "instance_norm", "bias_add",
-        "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
-)
-CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_CALLS | LAYER_CALLS
-DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
 
 HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
@@ -227,30 +178,129 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
     return None
 
 
-class SourceCodemod(VisitorBasedCodemodCommand):
-    """Base class of a transform's source surface. Subclasses set `transform_name` and write
-    libcst `visit_*`/`leave_*` methods; `self.options` holds the transform's parameters.
+class TfNames:
+    """The TF symbols one file's expressions name: through its imports (libcst's qualified
+    names) and its module-level aliases (`slim = tf.contrib.slim`, `v1 = tf.compat.v1`).
+    The one resolver every rule reads (`SourceCodemod.tf_names`); the names it gives are
+    those of `graphfix.source.vocabulary`."""
 
-    A codemod that does its analysis in `visit_Module` (over the nodes it reads from
-    `nodes`), reports every finding there and makes its edits in `leave_*` methods says so
-    with `reports_in_visit_module = True` (all built-in ones do): then the rest of the
-    traversal, every node visited and rebuilt (the bulk of a codemod's time on a big file),
-    runs only when it edits: in fix mode, after a fixable finding (`makes_edits`);
-    otherwise `leave_Module` is not called either. Others are traversed as libcst does.
+    def __init__(self, module: cst.Module,
+                 lookup: Callable[[cst.CSTNode], Collection[QualifiedName]]):
+        self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
+        self.aliases: dict[str, str] = {}  # module-level name -> the TF qualified name it holds
+        for statement in module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                        and isinstance(small.value, (cst.Name, cst.Attribute))):
+                    qualified = self.tf_qualified(small.value)
+                    if qualified is not None:
+                        self.aliases[small.targets[0].target.value] = qualified
+
+    def imported(self, node: cst.CSTNode) -> set[QualifiedName]:
+        """The qualified names `node` may refer to through imports and bindings alone, with
+        their source (import, builtin, local): what libcst's QualifiedNameProvider gives."""
+        try:
+            return set(self._lookup(node))
+        except KeyError:
+            return set()
+
+    def _through_alias(self, node: cst.CSTNode) -> str | None:
+        chain = []
+        current = node
+        while isinstance(current, cst.Attribute):
+            chain.append(current.attr.value)
+            current = current.value
+        if (isinstance(current, cst.Name) and current.value in self.aliases
+                and {q.name for q in self.imported(current)} <= {current.value}):
+            return ".".join([self.aliases[current.value], *reversed(chain)])
+        return None
+
+    def qualified(self, node: cst.CSTNode) -> set[str]:
+        """Every qualified name `node` may refer to, through imports and module aliases."""
+        found = {q.name for q in self.imported(node)}
+        aliased = self._through_alias(node)
+        if aliased is not None:
+            found.add(aliased)
+        return found
+
+    def tf_qualified(self, node: cst.CSTNode) -> str | None:
+        """The TF qualified name `node` refers to (`tensorflow.compat.v1.train.Saver`)."""
+        for qualified in sorted(q.name for q in self.imported(node)):
+            if canonical_tf_name(qualified) is not None:
+                return qualified
+        return self._through_alias(node)
+
+    def canonical(self, node: cst.CSTNode) -> str | None:
+        """The TF symbol `node` names, as the vocabulary spells it (`Variable`,
+        `layers.dense`, `slim.conv2d`); None if it names none."""
+        qualified = self.tf_qualified(node)
+        return canonical_tf_name(qualified) if qualified else None
+
+    def is_foreign_import(self, node: cst.CSTNode) -> bool:
+        """Whether `node` names something imported from outside TF (scipy.optimize.minimize)."""
+        imported = [q.name for q in self.imported(node) if q.source == QualifiedNameSource.IMPORT]
+        return bool(imported) and all(canonical_tf_name(n) is None for n in imported)
+
+
+@dataclasses.dataclass
+class Example:
+    """Code on which a codemod reports (in its class's `INVALID`) or stays silent (`VALID`),
+    as its transform alone sees it in a file of its own; `tests/test_rule_examples.py`
+    makes a test of each. For an INVALID one: `fixed`, what `graphfix fix` writes (None: a
+    finding that is not fixed), and `says`, words its first finding's message holds."""
+
+    code: str
+    fixed: str | None = None
+    says: str = ""
+
+    def __post_init__(self):
+        self.code = textwrap.dedent(self.code).lstrip("\n")
+        if self.fixed is not None:
+            self.fixed = textwrap.dedent(self.fixed).lstrip("\n")
+
+
+class SourceCodemod(VisitorBasedCodemodCommand):
+    """Base class of a transform's source surface: a libcst transformer whose visit methods
+    find what is wrong and `report` it, and whose leave methods make the fix (in fix mode,
+    where a fixable finding was reported). `self.options` holds the transform's parameters;
+    the transform it belongs to (its name on every finding) is the registry's, the one whose
+    `codemod` names this class.
+
+    A codemod whose only visit method is `visit_Module` (all built-in ones: it reads the
+    nodes it wants from `nodes` and reports every finding there) is not traversed further
+    unless it edits: the rest of the traversal, every node visited and rebuilt (the bulk of
+    a codemod's time on a big file), runs only in fix mode after a fixable finding. Others
+    are traversed as libcst does.
     """
 
     # Positions are not among them: `code_range` resolves them when first asked, since most
     # files give no finding and libcst computes them for the whole file at once.
     METADATA_DEPENDENCIES = (ScopeProvider, ParentProvider)
-    transform_name: ClassVar[str] = ""
-    reports_in_visit_module: ClassVar[bool] = False
+    # Its examples, the user's view of what it does (each becomes a test):
+    VALID: ClassVar[tuple[str, ...]] = ()  # code it reports nothing on
+    INVALID: ClassVar[tuple[Example, ...]] = ()  # code it reports on, and what the fix makes
 
     @classmethod
-    def triggered_by(cls, text: str) -> bool:
-        """Whether `text` may hold work for this codemod (its transform's `source_triggers`)."""
-        from graphfix.registry import get_transform
+    def transform(cls) -> type[Transform]:
+        """The transform whose source surface this is (the registry's)."""
+        from graphfix.registry import transform_of_codemod
 
-        return get_transform(cls.transform_name).triggered_by(text)
+        return transform_of_codemod(cls)
+
+    @classmethod
+    @functools.cache
+    def _reports_in_visit_module(cls) -> bool:
+        """Whether every finding is reported in `visit_Module`: no other visit method."""
+        for klass in cls.__mro__:
+            if klass is SourceCodemod:
+                return True
+            if any(name.startswith("visit_") and name != "visit_Module" or name == "on_visit"
+                   for name in vars(klass)):
+                return False
+        return False
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
                  run_facts: dict[str, Any] | None = None, *, fix: bool = True):
@@ -261,23 +311,25 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         # model with batch norm is in model.py while the optimizer is in train.py.
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
+        self._name = self.transform().name
         self._lines: list[str] | None = None
-        self._aliases: dict[str, str] | None = None
+        self._tf_names: TfNames | None = None
 
     @property
-    def makes_edits(self) -> bool:
+    def _edits(self) -> bool:
         """Whether this codemod edits the file: in fix mode, once its analysis reported a
         fixable finding (a codemod edits exactly where it reports one)."""
         return self.fix and any(f.fixable for f in self.findings)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit_children = super().on_visit(node)
-        if node is self._tree and self.reports_in_visit_module:  # the rest only edits
-            return visit_children and self.makes_edits
+        if node is self._tree and self._reports_in_visit_module():  # the rest only edits
+            return visit_children and self._edits
         return visit_children
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        if original_node is self._tree and self.reports_in_visit_module and not self.makes_edits:
+        if (original_node is self._tree and self._reports_in_visit_module()
+                and not self._edits):
             return updated_node
         return super().on_leave(original_node, updated_node)
 
@@ -304,65 +356,20 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
         return nodes_of(self.metadata[ParentProvider], *kinds)
 
-    def tf_name(self, node: cst.CSTNode) -> str | None:
-        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
-        try:
-            names = self.qualified(node)
-        except KeyError:
-            return None
-        for qualified in sorted(n.name for n in names):
-            canonical = canonical_tf_name(qualified)
-            if canonical is not None:
-                return canonical
-        return None
-
-    def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        """Every qualified name `node` may refer to, through the file's imports."""
-        try:
-            return {n.name for n in self.qualified(node)}
-        except KeyError:
-            return set()
-
-    def tf_qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name `node` refers to, through imports and module-level aliases
-        (`slim = tf.contrib.slim`; `tf_name` sees imports only)."""
-        for qualified in sorted(self.qualified_names(node)):
-            if canonical_tf_name(qualified) is not None:
-                return qualified
-        chain = []
-        current = node
-        while isinstance(current, cst.Attribute):
-            chain.append(current.attr.value)
-            current = current.value
-        if isinstance(current, cst.Name):
-            aliases = self._module_aliases()
-            if current.value in aliases and self.qualified_names(current) == {current.value}:
-                return ".".join([aliases[current.value], *reversed(chain)])  # the alias itself
-        return None
+    @property
+    def tf_names(self) -> TfNames:
+        """The file's TF names (imports and module aliases), resolved when first asked."""
+        if self._tf_names is None:
+            self._tf_names = TfNames(self._tree, self._qualified)
+        return self._tf_names
 
     def tf_canonical(self, node: cst.CSTNode) -> str | None:
-        """As `tf_name`, through module-level aliases too."""
-        qualified = self.tf_qualified(node)
-        return canonical_tf_name(qualified) if qualified else None
+        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
+        return self.tf_names.canonical(node)
 
-    def _module_aliases(self) -> dict[str, str]:
-        """`{name: TF qualified name}` for module-level `name = <TF module or symbol>`."""
-        if self._aliases is None:
-            self._aliases = {}
-            for statement in self._tree.body:
-                if not isinstance(statement, cst.SimpleStatementLine):
-                    continue
-                for small in statement.body:
-                    if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                            and isinstance(small.targets[0].target, cst.Name)):
-                        qualified = self.tf_qualified(small.value)
-                        if qualified is not None:
-                            self._aliases[small.targets[0].target.value] = qualified
-        return self._aliases
-
-    def call_name(self, node: cst.CSTNode) -> str | None:
-        """For a Call, the TF symbol it calls; else None."""
-        return self.tf_name(node.func) if isinstance(node, cst.Call) else None
+    def tf_qualified(self, node: cst.CSTNode) -> str | None:
+        """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
+        return self.tf_names.tf_qualified(node)
 
     def code_range(self, node: cst.CSTNode) -> CodeRange:
         """Where `node` is in the file (libcst's PositionProvider)."""
@@ -382,7 +389,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self.findings.append(
             Finding(
                 path=self.context.filename or "<string>",
-                transform=self.transform_name,
+                transform=self._name,
                 message=message,
                 fixable=fixable,
                 line=line,
@@ -415,7 +422,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         if not same_line and not line.lstrip().startswith("#"):
             return False  # a trailing comment on the line above covers only that line
         names = match.group(1)
-        return names is None or self.transform_name in {n.strip() for n in names.split(",")}
+        return names is None or self._name in {n.strip() for n in names.split(",")}
 
     def _source_lines(self) -> list[str]:
         if self._lines is None:
@@ -445,7 +452,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self._tree = tree
         self._lines = None
-        self._aliases = None
+        self._tf_names = None
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)
@@ -496,7 +503,7 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
                 value = None
             if value is not None:
                 found[path] = value
-        facts[codemod_class.transform_name] = found
+        facts[codemod_class.transform().name] = found
     return facts
 
 
@@ -531,17 +538,17 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     current = module
     for codemod_class, options in codemods:
-        if not codemod_class.triggered_by(code):
+        if not codemod_class.transform().triggered_by(code):
             continue
         if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
             wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
         codemod = codemod_class(context, options,
-                                (run_facts or {}).get(codemod_class.transform_name), fix=fix)
+                                (run_facts or {}).get(codemod_class.transform().name), fix=fix)
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)
-        if codemod.makes_edits:  # else it returns the tree it was given: keep the analysis
+        if codemod._edits:  # else it returns the tree it was given: keep the analysis
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)
@@ -556,8 +563,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 
 
 __all__ = [
-    "CREATES_VARIABLES", "DEVICE_CALLS", "GET_VARIABLE_CALLS", "GLOBAL_STEP_CALLS", "HOLE",
-    "LAYER_CALLS", "VARIABLE_CALLS", "ParentProvider", "SourceCodemod", "SourceResult",
-    "argument", "canonical_tf_name", "decode_source", "device_argument", "device_template",
-    "nodes_of", "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
+    "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
+    "decode_source", "device_argument", "device_template", "nodes_of",
+    "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
 ]

@@ -8,24 +8,23 @@ from __future__ import annotations
 import ast
 
 from graphfix.source.syntax import Syntax, call_arguments, strings_in, tail_name
+from graphfix.source.vocabulary import (
+    COLLECTION_GETTERS,
+    GLOBAL_STEP_GETTERS,
+    GLOBAL_STEP_MAKERS,
+    UNIQUE_VARIABLE_GETTER,
+    VARIABLE_CONSTRUCTORS,
+    VARIABLE_LISTS,
+    VARIABLE_UPDATES,
+    last_names,
+)
 
-# The last names of what creates variables and global steps (see source.py's vocabulary).
-_VARIABLE_MAKERS = frozenset({"Variable", "VariableV1", "get_variable", "get_local_variable",
-                              "variable", "model_variable", "local_variable", "global_variable",
-                              "get_unique_variable"})
-_GLOBAL_STEP_MAKERS = frozenset({"get_or_create_global_step", "create_global_step",
-                                 "get_global_step"})
-_COLLECTION_MAKERS = frozenset({
-    "trainable_variables", "global_variables", "all_variables", "model_variables",
-    "local_variables", "moving_average_variables", "get_variables", "get_model_variables",
-    "get_trainable_variables", "get_variables_to_restore", "get_variables_by_name",
-    "get_variables_by_suffix", "get_local_variables", "get_collection", "get_collection_ref"})
-# What writes a variable in place, as a function taking it first or as its method.
-_UPDATE_CALLS = frozenset({
-    "assign", "assign_add", "assign_sub", "scatter_update", "scatter_add", "scatter_sub",
-    "scatter_mul", "scatter_div", "scatter_max", "scatter_min", "scatter_nd_update",
-    "scatter_nd_add", "scatter_nd_sub", "batch_scatter_update"})
-_GLOBAL_STEP = "<global_step>"  # the scan's fact "a global step is updated"
+# The last names of what creates (or finds) variables and global steps and of what lists
+# them: the pre-check sees spellings, not what they resolve to.
+_VARIABLE_MAKERS = last_names({*VARIABLE_CONSTRUCTORS, UNIQUE_VARIABLE_GETTER})
+_GLOBAL_STEP_MAKERS = last_names(GLOBAL_STEP_MAKERS | GLOBAL_STEP_GETTERS)
+_COLLECTION_MAKERS = last_names(VARIABLE_LISTS) | COLLECTION_GETTERS
+GLOBAL_STEP_UPDATED = "<global_step>"  # the scan's fact "a global step is updated"
 
 
 def _runs(syntax: Syntax):
@@ -153,7 +152,7 @@ def _updated_names(syntax: Syntax) -> set[str]:
     for call in syntax.calls:
         func = call.func
         name = tail_name(func)
-        if name in _UPDATE_CALLS:
+        if name in VARIABLE_UPDATES:
             names.add(tail_name(call.args[0]) if call.args else None)
             if isinstance(func, ast.Attribute):
                 names.add(tail_name(func.value))

@@ -17,15 +17,29 @@ from libcst.metadata import (
 
 from graphfix.source.codemod import (
     ParentProvider,
+    Example,
     SourceCodemod,
+    TfNames,
     argument,
-    canonical_tf_name,
     nodes_of,
     qualified_name_lookup,
     scan_wrapper,
 )
+from graphfix.source.vocabulary import (
+    COLLECTION_GETTERS,
+    GET_VARIABLE_CALLS,
+    GLOBAL_STEP_GETTERS,
+    GLOBAL_STEP_MAKERS,
+    MONITORED_SESSIONS,
+    TRAIN_METHODS,
+    UNIQUE_VARIABLE_GETTER,
+    VARIABLE_COLLECTION_KEYS,
+    VARIABLE_CONSTRUCTORS,
+    VARIABLE_LISTS,
+    VARIABLE_UPDATES,
+)
 
-from .prechecks import _GLOBAL_STEP, _UPDATE_CALLS
+from .prechecks import GLOBAL_STEP_UPDATED
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -33,44 +47,9 @@ from .prechecks import _GLOBAL_STEP, _UPDATE_CALLS
 # as a variable when its binding is visible: a name assigned from a variable constructor or a
 # collection lookup, or an attribute that every file of the run assigns only from those.
 
-# Variable constructors, as `canonical_tf_name` spells them: (trainable by default, position
-# of `trainable`, position of `dtype`, position of the initial value).
-_VARIABLE_CALLS = {
-    "Variable": (True, 1, None, 0),
-    "VariableV1": (True, 1, None, 0),
-    "get_variable": (True, 5, 2, None),
-    "slim.variable": (True, 5, 2, None),
-    "slim.model_variable": (True, 5, 2, None),
-    "get_local_variable": (False, None, 2, None),
-    "slim.local_variable": (False, None, None, 0),
-    "slim.global_variable": (False, None, None, 0),
-}
-_GLOBAL_STEP_CALLS = frozenset(
-    {"train.get_or_create_global_step", "train.create_global_step", "train.get_global_step",
-     "slim.get_or_create_global_step", "slim.create_global_step", "slim.get_global_step"}
-)
-# Calls that give a list of variables: "variable" (an optimizer may update them) or "frozen".
-_COLLECTION_CALLS = {
-    "trainable_variables": "variable", "global_variables": "variable",
-    "all_variables": "variable", "model_variables": "variable",
-    "local_variables": "frozen", "moving_average_variables": "frozen",
-    "slim.get_variables": "variable", "slim.get_model_variables": "variable",
-    "slim.get_trainable_variables": "variable", "slim.get_variables_to_restore": "variable",
-    "slim.get_variables_by_name": "variable", "slim.get_variables_by_suffix": "variable",
-    "slim.get_local_variables": "frozen",
-}
-_COLLECTION_KEYS = {
-    "TRAINABLE_VARIABLES": "variable", "GLOBAL_VARIABLES": "variable", "VARIABLES": "variable",
-    "MODEL_VARIABLES": "variable", "LOCAL_VARIABLES": "frozen",
-    "trainable_variables": "variable", "variables": "variable",
-    "model_variables": "variable", "local_variables": "frozen",
-}
 # dtypes no optimizer updates: a variable of one is never written by `minimize`.
 _NOT_TRAINED_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string"}
-)
-_MONITORED = frozenset(
-    {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
 )
 _VARIABLES_ERROR = _FLOAT_REF_ERROR.replace("feeding it", "feeding a variable", 1)
 _VARIABLE_KINDS = frozenset({"variable", "frozen", "global_step"})
@@ -136,36 +115,18 @@ class _Reader:
     codemod (over its own); `attributes` and `updated` are the run's facts (empty in scan).
     """
 
-    def __init__(self, qualified, scope, parent):
-        self._qualified, self.scope, self.parent = qualified, scope, parent
+    def __init__(self, names: TfNames, scope, parent):
+        self.names, self.scope, self.parent = names, scope, parent
         self.attributes: dict[str, set] = {}
         self.updated: set[str] = set()
 
     def canonical(self, node: cst.CSTNode) -> str | None:
         """The TF symbol `node` names, also through a module alias (`v1 = tf.compat.v1`)."""
-        for name in sorted(q.name for q in self._qualified(node)):
-            canonical = canonical_tf_name(name)
-            if canonical is not None:
-                return canonical
-        chain, root = [], node
-        while isinstance(root, cst.Attribute):
-            chain.append(root.attr.value)
-            root = root.value
-        if not chain or not isinstance(root, cst.Name):
-            return None
-        assignments = self.bindings(root) or []
-        value = self.bound_value(assignments[0]) if len(assignments) == 1 else None
-        if isinstance(value, (cst.Name, cst.Attribute)):
-            tail = ".".join(reversed(chain))
-            for name in sorted(q.name for q in self._qualified(value)):
-                canonical = canonical_tf_name(f"{name}.{tail}")
-                if canonical is not None:
-                    return canonical
-        return None
+        return self.names.canonical(node)
 
     def imported(self, node: cst.CSTNode) -> bool:
         """Whether `node` names something imported (`subprocess.run`, `tf.app.run`)."""
-        return any(q.source == QualifiedNameSource.IMPORT for q in self._qualified(node))
+        return any(q.source == QualifiedNameSource.IMPORT for q in self.names.imported(node))
 
     def builtin(self, node: cst.CSTNode, name: str) -> bool:
         return (isinstance(node, cst.Name) and node.value == name
@@ -236,11 +197,11 @@ class _Reader:
             return _combine(self.attributes.get(expr.attr.value, ()))
         if isinstance(expr, cst.Call):
             name = self.canonical(expr.func)
-            if name in _VARIABLE_CALLS:
+            if name in VARIABLE_CONSTRUCTORS:
                 return self._created(expr, name)
-            if name in _GLOBAL_STEP_CALLS:
+            if name in GLOBAL_STEP_MAKERS or name in GLOBAL_STEP_GETTERS:
                 return "global_step"
-            if name == "slim.get_unique_variable":
+            if name == UNIQUE_VARIABLE_GETTER:
                 return "variable"
             if self.builtin(expr.func, "next") and expr.args:
                 return self._comprehension(expr.args[0].value, depth) or "other"
@@ -263,7 +224,7 @@ class _Reader:
         return self.kind(value, depth + 1)
 
     def _created(self, call: cst.Call, name: str) -> str:
-        trainable_default, trainable_at, dtype_at, value_at = _VARIABLE_CALLS[name]
+        trainable_default, trainable_at, dtype_at, value_at = VARIABLE_CONSTRUCTORS[name]
         trainable = argument(call, "trainable", trainable_at)
         if trainable is None:
             if not trainable_default:
@@ -312,17 +273,17 @@ class _Reader:
         if not isinstance(expr, cst.Call):
             return None
         name = self.canonical(expr.func)
-        if name in _COLLECTION_CALLS:
-            return _COLLECTION_CALLS[name]
-        getter = name in ("get_collection", "get_collection_ref") or (
+        if name in VARIABLE_LISTS:
+            return VARIABLE_LISTS[name]
+        getter = name in COLLECTION_GETTERS or (
             name is None and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in ("get_collection", "get_collection_ref"))
+            and expr.func.attr.value in COLLECTION_GETTERS)
         if getter:
             key = argument(expr, "key", 0)
             if isinstance(key, cst.Attribute):
-                return _COLLECTION_KEYS.get(key.attr.value)
+                return VARIABLE_COLLECTION_KEYS.get(key.attr.value)
             if isinstance(key, cst.SimpleString):
-                return _COLLECTION_KEYS.get(str(key.evaluated_value))
+                return VARIABLE_COLLECTION_KEYS.get(str(key.evaluated_value))
             return None
         if any(self.builtin(expr.func, f) for f in ("list", "sorted", "tuple")) and expr.args:
             return self.collection(expr.args[0].value, depth + 1)
@@ -396,29 +357,28 @@ class _Reader:
                 kind = self.kind(node.value)
                 if kind is not None:
                     facts["attributes"].setdefault(name, set()).add(kind)
-                if isinstance(node.value, cst.Call) and self.canonical(node.value.func) in _MONITORED:
+                if isinstance(node.value, cst.Call) and self.canonical(node.value.func) in MONITORED_SESSIONS:
                     facts["monitored"].add(name)
         return facts
 
     def _call_facts(self, call: cst.Call, facts: dict) -> None:
         name = self.canonical(call.func)
-        if name in _UPDATE_CALLS:
+        if name in VARIABLE_UPDATES:
             target = argument(call, "ref", 0)
             self._note_update(target, facts)
         elif (name is None and isinstance(call.func, cst.Attribute)
-              and call.func.attr.value in _UPDATE_CALLS):
+              and call.func.attr.value in VARIABLE_UPDATES):
             self._note_update(call.func.value, facts)
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "global_step":
                 self._note_update(arg.value, facts)
         if (isinstance(call.func, cst.Attribute) and name is None
-                and call.func.attr.value in ("minimize", "apply_gradients")):
+                and call.func.attr.value in TRAIN_METHODS):
             positional = [a for a in call.args if a.keyword is None and not a.star]
             if len(positional) > 1:
                 self._note_update(positional[1].value, facts)
-        if name in _VARIABLE_CALLS and self._created(call, name) == "variable":
-            label = argument(call, "name", 0 if _VARIABLE_CALLS[name][1] == 5 or name ==
-                         "get_local_variable" else None)  # (name, shape, dtype, ...)
+        if name in VARIABLE_CONSTRUCTORS and self._created(call, name) == "variable":
+            label = argument(call, "name", 0 if name in GET_VARIABLE_CALLS else None)
             if isinstance(label, cst.SimpleString) and isinstance(label.evaluated_value, str):
                 facts["names"].add(label.evaluated_value.rsplit("/", 1)[-1])
 
@@ -427,7 +387,7 @@ class _Reader:
         if key is not None:
             facts["updated"].add(key)
         if self.kind(expr) == "global_step":
-            facts["updated"].add(_GLOBAL_STEP)
+            facts["updated"].add(GLOBAL_STEP_UPDATED)
 
 
 def _merge(facts: list[dict]) -> dict:
@@ -513,8 +473,41 @@ class FeedToAssignCodemod(SourceCodemod):
 
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
     DESCRIPTION = "Load fed variables before the run (Variable.load) instead of feeding them."
-    transform_name = "feed-to-assign"
-    reports_in_visit_module = True
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+        words = tf.placeholder(tf.int32, [None])
+        embeddings = tf.Variable(tf.zeros([100, 8]), name="embeddings")
+        loss = tf.reduce_sum(tf.gather(embeddings, words))
+        train_op = tf.train.AdamOptimizer().minimize(loss)
+        with tf.Session() as sess:
+            sess.run(train_op, feed_dict={words: batch})
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            embeddings = tf.Variable(tf.zeros([100, 8]), name="embeddings")
+            loss = tf.reduce_sum(embeddings)
+            train_op = tf.train.AdamOptimizer().minimize(loss)
+            with tf.Session() as sess:
+                sess.run(train_op, feed_dict={embeddings: pretrained})
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            embeddings = tf.Variable(tf.zeros([100, 8]), name="embeddings")
+            loss = tf.reduce_sum(embeddings)
+            train_op = tf.train.AdamOptimizer().minimize(loss)
+            with tf.Session() as sess:
+                embeddings.load(pretrained, sess)
+                sess.run(train_op)
+            """,
+            says='variable `embeddings` is fed to sess.run'),
+    )
 
     @classmethod
     def scan(cls, path: str, code: str) -> dict | None:
@@ -524,13 +517,14 @@ class FeedToAssignCodemod(SourceCodemod):
         wrapper = scan_wrapper(code)
         resolved = wrapper.resolve_many([ScopeProvider, ParentProvider])
         scopes, parents = resolved[ScopeProvider], resolved[ParentProvider]
-        reader = _Reader(qualified_name_lookup(scopes.get), scopes.get, parents.get)
+        reader = _Reader(TfNames(wrapper.module, qualified_name_lookup(scopes.get)), scopes.get,
+                         parents.get)
         return reader.facts(nodes_of(parents, *_FACT_NODES))
 
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        reader = _Reader(self.qualified, lambda n: self.get_metadata(ScopeProvider, n, None),
+        reader = _Reader(self.tf_names, lambda n: self.get_metadata(ScopeProvider, n, None),
                          self.parent)
         own = self.context.filename
         nodes = self.nodes(*_FACT_NODES)
@@ -625,7 +619,7 @@ class FeedToAssignCodemod(SourceCodemod):
             return expr.attr.value in self._facts["monitored"]
         for assignment in self._reader.bindings(expr) or []:
             value = self._reader.bound_value(assignment)
-            if isinstance(value, cst.Call) and self._reader.canonical(value.func) in _MONITORED:
+            if isinstance(value, cst.Call) and self._reader.canonical(value.func) in MONITORED_SESSIONS:
                 return True
         return False
 
@@ -659,7 +653,7 @@ class FeedToAssignCodemod(SourceCodemod):
             return "move"
         if kind in ("frozen", "global_step"):
             updated = self._reader.updated
-            if _update_key(key) in updated or (kind == "global_step" and _GLOBAL_STEP in updated):
+            if _update_key(key) in updated or (kind == "global_step" and GLOBAL_STEP_UPDATED in updated):
                 return "move"
             return None
         op = self._reader.op_name(key)

@@ -9,15 +9,23 @@ import libcst as cst
 from libcst.metadata import Assignment, FunctionScope, ScopeProvider
 
 from graphfix.source.codemod import (
-    CREATES_VARIABLES,
-    DEVICE_CALLS,
     HOLE,
-    LAYER_CALLS,
+    Example,
     SourceCodemod,
     argument,
     device_argument,
     device_template,
     v1_spelling,
+)
+from graphfix.source.vocabulary import (
+    ARG_SCOPE,
+    COLLECTION_GETTERS,
+    CREATES_VARIABLES,
+    DEVICE_CALLS,
+    LAYER_CALLS,
+    REPLICA_DEVICE_SETTER,
+    V1_MODULES,
+    VARIABLE_LISTS,
 )
 
 # -- Source surface -------------------------------------------------------------------------
@@ -26,23 +34,21 @@ from graphfix.source.codemod import (
 # decides (a string naming a job, or anything else), in the same function or, through the
 # file's own calls of that function, at its callers. Nothing here imports TensorFlow.
 
-_SETTER = "train.replica_device_setter"
 _CLUSTER_SPEC = "train.ClusterSpec"
 _SERVERS = frozenset({"train.Server", "distribute.Server"})
-_V1_MODULES = frozenset({"tensorflow.compat.v1", "tensorflow._api.v2.compat.v1"})
-_V1_DEVICE = frozenset(f"{m}.device" for m in _V1_MODULES)
+_V1_DEVICE = frozenset(f"{m}.device" for m in V1_MODULES)
 # TF calls that create no op a worker should run: scopes, collections, sessions, cluster
 # objects, initializer and optimizer objects, NoOps (`tf.group`), and the state updates
 # (`tf.assign`) that the placer keeps with their variable whatever their device says.
 _NO_OPS = frozenset({
-    "device", "python.framework.ops.device", "name_scope", "variable_scope",
-    "get_variable_scope", "control_dependencies", "colocate_with", "slim.arg_scope",
-    "get_collection", "get_collection_ref", "add_to_collection", "add_to_collections",
-    "global_variables", "local_variables", "trainable_variables", "all_variables",
-    "model_variables", "moving_average_variables", "get_default_graph", "Graph",
-    "reset_default_graph", "set_random_seed", "random.set_seed", "Session",
+    *DEVICE_CALLS, "name_scope", "variable_scope", "get_variable_scope",
+    "control_dependencies", "colocate_with", ARG_SCOPE, *COLLECTION_GETTERS,
+    "add_to_collection", "add_to_collections",
+    *(name for name in VARIABLE_LISTS if not name.startswith("slim.")),
+    "get_default_graph", "Graph", "reset_default_graph", "set_random_seed", "random.set_seed", "Session",
     "InteractiveSession", "ConfigProto", "GPUOptions", "RunOptions", "RunMetadata",
-    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS, _SETTER,
+    "TensorShape", "Dimension", "as_dtype", "DType", _CLUSTER_SPEC, *_SERVERS,
+    REPLICA_DEVICE_SETTER,
     "train.MonitoredTrainingSession", "train.Supervisor", "train.Coordinator",
     "train.Scaffold", "train.Saver", "train.start_queue_runners", "train.ChiefSessionCreator",
     "train.WorkerSessionCreator", "train.SessionManager", "summary.FileWriter",
@@ -214,9 +220,63 @@ class ReplicaPlacementCodemod(SourceCodemod):
     """
 
     DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+        cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.get_variable("w", [4, 2])
+            y = tf.matmul(tf.ones([1, 4]), w)
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/job:worker/task:0"):
+            w = tf.get_variable("w", [4, 2])
+            y = tf.matmul(tf.ones([1, 4]), w)
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device("/job:worker/task:0"):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device(tf.train.replica_device_setter(
+                    worker_device="/job:worker/task:0", cluster=cluster)):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            says='each worker trains its own copy'),
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device("/job:ps/task:0"):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["worker0:2222"]})
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                w = tf.get_variable("w", [4, 2])
+                y = tf.matmul(tf.ones([1, 4]), w)
+            """,
+            says='runs on the parameter server'),
+    )
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
-    transform_name = "replica-placement"
-    reports_in_visit_module = True
 
     def _code(self, node: cst.CSTNode) -> str:
         return self._tree.code_for_node(node)
@@ -555,7 +615,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 return self._code(func)
             if isinstance(func, cst.Attribute):
                 base = self.tf_qualified(func.value)
-                if base in _V1_MODULES:
+                if base in V1_MODULES:
                     return f"{self._code(func.value)}.{symbol}"
                 if base == "tensorflow":
                     return f"{self._code(func.value)}.compat.v1.{symbol}"
@@ -580,7 +640,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 worker: str | None, ps_scope: _JobScope | None = None,
                 ps_tasks: int | None = None) -> tuple[str | None, str]:
         """(`device(replica_device_setter(...))` to write at `site`, or None and why not)."""
-        device, setter = self._v1(func, "device"), self._v1(func, _SETTER)
+        device, setter = self._v1(func, "device"), self._v1(func, REPLICA_DEVICE_SETTER)
         if device is None or setter is None:
             return None, "no compat.v1 spelling of device and replica_device_setter in this file"
         args = []

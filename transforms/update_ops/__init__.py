@@ -34,7 +34,6 @@ the file's own TF alias; code that already runs them is left alone.
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import TYPE_CHECKING, Iterator
 
@@ -45,12 +44,6 @@ from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
-
-# What the source pre-check looks for (the codemod in source.py reads the same names).
-_TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
-_BATCH_NORM_NAMES = frozenset({"batch_norm", "batch_normalization", "BatchNormalization"})
-_SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
-                            r"|mobilenet(_v\d)?(_\d+)?")
 
 
 def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
@@ -110,14 +103,26 @@ class UpdateOps(Transform):
         """A `X.minimize(...)` or `X.apply_gradients(...)` call."""
         import ast  # (here: a run over graphs never parses source)
 
-        return any(isinstance(call.func, ast.Attribute) and call.func.attr in _TRAIN_METHODS
+        from graphfix.source.vocabulary import TRAIN_METHODS
+
+        return any(isinstance(call.func, ast.Attribute) and call.func.attr in TRAIN_METHODS
                    for call in syntax.calls)
 
     @classmethod
-    def may_hold_facts(cls, syntax: Syntax) -> bool:
-        """A batch norm's name (also as imported or aliased), or a slim net's."""
-        return bool(syntax.identifiers & _BATCH_NORM_NAMES) or any(
-            _SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers)
+    def facts_offered(cls, syntax: Syntax) -> frozenset[str] | None:
+        """Any name, where a batch norm's name (also as imported or aliased) or a slim net's
+        is in the file; else none: it builds no batch norm."""
+        from graphfix.source.vocabulary import (
+            BATCH_NORM_LAYER,
+            BATCH_NORMS,
+            SLIM_NET_NAME,
+            last_names,
+        )
+
+        if syntax.identifiers & last_names({*BATCH_NORMS, BATCH_NORM_LAYER}) or any(
+                SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers):
+            return None
+        return frozenset()
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

@@ -10,37 +10,32 @@ import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import (
     PositionProvider,
-    QualifiedNameSource,
     ScopeProvider,
 )
 
 from graphfix.source.codemod import (
+    Example,
     SourceCodemod,
+    TfNames,
     argument,
-    canonical_tf_name,
     qualified_name_lookup,
     scan_wrapper,
 )
-
-from . import _SLIM_NET_NAME, _TRAIN_METHODS
+from graphfix.source.vocabulary import (
+    ARG_SCOPE,
+    BATCH_NORM_LAYER,
+    BATCH_NORMS,
+    SLIM_NET_NAME,
+    TRAIN_METHODS,
+)
 
 # -- Source surface -------------------------------------------------------------------------
 #
 # Read off the syntax tree; nothing here imports TensorFlow. Names are TF symbols as
-# `graphfix.source.codemod.canonical_tf_name` spells them (`slim.batch_norm`, `layers.dense`).
+# `graphfix.source.vocabulary` spells them (`slim.batch_norm`, `layers.dense`).
 
-# Batch-norm functions that put their moving-average updates in UPDATE_OPS:
-# (training argument, its position, its default, the `updates_collections` argument).
-_BN_FUNCTIONS = {
-    "slim.batch_norm": ("is_training", 9, True, ("updates_collections", 8)),
-    "contrib.layers.batch_norm": ("is_training", 9, True, ("updates_collections", 8)),
-    "layers.batch_normalization": ("training", 14, False, None),
-}
-_BN_LAYER = "layers.BatchNormalization"  # tf.layers' class: `training` is given to its call
-_ARG_SCOPE = "slim.arg_scope"
-# tf-slim model functions built on slim.batch_norm (`is_training=True` by default), from
-# tf_slim.nets or tensorflow/models' research/slim `nets` package.
-_SLIM_NET = re.compile(rf"(^|\.)nets\.[\w.]*\.({_SLIM_NET_NAME.pattern})$")
+# A tf-slim model function's qualified name (tf_slim.nets, or research/slim's `nets`).
+_SLIM_NET = re.compile(rf"(^|\.)nets\.[\w.]*\.({SLIM_NET_NAME.pattern})$")
 # Calls that tie ops together: the train op and the update ops in one of them is correct.
 _TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"})
 # A name that says it holds the update ops where the code does not show it (a parameter, an
@@ -150,56 +145,6 @@ def _mentions_update_ops(node: cst.CSTNode, names: set[str], but: set[str] = fro
             or any(_UPDATE_WORD.search(n.rsplit(".", 1)[-1]) for n in found))
 
 
-class _Names:
-    """Qualified names of expressions, through imports (libcst's qualified names) and
-    module-level aliases (`slim = tf.contrib.slim`)."""
-
-    def __init__(self, module: cst.Module, lookup):
-        self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
-        self.aliases: dict[str, str] = {}
-        for statement in module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Name)
-                        and isinstance(small.value, (cst.Name, cst.Attribute))):
-                    for qualified in sorted(self.qualified(small.value)):
-                        if canonical_tf_name(qualified) is not None:
-                            self.aliases[small.targets[0].target.value] = qualified
-                            break
-
-    def raw(self, node: cst.CSTNode) -> set:
-        try:
-            return set(self._lookup(node))
-        except KeyError:
-            return set()
-
-    def qualified(self, node: cst.CSTNode) -> set[str]:
-        found = {q.name for q in self.raw(node)}
-        chain = []
-        current = node
-        while isinstance(current, cst.Attribute):
-            chain.append(current.attr.value)
-            current = current.value
-        if (isinstance(current, cst.Name) and current.value in self.aliases
-                and {q.name for q in self.raw(current)} <= {current.value}):
-            found.add(".".join([self.aliases[current.value], *reversed(chain)]))
-        return found
-
-    def canonical(self, node: cst.CSTNode) -> str | None:
-        for qualified in sorted(self.qualified(node)):
-            canonical = canonical_tf_name(qualified)
-            if canonical is not None:
-                return canonical
-        return None
-
-    def is_foreign_import(self, node: cst.CSTNode) -> bool:
-        """Whether `node` names something imported from outside TF (scipy.optimize.minimize)."""
-        imported = [q.name for q in self.raw(node) if q.source == QualifiedNameSource.IMPORT]
-        return bool(imported) and all(canonical_tf_name(n) is None for n in imported)
-
-
 @dataclasses.dataclass(frozen=True)
 class _BatchNorm:
     """A batch norm that trains and puts its moving-average updates in UPDATE_OPS."""
@@ -212,7 +157,7 @@ class _BatchNormFinder(cst.CSTVisitor):
     """Every batch norm of a module that trains and feeds UPDATE_OPS: calls, slim's
     `normalizer_fn=`, `slim.arg_scope` defaults, tf.layers' layer objects, slim nets."""
 
-    def __init__(self, names: _Names, line_of, dicts: dict[str, cst.BaseExpression]):
+    def __init__(self, names: TfNames, line_of, dicts: dict[str, cst.BaseExpression]):
         super().__init__()
         self.names, self.line_of, self.dicts = names, line_of, dicts
         self.found: list[_BatchNorm] = []
@@ -275,7 +220,7 @@ class _BatchNormFinder(cst.CSTVisitor):
         return merged
 
     def _record(self, name: str, node: cst.CSTNode, settings: dict, call: cst.Call | None = None):
-        training, position, default, updates = _BN_FUNCTIONS[name]
+        training, position, default, updates = BATCH_NORMS[name]
         positional = call is not None and not any(a.star == "*" for a in call.args)
         trains = settings.get(training)
         if trains is None and positional:
@@ -296,12 +241,12 @@ class _BatchNormFinder(cst.CSTVisitor):
         defaults: dict[str, cst.BaseExpression] = {}
         for item in node.items:
             call = item.item
-            if not (isinstance(call, cst.Call) and self.names.canonical(call.func) == _ARG_SCOPE
+            if not (isinstance(call, cst.Call) and self.names.canonical(call.func) == ARG_SCOPE
                     and call.args):
                 continue
             listed = call.args[0].value
             elements = listed.elements if isinstance(listed, (cst.List, cst.Tuple)) else []
-            if any(self.names.canonical(e.value) in _BN_FUNCTIONS for e in elements):
+            if any(self.names.canonical(e.value) in BATCH_NORMS for e in elements):
                 defaults.update(self._kwargs(call))
         self._defaults.append(defaults)
 
@@ -315,23 +260,23 @@ class _BatchNormFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.names.canonical(node.func)
-        if name in _BN_FUNCTIONS:
+        if name in BATCH_NORMS:
             settings = {**self._scope_defaults(), **self._kwargs(node)}
             self._record(name, node, settings, node)
         normalizer = argument(node, "normalizer_fn", None)
-        if normalizer is not None and self.names.canonical(normalizer) in _BN_FUNCTIONS:
+        if normalizer is not None and self.names.canonical(normalizer) in BATCH_NORMS:
             params_arg = argument(node, "normalizer_params", None)
             params = self._dict(params_arg) if params_arg is not None else {}
             if params is None:
                 params = {"**": _UNKNOWN}
             settings = {**self._scope_defaults(), **params}
             self._record(self.names.canonical(normalizer), node, settings)
-        if name == _BN_LAYER:
+        if name == BATCH_NORM_LAYER:
             self._layers.append(node)
-        if isinstance(node.func, cst.Call) and self.names.canonical(node.func.func) == _BN_LAYER:
+        if isinstance(node.func, cst.Call) and self.names.canonical(node.func.func) == BATCH_NORM_LAYER:
             self._called.add(node.func)
             if _truth(argument(node, "training", 1), False):  # BatchNormalization()(x, True)
-                self.found.append(_BatchNorm(_BN_LAYER, self.line_of(node)))
+                self.found.append(_BatchNorm(BATCH_NORM_LAYER, self.line_of(node)))
         callee = _dotted(node.func)
         if callee is not None:
             self._layer_calls.setdefault(callee, []).append(node)
@@ -346,7 +291,7 @@ class _BatchNormFinder(cst.CSTVisitor):
             calls = self._layer_calls.get(self._bound.get(layer, ""), [])
             # A layer object whose calls are not visible here may train: it counts.
             if not calls or any(_truth(argument(c, "training", 1), False) for c in calls):
-                self.found.append(_BatchNorm(_BN_LAYER, self.line_of(layer)))
+                self.found.append(_BatchNorm(BATCH_NORM_LAYER, self.line_of(layer)))
         self.found.sort(key=lambda b: b.line)
 
 
@@ -409,7 +354,7 @@ def _index(module: cst.Module) -> _Index:
     return index
 
 
-def _batch_norms(module: cst.Module, index: _Index, names: _Names, line_of) -> list[_BatchNorm]:
+def _batch_norms(module: cst.Module, index: _Index, names: TfNames, line_of) -> list[_BatchNorm]:
     dicts = {}
     for node in index.of(cst.Assign):
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
@@ -495,15 +440,61 @@ class UpdateOpsCodemod(SourceCodemod):
     """
 
     DESCRIPTION = "Make minimize/apply_gradients run the batch-norm update ops (UPDATE_OPS)."
-    transform_name = "update-ops"
-    reports_in_visit_module = True
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+        import tf_slim as slim
+
+
+        def train_op(images, labels):
+            net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=True)
+            loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+            with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+                return tf.train.AdamOptimizer().minimize(loss)
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+        import tf_slim as slim
+
+
+        def train_op(images, labels):
+            net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=False)
+            loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+            return tf.train.AdamOptimizer().minimize(loss)
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+            import tf_slim as slim
+
+
+            def train_op(images, labels):
+                net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=True)
+                loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+                return tf.train.AdamOptimizer().minimize(loss)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+            import tf_slim as slim
+
+
+            def train_op(images, labels):
+                net = slim.batch_norm(slim.conv2d(images, 32, 3), is_training=True)
+                loss = tf.losses.softmax_cross_entropy(labels, slim.fully_connected(net, 10))
+                with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+                    return tf.train.AdamOptimizer().minimize(loss)
+            """,
+            says='does not run the update ops of slim.batch_norm'),
+    )
 
     @classmethod
     def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
         """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
         wrapper = scan_wrapper(code)
-        names = _Names(wrapper.module,
-                       qualified_name_lookup(wrapper.resolve(ScopeProvider).get))
+        names = TfNames(wrapper.module,
+                        qualified_name_lookup(wrapper.resolve(ScopeProvider).get))
         # Positions (of the whole file) are resolved only once a batch norm is found.
         found = _batch_norms(wrapper.module, _index(wrapper.module), names,
                              lambda n: wrapper.resolve(PositionProvider)[n].start.line)
@@ -514,15 +505,14 @@ class UpdateOpsCodemod(SourceCodemod):
     def visit_Module(self, node: cst.Module) -> None:
         self._wrap: dict[cst.CSTNode, str] = {}  # statement -> what follows `with`
         self._needs_import = False  # the fix spells `tf` from `import tensorflow.compat.v1`
-        self._names = _Names(node, self.qualified)
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._index = _index(node)
         batch_norm = self._batch_norm_here(node)
         if batch_norm is None:
             return
         calls = [c for c in self._index.of(cst.Call)
-                 if isinstance(c.func, cst.Attribute) and c.func.attr.value in _TRAIN_METHODS
-                 and not self._names.is_foreign_import(c.func)]
+                 if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
+                 and not self.tf_names.is_foreign_import(c.func)]
         if not calls:
             return
         self._module_scope = self._scope(node)
@@ -539,7 +529,7 @@ class UpdateOpsCodemod(SourceCodemod):
 
     def _batch_norm_here(self, module: cst.Module) -> str | None:
         """Where a batch norm that trains is, in words: this file's first, else another's."""
-        here = _batch_norms(module, self._index, self._names, lambda n: self.position(n)[0])
+        here = _batch_norms(module, self._index, self.tf_names, lambda n: self.position(n)[0])
         if here:
             return f"{here[0].name} (line {here[0].line})"
         own = self.context.filename
@@ -595,7 +585,7 @@ class UpdateOpsCodemod(SourceCodemod):
         """Whether `call` calls one of TF's `names` (group, control_dependencies, ...)."""
         if not isinstance(call, cst.Call):
             return False
-        canonical = self._names.canonical(call.func)
+        canonical = self.tf_names.canonical(call.func)
         if canonical is not None:
             return canonical.rsplit(".", 1)[-1] in names
         return isinstance(call.func, cst.Attribute) and call.func.attr.value in names
@@ -693,7 +683,7 @@ class UpdateOpsCodemod(SourceCodemod):
                         v1.append(bound)
                     elif full == "tensorflow.python.framework.ops":
                         ops.append(bound)
-        v1 += [n for n, q in self._names.aliases.items() if q == "tensorflow.compat.v1"]
+        v1 += [n for n, q in self.tf_names.aliases.items() if q == "tensorflow.compat.v1"]
         needs_import = False
         if v1:
             m = v1[0]

@@ -8,17 +8,23 @@ import dataclasses
 import libcst as cst
 
 from graphfix.source.codemod import (
-    DEVICE_CALLS,
-    GET_VARIABLE_CALLS,
-    GLOBAL_STEP_CALLS,
     HOLE,
-    LAYER_CALLS,
-    VARIABLE_CALLS,
+    Example,
     SourceCodemod,
     argument,
     device_argument,
     device_template,
     v1_spelling,
+)
+from graphfix.source.vocabulary import (
+    CREATES_VARIABLES,
+    DEVICE_CALLS,
+    GET_VARIABLE_CALLS,
+    GLOBAL_STEP_MAKERS,
+    LAYER_CALLS,
+    SLIM_MODULES,
+    V1_MODULES,
+    VARIABLE_CALLS,
 )
 
 # -- Source surface -------------------------------------------------------------------------
@@ -48,10 +54,8 @@ _DTYPES = frozenset(
 _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
 _V1_DEVICE = frozenset(
-    {"tensorflow.compat.v1.device", "tensorflow._api.v2.compat.v1.device",
-     "tensorflow.python.framework.ops.device"}
+    {f"{module}.device" for module in V1_MODULES} | {"tensorflow.python.framework.ops.device"}
 )
-_SLIM_MODULES = frozenset({"tf_slim", "tensorflow.contrib.slim"})
 # Tensors these calls make: (position of `dtype`, what it is without one: a dtype, or the
 # (keyword, position) of the argument whose value's dtype it takes).
 _VALUE, _TENSOR = ("value", 0), ("tensor", 0)
@@ -205,8 +209,54 @@ class VariablesToCpuCodemod(SourceCodemod):
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
-    transform_name = "variables-to-cpu"
-    reports_in_visit_module = True
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/cpu:0"):
+            step = tf.Variable(0, name="step")
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/gpu:0"):
+            logits = tf.matmul(tf.ones([2, 4]), tf.ones([4, 10]))
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+            with tf.device("/gpu:0"):
+                step = tf.Variable(0, name="step")
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+            with tf.device("/gpu:0"):
+                with tf.device("/cpu:0"):
+                    step = tf.Variable(0, name="step")
+            """,
+            says='has no GPU kernel for int32'),
+        Example(
+            """\
+            import tensorflow as tf
+
+            for i in range(2):
+                with tf.device("/gpu:%d" % i):
+                    w = tf.compat.v1.get_variable("w", [4, 2])
+            """,
+            fixed="""\
+            import tensorflow as tf
+
+            for i in range(2):
+                with tf.device("/gpu:%d" % i):
+                    with tf.device("/cpu:0"):
+                        w = tf.compat.v1.get_variable("w", [4, 2])
+            """,
+            says='a multi-GPU tower'),
+    )
 
     # -- resolving names ----------------------------------------------------------------------
 
@@ -244,8 +294,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         """Note a call that creates variables: its statement, and under a GPU scope the site
         to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
-        if name is None or not (name in VARIABLE_CALLS or name in GET_VARIABLE_CALLS
-                                or name in GLOBAL_STEP_CALLS or name in LAYER_CALLS):
+        if name not in CREATES_VARIABLES:
             return
         slim_family = name.startswith(("slim.", "contrib.layers."))
         statement, scope = self._scope_of(node, slim_family)
@@ -323,7 +372,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         """How the file spells the slim module in `func` (`slim` in `slim.conv2d`)."""
         current = func.value if isinstance(func, cst.Attribute) else None
         while isinstance(current, (cst.Attribute, cst.Name)):
-            if self.tf_qualified(current) in _SLIM_MODULES:
+            if self.tf_qualified(current) in SLIM_MODULES:
                 return self._code(current)
             current = current.value if isinstance(current, cst.Attribute) else None
         return None
@@ -388,7 +437,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         return None
 
     def _variable_dtype(self, call: cst.Call, name: str) -> str | None:
-        if name in GLOBAL_STEP_CALLS:
+        if name in GLOBAL_STEP_MAKERS:
             return "int64"
         if name in VARIABLE_CALLS:
             explicit = argument(call, "dtype", None)
@@ -474,7 +523,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if qualified in _V1_DEVICE:
             return self._code(func)
         if (qualified == "tensorflow.device" and isinstance(func, cst.Attribute)
-                and "tensorflow" in self.qualified_names(func.value)):
+                and "tensorflow" in {q.name for q in self.tf_names.imported(func.value)}):
             return f"{self._code(func.value)}.compat.v1.device"
         return self._v1_device_import
 

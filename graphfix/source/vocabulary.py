@@ -1,0 +1,165 @@
+"""The TF vocabulary every source rule reads: how a spelling names a TF symbol, and one table
+each of the symbols the rules look for.
+
+A TF symbol is named canonically: what follows `tensorflow.`, `tensorflow.compat.v1.` (and
+the other compat prefixes) in its qualified name, `Variable`, `train.Saver`,
+`layers.dense`, `python.framework.ops.device`; tf-slim's as `slim.NAME` whether it is
+reached through `tf_slim`, `tensorflow.contrib.slim` or `tensorflow.contrib.framework`.
+The libcst rules resolve an expression to its qualified name through the file's imports and
+module aliases (`graphfix.source.codemod.TfNames`), then to its canonical name here; the
+stdlib pre-checks, which cannot resolve names, read the last names of the same tables
+(`last_names`).
+
+Plain Python, no libcst: the pre-filter and the transforms' packages import it freely.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+# Qualified-name prefixes that mean "TensorFlow's TF1 API", longest first.
+TF_PREFIXES = (
+    "tensorflow.compat.v1.",
+    "tensorflow.compat.v2.",
+    "tensorflow._api.v2.compat.v1.",
+    "tensorflow.",
+)
+SLIM_PREFIXES = ("tf_slim.", "tensorflow.contrib.slim.", "tensorflow.contrib.framework.")
+SLIM_MODULES = frozenset({"tf_slim", "tensorflow.contrib.slim"})
+# The qualified names of the compat.v1 module itself (`import tensorflow.compat.v1 as tf`).
+V1_MODULES = frozenset({"tensorflow.compat.v1", "tensorflow._api.v2.compat.v1"})
+
+
+def canonical_tf_name(qualified: str) -> str | None:
+    """`tensorflow.compat.v1.get_variable` -> `get_variable`; `tf_slim.conv2d` ->
+    `slim.conv2d`; None for a name outside TensorFlow and tf-slim."""
+    for prefix in SLIM_PREFIXES:
+        if qualified.startswith(prefix):
+            return "slim." + qualified[len(prefix) :].rsplit(".", 1)[-1]
+    if qualified in SLIM_MODULES:
+        return "slim"
+    for prefix in TF_PREFIXES:
+        if qualified.startswith(prefix):
+            return qualified[len(prefix) :]
+    return None
+
+
+def last_names(symbols) -> frozenset[str]:
+    """The last names of canonical TF symbols (`slim.batch_norm` -> `batch_norm`): what the
+    stdlib pre-checks, which see only how a call is spelled, look for."""
+    return frozenset(symbol.rsplit(".", 1)[-1] for symbol in symbols)
+
+
+# -- variables ------------------------------------------------------------------------------
+
+
+class VariableArgs(NamedTuple):
+    """How a variable constructor takes its arguments: positions count from 0, None where
+    the argument is keyword-only or absent."""
+
+    trainable: bool  # the default of `trainable`
+    trainable_at: int | None
+    dtype_at: int | None
+    value_at: int | None  # the initial value (None: `get_variable`'s name, shape, dtype, ...)
+
+
+VARIABLE_CONSTRUCTORS = {
+    "Variable": VariableArgs(True, 1, None, 0),
+    "VariableV1": VariableArgs(True, 1, None, 0),
+    "get_variable": VariableArgs(True, 5, 2, None),
+    "slim.variable": VariableArgs(True, 5, 2, None),
+    "slim.model_variable": VariableArgs(True, 5, 2, None),
+    "get_local_variable": VariableArgs(False, None, 2, None),
+    "slim.local_variable": VariableArgs(False, None, None, 0),
+    "slim.global_variable": VariableArgs(False, None, None, 0),
+}
+# Initial value first (`Variable(initial_value, trainable, ...)`):
+VARIABLE_CALLS = frozenset(n for n, a in VARIABLE_CONSTRUCTORS.items() if a.value_at == 0)
+# Name first (`get_variable(name, shape, dtype, initializer, ...)`):
+GET_VARIABLE_CALLS = frozenset(n for n, a in VARIABLE_CONSTRUCTORS.items() if a.value_at is None)
+# Gives an existing variable back (tf-slim's): a variable, but no constructor.
+UNIQUE_VARIABLE_GETTER = "slim.get_unique_variable"
+
+# What creates the global step. (`get_global_step` only finds one: it creates no variable,
+# so it is no maker; a rule asking what a name holds reads both tables.)
+GLOBAL_STEP_MAKERS = frozenset(
+    {"train.get_or_create_global_step", "train.create_global_step",
+     "slim.get_or_create_global_step", "slim.create_global_step"}
+)
+GLOBAL_STEP_GETTERS = frozenset({"train.get_global_step", "slim.get_global_step"})
+
+# Calls that give a list of variables: "variable" (an optimizer may update them) or "frozen".
+VARIABLE_LISTS = {
+    "trainable_variables": "variable", "global_variables": "variable",
+    "all_variables": "variable", "model_variables": "variable",
+    "local_variables": "frozen", "moving_average_variables": "frozen",
+    "slim.get_variables": "variable", "slim.get_model_variables": "variable",
+    "slim.get_trainable_variables": "variable", "slim.get_variables_to_restore": "variable",
+    "slim.get_variables_by_name": "variable", "slim.get_variables_by_suffix": "variable",
+    "slim.get_local_variables": "frozen",
+}
+COLLECTION_GETTERS = frozenset({"get_collection", "get_collection_ref"})
+# Collection keys (`tf.GraphKeys.X`, or the string) that hold variables, as VARIABLE_LISTS.
+VARIABLE_COLLECTION_KEYS = {
+    "TRAINABLE_VARIABLES": "variable", "GLOBAL_VARIABLES": "variable", "VARIABLES": "variable",
+    "MODEL_VARIABLES": "variable", "LOCAL_VARIABLES": "frozen",
+    "trainable_variables": "variable", "variables": "variable",
+    "model_variables": "variable", "local_variables": "frozen",
+}
+# What writes a variable in place, as a function taking it first or as its method.
+VARIABLE_UPDATES = frozenset({
+    "assign", "assign_add", "assign_sub", "scatter_update", "scatter_add", "scatter_sub",
+    "scatter_mul", "scatter_div", "scatter_max", "scatter_min", "scatter_nd_update",
+    "scatter_nd_add", "scatter_nd_sub", "batch_scatter_update"})
+
+# Layers: they create variables and compute.
+LAYER_CALLS = frozenset(
+    {f"layers.{n}" for n in (
+        "dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "conv3d_transpose",
+        "separable_conv1d", "separable_conv2d", "batch_normalization")}
+    | {f"{prefix}.{n}" for prefix in ("slim", "contrib.layers") for n in (
+        "conv1d", "conv2d", "conv3d", "convolution", "convolution1d", "convolution2d",
+        "convolution3d", "conv2d_transpose", "conv3d_transpose", "convolution2d_transpose",
+        "convolution3d_transpose", "separable_conv2d", "separable_convolution2d",
+        "conv2d_in_plane", "convolution2d_in_plane", "fully_connected", "linear", "relu",
+        "relu6", "batch_norm", "layer_norm", "group_norm", "instance_norm", "bias_add",
+        "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
+)
+CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_MAKERS | LAYER_CALLS
+
+# -- batch norms ----------------------------------------------------------------------------
+
+
+class BatchNormArgs(NamedTuple):
+    """How a batch-norm function is told it trains, and where its updates go."""
+
+    training: str  # the argument that says it trains
+    training_at: int
+    trains_by_default: bool
+    updates_collections: tuple[str, int] | None  # (argument, position); None: no such
+
+
+# Batch-norm functions that put their moving-average updates in UPDATE_OPS:
+BATCH_NORMS = {
+    "slim.batch_norm": BatchNormArgs("is_training", 9, True, ("updates_collections", 8)),
+    "contrib.layers.batch_norm": BatchNormArgs("is_training", 9, True,
+                                               ("updates_collections", 8)),
+    "layers.batch_normalization": BatchNormArgs("training", 14, False, None),
+}
+BATCH_NORM_LAYER = "layers.BatchNormalization"  # tf.layers' class: `training` goes to its call
+ARG_SCOPE = "slim.arg_scope"
+# tf-slim model functions built on slim.batch_norm (`is_training=True` by default), from
+# tf_slim.nets or tensorflow/models' research/slim `nets` package: their last names.
+SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
+                           r"|mobilenet(_v\d)?(_\d+)?")
+
+# -- training, sessions, devices ------------------------------------------------------------
+
+# Optimizer methods that make the train op (a variable given second is the global step).
+TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+MONITORED_SESSIONS = frozenset(
+    {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
+)
+DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
+REPLICA_DEVICE_SETTER = "train.replica_device_setter"
