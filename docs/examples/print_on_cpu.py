@@ -28,11 +28,11 @@ PRINT_OPS = frozenset({"Print", "PrintV2", "StringFormat"})
 class PrintOnCpuCodemod(SourceCodemod):
     """The source half: print calls under a GPU device scope."""
 
-    transform_name = "print-on-cpu"
     gpu_scopes = 0  # how many `with tf.device(<a GPU>)` blocks enclose the node visited
 
     def _on_gpu(self, node: cst.With) -> bool:
-        return any(self.call_name(item.item) == "device" and any(
+        return any(isinstance(item.item, cst.Call)
+                   and self.tf_canonical(item.item.func) == "device" and any(
             isinstance(arg.value, cst.SimpleString) and "gpu" in arg.value.value.lower()
             for arg in item.item.args) for item in node.items)
 
@@ -44,7 +44,7 @@ class PrintOnCpuCodemod(SourceCodemod):
         return updated_node
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.gpu_scopes and self.call_name(node) in ("print", "Print"):
+        if self.gpu_scopes and self.tf_canonical(node.func) in ("print", "Print"):
             self.report(node, "a print under a GPU device scope: no GPU kernel runs it",
                         fixable=False)
 
