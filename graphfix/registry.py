@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
 
 if TYPE_CHECKING:
@@ -214,6 +215,17 @@ def _has_words(text: str, words: tuple) -> bool:
 
 def _is_transform(obj) -> bool:
     return isinstance(obj, type) and issubclass(obj, Transform) and obj is not Transform and obj.name
+
+
+def graphfix_code_folders() -> list[Path]:
+    """The folders of graphfix's own code: the package and its built-in transforms (which lie
+    outside the package in a development tree)."""
+    import graphfix
+    import graphfix.transforms
+
+    folders = [Path(graphfix.__file__).resolve().parent,
+               *(Path(p).resolve() for p in graphfix.transforms.__path__)]
+    return list(dict.fromkeys(folders))
 
 
 @cache

@@ -71,14 +71,10 @@ def _sha256(*parts: bytes | str) -> str:
 def installed_code_fingerprint(extra_files=()) -> str:
     """A hash of the installed graphfix's Python files (its transforms included) and of
     `extra_files`; ~4 ms, once per run."""
-    import graphfix
-    import graphfix.transforms
+    from graphfix.registry import graphfix_code_folders
 
     digest = hashlib.sha256()
-    # The built-in transforms lie outside the package in a development tree.
-    folders = [Path(graphfix.__file__).resolve().parent,
-               *(Path(p).resolve() for p in graphfix.transforms.__path__)]
-    for folder in dict.fromkeys(folders):
+    for folder in graphfix_code_folders():
         for path in sorted(folder.rglob("*.py")):
             digest.update(path.relative_to(folder).as_posix().encode())
             digest.update(path.read_bytes())
@@ -155,10 +151,9 @@ class SourceCache:
         # The run's transforms that have a source surface, with their options. Transforms,
         # not their codemods: a run whose files are all cached never imports libcst.
         self.transforms = [(t, o) for t, o in transforms if t.codemod is not None]
-        import graphfix.transforms
+        from graphfix.registry import graphfix_code_folders
 
-        own = [Path(graphfix.__file__).resolve().parent,
-               *(Path(p).resolve() for p in graphfix.transforms.__path__)]
+        own = graphfix_code_folders()
         third_party = set()
         for transform, _ in self.transforms:  # third-party transforms' code is in the key
             for source in _code_files(transform):
