@@ -624,7 +624,7 @@ def write_outputs(outputs: list[Output]) -> None:
                 target = None
             graphio.save(output.graph_file, target)
         else:
-            graphio.atomic_write(output.target, output.data)
+            graphio.write_output(output.target, output.data)
 
 
 def preflight(outputs: list[Output]) -> None:

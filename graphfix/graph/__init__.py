@@ -7,6 +7,7 @@ transforms query and edit (`index`), device strings (`devices`), TF's kernel reg
 TF's placer would do it (`placement`) and training-graph queries (`training`: update ops,
 train ops, towers).
 
-May import: the standard library, protobuf, `graphfix.findings`, `graphfix.tf_runtime`.
+May import: the standard library, protobuf, `graphfix.findings`, `graphfix.storage`,
+`graphfix.tf_runtime`.
 Never imports `graphfix.source`, `graphfix.verification`, `graphfix.cli` or the transforms.
 """

@@ -8,7 +8,6 @@ the same directory, then a rename), and a failed run writes nothing.
 from __future__ import annotations
 
 import os
-import stat
 from functools import partial
 from itertools import chain
 from operator import methodcaller
@@ -20,6 +19,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from graphfix.graph import halves as aside
 from graphfix.graph.proto import pb
+from graphfix.storage import write_atomically
 
 
 class InputError(Exception):
@@ -251,46 +251,13 @@ def load(path: str | os.PathLike) -> GraphFile:
                      source_size=len(data))
 
 
-def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
-    """Write `data` to `path` through a temporary file and a rename; InputError on failure.
-
-    Atomic against graphfix failing or being killed: `path` holds the old bytes or the new,
-    never part of them. Not flushed to the disk (no fsync, as ruff and black do not): that
-    guards against the machine crashing and costs more than writing a large graph.
-    """
-    path = Path(path)
+def write_output(path: str | os.PathLike, data: bytes | Iterable[bytes]) -> None:
+    """`graphfix.storage.write_atomically`, with the one-line InputError a command reports
+    (naming the file) where `path` cannot be written."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)  # a rewritten file keeps its permissions
-    except OSError:
-        mode = 0o644
-    try:
-        tmp, fd = _temporary_beside(path)
+        write_atomically(path, data)
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
-            if isinstance(data, bytes):
-                handle.write(data)
-            else:
-                handle.writelines(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
-
-
-def _temporary_beside(path: Path) -> tuple[str, int]:
-    """A new file in `path`'s directory (so the rename stays on one file system), opened for
-    writing: (its path, its descriptor)."""
-    while True:
-        tmp = os.path.join(path.parent, f".{path.name}.{os.urandom(4).hex()}.tmp")
-        try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
 
 
 def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
@@ -303,11 +270,11 @@ def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
         target = Path(out) if out is not None else graph_file.path
         if target.is_dir():
             target = target / graph_file.path.name
-        atomic_write(target, graph_file.chunks())
+        write_output(target, graph_file.chunks())
         return target
     data = graph_file.serialize()
     if out is None or Path(out).resolve() == graph_file.path.resolve():
-        atomic_write(graph_file.path / graph_file.proto_name, data)
+        write_output(graph_file.path / graph_file.proto_name, data)
         return graph_file.path
     return _write_saved_model_copy(graph_file, Path(out), data)
 
@@ -330,7 +297,7 @@ def _write_saved_model_copy(graph_file: GraphFile, out: Path, data: bytes) -> Pa
                 shutil.copytree(entry, staging / entry.name)
             else:
                 shutil.copy2(entry, staging / entry.name)
-        (staging / graph_file.proto_name).write_bytes(data)
+        write_atomically(staging / graph_file.proto_name, data)
         if out.exists():
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old."))
             os.replace(out, old / out.name)

@@ -5,6 +5,7 @@ file's text and its stdlib syntax tree (`syntax`), source files found under a di
 (`files`), Jupyter notebooks as sources (`notebooks`) and the per-file result cache (`cache`).
 
 May import: the standard library, libcst (only where a file is parsed: never at import time of
-`files`, `syntax` or `cache`), `graphfix.findings`, `graphfix.config`, `graphfix.registry`.
+`files`, `syntax` or `cache`), `graphfix.findings`, `graphfix.config`, `graphfix.registry`,
+`graphfix.storage`.
 Never imports `graphfix.graph`, `graphfix.verification`, `graphfix.cli` or the transforms.
 """
