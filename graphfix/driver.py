@@ -16,7 +16,8 @@ from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
 from graphfix.graph import placement
 from graphfix.findings import Change, Finding, Report
-from graphfix.graph.index import GraphError, GraphIndex, OpSignatures
+from graphfix.graph.index import GraphError, GraphIndex
+from graphfix.graph.signatures import OpSignatures
 from graphfix.registry import Context, Transform, options_for
 from graphfix.source.files import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
