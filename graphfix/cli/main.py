@@ -226,14 +226,8 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    """The processes a run may use: sources are read by that many, and from two on a large
-    graph is read and written in halves by two (`graphfix.graph.halves`: this process is the
-    command's to fork)."""
-    from graphfix.graph import halves as aside
-
-    jobs = args.jobs or os.cpu_count() or 1
-    aside.allow(jobs > 1)
-    return jobs
+    """The processes that read sources (a graph is read and written by this one)."""
+    return args.jobs or os.cpu_count() or 1
 
 
 def _without_collector_for_graphs(paths: list[str]) -> None:
@@ -405,8 +399,7 @@ def _add_run_options(command: argparse.ArgumentParser, *, formats: str) -> None:
     command.add_argument("--exclude", action="append", metavar="GLOB",
                          help="skip files and folders matching GLOB (repeatable)")
     command.add_argument("--jobs", "-j", type=_positive, metavar="N",
-                         help="processes to use (default: one per core): N read sources at once; "
-                              "from 2 on, a large graph is read and written in halves")
+                         help="processes that read sources at once (default: one per core)")
     command.add_argument("--no-cache", action="store_true",
                          help="neither read nor write the source result cache "
                               "(also: GRAPHFIX_NO_CACHE=1)")

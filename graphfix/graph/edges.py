@@ -51,16 +51,3 @@ def read_edge_table(node_defs, positions: Mapping[str, int]) -> tuple[array, arr
     for k, position in zip(unsettled, map(positions.get, sources)):
         found[k] = -1 if position is None else position
     return array("i", found), offsets
-
-
-def edge_table_to_bytes(table: tuple[array, array]) -> bytes:
-    flat, offsets = table
-    return len(flat).to_bytes(8, "little") + flat.tobytes() + offsets.tobytes()
-
-
-def edge_table_from_bytes(data: bytes) -> tuple[array, array]:
-    flat, offsets = array("i"), array("i")
-    flat_end = 8 + int.from_bytes(data[:8], "little") * flat.itemsize
-    flat.frombytes(data[8:flat_end])
-    offsets.frombytes(data[flat_end:])
-    return flat, offsets

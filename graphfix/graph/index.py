@@ -19,11 +19,9 @@ from itertools import chain, compress, repeat
 from operator import sub
 from typing import Container, Iterable, Iterator, Mapping, Sequence
 
-from graphfix.graph import halves as aside
 from graphfix.graph.colocation import RESOURCE_COLOCATION_EXEMPT, ColocationGroups, star_members
 from graphfix.graph.columns import NodeColumns
-from graphfix.graph.edges import (edge_table_from_bytes, edge_table_to_bytes, input_source,
-                                  parse_input, read_edge_table, tensor_name)
+from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
 from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures
 
 # Ops that hold state on a parameter server in `replica_device_setter`, plus the hash tables
@@ -61,20 +59,14 @@ class GraphIndex:
     `devices` (lists by position). Inputs and `_class` lists are read on first use, the
     inputs only of the nodes that need them: reading a field of a parsed node costs about
     a microsecond, and a 1M-node graph has a million of each.
-
-    On a large graph, where `graphfix.graph.halves` may fork, the columns and the edge table are
-    each read in halves by two processes at once.
     """
 
     def __init__(self, graph_def, signatures: OpSignatures | None = None):
         self.graph_def = graph_def
         self.signatures = signatures or OpSignatures()
         self._node_defs = graph_def.node
-        columns, *later = self._read_in_halves(self._read_columns, NodeColumns.to_bytes,
-                                               NodeColumns.from_bytes)
-        for part in later:
-            columns.extend(part)
-        self._columns = columns
+        columns = self._columns = NodeColumns()
+        columns.read(self._node_defs, 0)
         self.names, self.ops, self.devices = columns.names, columns.ops, columns.devices
         self._points_to, self._classes = columns.points_to, columns.classes
         self._positions: dict[str, int] = dict(zip(self.names, range(len(self.names))))
@@ -96,21 +88,6 @@ class GraphIndex:
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []
         self._unchecked_nodes: list[int] = []
-
-    def _read_in_halves(self, read, to_bytes, from_bytes) -> list:
-        """`read(start, stop)` over the nodes, in halves by two processes on a large graph
-        (see `graphfix.graph.halves`): the parts in node order."""
-        return aside.in_halves(len(self._node_defs), read, to_bytes, from_bytes,
-                               min_count=aside.MIN_NODES)
-
-    def _nodes_between(self, start: int, stop: int):
-        node_defs = self._node_defs
-        return node_defs if (start, stop) == (0, len(node_defs)) else node_defs[start:stop]
-
-    def _read_columns(self, start: int, stop: int) -> NodeColumns:
-        columns = NodeColumns()
-        columns.read(self._nodes_between(start, stop), start)
-        return columns
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -178,17 +155,9 @@ class GraphIndex:
         """Every node's sources as positions, data and control inputs in input order (-1
         for an input from no node): one flat array and each node's offset into it, its
         sources being `flat[offsets[p]:offsets[p + 1]]`. Read once for the whole-graph
-        walks (in halves on a large graph); ints in two arrays take a tenth of the memory
-        of the input strings."""
+        walks; ints in two arrays take a tenth of the memory of the input strings."""
         if self._edges is None:
-            (flat, offsets), *later = self._read_in_halves(
-                lambda start, stop: read_edge_table(self._nodes_between(start, stop),
-                                                    self._positions),
-                edge_table_to_bytes, edge_table_from_bytes)
-            for later_flat, later_offsets in later:
-                offsets.extend(map(len(flat).__add__, later_offsets[1:]))
-                flat.extend(later_flat)
-            self._edges = flat, offsets
+            flat, offsets = self._edges = read_edge_table(self._node_defs, self._positions)
             self._dangling_read = -1 in flat
             self._added_sources = {}
             self._step = None
