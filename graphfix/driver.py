@@ -44,11 +44,14 @@ def index_for(graph_def, meta_graph=None) -> GraphIndex:
 
 
 @contextlib.contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector. Indexing a large graph allocates millions
-    of small lists, tuples and message wrappers, none in a cycle; the collector would scan
-    them again and again (a third of the time on a 1M-node graph). Reference counting
-    still frees everything."""
+def collector_paused():
+    """Pause Python's cyclic garbage collector while a graph is indexed and transformed.
+
+    That step allocates millions of small lists, tuples and message wrappers, none in a
+    cycle, which the collector would scan again and again; reference counting still frees
+    everything. It pays: docs/benchmarks.md, "Tricks, on and off", row "collector paused
+    while a graph is indexed and transformed" (the 1M-node graph's figure).
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -60,7 +63,7 @@ def _collector_paused():
 
 def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
-    with _collector_paused():
+    with collector_paused():
         return _apply_to_graph(graph_def, meta_graph, label, selected, fix=fix)
 
 
