@@ -1,4 +1,4 @@
-"""Files graphfix writes: every one through `write_atomically`, cache folders by `make_cache_folder`.
+"""Files graphfix writes: each through `write_atomically`, cache folders by `make_cache_folder`.
 
 Graph outputs, fixed sources, the JSON report, source cache entries and the kernel registry
 snapshot are all written here, so each is whole or absent, never half-written. Both the
