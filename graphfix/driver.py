@@ -6,8 +6,6 @@ would write; `write_outputs` writes them only once every input succeeded, each a
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -43,32 +41,8 @@ def index_for(graph_def, meta_graph=None) -> GraphIndex:
     return index
 
 
-@contextlib.contextmanager
-def collector_paused():
-    """Pause Python's cyclic garbage collector while a graph is indexed and transformed.
-
-    That step allocates millions of small lists, tuples and message wrappers, none in a
-    cycle, which the collector would scan again and again; reference counting still frees
-    everything. It pays: docs/benchmarks.md, "Tricks, on and off", row "collector paused
-    while a graph is indexed and transformed" (the 1M-node graph's figure).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
-    with collector_paused():
-        return _apply_to_graph(graph_def, meta_graph, label, selected, fix=fix)
-
-
-def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
-                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
     """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure.
 
     One index serves every transform: edits go through it, so it stays current; what each
