@@ -6,8 +6,6 @@ would write; `write_outputs` writes them only once every input succeeded, each a
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,8 @@ from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
 from graphfix.graph import placement
 from graphfix.findings import Change, Finding, Report
-from graphfix.graph.index import GraphError, GraphIndex, OpSignatures
+from graphfix.graph.index import GraphError, GraphIndex
+from graphfix.graph.signatures import OpSignatures
 from graphfix.registry import Context, Transform, options_for
 from graphfix.source.files import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
@@ -42,29 +41,8 @@ def index_for(graph_def, meta_graph=None) -> GraphIndex:
     return index
 
 
-@contextlib.contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector. Indexing a large graph allocates millions
-    of small lists, tuples and message wrappers, none in a cycle; the collector would scan
-    them again and again (a third of the time on a 1M-node graph). Reference counting
-    still frees everything."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
-    with _collector_paused():
-        return _apply_to_graph(graph_def, meta_graph, label, selected, fix=fix)
-
-
-def _apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
-                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
     """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure.
 
     One index serves every transform: edits go through it, so it stays current; what each
@@ -635,7 +613,7 @@ def write_outputs(outputs: list[Output]) -> None:
                 target = None
             graphio.save(output.graph_file, target)
         else:
-            graphio.atomic_write(output.target, output.data)
+            graphio.write_output(output.target, output.data)
 
 
 def preflight(outputs: list[Output]) -> None:

@@ -9,6 +9,7 @@ import textwrap
 
 import graphfix
 from graphfix.graph import graphfile as graphio
+from graphfix.graph.proto import pb
 
 from conftest import FIXTURES, REPO, run_cli
 
@@ -238,10 +239,59 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path
         raise RuntimeError("serialization failed")
 
     try:
-        graphio.atomic_write(target, pieces())
+        graphio.write_output(target, pieces())
     except RuntimeError:
         pass
     else:
         raise AssertionError("the failure reaches the caller")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["g.pb"]
+
+
+def _large_graph_def():
+    """A GraphDef of 12,001 nodes with what an index has to read right: `_class` naming one
+    node, several, or none in the `loc:@` form; inputs naming an output, a control input,
+    an input from no node, a read of a later node; fields besides the nodes."""
+    graph_def = pb().graph_pb2.GraphDef()
+    count = 12_001
+    for k in range(count):
+        node = graph_def.node.add()
+        node.name = f"layer_{k // 3}/n{k}"
+        node.op = ("VariableV2", "Identity", "Assign")[k % 3]
+        node.device = f"/device:GPU:{k // 3 % 4}" if k % 5 else ""
+        if k:
+            node.input.append(graph_def.node[k - 1].name)
+        if k % 7 == 0 and k > 7:
+            node.input.append(graph_def.node[k - 7].name + ":1")
+            node.input.append("^" + graph_def.node[k // 2].name)
+        if k % 3:
+            entries = [b"loc:@" + graph_def.node[k - k % 3].name.encode()]
+            if k % 11 == 0:
+                entries.append(b"loc:@" + graph_def.node[k // 2].name.encode())
+            if k % 13 == 0:
+                entries = [b"plain"]
+            node.attr["_class"].list.s.extend(entries)
+    graph_def.node[100].input.append("nowhere:0")
+    graph_def.node[200].input.append(graph_def.node[count - 1].name)
+    graph_def.versions.producer = 1234
+    graph_def.library.function.add().signature.name = "f"
+    return graph_def
+
+
+def test_the_command_writes_a_large_graph_as_the_api_does_for_any_jobs(tmp_path):
+    graph_def = _large_graph_def()
+    (tmp_path / "big.pb").write_bytes(graph_def.SerializeToString())
+    meta = pb().meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(graph_def)
+    (tmp_path / "big.meta").write_bytes(meta.SerializeToString())
+    fixed, changes = graphfix.fix_graph(graph_def, only=["variables-to-cpu"])
+    assert changes
+    fixed_meta, _ = graphfix.fix_graph(meta, only=["variables-to-cpu"])
+    expected = {"big.pb": fixed.SerializeToString(deterministic=True),
+                "big.meta": fixed_meta.SerializeToString(deterministic=True)}
+    for name, data in expected.items():
+        for jobs in ("1", "2"):
+            out = tmp_path / f"out{jobs}-{name}"
+            run_cli("fix", tmp_path / name, "-o", out, "--only", "variables-to-cpu",
+                    "--jobs", jobs, check_exit=1)
+            assert out.read_bytes() == data, (name, jobs)

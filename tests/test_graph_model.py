@@ -8,7 +8,8 @@ import pytest
 
 from conftest import FIXTURES
 from graphfix.graph.devices import DeviceSpec
-from graphfix.graph.index import GraphError, GraphIndex, parse_input
+from graphfix.graph.edges import parse_input
+from graphfix.graph.index import GraphError, GraphIndex
 
 DEVICE_STRINGS = [
     "/gpu:0",

@@ -80,14 +80,8 @@ def _cache_dir(paths: list[str], no_cache: bool, cache_dir: Path | None,
 
 
 def _jobs(jobs: int | None) -> int:
-    """The processes a run may use: sources are read by that many, and from two on a large
-    graph is read and written in halves by two (`graphfix.graph.halves`: this process is the
-    command's to fork)."""
-    from graphfix.graph import halves
-
-    jobs = jobs or os.cpu_count() or 1
-    halves.allow(jobs > 1)
-    return jobs
+    """The processes that read sources (a graph is read and written by this one)."""
+    return jobs or os.cpu_count() or 1
 
 
 @app.command("list", cls=Command)

@@ -42,8 +42,7 @@ Exclude = Annotated[Optional[list[str]], typer.Option(
     help="skip files and folders matching GLOB (repeatable)")]
 Jobs = Annotated[Optional[int], typer.Option(
     "--jobs", "-j", metavar="N", min=1, rich_help_panel=SOURCES,
-    help="processes to use (default: one per core): N read sources at once; from 2 on, a "
-         "large graph is read and written in halves")]
+    help="processes that read sources at once (default: one per core)")]
 NoCache = Annotated[bool, typer.Option(
     "--no-cache", rich_help_panel=SOURCES,
     help="neither read nor write the source result cache (also: GRAPHFIX_NO_CACHE=1)")]

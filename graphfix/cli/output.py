@@ -34,10 +34,10 @@ def check_format(fmt: str, allowed: tuple[str, ...] = ("text", "json")) -> None:
 
 def write_report(path: Path, doc: dict) -> None:
     """`--report FILE.json`: the JSON document, written atomically."""
-    from graphfix.graph.graphfile import InputError, atomic_write
+    from graphfix.graph.graphfile import InputError, write_output
 
     try:
-        atomic_write(path, (json.dumps(doc, indent=2) + "\n").encode())
+        write_output(path, (json.dumps(doc, indent=2) + "\n").encode())
     except InputError as exc:
         fail(str(exc))
 

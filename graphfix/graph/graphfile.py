@@ -8,18 +8,15 @@ the same directory, then a rename), and a failed run writes nothing.
 from __future__ import annotations
 
 import os
-import stat
-from functools import partial
 from itertools import chain
 from operator import methodcaller
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from google.protobuf import message as _message
-from google.protobuf.unknown_fields import UnknownFieldSet
 
-from graphfix.graph import halves as aside
 from graphfix.graph.proto import pb
+from graphfix.storage import write_atomically
 
 
 class InputError(Exception):
@@ -54,71 +51,27 @@ class GraphFile:
         node by node. Serializing a message whole holds the encoder's growing buffer and
         the bytes it returns at once, 3x the graph (24 MiB for ResNet-50 x8's 8 MiB);
         node by node holds one node. Each call costs about a microsecond, so graphs of
-        small nodes (under `_STREAM_MIN_NODE_BYTES` on average) are serialized whole.
-        A large GraphDef is serialized in halves by two processes where this one may
-        fork (`graphfix.graph.halves`)."""
+        small nodes (under `_STREAM_MIN_NODE_BYTES` on average) are serialized whole."""
         if self.kind == "graphdef" and not self.text:
-            graph_def = self.message
-            count = len(graph_def.node)
-            streamed = count and self.source_size >= _STREAM_MIN_NODE_BYTES * count
-            if count >= aside.MIN_NODES and not UnknownFieldSet(graph_def):
-                return _graph_def_in_halves(graph_def, streamed)
-            if streamed:
-                return graph_def_chunks(graph_def)
+            count = len(self.message.node)
+            if count and self.source_size >= _STREAM_MIN_NODE_BYTES * count:
+                return graph_def_chunks(self.message)
         return [self.serialize()]
 
 
 # Serializing node by node costs about twice the whole message (each call has its own
-# set-up): ResNet-50 x8 (330 bytes a node) 41 ms against 22 ms, but 17 MiB less at the
-# peak; a graph of smaller nodes pays more calls for less memory, and is written whole.
+# set-up), but on ResNet-50 x8 (330 bytes a node) holds 17 MiB less at the peak; a graph
+# of smaller nodes pays more calls for less memory, and is written whole.
 _STREAM_MIN_NODE_BYTES = 256
 
 
-def _graph_def_in_halves(graph_def, streamed: bool) -> Iterator[bytes]:
-    """A GraphDef's deterministic serialization, made by two forked children at once: the
-    first half of the nodes, then the rest of the nodes with the other fields. Where a
-    child cannot be forked or fails, its part is made here."""
-    half = len(graph_def.node) // 2
-    first = aside.start(partial(_serialized_part, graph_def, 0, half))
-    second = first and aside.start(partial(_serialized_part, graph_def, half, None))
-    try:
-        if first is None or first.size() is None:
-            if second:
-                second.stop()
-            yield from (graph_def_chunks(graph_def) if streamed
-                        else [serialize(graph_def, text=False)])
-            return
-        yield from first.pieces()
-        if second is None or second.size() is None:
-            yield from graph_def_chunks(graph_def, start=half)
-            return
-        yield from second.pieces()
-    finally:  # (also when the writer stops early: no child outlives the write)
-        for child in (first, second):
-            if child:
-                child.stop()
-
-
-def _serialized_part(graph_def, start: int, stop: int | None) -> bytes:
-    """In a forked child, whose copy of the message it may cut: the serialization of the
-    nodes from `start` to `stop` as GraphDef fields, the other fields after the last."""
-    nodes = graph_def.node
-    if stop is not None:
-        del nodes[stop:]
-        for field, _ in graph_def.ListFields():
-            if field.name != "node":
-                graph_def.ClearField(field.name)
-    del nodes[:start]
-    return graph_def.SerializeToString(deterministic=True)
-
-
-def graph_def_chunks(graph_def, start: int = 0) -> Iterator[bytes]:
-    """A GraphDef's deterministic serialization in pieces of about a MiB: each node (from
-    `start` on) as its field (tag, length, bytes), then the other fields (nodes are field
-    1; fields go in number order)."""
+def graph_def_chunks(graph_def) -> Iterator[bytes]:
+    """A GraphDef's deterministic serialization in pieces of about a MiB: each node as its
+    field (tag, length, bytes), then the other fields (nodes are field 1; fields go in
+    number order)."""
     nodes = graph_def.node
     head_of = _NODE_FIELD_HEADS.__getitem__
-    count = 64
+    start, count = 0, 64
     while start < len(nodes):
         bodies = list(map(_SERIALIZE, nodes[start:start + count]))
         start += count
@@ -251,46 +204,13 @@ def load(path: str | os.PathLike) -> GraphFile:
                      source_size=len(data))
 
 
-def atomic_write(path: Path, data: bytes | Iterable[bytes]) -> None:
-    """Write `data` to `path` through a temporary file and a rename; InputError on failure.
-
-    Atomic against graphfix failing or being killed: `path` holds the old bytes or the new,
-    never part of them. Not flushed to the disk (no fsync, as ruff and black do not): that
-    guards against the machine crashing and costs more than writing a large graph.
-    """
-    path = Path(path)
+def write_output(path: str | os.PathLike, data: bytes | Iterable[bytes]) -> None:
+    """`graphfix.storage.write_atomically`, with the one-line InputError a command reports
+    (naming the file) where `path` cannot be written."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)  # a rewritten file keeps its permissions
-    except OSError:
-        mode = 0o644
-    try:
-        tmp, fd = _temporary_beside(path)
+        write_atomically(path, data)
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
-            if isinstance(data, bytes):
-                handle.write(data)
-            else:
-                handle.writelines(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
-
-
-def _temporary_beside(path: Path) -> tuple[str, int]:
-    """A new file in `path`'s directory (so the rename stays on one file system), opened for
-    writing: (its path, its descriptor)."""
-    while True:
-        tmp = os.path.join(path.parent, f".{path.name}.{os.urandom(4).hex()}.tmp")
-        try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
 
 
 def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
@@ -303,11 +223,11 @@ def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
         target = Path(out) if out is not None else graph_file.path
         if target.is_dir():
             target = target / graph_file.path.name
-        atomic_write(target, graph_file.chunks())
+        write_output(target, graph_file.chunks())
         return target
     data = graph_file.serialize()
     if out is None or Path(out).resolve() == graph_file.path.resolve():
-        atomic_write(graph_file.path / graph_file.proto_name, data)
+        write_output(graph_file.path / graph_file.proto_name, data)
         return graph_file.path
     return _write_saved_model_copy(graph_file, Path(out), data)
 
@@ -330,7 +250,7 @@ def _write_saved_model_copy(graph_file: GraphFile, out: Path, data: bytes) -> Pa
                 shutil.copytree(entry, staging / entry.name)
             else:
                 shutil.copy2(entry, staging / entry.name)
-        (staging / graph_file.proto_name).write_bytes(data)
+        write_atomically(staging / graph_file.proto_name, data)
         if out.exists():
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old."))
             os.replace(out, old / out.name)

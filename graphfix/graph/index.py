@@ -2,12 +2,9 @@
 
 `GraphIndex` wraps a `GraphDef` message that it edits in place. It knows each node by name,
 each tensor's consumers, the dtype of every edge (from TF's op signatures, without the TF
-runtime), and the colocation groups exactly as TF's placer forms them:
-
-* a node's `_class` attr lists `loc:@other` names it must share a device with;
-* a data edge whose destination input is a ref type (`float_ref`) or a resource handle
-  joins its two ends, unless the destination is exempt (TF's
-  `IsExemptFromResourceInputColocation`).
+runtime: `graphfix.graph.signatures`), and the colocation groups exactly as TF's placer
+forms them (`graphfix.graph.colocation`). What it reads of every node is kept in columns
+(`graphfix.graph.columns`) and an edge table (`graphfix.graph.edges`).
 
 Edits go through the index (`set_device`, `add_node`, `add_control_input`) so it stays
 consistent, and `check_changes` proves the edits left it well formed (`check_structure`
@@ -16,45 +13,16 @@ proves a whole graph).
 
 from __future__ import annotations
 
-import json
-import marshal
-import sys
 from collections import defaultdict
 from array import array
-from functools import cache
 from itertools import chain, compress, repeat
 from operator import sub
-from pathlib import Path
 from typing import Container, Iterable, Iterator, Mapping, Sequence
 
-from graphfix.graph import halves as aside
-from graphfix.graph.devices import DeviceSpec
-
-DT_RESOURCE = 20
-REF_OFFSET = 100
-COLOCATION_ATTR = "_class"
-COLOCATION_PREFIX = b"loc:@"
-
-# Ops TF registers with REGISTER_INPUT_COLOCATION_EXEMPTION: a resource input does not pull
-# them onto the resource's device.
-RESOURCE_COLOCATION_EXEMPT = frozenset(
-    {
-        "IdentityN",
-        "PartitionedCall",
-        "StatefulPartitionedCall",
-        "MapDataset",
-        "FlatMapDataset",
-        "InterleaveDataset",
-        "ParallelInterleaveDataset",
-        "ParallelInterleaveDatasetV2",
-        "ParallelInterleaveDatasetV3",
-        "ParallelInterleaveDatasetV4",
-        "MapAndBatchDataset",
-        "GroupByWindowDataset",
-        "ScanDataset",
-        "DeleteMultiDeviceIterator",
-    }
-)
+from graphfix.graph.colocation import RESOURCE_COLOCATION_EXEMPT, ColocationGroups, star_members
+from graphfix.graph.columns import NodeColumns
+from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
+from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures
 
 # Ops that hold state on a parameter server in `replica_device_setter`, plus the hash tables
 # and slot variables created with them.
@@ -83,383 +51,6 @@ class GraphError(ValueError):
     """A graph that is not well formed (dangling input, cycle, unknown colocation target)."""
 
 
-def parse_input(name: str) -> tuple[str, int]:
-    """Split an input string into (node name, output index); control inputs get index -1."""
-    if name[:1] == "^":
-        return name[1:], -1
-    node, sep, port = name.rpartition(":")
-    if sep and port.isdigit():
-        return node, int(port)
-    return name, 0
-
-
-def input_source(name: str) -> str:
-    """The node an input string (`name`, `name:1`, `^name`) comes from."""
-    if name[:1] == "^":
-        return name[1:]
-    node, sep, port = name.rpartition(":")
-    return node if sep and port.isdigit() else name
-
-
-def tensor_name(node: str, index: int) -> str:
-    """The input string that refers to output `index` of `node` (-1: control input)."""
-    if index < 0:
-        return "^" + node
-    return node if index == 0 else f"{node}:{index}"
-
-
-@cache
-def _builtin_signature_texts() -> dict[str, str]:
-    """TF's op signatures (`op_signatures.json`): op -> its signature as JSON text. The file
-    holds one op per line, so the ~100 ops a graph uses are decoded, not all ~1,500 (12 ms
-    of every run)."""
-    text = (Path(__file__).parent / "op_signatures.json").read_text()
-    lines = text.splitlines()
-    if lines[0].endswith('"ops":{') and lines[-1] == "}}":
-        pairs = (line.rstrip(",").partition(":") for line in lines[1:-1])
-        return {name.strip('"'): signature for name, _, signature in pairs}
-    return {op: json.dumps(sig) for op, sig in json.loads(text)["ops"].items()}
-
-
-class _Signatures(dict):
-    """op -> signature, each decoded from its JSON text on first use."""
-
-    def __init__(self, texts: dict[str, str]):
-        super().__init__()
-        self._texts = texts
-
-    def __missing__(self, op: str) -> dict:
-        signature = self[op] = json.loads(self._texts[op])
-        return signature
-
-    def __contains__(self, op: object) -> bool:
-        return dict.__contains__(self, op) or op in self._texts
-
-    def get(self, op: str, default=None):
-        try:
-            return self[op]
-        except KeyError:
-            return default
-
-
-class OpSignatures:
-    """Argument dtypes of ops: TF's built-in ops, plus ops a MetaGraphDef describes itself."""
-
-    def __init__(self, stripped_op_list=None):
-        self._ops = _Signatures(_builtin_signature_texts())
-        self._plans: dict[tuple[str, str], object] = {}
-        if stripped_op_list is not None:
-            for op in stripped_op_list.op:
-                if op.name not in self._ops:
-                    self._ops[op.name] = _signature_from_op_def(op)
-
-    def known(self, op: str) -> bool:
-        return op in self._ops
-
-    def is_stateful(self, op: str) -> bool:
-        return bool(self._ops.get(op, {}).get("stateful"))
-
-    def input_types(self, node) -> list[int] | None:
-        """Dtype enum of each data input of `node` (ref types are enum + 100), or None."""
-        sig = self._ops.get(node.op)
-        return None if sig is None else _expand(sig["in"], node, sig.get("defaults", {}))
-
-    def output_types(self, node) -> list[int] | None:
-        """Dtype enum of each output of `node` (ref types are enum + 100), or None."""
-        sig = self._ops.get(node.op)
-        return None if sig is None else _expand(sig["out"], node, sig.get("defaults", {}))
-
-    def makes_resources(self, op: str) -> bool:
-        """Whether `op` has an output that is always a resource handle (VarHandleOp, ...)."""
-        sig = self._ops.get(op)
-        return sig is not None and any(a.split("*")[0] == "=20" for a in sig["out"])
-
-    def handle_plan(self, op: str, side: str):
-        """How to find which inputs (`side="in"`) or outputs (`"out"`) of an `op` node are a
-        ref or a resource: None for an op this graph does not describe; where some argument
-        is a list, decided per node: `EXPAND` if a ref or resource argument is among them,
-        `EXPAND_BY_ATTR` if only a type attr can make one a resource; else (positions always
-        a handle, ((position, type attr, its default), ...) a handle when the attr is
-        DT_RESOURCE)."""
-        key = (op, side)
-        plan = self._plans.get(key, _UNPLANNED)
-        if plan is _UNPLANNED:
-            sig = self._ops.get(op)
-            plan = None if sig is None else _handle_plan(sig[side], sig.get("defaults", {}))
-            self._plans[key] = plan
-        return plan
-
-    def is_resource_output(self, op: str, position: int) -> bool:
-        """Whether output `position` of `op` is always a resource handle (VarHandleOp's)."""
-        return self._ops[op]["out"][position] == "=20"
-
-    def handle_positions(self, node, side: str, attrs_matter: bool = True) -> list[int] | None:
-        """Positions of `node`'s inputs (`side="in"`) or outputs (`"out"`) that are a ref
-        or a resource; None for an op this graph does not describe."""
-        plan = self.handle_plan(node.op, side)
-        if plan is None:
-            return None
-        if plan in (EXPAND, EXPAND_BY_ATTR):
-            types = self.input_types(node) if side == "in" else self.output_types(node)
-            return None if types is None else [i for i, t in enumerate(types) if is_handle_type(t)]
-        always, by_attr = plan
-        if not by_attr or not attrs_matter:
-            return list(always)
-        attrs = node.attr
-        extra = [i for i, name, default in by_attr
-                 if (attrs[name].type if name in attrs else default) == DT_RESOURCE]
-        return list(always) + extra if extra else list(always)
-
-    def can_take_handle(self, op: str) -> bool:
-        """Whether some input of `op` may be a ref or a resource (a cheap pre-filter)."""
-        sig = self._ops.get(op)
-        return sig is not None and any(_may_be_handle(arg) for arg in sig["in"])
-
-
-_UNPLANNED = object()
-
-
-EXPAND = "expand"
-EXPAND_BY_ATTR = "expand by attr"
-
-
-def _handle_plan(args: list[str], defaults: dict):
-    """For an op's argument list: EXPAND or EXPAND_BY_ATTR if some argument is a list or
-    repeated, else (positions always a handle, ((position, type attr, its default), ...)
-    that are a handle when the attr is DT_RESOURCE)."""
-    if any("*" in a or "[" in a for a in args):
-        fixed = any(a.startswith("&") or a.split("*")[0] == "=20" for a in args)
-        return EXPAND if fixed else EXPAND_BY_ATTR  # (AddN, ConcatV2, ShapeN: by attr)
-    always, by_attr = [], []
-    for position, arg in enumerate(args):
-        if arg.startswith("&") or arg == "=20":
-            always.append(position)
-        elif not arg.startswith("="):
-            by_attr.append((position, arg, defaults.get(arg)))
-    return tuple(always), tuple(by_attr)
-
-
-def _may_be_handle(arg: str) -> bool:
-    # A ref, a resource, or a type chosen by an attr (Identity of a resource handle).
-    return arg.startswith("&") or not arg.startswith("=") or arg.split("*")[0] == "=20"
-
-
-def _signature_from_op_def(op) -> dict:
-    def encode(arg):
-        out = "&" if arg.is_ref else ""
-        if arg.type_list_attr:
-            return out + "[" + arg.type_list_attr + "]"
-        out += arg.type_attr if arg.type_attr else "=" + str(arg.type)
-        return out + ("*" + arg.number_attr if arg.number_attr else "")
-
-    return {"in": [encode(a) for a in op.input_arg], "out": [encode(a) for a in op.output_arg]}
-
-
-def _attr(node, name: str, defaults: dict):
-    if name in node.attr:
-        value = node.attr[name]
-        kind = value.WhichOneof("value")
-        if kind == "type":
-            return value.type
-        if kind == "i":
-            return value.i
-        if kind == "list":
-            return list(value.list.type)
-    return defaults.get(name)
-
-
-def _expand(args: list[str], node, defaults: dict) -> list[int] | None:
-    types: list[int] = []
-    for arg in args:
-        ref = arg.startswith("&")
-        arg = arg.lstrip("&")
-        if arg.startswith("["):
-            listed = _attr(node, arg[1:-1], defaults)
-            if listed is None:
-                return None
-            types.extend(t + REF_OFFSET * ref for t in listed)
-            continue
-        kind, _, count_attr = arg.partition("*")
-        dtype = int(kind[1:]) if kind.startswith("=") else _attr(node, kind, defaults)
-        count = _attr(node, count_attr, defaults) if count_attr else 1
-        if dtype is None or count is None:
-            return None
-        types.extend([dtype + REF_OFFSET * ref] * count)
-    return types
-
-
-def is_handle_type(dtype: int) -> bool:
-    """A ref or resource dtype: the edges that bind a consumer to a variable's device."""
-    return dtype == DT_RESOURCE or dtype > REF_OFFSET
-
-
-class _UnionFind:
-    """Disjoint sets of names that also keep each set's members (for groups on demand)."""
-
-    def __init__(self):
-        self.parent: dict[str, str] = {}
-        self.members: dict[str, list[str]] = {}
-
-    def find(self, item: str) -> str:
-        parent = self.parent
-        if item not in parent:
-            return item
-        root = item
-        while parent.get(root, root) != root:
-            root = parent[root]
-        while item != root:
-            item, parent[item] = parent[item], root
-        return root
-
-    def union_all(self, edges: Iterable[tuple[str, str]]) -> None:
-        """Join the two ends of every edge (one loop with the lookups inlined: a 1M-node
-        graph has a million edges to join)."""
-        parent, members, find = self.parent, self.members, self.find
-        for a, b in edges:
-            ra = find(a) if a in parent else a
-            if b not in parent and b not in members:
-                # The common case: `b` is still alone (a `read` naming its variable), so it
-                # joins `a`'s set as it is (always the larger of the two).
-                if ra != b:
-                    parent[b] = ra
-                    joined = members.get(ra)
-                    if joined is None:
-                        members[ra] = [ra, b]
-                    else:
-                        joined.append(b)
-                continue
-            rb = find(b) if b in parent else b
-            if ra == rb:
-                continue
-            ours = members.pop(ra, None) or [ra]
-            theirs = members.pop(rb, None) or [rb]
-            if len(ours) < len(theirs):
-                ra, rb, ours, theirs = rb, ra, theirs, ours
-            parent[rb] = ra
-            ours.extend(theirs)
-            members[ra] = ours
-
-
-class _Colocation:
-    """The colocation groups of a graph, as TF's placer forms them: a node joins every name
-    its `_class` lists (`loc:@name`, a node or not) and, through a ref or resource edge,
-    the node that feeds it the handle.
-
-    Most nodes that name anything name exactly one node (a variable's `Assign`, `read`,
-    optimizer slots and updates: a star around the variable). They are kept as lists per
-    name they point at (`pointing`), in graph order, outside the union-find, which joins
-    only names that something else connects (a `_class` of several names, a handle edge, a
-    name pointed at that itself points elsewhere): a million-node graph's stars cost a
-    list append each instead of a union.
-    """
-
-    def __init__(self, graph: "GraphIndex"):
-        names, positions, classes = graph.names, graph._positions, graph._classes
-        self.names, self.positions = names, positions
-        self.points_to = graph._points_to  # position -> the one name its `_class` lists
-        self.pointing: dict[str, list[int]] = {}
-        pointing = self.pointing
-        for position, target in self.points_to.items():
-            if target in pointing:
-                pointing[target].append(position)
-            else:
-                pointing[target] = [position]
-        joins = _UnionFind()
-        joins.union_all([(other, names[p]) for p, others in classes.items() for other in others])
-        joins.union_all(graph._handle_edges())
-        # A name that points elsewhere and is itself pointed at or joined: one group.
-        points_to, get = self.points_to, positions.get
-        chained = [(points_to[p], name) for name in [*pointing, *joins.parent, *joins.members]
-                   if (p := get(name)) is not None and p in points_to and points_to[p] != name]
-        joins.union_all(chained)
-        self.joins = joins
-
-    def root_of(self, position: int) -> str:
-        """The representative name of the group holding the node at `position`."""
-        name = self.points_to.get(position)
-        if name is None:
-            name = self.names[position]
-        joins = self.joins
-        return joins.find(name) if name in joins.parent else name
-
-    def members(self, root: str) -> list[int]:
-        """Positions of the group whose representative is `root`, in graph order."""
-        get, pointing = self.positions.get, self.pointing
-        joined = self.joins.members.get(root)
-        if joined is None:  # a star (or a lone node): the name and what points at it
-            return _star_members(get(root), pointing.get(root, ()))
-        found = {p for p in map(get, joined) if p is not None}
-        for name in joined:
-            found.update(pointing.get(name, ()))
-        return sorted(found)
-
-
-def _star_members(own: int | None, around: Sequence[int]) -> list[int]:
-    """A star's members in graph order: the node at `own` (None: the name is no node's)
-    and `around`, the nodes whose `_class` names it (in graph order)."""
-    if own is None:
-        return list(around)
-    if not around or own < around[0]:
-        return [own, *around]
-    return sorted({own, *around})
-
-
-class _Columns:
-    """What the index reads of every node up front, by position: `names`, `ops`, `devices`,
-    and the `_class` attrs (`points_to`: the common one naming one node; `classes`: the
-    others, several names or none in the `loc:@` form)."""
-
-    __slots__ = ("names", "ops", "devices", "points_to", "classes")
-
-    def __init__(self):
-        self.names: list[str] = []
-        self.ops: list[str] = []
-        self.devices: list[str] = []
-        self.points_to: dict[int, str] = {}
-        self.classes: dict[int, list[str]] = {}
-
-    def read(self, node_defs, position: int) -> None:
-        """Append the columns of `node_defs`, the first at `position`: one pass, each
-        node's message touched once (a parsed node costs about a microsecond per field
-        read, and its wrapper as much)."""
-        names, ops, devices = self.names.append, self.ops.append, self.devices.append
-        points_to, classes = self.points_to, self.classes
-        intern = sys.intern  # a few distinct ops and devices, repeated by the million
-        prefix = len(COLOCATION_PREFIX)
-        for node in node_defs:
-            names(node.name)
-            ops(intern(node.op))
-            devices(intern(node.device))
-            attrs = node.attr
-            if COLOCATION_ATTR in attrs:
-                entries = attrs[COLOCATION_ATTR].list.s
-                entry = entries[0] if len(entries) == 1 else b""
-                if entry[:prefix] == COLOCATION_PREFIX:  # the common case, read a third faster
-                    points_to[position] = entry[prefix:].decode()
-                else:
-                    classes[position] = _colocation_names(entries)
-            position += 1
-
-    def to_bytes(self) -> bytes:
-        # (marshal keeps interned strings interned, each written once)
-        return marshal.dumps((self.names, self.ops, self.devices, self.points_to, self.classes))
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "_Columns":
-        columns = cls()
-        (columns.names, columns.ops, columns.devices, columns.points_to,
-         columns.classes) = marshal.loads(data)
-        return columns
-
-    def extend(self, later: "_Columns") -> None:
-        """Append the columns of the nodes that follow these."""
-        self.names.extend(later.names)
-        self.ops.extend(later.ops)
-        self.devices.extend(later.devices)
-        self.points_to.update(later.points_to)
-        self.classes.update(later.classes)
-
-
 class GraphIndex:
     """An index over a GraphDef that it edits in place (see the module docstring).
 
@@ -468,20 +59,14 @@ class GraphIndex:
     `devices` (lists by position). Inputs and `_class` lists are read on first use, the
     inputs only of the nodes that need them: reading a field of a parsed node costs about
     a microsecond, and a 1M-node graph has a million of each.
-
-    On a large graph, where `graphfix.graph.halves` may fork, the columns and the edge table are
-    each read in halves by two processes at once.
     """
 
     def __init__(self, graph_def, signatures: OpSignatures | None = None):
         self.graph_def = graph_def
         self.signatures = signatures or OpSignatures()
         self._node_defs = graph_def.node
-        columns, *later = self._read_in_halves(self._read_columns, _Columns.to_bytes,
-                                               _Columns.from_bytes)
-        for part in later:
-            columns.extend(part)
-        self._columns = columns
+        columns = self._columns = NodeColumns()
+        columns.read(self._node_defs, 0)
         self.names, self.ops, self.devices = columns.names, columns.ops, columns.devices
         self._points_to, self._classes = columns.points_to, columns.classes
         self._positions: dict[str, int] = dict(zip(self.names, range(len(self.names))))
@@ -498,26 +83,11 @@ class GraphIndex:
         self._step = None  # `_sources_step`'s function for the tables as they are
         self._consumers: dict[int, list[int]] | None = None
         self._read: set[int] | None = None  # positions some node reads
-        self._groups: _Colocation | None = None
+        self._groups: ColocationGroups | None = None
         self._group_positions: dict[str, list[int]] | None = None
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []
         self._unchecked_nodes: list[int] = []
-
-    def _read_in_halves(self, read, to_bytes, from_bytes) -> list:
-        """`read(start, stop)` over the nodes, in halves by two processes on a large graph
-        (see `graphfix.graph.halves`): the parts in node order."""
-        return aside.in_halves(len(self._node_defs), read, to_bytes, from_bytes,
-                               min_count=aside.MIN_NODES)
-
-    def _nodes_between(self, start: int, stop: int):
-        node_defs = self._node_defs
-        return node_defs if (start, stop) == (0, len(node_defs)) else node_defs[start:stop]
-
-    def _read_columns(self, start: int, stop: int) -> _Columns:
-        columns = _Columns()
-        columns.read(self._nodes_between(start, stop), start)
-        return columns
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -585,17 +155,9 @@ class GraphIndex:
         """Every node's sources as positions, data and control inputs in input order (-1
         for an input from no node): one flat array and each node's offset into it, its
         sources being `flat[offsets[p]:offsets[p + 1]]`. Read once for the whole-graph
-        walks (in halves on a large graph); ints in two arrays take a tenth of the memory
-        of the input strings."""
+        walks; ints in two arrays take a tenth of the memory of the input strings."""
         if self._edges is None:
-            (flat, offsets), *later = self._read_in_halves(
-                lambda start, stop: _read_edge_table(self._nodes_between(start, stop),
-                                                    self._positions),
-                _edge_table_to_bytes, _edge_table_from_bytes)
-            for later_flat, later_offsets in later:
-                offsets.extend(map(len(flat).__add__, later_offsets[1:]))
-                flat.extend(later_flat)
-            self._edges = flat, offsets
+            flat, offsets = self._edges = read_edge_table(self._node_defs, self._positions)
             self._dangling_read = -1 in flat
             self._added_sources = {}
             self._step = None
@@ -689,9 +251,10 @@ class GraphIndex:
 
     # -- colocation groups -----------------------------------------------------------------
 
-    def _colocation(self) -> _Colocation:
+    def _colocation(self) -> ColocationGroups:
         if self._groups is None:
-            self._groups = _Colocation(self)
+            self._groups = ColocationGroups(self.names, self._positions, self._points_to,
+                                            self._classes, self._handle_edges())
         return self._groups
 
     def _handle_edges(self) -> list[tuple[str, str]]:
@@ -827,7 +390,7 @@ class GraphIndex:
                 continue
             # The common case, a star: the variable and the nodes whose `_class` names it
             # (as `members` finds it, without looking up what is known here).
-            out[name] = _star_members(position, pointing.get(name, ()))
+            out[name] = star_members(position, pointing.get(name, ()))
         return out
 
     def group_of(self, name: str) -> list:
@@ -1096,47 +659,3 @@ class GraphIndex:
                     seen[nearby] = 1
                     stack.append(nearby)
         return set(compress(self.names, seen))
-
-
-def _read_edge_table(node_defs, positions: Mapping[str, int]) -> tuple[array, array]:
-    """`GraphIndex`'s edge table of `node_defs`, whose names are at `positions`: the
-    sources of every node as positions (-1 for an input from no node), flat, and each
-    node's offset into them."""
-    texts: list[str] = []
-    offsets = array("i", [0])
-    extend, mark = texts.extend, offsets.append
-    for node in node_defs:
-        extend(node.input[:])  # (a slice is a fifth faster than iterating upb's list)
-        mark(len(texts))
-    # An input naming a node's first output is the node's name (node names hold no ':'
-    # and no '^'): one lookup settles most inputs.
-    found = list(map(positions.get, texts))
-    unsettled = [k for k, position in enumerate(found) if position is None]
-    sources = map(input_source, map(texts.__getitem__, unsettled))
-    for k, position in zip(unsettled, map(positions.get, sources)):
-        found[k] = -1 if position is None else position
-    return array("i", found), offsets
-
-
-def _edge_table_to_bytes(table: tuple[array, array]) -> bytes:
-    flat, offsets = table
-    return len(flat).to_bytes(8, "little") + flat.tobytes() + offsets.tobytes()
-
-
-def _edge_table_from_bytes(data: bytes) -> tuple[array, array]:
-    flat, offsets = array("i"), array("i")
-    flat_end = 8 + int.from_bytes(data[:8], "little") * flat.itemsize
-    flat.frombytes(data[8:flat_end])
-    offsets.frombytes(data[flat_end:])
-    return flat, offsets
-
-
-def _colocation_names(entries) -> list[str]:
-    """The node names in a `_class` attr's entries (`loc:@name`)."""
-    prefix = len(COLOCATION_PREFIX)
-    return [s[prefix:].decode() for s in entries if s.startswith(COLOCATION_PREFIX)]
-
-
-def placement_spec(node) -> DeviceSpec:
-    """The device a node asks for (its `device` field), parsed."""
-    return DeviceSpec.parse(node.device)

@@ -140,7 +140,7 @@ class _Snapshot:
         be written only means TF is asked again next time)."""
         if not self.learned or self.path is None:
             return
-        from graphfix.source.cache import make_cache_folder, write_atomically
+        from graphfix.storage import make_cache_folder, write_atomically
 
         doc = {"format": self.FORMAT, "kernels": self.kernels, "defaults": self.defaults}
         try:

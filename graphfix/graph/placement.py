@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from graphfix.graph import kernels
 from graphfix.graph.devices import DeviceSpec
-from graphfix.graph.index import REF_OFFSET, VARIABLE_OPS, GraphIndex
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.signatures import REF_OFFSET
 
 _FIELD_WORDS = {
     "job": "jobs",

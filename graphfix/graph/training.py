@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from graphfix.graph.index import VARIABLE_OPS, GraphIndex, parse_input
+from graphfix.graph.edges import parse_input
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 
 ASSIGN_OPS = frozenset({
     "Assign", "AssignAdd", "AssignSub",

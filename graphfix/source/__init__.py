@@ -7,6 +7,6 @@ sources (`notebooks`) and the per-file result cache (`cache`).
 
 May import: the standard library, libcst (only where a file is parsed: never at import time
 of `files`, `syntax`, `vocabulary` or `cache`), `graphfix.findings`, `graphfix.config`,
-`graphfix.registry`. Never imports `graphfix.graph`, `graphfix.verification`, `graphfix.cli`
-or the transforms.
+`graphfix.registry`, `graphfix.storage`. Never imports `graphfix.graph`,
+`graphfix.verification`, `graphfix.cli` or the transforms.
 """

@@ -40,23 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from graphfix.findings import Finding
+from graphfix.storage import make_cache_folder, write_atomically
 
 ENTRY_FORMAT = 3  # bump when what an entry holds changes
-CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
-                "# This file is a cache directory tag created by graphfix.\n"
-                "# For information about cache directory tags see https://bford.info/cachedir/\n")
 MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is deleted
 _DAY = 24 * 3600.0
-
-
-def make_cache_folder(directory: Path) -> None:
-    """Create `directory` (and its parents) as a cache folder: with a CACHEDIR.TAG (backup
-    tools skip it) and a .gitignore of `*` (git ignores it). OSError if it cannot be."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG),
-                       (".gitignore", "# Created by graphfix.\n*\n")):
-        if not (directory / name).exists():
-            write_atomically(directory / name, text.encode())
 
 
 def _sha256(*parts: bytes | str) -> str:
@@ -387,20 +375,3 @@ def _code_files(transform: type) -> list[Path]:
     if spec is not None and spec.origin and spec.origin not in ("built-in", "frozen"):
         files.append(Path(spec.origin).resolve())
     return files
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file beside `path`, then rename it over `path`."""
-    import tempfile  # (here, as inspect above)
-
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise

@@ -43,13 +43,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Iterator
 
 from graphfix.findings import Change, Edit, Finding
-from graphfix.graph.index import (
-    COLOCATION_ATTR,
-    VARIABLE_OPS,
-    GraphIndex,
-    is_handle_type,
-    parse_input,
-)
+from graphfix.graph.colocation import COLOCATION_ATTR
+from graphfix.graph.edges import parse_input
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.signatures import is_handle_type
 from graphfix.registry import Context, Param, Transform
 
 if TYPE_CHECKING:
