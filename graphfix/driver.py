@@ -14,8 +14,7 @@ from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
 from graphfix.graph import placement
 from graphfix.findings import Change, Finding, Report
-from graphfix.graph.index import GraphError, GraphIndex
-from graphfix.graph.signatures import OpSignatures
+from graphfix.graph.index import GraphError, GraphIndex, index_for
 from graphfix.registry import Context, Transform, options_for
 from graphfix.source.files import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
 
@@ -31,14 +30,6 @@ class Selected:
     @classmethod
     def build(cls, transforms: list[type[Transform]], settings: dict, target_devices=()):
         return cls([(t, options_for(t, settings)) for t in transforms], tuple(target_devices))
-
-
-def index_for(graph_def, meta_graph=None) -> GraphIndex:
-    """A GraphIndex for one graph; a MetaGraphDef adds its op list and collections."""
-    ops = meta_graph.meta_info_def.stripped_op_list if meta_graph is not None else None
-    index = GraphIndex(graph_def, OpSignatures(ops))
-    index.meta_graph = meta_graph
-    return index
 
 
 def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool

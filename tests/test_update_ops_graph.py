@@ -9,7 +9,7 @@ import pytest
 import graphfix
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import training
-from graphfix.driver import index_for
+from graphfix.graph.index import index_for
 
 from conftest import FIXTURES
 

@@ -8,7 +8,7 @@ import numpy as np
 
 import graphfix
 from graphfix.graph import graphfile as graphio
-from graphfix.driver import index_for
+from graphfix.graph.index import index_for
 from graphfix.verification.run import plan_devices
 
 from conftest import FIXTURES, error_lines, run_cli

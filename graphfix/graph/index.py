@@ -659,3 +659,11 @@ class GraphIndex:
                     seen[nearby] = 1
                     stack.append(nearby)
         return set(compress(self.names, seen))
+
+
+def index_for(graph_def, meta_graph=None) -> GraphIndex:
+    """A GraphIndex for one graph; a MetaGraphDef adds its op list and collections."""
+    ops = meta_graph.meta_info_def.stripped_op_list if meta_graph is not None else None
+    index = GraphIndex(graph_def, OpSignatures(ops))
+    index.meta_graph = meta_graph
+    return index

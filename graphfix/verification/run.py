@@ -26,7 +26,7 @@ from graphfix.graph import training
 from graphfix.tf_runtime import import_runtime, physical_gpus
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
-from graphfix.driver import index_for
+from graphfix.graph.index import index_for
 
 UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
 SEED = 1234
