@@ -271,7 +271,8 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
                        if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
             items = [(label, path, tuple(n for n in survey.work if n not in starved))
                      for (label, path), survey in zip(sources, surveys)]
-            scanning = {t.name for t, _ in selected.transforms if t.source_scans}
+            scanning = {t.name for t, _ in selected.transforms
+                        if t.source_scan_triggers is not None}
 
             def facts_for(item):  # what a file's codemods read of the run (nothing: none)
                 read = [n for n in item[2] if n in scanning]
@@ -375,7 +376,7 @@ def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
         return _Survey(scans=found.scans)
     wants = {}
     for transform in found.work:
-        if transform.source_scans:
+        if transform.source_scan_triggers is not None:
             words = _safely(transform.facts_wanted, found.syntax, None)
             wants[transform.name] = None if words is None else sorted(words)
     return _Survey(work=work, wants=wants, scans=found.scans)

@@ -117,10 +117,9 @@ class Transform:
     # out or cached never imports it): what a file must show for the codemod to have work
     # there. None: every file.
     source_triggers: ClassVar["SourceTriggers | None"] = None
-    # Whether the codemod needs facts from every file of a run first (it defines `scan`),
-    # and what a file's text must show to hold any of those facts (a `SourceTriggers` as
-    # above, read on the text: the scan's own `facts_offered` reads the syntax).
-    source_scans: ClassVar[bool] = False
+    # Set where the codemod needs facts from every file of a run first (it defines `scan`):
+    # what a file's text must show to hold any of those facts (a `SourceTriggers` as above,
+    # read on the text: `facts_offered` reads the syntax). None: the codemod does not scan.
     source_scan_triggers: ClassVar["SourceTriggers | None"] = None
 
     # Whether the codemod has work only where its scan found facts somewhere in the run

@@ -138,7 +138,6 @@ class FeedToAssign(Transform):
     # on first use, as the codemod).
     source_triggers = SourceTriggers(words=("run(", "eval("),
                                      where=".prechecks:may_feed_a_variable")
-    source_scans = True
     # Files that can hold a fact the scan collects: TF code that creates variables
     # (`tf.Variable`, `get_variable`, slim's `variable`/`model_variable`), updates them
     # (`assign*`, `global_step=`, `minimize`/`apply_gradients`) or monitors a session.

@@ -93,7 +93,6 @@ class UpdateOps(Transform):
     codemod = ".source:UpdateOpsCodemod"
     # A `X.minimize(...)` or `X.apply_gradients(...)` call.
     source_triggers = SourceTriggers(calls=TRAIN_METHODS)
-    source_scans = True
     # Files that can hold a batch norm (most files of a tree have none: never parsed).
     source_scan_triggers = SourceTriggers(words=(
         "batch_norm", "BatchNorm", "batch_normalization", "BatchNormalization",
