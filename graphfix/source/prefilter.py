@@ -77,8 +77,10 @@ class SourceTriggers:
     def in_syntax(self, syntax: "Syntax", package: str | None = None) -> bool:
         """The syntax pre-check, for a file whose text passed: a call spelled with one of
         `calls`' last names, and `where`. (`package`: where a `where` string is relative to.)"""
+        from graphfix.source.syntax import tail_name  # (not on the graph path)
+
         names = self.call_names
-        if names and not any(_called_name(call) in names for call in syntax.calls):
+        if names and not any(tail_name(call.func) in names for call in syntax.calls):
             return False
         if self.where is None:
             return True
@@ -90,12 +92,6 @@ NO_TRIGGERS = SourceTriggers()
 
 def _triggers(transform: type["Transform"]) -> SourceTriggers:
     return transform.source_triggers or NO_TRIGGERS
-
-
-def _called_name(call) -> str | None:
-    from graphfix.source.syntax import tail_name
-
-    return tail_name(call.func)
 
 
 def _predicate(where, package: str | None) -> Callable[["Syntax"], bool]:
