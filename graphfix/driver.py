@@ -183,7 +183,8 @@ _JOB: dict[str, Any] = {}
 
 class _Survey:
     """What the cheap steps say of one source file, before libcst: the text pre-filter, then
-    the stdlib parser's pre-check (`Transform.has_source_work`)."""
+    the stdlib parser's pre-check (both from `Transform.source_triggers`, by
+    `graphfix.source.prefilter`)."""
 
     __slots__ = ("work", "wants", "scans", "parsed")
 
@@ -242,7 +243,8 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
                        if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
             items = [(label, path, tuple(n for n in survey.work if n not in starved))
                      for (label, path), survey in zip(sources, surveys)]
-            scanning = {t.name for t, _ in selected.transforms if t.source_scans}
+            scanning = {t.name for t, _ in selected.transforms
+                        if t.source_scan_triggers is not None}
 
             def facts_for(item):  # what a file's codemods read of the run (nothing: none)
                 read = [n for n in item[2] if n in scanning]
@@ -334,24 +336,22 @@ def _survey_one(item) -> _Survey:
 
 
 def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
-    """The survey of one file's code (see `_Survey`) for `transforms`."""
-    from graphfix.source.syntax import Syntax
+    """The survey of one file's code (see `_Survey`) for `transforms`: the central
+    pre-filter (`graphfix.source.prefilter`), then what the scanning rules with work want."""
+    from graphfix.source.prefilter import prefilter
 
-    sources = [t for t in transforms if t.codemod is not None]
-    triggered = [t for t in sources if t.triggered_by(code)]
-    scans = tuple(t.name for t in sources if t.scan_triggered_by(code))
-    if not triggered:
-        return _Survey(scans=scans)
-    syntax = Syntax.parse(code)
-    if syntax is None:  # the codemods (libcst) say why it is skipped
-        return _Survey(work=tuple(t.name for t in triggered), parsed=False)
-    work = [t for t in triggered if _safely(t.has_source_work, syntax, True)]
+    found = prefilter(code, transforms)
+    work = tuple(t.name for t in found.work)
+    if not found.parsed:  # the codemods (libcst) say why it is skipped; nothing to scan
+        return _Survey(work=work, parsed=False)
+    if found.syntax is None:  # no rule's words in it: never parsed
+        return _Survey(scans=found.scans)
     wants = {}
-    for transform in work:
-        if transform.source_scans:
-            words = _safely(transform.facts_wanted, syntax, None)
+    for transform in found.work:
+        if transform.source_scan_triggers is not None:
+            words = _safely(transform.facts_wanted, found.syntax, None)
             wants[transform.name] = None if words is None else sorted(words)
-    return _Survey(work=tuple(t.name for t in work), wants=wants, scans=scans)
+    return _Survey(work=work, wants=wants, scans=found.scans)
 
 
 def _safely(check, syntax, default):

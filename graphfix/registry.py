@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
 if TYPE_CHECKING:
     from graphfix.findings import Edit, Finding
     from graphfix.graph.index import GraphIndex
+    from graphfix.source.prefilter import SourceTriggers
     from graphfix.source.syntax import Syntax
 
 ENTRY_POINT_GROUP = "graphfix.transforms"
@@ -112,26 +113,19 @@ class Transform:
     # The source surface: a SourceCodemod subclass, or "module:Class" (relative to the
     # transform's package) imported on first use, so the graph path never loads libcst.
     codemod: ClassVar[type | str | None] = None
-    # The source surface's text pre-filter, read before libcst is imported (a run whose files
-    # are all filtered out or cached never imports it): words of which at least one must
-    # appear in a file for the codemod to have work there; a tuple of such tuples means
-    # each of them must match.
-    source_triggers: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
-    # Whether the codemod needs facts from every file of a run first (it defines `scan`),
-    # and the words (as `source_triggers`) without which a file holds none of those facts.
-    source_scans: ClassVar[bool] = False
-    source_scan_triggers: ClassVar[tuple[str, ...] | tuple[tuple[str, ...], ...]] = ()
+    # The source surface's trigger vocabulary (`graphfix.source.prefilter.SourceTriggers`),
+    # declared once and read before libcst is imported (a run whose files are all filtered
+    # out or cached never imports it): what a file must show for the codemod to have work
+    # there. None: every file.
+    source_triggers: ClassVar["SourceTriggers | None"] = None
+    # Set where the codemod needs facts from every file of a run first (it defines `scan`):
+    # what a file's text must show to hold any of those facts (a `SourceTriggers` as above,
+    # read on the text: `facts_offered` reads the syntax). None: the codemod does not scan.
+    source_scan_triggers: ClassVar["SourceTriggers | None"] = None
 
     # Whether the codemod has work only where its scan found facts somewhere in the run
     # (update-ops: a train op needs the update ops only if some batch norm makes them).
     source_needs_facts: ClassVar[bool] = False
-
-    @classmethod
-    def has_source_work(cls, syntax: "Syntax") -> bool:
-        """Whether a file the text pre-filter let through has the construct the codemod acts
-        on, by the stdlib's parser (`graphfix.source.syntax.Syntax`), before libcst is run on it.
-        Conservative: False means the codemod finds nothing there. Default: True."""
-        return True
 
     # Cross-file scans read only what some file with work needs: the files that offer facts
     # about a name it wants, then, for names those facts show to matter, every file that
@@ -149,7 +143,7 @@ class Transform:
         """For a file the scan's text pre-filter let through, by the stdlib's parser: the
         names its facts may matter for (feed-to-assign: `emb`, where it assigns a variable
         to `.emb`); None: any name; empty: it holds no facts (update-ops: no batch norm).
-        Conservative, as `has_source_work`. Default: None."""
+        Conservative, as the pre-filter. Default: None."""
         return None
 
     @classmethod
@@ -158,16 +152,6 @@ class Transform:
         every other file mentioning it says counts too (a placeholder assigned to `.emb`
         elsewhere makes `.emb` no variable). Default: True."""
         return True
-
-    @classmethod
-    def triggered_by(cls, text: str) -> bool:
-        """Whether a source `text` may hold work for this transform's codemod."""
-        return _has_words(text, cls.source_triggers)
-
-    @classmethod
-    def scan_triggered_by(cls, text: str) -> bool:
-        """Whether a source `text` may hold facts this transform's codemod scans for."""
-        return cls.source_scans and _has_words(text, cls.source_scan_triggers)
 
     def graph(self, graph: "GraphIndex", ctx: Context) -> Iterable["Finding | Edit"]:
         """The findings for `graph`, in order, each fixable one carrying the `edit` that
@@ -203,14 +187,6 @@ class Transform:
     @classmethod
     def default_options(cls) -> dict[str, Any]:
         return {p.name: p.default_value for p in cls.params}
-
-
-def _has_words(text: str, words: tuple) -> bool:
-    """Whether `text` has one of `words` (each group of them, if they are groups)."""
-    if not words:
-        return True
-    groups = words if isinstance(words[0], tuple) else (words,)
-    return all(any(word in text for word in group) for group in groups)
 
 
 def _is_transform(obj) -> bool:

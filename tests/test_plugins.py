@@ -95,7 +95,12 @@ def test_entry_point_that_is_not_a_transform_is_a_one_line_error(tmp_path):
 SOURCE_PLUGIN = textwrap.dedent('''
     import libcst as cst
     from graphfix.source.codemod import SourceCodemod
+    from graphfix.source.prefilter import SourceTriggers
     from graphfix.registry import Transform
+
+
+    def _buggy_pre_check(syntax):
+        raise RuntimeError("a pre-check with a bug")
 
 
     class NoPrintCodemod(SourceCodemod):
@@ -112,11 +117,7 @@ SOURCE_PLUGIN = textwrap.dedent('''
         name = "no-print"
         summary = "report print calls"
         codemod = NoPrintCodemod
-        source_triggers = ("print",)
-
-        @classmethod
-        def has_source_work(cls, syntax):
-            raise RuntimeError("a pre-check with a bug")
+        source_triggers = SourceTriggers(words=("print",), where=_buggy_pre_check)
 ''')
 
 

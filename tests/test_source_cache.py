@@ -351,7 +351,8 @@ def test_a_run_of_cached_or_filtered_files_never_imports_libcst(tmp_path):
 
 
 def test_each_transform_declares_whether_its_codemod_scans():
-    """`Transform.source_scans` (read without libcst) says what the codemod's `scan` does."""
+    """`Transform.source_scan_triggers` (read without libcst) is set where the codemod
+    has a `scan`."""
     from graphfix import registry
     from graphfix.source.codemod import SourceCodemod
 
@@ -360,7 +361,7 @@ def test_each_transform_declares_whether_its_codemod_scans():
             continue
         codemod = transform.source_codemod()
         overrides = codemod.scan.__func__ is not SourceCodemod.scan.__func__
-        assert transform.source_scans == overrides, transform.name
+        assert (transform.source_scan_triggers is not None) == overrides, transform.name
 
 
 def test_files_without_what_a_codemod_acts_on_never_load_libcst(tmp_path):

@@ -21,6 +21,7 @@ from graphfix.findings import Change, Finding
 from graphfix.graph.devices import DeviceSpec
 from graphfix.registry import Transform
 from graphfix.source.codemod import SourceCodemod
+from graphfix.source.prefilter import SourceTriggers
 
 PRINT_OPS = frozenset({"Print", "PrintV2", "StringFormat"})
 
@@ -53,7 +54,8 @@ class PrintOnCpu(Transform):
     name = "print-on-cpu"
     summary = "move print ops off the GPU, which has no kernel for them"
     codemod = PrintOnCpuCodemod
-    source_triggers = (("device",), ("print", "Print"))  # words a file must have, for libcst
+    # A call of `print` or `Print` in a file that names a device: else never read by libcst.
+    source_triggers = SourceTriggers(calls={"print", "Print"}, all_of=(("device",),))
 
     def graph(self, graph, ctx):
         """The graph half: one finding per print op on a GPU, with the edit that moves it."""

@@ -1,12 +1,13 @@
 """The source side: Python files and notebooks that build TF1-style graphs, read and rewritten.
 
 Owns the rule base the transforms' source surfaces subclass (`codemod`), the TF vocabulary
-every rule and pre-check reads (`vocabulary`), the reading of a file's text and its stdlib
-syntax tree (`syntax`), source files found under a directory (`files`), Jupyter notebooks as
-sources (`notebooks`) and the per-file result cache (`cache`).
+every rule and pre-check reads (`vocabulary`), the central pre-filter that applies each
+rule's declared trigger vocabulary before libcst (`prefilter`), the reading of a file's
+text and its stdlib syntax tree (`syntax`), source files found under a directory (`files`),
+Jupyter notebooks as sources (`notebooks`) and the per-file result cache (`cache`).
 
 May import: the standard library, libcst (only where a file is parsed: never at import time
-of `files`, `syntax`, `vocabulary` or `cache`), `graphfix.findings`, `graphfix.config`,
-`graphfix.registry`, `graphfix.storage`. Never imports `graphfix.graph`,
+of `files`, `syntax`, `vocabulary`, `prefilter` or `cache`), `graphfix.findings`,
+`graphfix.config`, `graphfix.registry`, `graphfix.storage`. Never imports `graphfix.graph`,
 `graphfix.verification`, `graphfix.cli` or the transforms.
 """

@@ -32,6 +32,7 @@ from libcst.metadata import (
 
 from graphfix.findings import Finding
 from graphfix.registry import Transform
+from graphfix.source.prefilter import triggered_by
 from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
@@ -538,7 +539,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     current = module
     for codemod_class, options in codemods:
-        if not codemod_class.transform().triggered_by(code):
+        if not triggered_by(codemod_class.transform(), code):
             continue
         if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
             wrapper = MetadataWrapper(current)

@@ -91,8 +91,9 @@ def python_syntax_error(code: str) -> str | None:
 # -- the syntax pre-check: the stdlib's parser before libcst --------------------------------
 #
 # A file the text pre-filter lets through is parsed by `ast` (CPython's own C parser, about
-# 15x cheaper than libcst with its scope analysis) and each transform's `has_source_work`
-# looks for the construct its codemod acts on. Most files that merely mention `device` or
+# 15x cheaper than libcst with its scope analysis) once for all the rules the text let
+# through, and each rule's declared calls and predicate (`graphfix.source.prefilter`) look
+# for the construct its codemod acts on. Most files that merely mention `device` or
 # `run(` end there. These checks are conservative: a False means the codemod finds nothing.
 
 

@@ -48,6 +48,7 @@ from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.signatures import is_handle_type
 from graphfix.registry import Context, Param, Transform
+from graphfix.source.prefilter import SourceTriggers
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
@@ -129,22 +130,18 @@ class FeedToAssign(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:FeedToAssignCodemod"
-    source_triggers = ("run(", "eval(")
-    source_scans = True
+    # A run given a feed that may hold a variable. Whether a feed may hold one takes
+    # following names through assignments, which no call list says: the predicate (loaded
+    # on first use, as the codemod).
+    source_triggers = SourceTriggers(words=("run(", "eval("),
+                                     where=".prechecks:may_feed_a_variable")
     # Files that can hold a fact the scan collects: TF code that creates variables
     # (`tf.Variable`, `get_variable`, slim's `variable`/`model_variable`), updates them
     # (`assign*`, `global_step=`, `minimize`/`apply_gradients`) or monitors a session.
-    source_scan_triggers = (("tensorflow", "tf_slim"),
-                            ("Variable", "variable(", "assign", "global_step", "minimize",
-                             "apply_gradients", "Monitored"))
-
-    @classmethod
-    def has_source_work(cls, syntax: Syntax) -> bool:
-        """A run given a feed that may hold a variable: a key that may be one (not a
-        placeholder, not a parameter) or name one, or keys taken from a collection."""
-        from .prechecks import has_source_work
-
-        return has_source_work(syntax)
+    source_scan_triggers = SourceTriggers(all_of=(
+        ("tensorflow", "tf_slim"),
+        ("Variable", "variable(", "assign", "global_step", "minimize", "apply_gradients",
+         "Monitored")))
 
     @classmethod
     def facts_offered(cls, syntax: Syntax) -> frozenset[str]:

@@ -1,6 +1,6 @@
-"""feed-to-assign's source pre-check: which runs the codemod reads, and the facts its
-cross-file scan offers and wants, by the stdlib's parser (no libcst). Loaded on first use:
-a run over graphs never needs it.
+"""feed-to-assign's source pre-checks, by the stdlib's parser (no libcst): the predicate of
+its trigger vocabulary (which runs the codemod reads), and the facts its cross-file scan
+offers and wants. Loaded on first use: a run over graphs never needs it.
 """
 
 from __future__ import annotations
@@ -186,8 +186,10 @@ def _key_words(key: ast.expr, syntax: Syntax, words: set, depth: int) -> None:
         _key_words(key.args[0], syntax, words, depth + 1)
 
 
-def has_source_work(syntax: Syntax) -> bool:
-    """`FeedToAssign.has_source_work` (its docstring says what counts)."""
+def may_feed_a_variable(syntax: Syntax) -> bool:
+    """Whether a run is given a feed that may hold a variable: a key that may be one (not a
+    placeholder, not a parameter) or name one, or keys taken from a collection (the
+    predicate of `FeedToAssign.source_triggers`)."""
     for feed, _ in _runs(syntax):
         keys, runtime = _feed_keys(feed, syntax)
         if any(_may_be_variable(k, syntax, through_attributes=True)

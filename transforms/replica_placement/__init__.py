@@ -53,6 +53,7 @@ from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform
+from graphfix.source.prefilter import SourceTriggers
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
@@ -66,6 +67,26 @@ def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
 
 def _without_job(spec: DeviceSpec) -> DeviceSpec:
     return spec.replace(job=None, replica=None, task=None)
+
+
+def _ps_scope_or_cluster(syntax: Syntax) -> bool:
+    """Whether a file has a device scope on the ps job (`with tf.device('/job:ps/task:0')`,
+    the job's name given by a format), or a cluster with a ps job
+    (`tf.train.ClusterSpec({'ps': ...})`, a `Server` of one, the dict built apart): this
+    transform's pre-check."""
+    import ast  # (here: a run over graphs never parses source)
+
+    from graphfix.source.syntax import call_arguments, strings_in, tail_name
+
+    for block in syntax.withs:
+        for item in block.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and tail_name(call.func) == "device" and any(
+                    text == "ps" or "job:ps" in text
+                    for arg in call_arguments(call) for text in strings_in(arg)):
+                return True
+    clusters = any(tail_name(c.func) in ("ClusterSpec", "Server") for c in syntax.calls)
+    return clusters and "ps" in syntax.strings
 
 
 class ReplicaPlacement(Transform):
@@ -82,26 +103,10 @@ class ReplicaPlacement(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:ReplicaPlacementCodemod"
-    source_triggers = ("job:ps", "'ps'", '"ps"')
-
-    @classmethod
-    def has_source_work(cls, syntax: Syntax) -> bool:
-        """A device scope on the ps job (`with tf.device('/job:ps/task:0')`, the job's name
-        given by a format), or a cluster with a ps job (`tf.train.ClusterSpec({'ps': ...})`,
-        a `Server` of one, the dict built apart)."""
-        import ast  # (here: a run over graphs never parses source)
-
-        from graphfix.source.syntax import call_arguments, strings_in, tail_name
-
-        for block in syntax.withs:
-            for item in block.items:
-                call = item.context_expr
-                if isinstance(call, ast.Call) and tail_name(call.func) == "device" and any(
-                        text == "ps" or "job:ps" in text
-                        for arg in call_arguments(call) for text in strings_in(arg)):
-                    return True
-        clusters = any(tail_name(c.func) in ("ClusterSpec", "Server") for c in syntax.calls)
-        return clusters and "ps" in syntax.strings
+    # A device scope on the ps job or a cluster with a ps job (`_ps_scope_or_cluster`: a
+    # call list cannot say "given a ps string", nor "a cluster call and a 'ps' string").
+    source_triggers = SourceTriggers(words=("job:ps", "'ps'", '"ps"'),
+                                     where=_ps_scope_or_cluster)
 
     def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
         """The device every node should have (by position), and the bytes each ps task holds."""

@@ -41,6 +41,8 @@ from graphfix.graph import training
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
+from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.vocabulary import TRAIN_METHODS
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
@@ -89,24 +91,14 @@ class UpdateOps(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:UpdateOpsCodemod"
-    source_triggers = ("minimize", "apply_gradients")
-    source_scans = True
+    # A `X.minimize(...)` or `X.apply_gradients(...)` call.
+    source_triggers = SourceTriggers(calls=TRAIN_METHODS)
     # Files that can hold a batch norm (most files of a tree have none: never parsed).
-    source_scan_triggers = ("batch_norm", "BatchNorm", "batch_normalization",
-                            "BatchNormalization", "normalizer_fn", "resnet", "inception",
-                            "mobilenet", "nets")
+    source_scan_triggers = SourceTriggers(words=(
+        "batch_norm", "BatchNorm", "batch_normalization", "BatchNormalization",
+        "normalizer_fn", "resnet", "inception", "mobilenet", "nets"))
     # A train op is reported only where some file of the run builds a batch norm.
     source_needs_facts = True
-
-    @classmethod
-    def has_source_work(cls, syntax: Syntax) -> bool:
-        """A `X.minimize(...)` or `X.apply_gradients(...)` call."""
-        import ast  # (here: a run over graphs never parses source)
-
-        from graphfix.source.vocabulary import TRAIN_METHODS
-
-        return any(isinstance(call.func, ast.Attribute) and call.func.attr in TRAIN_METHODS
-                   for call in syntax.calls)
 
     @classmethod
     def facts_offered(cls, syntax: Syntax) -> frozenset[str] | None:

@@ -45,6 +45,8 @@ from graphfix.graph import placement
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
+from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.vocabulary import DEVICE_CALLS
 
 if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
@@ -53,6 +55,19 @@ if TYPE_CHECKING:
 def _on_gpu(group: placement.Group) -> bool:
     spec = group.requested
     return spec is not None and (spec.device_type or "").upper() == "GPU"
+
+
+def _gpu_device_scope(syntax: Syntax) -> bool:
+    """Whether a `with ...device(...)` is given a GPU string (this transform's pre-check)."""
+    import ast  # (here: a run over graphs never parses source)
+
+    from graphfix.source.syntax import call_arguments, strings_in, tail_name
+
+    return any(isinstance(item.context_expr, ast.Call)
+               and tail_name(item.context_expr.func) == "device"
+               and any("gpu" in text.lower() for arg in call_arguments(item.context_expr)
+                       for text in strings_in(arg))
+               for block in syntax.withs for item in block.items)
 
 
 class _CpuTwins(dict):
@@ -83,23 +98,12 @@ class VariablesToCpu(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:VariablesToCpuCodemod"
-    # A device scope, and a GPU named in some string (the scopes it moves variables out of
-    # are GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}").
-    source_triggers = (("device",), ("gpu", "GPU", "Gpu"))
-
-    @classmethod
-    def has_source_work(cls, syntax: Syntax) -> bool:
-        """A `with ...device(...)` given a GPU string (the only scopes the codemod moves
-        variables out of; a device string held in a variable is not followed)."""
-        import ast  # (here: a run over graphs never parses source)
-
-        from graphfix.source.syntax import call_arguments, strings_in, tail_name
-
-        return any(isinstance(item.context_expr, ast.Call)
-                   and tail_name(item.context_expr.func) == "device"
-                   and any("gpu" in text.lower() for arg in call_arguments(item.context_expr)
-                           for text in strings_in(arg))
-                   for block in syntax.withs for item in block.items)
+    # A `with ...device(...)` given a GPU string: the only scopes the codemod moves
+    # variables out of (GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}"; a device
+    # string held in a variable is not followed). A call list cannot say "given a GPU
+    # string in a with item", hence the predicate.
+    source_triggers = SourceTriggers(calls=DEVICE_CALLS, all_of=(("gpu", "GPU", "Gpu"),),
+                                     where=_gpu_device_scope)
 
     def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
         """(group, placement problem or None) for each group this transform moves.

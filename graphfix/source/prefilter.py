@@ -1,0 +1,153 @@
+"""The central pre-filter: which source rules may have work in a file, before libcst.
+
+Each transform declares its trigger vocabulary once, as a `SourceTriggers` (for the files it
+has work in, `Transform.source_triggers`, and for the files its cross-file scan reads,
+`Transform.source_scan_triggers`). From that one declaration this module computes, for all
+the run's rules of a file together, the two cheap looks that come before libcst:
+
+1. the text: the words a rule needs (its `words`, the last names of its `calls`, each group
+   of `all_of`), searched in the file's text; a file no rule's words trigger on is never
+   parsed;
+2. the syntax: one stdlib `ast` parse (`Syntax`) shared by every rule the text let through,
+   in which some call must be spelled with the last name of one of a rule's `calls` (the
+   stdlib parser sees spellings, not what they resolve to: `tf1.get_variable` and a
+   helper's `get_variable` alike), and the rule's `where` predicate, if it declares one,
+   must hold.
+
+Both are conservative: a file they turn away holds nothing the rule's codemod finds.
+Plain Python, no libcst: the run's survey imports it without loading libcst.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from graphfix.source.vocabulary import last_names
+
+if TYPE_CHECKING:
+    from graphfix.registry import Transform
+    from graphfix.source.syntax import Syntax
+
+
+@dataclass(frozen=True)
+class SourceTriggers:
+    """What a file must show for a rule to have work in it (or, as a scan's triggers, to
+    hold facts its scan reads). Every part given must match; an empty declaration lets
+    every file through.
+
+    - `calls`: canonical TF names (`graphfix.source.vocabulary`: `get_variable`,
+      `train.ClusterSpec`, `slim.batch_norm`); the text must have one's last name and the
+      file must call something spelled with it.
+    - `words`: text of which at least one must appear (`"run("`, `"'ps'"`).
+    - `all_of`: groups of words, each of which must have one in the text too.
+    - `where`: a predicate on the file's `Syntax` for a construct a call list cannot say
+      (variables-to-cpu: a `with device(...)` given a GPU string), or its
+      `"module:function"` relative to the transform's package, imported on first use. It
+      must be conservative as the rest: False means the codemod finds nothing there.
+    """
+
+    calls: frozenset[str] = frozenset()
+    words: tuple[str, ...] = ()
+    all_of: tuple[tuple[str, ...], ...] = ()
+    where: Callable[["Syntax"], bool] | str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "calls", frozenset(self.calls))
+        object.__setattr__(self, "words", tuple(self.words))
+        object.__setattr__(self, "all_of", tuple(tuple(g) for g in self.all_of))
+
+    @property
+    def call_names(self) -> frozenset[str]:
+        """The last names of `calls`: how the stdlib parser and the text see them spelled."""
+        return last_names(self.calls)
+
+    def in_text(self, text: str) -> bool:
+        """The text pre-filter: whether `text` has the words this declaration needs."""
+        anywhere = (*self.words, *sorted(self.call_names))
+        if anywhere and not any(word in text for word in anywhere):
+            return False
+        return all(any(word in text for word in group) for group in self.all_of)
+
+    def needs_syntax(self) -> bool:
+        """Whether the stdlib parse can say more than the text did."""
+        return bool(self.calls) or self.where is not None
+
+    def in_syntax(self, syntax: "Syntax", package: str | None = None) -> bool:
+        """The syntax pre-check, for a file whose text passed: a call spelled with one of
+        `calls`' last names, and `where`. (`package`: where a `where` string is relative to.)"""
+        from graphfix.source.syntax import tail_name  # (not on the graph path)
+
+        names = self.call_names
+        if names and not any(tail_name(call.func) in names for call in syntax.calls):
+            return False
+        if self.where is None:
+            return True
+        return bool(_predicate(self.where, package)(syntax))
+
+
+NO_TRIGGERS = SourceTriggers()
+
+
+def _triggers(transform: type["Transform"]) -> SourceTriggers:
+    return transform.source_triggers or NO_TRIGGERS
+
+
+def _predicate(where, package: str | None) -> Callable[["Syntax"], bool]:
+    if not isinstance(where, str):
+        return where
+    module_name, _, function_name = where.partition(":")
+    return getattr(importlib.import_module(module_name, package=package), function_name)
+
+
+def triggered_by(transform: type["Transform"], text: str) -> bool:
+    """Whether a source `text` may hold work for `transform`'s codemod (the text filter)."""
+    return _triggers(transform).in_text(text)
+
+
+def scan_triggered_by(transform: type["Transform"], text: str) -> bool:
+    """Whether a source `text` may hold facts `transform`'s codemod scans for."""
+    triggers = transform.source_scan_triggers
+    return triggers is not None and triggers.in_text(text)
+
+
+class Prefiltered:
+    """What the pre-filter says of one file for the run's rules (see `prefilter`)."""
+
+    __slots__ = ("work", "scans", "syntax", "parsed")
+
+    def __init__(self, work, scans, syntax, parsed):
+        self.work: list[type[Transform]] = work  # rules that may have work in it, in run order
+        self.scans: tuple[str, ...] = scans  # scanning rules whose scan triggers its text passes
+        self.syntax: Syntax | None = syntax  # the shared parse, where one was needed
+        self.parsed: bool = parsed  # False: Python cannot parse it (libcst then says why)
+
+
+def prefilter(code: str, transforms: Iterable[type["Transform"]]) -> Prefiltered:
+    """For the rules (`transforms` with a codemod) of one file: the text pass, then, only
+    where some rule's text triggered, one `ast` parse that every such rule's syntax check
+    reads. A check that raises (a third-party rule's bug) lets the file through: the codemod
+    has the last word."""
+    sources = [t for t in transforms if t.codemod is not None]
+    triggered = [t for t in sources if triggered_by(t, code)]
+    scans = tuple(t.name for t in sources if scan_triggered_by(t, code))
+    if not triggered:
+        return Prefiltered([], scans, None, True)
+    from graphfix.source.syntax import Syntax
+
+    syntax = Syntax.parse(code)
+    if syntax is None:  # the codemods (libcst) say why it is skipped
+        return Prefiltered(triggered, scans, None, False)
+    work = [t for t in triggered if _in_syntax(t, syntax)]
+    return Prefiltered(work, scans, syntax, True)
+
+
+def _in_syntax(transform: type["Transform"], syntax: "Syntax") -> bool:
+    triggers = _triggers(transform)
+    if not triggers.needs_syntax():
+        return True
+    try:
+        return triggers.in_syntax(syntax, transform.__module__)
+    except Exception:
+        return True

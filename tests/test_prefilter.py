@@ -1,0 +1,86 @@
+"""The central pre-filter (`graphfix.source.prefilter`) against the codemods: computed from
+each rule's declared trigger vocabulary alone, it never turns away a file in which the
+rule's codemod finds something, and it parses a file only where some rule's words are."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graphfix import registry
+from graphfix.source import prefilter
+from graphfix.source.codemod import run_source, scan_sources
+from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.syntax import Syntax
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _source_rules():
+    return [t for t in registry.all_transforms().values() if t.codemod is not None]
+
+
+def _cases():
+    """(transform, {path: code}) for each of a rule's source fixtures (a case's `before.py`,
+    or every file under its `before/`) and each of its INVALID examples."""
+    for transform in _source_rules():
+        package = transform.__module__.rsplit(".", 1)[-1]
+        for case in sorted((FIXTURES / package / "source").glob("*/")):
+            files = ([case / "before.py"] if (case / "before.py").exists()
+                     else sorted((case / "before").rglob("*.py")))
+            if files:
+                yield pytest.param(transform, {str(f): f.read_text() for f in files},
+                                   id=f"{transform.name}-{case.name}")
+        for number, example in enumerate(transform.source_codemod().INVALID):
+            yield pytest.param(transform, {"example.py": example.code},
+                               id=f"{transform.name}-invalid-{number}")
+
+
+@pytest.mark.parametrize("transform, files", list(_cases()))
+def test_the_pre_filter_lets_through_every_file_the_codemod_finds_something_in(transform,
+                                                                               files):
+    codemods = [(transform.source_codemod(), transform.default_options())]
+    run_facts = scan_sources(files, codemods)
+    for path, code in files.items():
+        found = run_source(code, path, codemods, fix=False, run_facts=run_facts).findings
+        if found:
+            assert transform in prefilter.prefilter(code, [transform]).work, path
+
+
+def test_a_file_no_rule_has_words_for_is_never_parsed():
+    code = "import os\n\nprint(os.getcwd())\n"
+    found = prefilter.prefilter(code, _source_rules())
+    assert found.work == [] and found.syntax is None and found.parsed
+
+
+def test_one_parse_is_shared_by_the_rules_the_text_let_through():
+    code = textwrap.dedent("""\
+        import tensorflow as tf
+        with tf.device("/gpu:0"):
+            w = tf.Variable(0.0)
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(w)
+        """)
+    found = prefilter.prefilter(code, _source_rules())
+    assert {t.name for t in found.work} == {"variables-to-cpu", "update-ops"}
+    assert isinstance(found.syntax, Syntax)
+
+
+def test_words_in_comments_and_strings_are_no_call():
+    """The text lets `minimize` in a comment through; the parse sees no call spelled so."""
+    triggers = SourceTriggers(calls={"minimize"})
+    code = "# minimize the loss later\nnote = 'minimize'\n"
+    assert triggers.in_text(code)
+    assert not triggers.in_syntax(Syntax.parse(code))
+    assert triggers.in_syntax(Syntax.parse("opt.minimize(loss)\n"))
+
+
+def test_every_part_of_a_declaration_must_match():
+    triggers = SourceTriggers(calls={"device"}, all_of=(("gpu", "GPU"),),
+                              where=lambda syntax: "/gpu:0" in syntax.strings)
+    assert not triggers.in_text("tf.device('/cpu:0')\n")
+    assert triggers.in_text("tf.device('/gpu:1')\n")
+    assert not triggers.in_syntax(Syntax.parse("tf.device('/gpu:1')\n"))
+    assert triggers.in_syntax(Syntax.parse("tf.device('/gpu:0')\n"))
+    assert SourceTriggers().in_text("") and SourceTriggers().in_syntax(Syntax.parse(""))
