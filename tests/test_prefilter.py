@@ -84,3 +84,15 @@ def test_every_part_of_a_declaration_must_match():
     assert not triggers.in_syntax(Syntax.parse("tf.device('/gpu:1')\n"))
     assert triggers.in_syntax(Syntax.parse("tf.device('/gpu:0')\n"))
     assert SourceTriggers().in_text("") and SourceTriggers().in_syntax(Syntax.parse(""))
+
+
+def test_a_plug_in_written_before_source_triggers_keeps_its_word_tuples():
+    """The earlier form: a tuple of words (one must appear), or of tuples (each must match)."""
+    from graphfix.source.prefilter import as_triggers
+
+    words = as_triggers(("print", "Print"))
+    assert words.in_text("tf.print(x)") and not words.in_text("x = 1")
+    groups = as_triggers((("device",), ("gpu", "GPU")))
+    assert groups.in_text("with tf.device('/gpu:0'):")
+    assert not groups.in_text("with tf.device('/cpu:0'):")
+    assert as_triggers(None) is None

@@ -90,8 +90,20 @@ class SourceTriggers:
 NO_TRIGGERS = SourceTriggers()
 
 
+def as_triggers(declared) -> SourceTriggers | None:
+    """A declaration as a `SourceTriggers`. A plug-in written before it may still give the
+    earlier form, a tuple of words (one must appear) or of such tuples (each must match):
+    it means the same here."""
+    if declared is None or isinstance(declared, SourceTriggers):
+        return declared
+    groups = tuple(declared)
+    if groups and isinstance(groups[0], tuple):
+        return SourceTriggers(all_of=groups)
+    return SourceTriggers(words=groups)
+
+
 def _triggers(transform: type["Transform"]) -> SourceTriggers:
-    return transform.source_triggers or NO_TRIGGERS
+    return as_triggers(transform.source_triggers) or NO_TRIGGERS
 
 
 def _predicate(where, package: str | None) -> Callable[["Syntax"], bool]:
@@ -108,7 +120,7 @@ def triggered_by(transform: type["Transform"], text: str) -> bool:
 
 def scan_triggered_by(transform: type["Transform"], text: str) -> bool:
     """Whether a source `text` may hold facts `transform`'s codemod scans for."""
-    triggers = transform.source_scan_triggers
+    triggers = as_triggers(transform.source_scan_triggers)
     return triggers is not None and triggers.in_text(text)
 
 
