@@ -16,6 +16,12 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+def _show(lines, workdir: Path) -> None:
+    """Lines of output, indented, with paths shown relative to the demo's folder."""
+    for line in lines:
+        _say("  " + line.replace(str(workdir) + "/", ""))
+
+
 # The demo's graphs: fixtures of the repository, which the wheel carries in
 # graphfix/demo_fixtures/ under these names (pyproject.toml's force-include).
 DEMO_FIXTURES = {
@@ -56,23 +62,19 @@ def seed000(workdir: Path) -> bool:
     only = ["variables-to-cpu"]
     _say("$ graphfix verify seed000.pbtxt")
     unfixed = verify_path(str(before), steps=1)
-    for line in unfixed.to_lines():
-        _say("  " + line.replace(str(workdir) + "/", ""))
+    _show(unfixed.to_lines(), workdir)
     _say("$ graphfix check seed000.pbtxt --target-devices /gpu:0")
     findings = _check(before, only)
-    for finding in findings:
-        _say("  " + finding.to_text().replace(str(workdir) + "/", ""))
+    _show((finding.to_text() for finding in findings), workdir)
     fixed = workdir / "seed000.fixed.pbtxt"
     _say("$ graphfix fix seed000.pbtxt -o seed000.fixed.pbtxt")
-    for change in _fix(before, fixed, only):
-        _say("  " + change.to_text().replace(str(workdir) + "/", ""))
+    _show((change.to_text() for change in _fix(before, fixed, only)), workdir)
     _say("$ graphfix check seed000.fixed.pbtxt --target-devices /gpu:0")
     remaining = _check(fixed, only)
     _say(f"  {len(remaining)} finding(s)")
     _say("$ graphfix verify seed000.fixed.pbtxt")
     result = verify_path(str(fixed), steps=1, fetches=["output:0"])
-    for line in result.to_lines():
-        _say("  " + line.replace(str(workdir) + "/", ""))
+    _show(result.to_lines(), workdir)
     _say(f"  output:0 = {result.values.get('output:0')}")
     return not unfixed.passed and bool(findings) and not remaining and result.passed
 
@@ -88,21 +90,17 @@ def seed003(workdir: Path) -> bool:
     moving_mean = "variable:conv1/BatchNorm/moving_mean"
     _say("$ graphfix verify seed003.pbtxt --fetch train")
     unfixed = verify_path(str(before), steps=1, fetches=["train"])
-    for line in unfixed.to_lines():
-        _say("  " + line.replace(str(workdir) + "/", ""))
+    _show(unfixed.to_lines(), workdir)
     _say(f"  conv1 moving_mean after a step: {unfixed.values.get(moving_mean)}")
     _say("$ graphfix check seed003.pbtxt --only update-ops")
     findings = _check(before, only)
-    for finding in findings:
-        _say("  " + finding.to_text().replace(str(workdir) + "/", ""))
+    _show((finding.to_text() for finding in findings), workdir)
     fixed = workdir / "seed003.fixed.pbtxt"
     _say("$ graphfix fix seed003.pbtxt -o seed003.fixed.pbtxt --only update-ops")
-    for change in _fix(before, fixed, only):
-        _say("  " + change.to_text().replace(str(workdir) + "/", ""))
+    _show((change.to_text() for change in _fix(before, fixed, only)), workdir)
     _say("$ graphfix verify seed003.fixed.pbtxt --fetch train --compare seed003.pbtxt")
     result = verify_path(str(fixed), steps=1, fetches=["train"], compare=str(before))
-    for line in result.to_lines():
-        _say("  " + line.replace(str(workdir) + "/", ""))
+    _show(result.to_lines(), workdir)
     _say(f"  conv1 moving_mean after a step: {result.values.get(moving_mean)}")
     return not unfixed.passed and bool(findings) and result.passed
 
@@ -146,8 +144,7 @@ def seed003_feed(workdir: Path) -> bool:
                               {"feed-to-assign": {"variables": ["embeddings"]}}, ())
     report, outputs = run_paths([str(before)], selected, fix=True, out=str(fixed))
     write_outputs(outputs)
-    for change in report.changes:
-        _say("  " + change.to_text().replace(str(workdir) + "/", ""))
+    _show((change.to_text() for change in report.changes), workdir)
     renames = {k: v for c in report.changes for k, v in c.details.get("renames", {}).items()}
     _say(f"$ sess.run(train, feed_dict={{{renames['embeddings:0']!r}: value, 'ids:0': ids}})")
     error_after, trained = run(fixed, {renames["embeddings:0"]: value, "ids:0": ids})
