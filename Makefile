@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# Bytecode written now, as pip writes it for a regular install, so that no run compiles
+# graphfix's modules from source (where PYTHONDONTWRITEBYTECODE is set, every run would).
 install: $(STAMP)
+	$(BIN)/python -m compileall -q graphfix transforms > /dev/null
 
 demo: install
 	$(BIN)/graphfix demo
