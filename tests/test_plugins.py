@@ -95,6 +95,7 @@ def test_entry_point_that_is_not_a_transform_is_a_one_line_error(tmp_path):
 SOURCE_PLUGIN = textwrap.dedent('''
     import libcst as cst
     from graphfix.source.codemod import SourceCodemod
+    from graphfix.source.fixes import Replace
     from graphfix.source.prefilter import SourceTriggers
     from graphfix.registry import Transform
 
@@ -109,7 +110,8 @@ SOURCE_PLUGIN = textwrap.dedent('''
 
         def visit_Call(self, node):
             if isinstance(node.func, cst.Name) and node.func.value == "print":
-                self.report(node, "print() in a training loop", fixable=False,
+                to_log = lambda call: call.with_changes(func=cst.parse_expression("log.info"))
+                self.report(node, "print() in a training loop", fix=Replace(node, to_log),
                             severity="warning")
 
 
@@ -123,8 +125,8 @@ SOURCE_PLUGIN = textwrap.dedent('''
 
 def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
     """A third-party codemod that reports in `visit_Call` is traversed (the skip is for
-    codemods that declare `reports_in_visit_module`), and a pre-check that raises lets the
-    codemod decide instead of failing the run."""
+    codemods that report in `visit_Module` only), its fixes made as it goes, and a pre-check
+    that raises lets the codemod decide instead of failing the run."""
     site = tmp_path / "site"
     _install_plugin(site)
     (site / "gfx_clear.py").write_text(SOURCE_PLUGIN.replace("NoPrint(", "ClearDevices("))
@@ -132,7 +134,11 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
     result = _graphfix("check", "loop.py", "--only", "no-print", "--no-cache",
                        site=site, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
-    assert "loop.py:2:5: no-print: print() in a training loop" in result.stdout
+    assert "loop.py:2:5: no-print: print() in a training loop (fixable)" in result.stdout
+    fixed = _graphfix("fix", "loop.py", "--only", "no-print", "--no-cache",
+                      site=site, cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert (tmp_path / "loop.py").read_text() == "for step in range(3):\n    log.info(step)\n"
 
 
 KNOT_PLUGIN = textwrap.dedent('''
@@ -220,4 +226,11 @@ def test_the_worked_example_installed_as_an_entry_point_checks_fixes_and_verifie
                        site=site, cwd=tmp_path)
     assert source.returncode == 1, source.stderr
     assert [line for line in source.stdout.splitlines() if "print-on-cpu" in line] == [
-        "model.py:4:5: print-on-cpu: a print under a GPU device scope: no GPU kernel runs it"]
+        "model.py:4:5: print-on-cpu: a print under a GPU device scope: no GPU kernel runs it "
+        "(fixable)"]
+    source_fixed = _graphfix("fix", "model.py", "--only", "print-on-cpu", "--no-cache",
+                             site=site, cwd=tmp_path)
+    assert source_fixed.returncode == 1, source_fixed.stderr
+    assert (tmp_path / "model.py").read_text() == (
+        "import tensorflow as tf\nx = tf.constant(1.0)\nwith tf.device('/gpu:0'):\n"
+        "    with tf.device(\"/cpu:0\"):\n        tf.print(x)\ntf.print(x)\n")

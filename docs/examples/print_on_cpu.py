@@ -9,8 +9,8 @@
 
 Found: in a graph, each Print, PrintV2 or StringFormat op that asks for a GPU; in source,
 each `tf.print` / `tf.Print` call under a `with tf.device(...)` given a GPU string.
-
-Fixed: in a graph, each such op moves to the CPU of its job and task. In source, reported.
+Fixed: in a graph, each such op moves to the CPU of its job and task; in source, a print
+that is a statement of its own moves under `with tf.device("/cpu:0"):`.
 """
 
 from functools import partial
@@ -21,33 +21,39 @@ from graphfix.findings import Change, Finding
 from graphfix.graph.devices import DeviceSpec
 from graphfix.registry import Transform
 from graphfix.source.codemod import SourceCodemod
+from graphfix.source.fixes import WrapInWith
 from graphfix.source.prefilter import SourceTriggers
 
 PRINT_OPS = frozenset({"Print", "PrintV2", "StringFormat"})
 
 
 class PrintOnCpuCodemod(SourceCodemod):
-    """The source half: print calls under a GPU device scope."""
+    """The source half: a print call under a GPU device scope moves under the CPU's."""
 
-    gpu_scopes = 0  # how many `with tf.device(<a GPU>)` blocks enclose the node visited
+    def _gpu_device(self, node: cst.With) -> str | None:
+        """How the `with` spells TF's `device` (`tf.device`), if it asks for a GPU."""
+        for call in (item.item for item in node.items if isinstance(item.item, cst.Call)):
+            if self.tf_canonical(call.func) == "device" and "gpu" in self.code(call).lower():
+                return self.code(call.func)
+        return None
 
-    def _on_gpu(self, node: cst.With) -> bool:
-        return any(isinstance(item.item, cst.Call)
-                   and self.tf_canonical(item.item.func) == "device" and any(
-            isinstance(arg.value, cst.SimpleString) and "gpu" in arg.value.value.lower()
-            for arg in item.item.args) for item in node.items)
+    def visit_Module(self, node: cst.Module) -> None:
+        self.gpu_devices: list[str | None] = []  # one per enclosing `with`
 
     def visit_With(self, node: cst.With) -> None:
-        self.gpu_scopes += self._on_gpu(node)
+        self.gpu_devices.append(self._gpu_device(node))
 
     def leave_With(self, original_node: cst.With, updated_node: cst.With) -> cst.With:
-        self.gpu_scopes -= self._on_gpu(original_node)
+        self.gpu_devices.pop()
         return updated_node
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.gpu_scopes and self.tf_canonical(node.func) in ("print", "Print"):
+        devices = [d for d in self.gpu_devices if d]
+        if devices and self.tf_canonical(node.func) in ("print", "Print"):
+            line = self.parent(self.parent(node))  # a print of its own: Expr, then its line
+            wrap = WrapInWith((line,), f'{devices[-1]}("/cpu:0")')
             self.report(node, "a print under a GPU device scope: no GPU kernel runs it",
-                        fixable=False)
+                        fix=wrap if isinstance(line, cst.SimpleStatementLine) else None)
 
 
 class PrintOnCpu(Transform):

@@ -1,9 +1,11 @@
 """The source surface: libcst codemods over Python files that build TF1-style graphs.
 
-Each transform's `codemod` is a `SourceCodemod`: a libcst transformer with TF-aware helpers
-(`tf_canonical` resolves any import or module alias, `report` records a finding with its position,
-`suppressed` honours `# graphfix: ignore[name]`). `run_source` applies a list of them and
-never raises on bad input: it returns the result, or the reason the file was skipped.
+Each transform's `codemod` is a `SourceCodemod`, a rule as Fixit shapes one: its visit
+methods read the tree and `report(node, message, fix=...)`, the fix being edits of the tree it
+read (`graphfix.source.fixes`), which the base class makes once, in one traversal, in fix mode.
+TF-aware helpers: `tf_canonical` resolves any import or module alias, `suppressed` honours
+`# graphfix: ignore[name]`. `run_source` applies a list of them and never raises on bad
+input: it returns the result, or the reason the file was skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, ClassVar
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     CodeRange,
@@ -31,6 +34,7 @@ from libcst.metadata import (
 )
 
 from graphfix.findings import Finding
+from graphfix.source import fixes
 from graphfix.registry import Transform
 from graphfix.source.prefilter import triggered_by
 from graphfix.source.vocabulary import canonical_tf_name
@@ -264,17 +268,18 @@ class Example:
 
 
 class SourceCodemod(VisitorBasedCodemodCommand):
-    """Base class of a transform's source surface: a libcst transformer whose visit methods
-    find what is wrong and `report` it, and whose leave methods make the fix (in fix mode,
-    where a fixable finding was reported). `self.options` holds the transform's parameters;
-    the transform it belongs to (its name on every finding) is the registry's, the one whose
-    `codemod` names this class.
+    """Base class of a transform's source surface (a rule): its visit methods find what is
+    wrong and `report` it, each finding with its fix (edits of the tree as read, see
+    `graphfix.source.fixes`), and in fix mode the base class makes every reported edit in one
+    traversal. `self.options` holds the transform's parameters; the transform it belongs to
+    (its name on every finding) is the registry's, the one whose `codemod` names this class.
 
-    A codemod whose only visit method is `visit_Module` (all built-in ones: it reads the
-    nodes it wants from `nodes` and reports every finding there) is not traversed further
-    unless it edits: the rest of the traversal, every node visited and rebuilt (the bulk of
-    a codemod's time on a big file), runs only in fix mode after a fixable finding. Others
-    are traversed as libcst does.
+    A rule whose only visit method is `visit_Module` (all built-in ones: it reads the nodes
+    it wants from `nodes` and reports every finding there) is not traversed further unless
+    it edits: the rest of the traversal, every node visited and rebuilt (the bulk of a rule's
+    time on a big file), runs only in fix mode after a finding with a fix. Others are
+    traversed as libcst does; their edits must be reported by the time the traversal leaves
+    the node an edit is made at (the reported node, or the block or brackets holding it).
     """
 
     # Positions are not among them: `code_range` resolves them when first asked, since most
@@ -312,15 +317,19 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         # model with batch norm is in model.py while the optimizer is in train.py.
         self.run_facts = run_facts or {}
         self.findings: list[Finding] = []
+        # The edits of the findings' fixes, by the node at whose leave each is made:
+        self._planned: dict[cst.CSTNode, list[fixes.Edit]] = {}
+        self._imports: list[fixes.AddImport] = []
+        self._known_edits: set[fixes.Edit] = set()
         self._name = self.transform().name
         self._lines: list[str] | None = None
         self._tf_names: TfNames | None = None
 
     @property
     def _edits(self) -> bool:
-        """Whether this codemod edits the file: in fix mode, once its analysis reported a
-        fixable finding (a codemod edits exactly where it reports one)."""
-        return self.fix and any(f.fixable for f in self.findings)
+        """Whether this rule edits the file: in fix mode, once it reported a finding with a
+        fix."""
+        return self.fix and bool(self._known_edits)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit_children = super().on_visit(node)
@@ -329,10 +338,27 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return visit_children
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        if (original_node is self._tree and self._reports_in_visit_module()
-                and not self._edits):
-            return updated_node
-        return super().on_leave(original_node, updated_node)
+        if not self._edits:
+            if original_node is self._tree and self._reports_in_visit_module():
+                return updated_node
+            return super().on_leave(original_node, updated_node)
+        updated = super().on_leave(original_node, updated_node)
+        edits = self._planned.pop(original_node, None)
+        if edits:
+            updated = fixes.make(original_node, updated, edits, self._tree.config_for_parsing,
+                                 self._produced)
+            if isinstance(updated, cst.FlattenSentinel):
+                self._produced[original_node] = tuple(updated.nodes)
+            elif isinstance(updated, cst.RemovalSentinel):
+                self._produced[original_node] = ()
+        if original_node is self._tree:
+            for edit in self._imports:
+                AddImportsVisitor.add_needed_import(self.context, edit.module, asname=edit.asname)
+            if self._planned:
+                raise RuntimeError(
+                    f"{self._name}: a fix edits a node the traversal had already left "
+                    f"(report it before leaving {type(next(iter(self._planned))).__name__})")
+        return updated
 
     @classmethod
     def scan(cls, path: str, code: str) -> Any:
@@ -372,6 +398,10 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
         return self.tf_names.tf_qualified(node)
 
+    def code(self, node: cst.CSTNode) -> str:
+        """`node`'s source text, as the file spells it."""
+        return self._tree.code_for_node(node)
+
     def code_range(self, node: cst.CSTNode) -> CodeRange:
         """Where `node` is in the file (libcst's PositionProvider)."""
         return self.context.wrapper.resolve(PositionProvider)[node]
@@ -381,18 +411,30 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         pos = self.code_range(node).start
         return pos.line, pos.column + 1
 
-    def report(self, node: cst.CSTNode, message: str, *, fixable: bool = True,
+    def report(self, node: cst.CSTNode, message: str, *,
+               fix: fixes.Edit | tuple[fixes.Edit, ...] | None = None,
                severity: str = "error") -> None:
-        """Record a finding at `node`'s position (nothing if the user suppressed it there)."""
+        """Record a finding at `node`'s position, with its fix (None: reported, not fixed);
+        nothing if the user suppressed it there. Edits several findings share are made once."""
         if self.suppressed(node):
             return
+        edits = fixes.edits_of(fix)
+        for edit in edits:
+            if edit in self._known_edits:
+                continue
+            self._known_edits.add(edit)
+            at = fixes.where_made(edit, self.parent)
+            if at is None:
+                self._imports.append(edit)
+            else:
+                self._planned.setdefault(at, []).append(edit)
         line, col = self.position(node)
         self.findings.append(
             Finding(
                 path=self.context.filename or "<string>",
                 transform=self._name,
                 message=message,
-                fixable=fixable,
+                fixable=bool(edits),
                 line=line,
                 col=col,
                 severity=severity,  # type: ignore[arg-type]
@@ -452,6 +494,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self._tree = tree
+        self._produced: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
         self._lines = None
         self._tf_names = None
         self._qualified = qualified_name_lookup(

@@ -25,6 +25,7 @@ from graphfix.source.codemod import (
     qualified_name_lookup,
     scan_wrapper,
 )
+from graphfix.source.fixes import InsertBefore, Remove, Replace
 from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
     GET_VARIABLE_CALLS,
@@ -55,6 +56,11 @@ _VARIABLES_ERROR = _FLOAT_REF_ERROR.replace("feeding it", "feeding a variable", 
 _VARIABLE_KINDS = frozenset({"variable", "frozen", "global_step"})
 _HEADERS = {cst.If: "an `if` condition", cst.While: "a `while` condition",
             cst.For: "a `for` header", cst.With: "a `with` header"}
+def _to_none(arg: cst.Arg) -> cst.Arg:
+    """A positional feed left empty, where a later positional argument needs its place."""
+    return arg.with_changes(value=cst.Name("None"))
+
+
 _LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
               "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
 
@@ -532,9 +538,6 @@ class FeedToAssignCodemod(SourceCodemod):
                         *(f for path, f in sorted(self.run_facts.items()) if path != own)])
         reader.attributes, reader.updated = facts["attributes"], facts["updated"]
         self._reader, self._facts = reader, facts
-        self._loads: dict[cst.BaseSmallStatement, list[str]] = {}
-        self._dropped: set[cst.CSTNode] = set()  # dict elements and arguments to remove
-        self._nulled: set[cst.Arg] = set()  # positional feeds that become `None`
         named: dict[frozenset, list[_Run]] = {}
         for call in nodes:
             run = self._run(call) if isinstance(call, cst.Call) else None
@@ -552,9 +555,6 @@ class FeedToAssignCodemod(SourceCodemod):
         for assignments, runs in named.items():
             self._named(assignments, runs)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
-
-    def _code(self, node: cst.CSTNode) -> str:
-        return self._tree.code_for_node(node)
 
     def _ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         out = []
@@ -596,7 +596,7 @@ class FeedToAssignCodemod(SourceCodemod):
             session_expr = argument(call, "session", 1 if func.attr.value == "eval" else None)
         session, monitored, problem = self._session(session_expr)
         small, where = self._statement(call)
-        return _Run(call, feed_arg.value, feed_arg, self._code(func), session, monitored,
+        return _Run(call, feed_arg.value, feed_arg, self.code(func), session, monitored,
                     small, where or problem)
 
     def _session(self, expr: cst.BaseExpression | None) -> tuple[str | None, bool, str | None]:
@@ -610,9 +610,9 @@ class FeedToAssignCodemod(SourceCodemod):
         while isinstance(plain, cst.Attribute):
             plain = plain.value
         if not isinstance(plain, cst.Name):
-            return None, False, (f"its session is `{self._code(expr)}`, an expression that "
+            return None, False, (f"its session is `{self.code(expr)}`, an expression that "
                                  "would be evaluated again for the load")
-        return self._code(expr), self._monitored(expr), None
+        return self.code(expr), self._monitored(expr), None
 
     def _monitored(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Attribute):
@@ -673,9 +673,9 @@ class FeedToAssignCodemod(SourceCodemod):
                     moves.append(element)
             elif isinstance(verdict, tuple):
                 self.report(element.key,
-                            f"`{self._code(element.key)}` feeds variable {verdict[1]} by name "
+                            f"`{self.code(element.key)}` feeds variable {verdict[1]} by name "
                             f"to {run.label}; {_FLOAT_REF_ERROR}; not fixed: a name or a "
-                            f"tensor has no `load`; {_LOAD_HELP}", fixable=False)
+                            f"tensor has no `load`; {_LOAD_HELP}")
         return moves
 
     def _inline(self, run: _Run) -> None:
@@ -685,25 +685,17 @@ class FeedToAssignCodemod(SourceCodemod):
             return
         problem = (run.problem or self._order_problem(run, moves)
                    or self._spread_problem(literal, moves) or self._lambda_problem(run, moves))
-        self._report(moves, [run], problem)
-        if problem:
-            return
-        self._apply(moves, [run])
-        if all(e in self._dropped for e in literal.elements):
-            args = list(run.call.args)
-            later = args[args.index(run.feed_arg) + 1:]
-            if run.feed_arg.keyword is None and any(a.keyword is None for a in later):
-                self._nulled.add(run.feed_arg)
-            else:
-                self._dropped.add(run.feed_arg)
+        emptied = all(e in moves for e in literal.elements)
+        self._report(moves, problem, [run], None if problem else
+                     self._fix(moves, [run], run.feed_arg if emptied else None))
 
     def _runtime(self, run: _Run) -> None:
         if self.suppressed(run.feed):
             return
         self.report(run.feed,
-                    f"`{self._code(run.feed)}` feeds variables taken from a collection to "
+                    f"`{self.code(run.feed)}` feeds variables taken from a collection to "
                     f"{run.label}; {_VARIABLES_ERROR}; not fixed: which variables it feeds "
-                    f"is known only at run time; {_LOAD_HELP}", fixable=False)
+                    f"is known only at run time; {_LOAD_HELP}")
 
     def _named(self, assignments: frozenset, runs: list[_Run]) -> None:
         """A feed dict built earlier (`fd = {...}; sess.run(op, feed_dict=fd)`)."""
@@ -722,10 +714,10 @@ class FeedToAssignCodemod(SourceCodemod):
             for key in self._put_keys(node):
                 if self._verdict(key) == "move" and not self.suppressed(key):
                     line = self.position(key)[0]
-                    self.report(key, f"variable `{self._code(key)}` is put into `{name}` "
+                    self.report(key, f"variable `{self.code(key)}` is put into `{name}` "
                                      f"(line {line}), which is fed to {self._runs_text(runs)}; "
                                      f"{_FLOAT_REF_ERROR}; not fixed: the dict is changed "
-                                     f"after it is built; {_LOAD_HELP}", fixable=False)
+                                     f"after it is built; {_LOAD_HELP}")
         if not moves:
             return
         if len(assignments) != 1:
@@ -735,9 +727,7 @@ class FeedToAssignCodemod(SourceCodemod):
                        f"{self.position(others[0])[0]})")
         else:
             problem = self._build_problem(next(iter(assignments)), name, runs, moves)
-        self._report(moves, runs, problem)
-        if problem is None:
-            self._apply(moves, runs)
+        self._report(moves, problem, runs, None if problem else self._fix(moves, runs))
 
     def _put_keys(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
         """Keys a use of a dict's name stores: `fd[k] = v`, `fd.update({k: v})`,
@@ -783,7 +773,7 @@ class FeedToAssignCodemod(SourceCodemod):
             return problem
         for element in moves:
             if _has_effects(element.value):
-                return (f"its value `{self._code(element.value)}` is computed where `{name}` is "
+                return (f"its value `{self.code(element.value)}` is computed where `{name}` is "
                         f"built (line {built[0]}), not at the run")
             for node in _walk(element.key, (cst.Name,)) + _walk(element.value, (cst.Name,)):
                 parent = reader.parent(node)
@@ -808,15 +798,15 @@ class FeedToAssignCodemod(SourceCodemod):
             for call in _walk(run.small, (cst.Call,)):
                 if call in ancestors or call in moved_calls or self.position(call) >= start:
                     continue
-                return (f"its value `{self._code(element.value)}` would be computed before "
-                        f"`{self._code(call)}`, which comes first in the statement")
+                return (f"its value `{self.code(element.value)}` would be computed before "
+                        f"`{self.code(call)}`, which comes first in the statement")
         return None
 
     def _spread_problem(self, literal: cst.Dict, moves: list[cst.DictElement]) -> str | None:
         first = literal.elements.index(moves[0])
         for element in literal.elements[first:]:
             if isinstance(element, cst.StarredDictElement):
-                return f"`**{self._code(element.value)}` after it may feed it again"
+                return f"`**{self.code(element.value)}` after it may feed it again"
         return None
 
     def _lambda_problem(self, run: _Run, moves: list[cst.DictElement]) -> str | None:
@@ -840,7 +830,7 @@ class FeedToAssignCodemod(SourceCodemod):
         return f"{runs[0].label} (line{'s' if len(runs) > 1 else ''} {lines})"
 
     def _load(self, run: _Run, element: cst.DictElement) -> str:
-        key, value = self._code(element.key), self._code(element.value)
+        key, value = self.code(element.key), self.code(element.value)
         if not isinstance(element.key, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
             key = f"({key})"
         if run.monitored:
@@ -848,102 +838,33 @@ class FeedToAssignCodemod(SourceCodemod):
                     f"{key}.load({value}, step_context.session))")
         return f"{key}.load({value}, {run.session})" if run.session else f"{key}.load({value})"
 
-    def _report(self, moves: list[cst.DictElement], runs: list[_Run], problem: str | None) -> None:
+    def _report(self, moves: list[cst.DictElement], problem: str | None, runs: list[_Run],
+                fix: tuple | None) -> None:
         for element in moves:
             inline = element in runs[0].feed.elements if isinstance(runs[0].feed, cst.Dict) else False
-            message = (f"variable `{self._code(element.key)}` is fed to "
+            message = (f"variable `{self.code(element.key)}` is fed to "
                        f"{self._runs_text(runs, not inline)}; {_FLOAT_REF_ERROR}")
             if problem:
                 message += f"; not fixed: {problem}; {_LOAD_HELP}"
             else:
                 message += f"; fix: `{self._load(runs[0], element)}` before the run"
-            self.report(element.key, message, fixable=problem is None)
+            self.report(element.key, message, fix=fix)
 
-    def _apply(self, moves: list[cst.DictElement], runs: list[_Run]) -> None:
-        self._dropped.update(moves)
+    def _fix(self, moves: list[cst.DictElement], runs: list[_Run],
+             feed_arg: cst.Arg | None = None) -> tuple:
+        """The edits that move `moves` out of the feed: each entry leaves its dict, its load
+        goes before every run. `feed_arg`: a feed argument left empty, which goes too (or
+        becomes `None`, where a positional argument follows it)."""
+        edits: list = [Remove(element) for element in moves]
         for run in runs:
-            for element in moves:
-                self._loads.setdefault(run.small, []).append(self._load(run, element))
-
-    @staticmethod
-    def _without(items, originals, dropped, closing=None):
-        """(`items` minus those whose original is dropped, the whitespace before the closing
-        bracket). When the last item goes, the one left last takes its comma and the closing
-        whitespace, so the bracket stays where it was; the comment that followed the dropped
-        item goes with it, the kept item keeps its own."""
-        kept = [new for old, new in zip(originals, items) if old not in dropped]
-        if not kept or originals[-1] not in dropped:
-            return kept, closing
-        mine, theirs = kept[-1].comma, items[-1].comma
-        own_line = cst.TrailingWhitespace()
-        if isinstance(mine, cst.Comma) and isinstance(mine.whitespace_after,
-                                                      cst.ParenthesizedWhitespace):
-            own_line = mine.whitespace_after.first_line
-        comma = theirs
-        if isinstance(theirs, cst.Comma):
-            if isinstance(mine, cst.Comma):
-                comma = comma.with_changes(whitespace_before=mine.whitespace_before)
-            if isinstance(theirs.whitespace_after, cst.ParenthesizedWhitespace):
-                comma = comma.with_changes(
-                    whitespace_after=theirs.whitespace_after.with_changes(first_line=own_line))
-        if isinstance(closing, cst.ParenthesizedWhitespace):
-            closing = closing.with_changes(first_line=own_line)
-        kept[-1] = kept[-1].with_changes(comma=comma)
-        return kept, closing
-
-    def leave_Dict(self, original_node: cst.Dict, updated_node: cst.Dict) -> cst.Dict:
-        if not any(e in self._dropped for e in original_node.elements):
-            return updated_node
-        kept, closing = self._without(updated_node.elements, original_node.elements,
-                                      self._dropped, updated_node.rbrace.whitespace_before)
-        if not kept:
-            return updated_node.with_changes(elements=[], lbrace=cst.LeftCurlyBrace(),
-                                             rbrace=cst.RightCurlyBrace())
-        return updated_node.with_changes(
-            elements=kept, rbrace=updated_node.rbrace.with_changes(whitespace_before=closing))
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        if not any(a in self._dropped or a in self._nulled for a in original_node.args):
-            return updated_node
-        args = [new.with_changes(value=cst.Name("None")) if old in self._nulled else new
-                for old, new in zip(original_node.args, updated_node.args)]
-        kept, _ = self._without(args, original_node.args, self._dropped)
-        return updated_node.with_changes(args=kept)
-
-    def _split_lines(self, originals, smalls) -> list[cst.SimpleStatementLine]:
-        """The small statements of one line as lines, each load before its statement."""
-        lines: list[cst.SimpleStatementLine] = []
-        start = 0
-        config = self._tree.config_for_parsing
-        for i, small in enumerate(originals):
-            if small not in self._loads:
-                continue
-            if i > start:
-                piece = list(smalls[start:i])
-                piece[-1] = piece[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-                lines.append(cst.SimpleStatementLine(body=piece))
-            lines += [cst.ensure_type(cst.parse_statement(text, config), cst.SimpleStatementLine)
-                      for text in self._loads[small]]
-            start = i
-        last = list(smalls[start:])
-        last[-1] = last[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-        lines.append(cst.SimpleStatementLine(body=last))
-        return lines
-
-    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
-                                  updated_node: cst.SimpleStatementLine):
-        if not any(s in self._loads for s in original_node.body):
-            return updated_node
-        lines = self._split_lines(original_node.body, updated_node.body)
-        lines[-1] = lines[-1].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
-        lines[0] = lines[0].with_changes(leading_lines=updated_node.leading_lines)
-        return cst.FlattenSentinel(lines)
-
-    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
-                                   updated_node: cst.SimpleStatementSuite):
-        if not any(s in self._loads for s in original_node.body):
-            return updated_node
-        return cst.IndentedBlock(body=self._split_lines(original_node.body, updated_node.body),
-                                 header=updated_node.trailing_whitespace)
+            edits.append(InsertBefore(run.small, tuple(self._load(run, e) for e in moves)))
+        if feed_arg is not None:
+            args = list(runs[0].call.args)
+            later = args[args.index(feed_arg) + 1:]
+            if feed_arg.keyword is None and any(a.keyword is None for a in later):
+                edits.append(Replace(feed_arg, _to_none))
+            else:
+                edits.append(Remove(feed_arg))
+        return tuple(edits)
 
 

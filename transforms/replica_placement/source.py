@@ -17,6 +17,7 @@ from graphfix.source.codemod import (
     device_template,
     v1_spelling,
 )
+from graphfix.source.fixes import Replace, WrapInWith
 from graphfix.source.vocabulary import (
     ARG_SCOPE,
     COLLECTION_GETTERS,
@@ -206,7 +207,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
     An expression of another function reaches the scope through the parameters the file's
     calls pass it in (`build(cluster_spec, FLAGS.task)` -> `cluster=cluster_spec`).
 
-    Reported but not fixed (fixable=False): ps scopes that choose ps tasks by hand (more
+    Reported but not fixed: ps scopes that choose ps tasks by hand (more
     than one, one chosen at run time, or one other than 0) — one setter spreads the
     variables round-robin from task 0, which may move a variable to another task; a ps
     scope that also holds a queue or accumulator (state the workers share on the ps: the
@@ -278,14 +279,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     )
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
 
-    def _code(self, node: cst.CSTNode) -> str:
-        return self._tree.code_for_node(node)
-
     # -- the module: what the program says, then what to report and rewrite ------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._item_edits: dict[cst.WithItem, str] = {}
-        self._wraps: dict[cst.CSTNode, tuple[int, int, str]] = {}
         self._calls = self.nodes(cst.Call)
         self._quote = self._quote_of()
         self._job_scopes: dict[cst.Call, _JobScope | str] = {}
@@ -448,7 +444,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 continue
             if job is not None:
                 jobs.add(job)
-            tasks.setdefault(self._code(task), task)
+            tasks.setdefault(self.code(task), task)
         others = set(self._cluster.jobs) - {"ps"} if self._cluster else set()
         job = (jobs.pop() if len(jobs) == 1 else
                others.pop() if not jobs and len(others) == 1 else "worker")
@@ -565,13 +561,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
             calls = self._call_sites(function)
             if calls:
                 for name, position in self._parameters(function):
-                    given = {self._code(a) if a is not None else None
+                    given = {self.code(a) if a is not None else None
                              for a in (argument(c, name, position) for c in calls)}
                     if None in given or len(given) != 1:
                         continue
                     if self._spell_at(expr, calls[0], depth + 1) == given.pop():
                         return name
-        return self._code(expr) if self._visible(expr, site) else None
+        return self.code(expr) if self._visible(expr, site) else None
 
     def _parameters(self, function: cst.FunctionDef):
         params = function.params
@@ -612,13 +608,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
         through the module's imports."""
         if func is not None:
             if symbol == "device" and self.tf_qualified(func) in _V1_DEVICE:
-                return self._code(func)
+                return self.code(func)
             if isinstance(func, cst.Attribute):
                 base = self.tf_qualified(func.value)
                 if base in V1_MODULES:
-                    return f"{self._code(func.value)}.{symbol}"
+                    return f"{self.code(func.value)}.{symbol}"
                 if base == "tensorflow":
-                    return f"{self._code(func.value)}.compat.v1.{symbol}"
+                    return f"{self.code(func.value)}.compat.v1.{symbol}"
         return v1_spelling(self._tree, symbol)
 
     def _worker_device(self, site: cst.CSTNode) -> str | None:
@@ -686,28 +682,28 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     def _plan_ps_scopes(self, ps_ops) -> None:
         spread = self._hand_spread()
-        notes: dict[_JobScope, tuple[bool, str]] = {}
+        notes: dict[_JobScope, tuple[Replace | None, str]] = {}  # scope -> (its fix, note)
         for scope, ops in ps_ops.items():
             live = [c for c, _ in ops if not self._suppressed(c, scope)]
             if not live:
                 continue
             if len(live) < len(ops):
-                notes[scope] = False, ("; not fixed: another op under this scope is suppressed")
+                notes[scope] = None, ("; not fixed: another op under this scope is suppressed")
                 continue
             if HOLE in scope.rest:
-                notes[scope] = False, ("; not fixed: the device on the ps is chosen at run "
+                notes[scope] = None, ("; not fixed: the device on the ps is chosen at run "
                                        "time; put the model under tf.device(tf.train."
                                        "replica_device_setter(...)) by hand")
                 continue
             if scope in self._shared:
-                notes[scope] = False, (
+                notes[scope] = None, (
                     f"; not fixed: the scope also holds "
-                    f"{self._code(self._shared[scope].func)}, shared state the workers reach "
+                    f"{self.code(self._shared[scope].func)}, shared state the workers reach "
                     f"on the ps, which replica_device_setter would move to each worker; move "
                     f"the other ops out of the scope by hand")
                 continue
             if spread:
-                notes[scope] = False, (
+                notes[scope] = None, (
                     f"; not fixed: the device scopes spread variables over ps tasks by hand "
                     f"({', '.join(spread)}), and one replica_device_setter spreads them "
                     f"round-robin, which may move a variable to another task; put the model "
@@ -723,10 +719,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
             text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
                                      worker=worker, ps_scope=scope, ps_tasks=1)
             if text is None:
-                notes[scope] = False, f"; not fixed: {why}"
+                notes[scope] = None, f"; not fixed: {why}"
                 continue
-            self._item_edits[scope.item] = text
-            notes[scope] = True, (f"; fix: {self._code(scope.call)} becomes "
+            notes[scope] = self._setter_edit(scope, text), (f"; fix: {self.code(scope.call)} becomes "
                                   f"{self._short(text)}, which keeps the variables on the ps "
                                   f"and sends every other op to the worker{unnamed}")
         reported = set()
@@ -735,12 +730,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 if id(call) in reported or self._suppressed(call, scope) or scope not in notes:
                     continue
                 reported.add(id(call))
-                fixable = all(notes.get(s, (False, ""))[0] for s in scopes)
+                edits = tuple(notes.get(s, (None, ""))[0] for s in scopes)
                 where = self.position(self.parent(scope.item))[0]
                 self.report(call, (
-                    f"{self._code(call.func)} runs on the parameter server (under "
-                    f"{self._code(scope.call)}, line {where}): pipeline ops belong on the "
-                    f"worker") + notes[scope][1], fixable=fixable, severity="warning")
+                    f"{self.code(call.func)} runs on the parameter server (under "
+                    f"{self.code(scope.call)}, line {where}): pipeline ops belong on the "
+                    f"worker") + notes[scope][1], fix=None if None in edits else edits,
+                    severity="warning")
 
     def _short(self, text: str) -> str:
         return " ".join(text.split()).replace("( ", "(")
@@ -766,40 +762,43 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if not live:
                 continue
             if len(live) < len(variables):
-                note, fixable = "; not fixed: another variable here is suppressed", False
+                note, fix = "; not fixed: another variable here is suppressed", None
             elif scope == "mixed":
-                note, fixable = ("; not fixed: the function creating it is called under "
-                                 "different device scopes; build the model under "
-                                 "tf.device(tf.train.replica_device_setter(...))"), False
+                note, fix = ("; not fixed: the function creating it is called under "
+                             "different device scopes; build the model under "
+                             "tf.device(tf.train.replica_device_setter(...))"), None
             elif scope is None:
-                note, fixable = self._plan_region(live)
+                note, fix = self._plan_region(live)
             else:
-                note, fixable = self._plan_worker_scope(scope)
+                note, fix = self._plan_worker_scope(scope)
             for call in live:
                 layer = self.tf_canonical(call.func) in LAYER_CALLS
                 if isinstance(scope, _JobScope):
-                    where = (f"on /job:{scope.job} (under {self._code(scope.call)}, line "
+                    where = (f"on /job:{scope.job} (under {self.code(scope.call)}, line "
                              f"{self.position(self.parent(scope.item))[0]})")
                 else:
                     where = "on no parameter server"
                 self.report(call, (
-                    f"{self._code(call.func)} creates "
+                    f"{self.code(call.func)} creates "
                     f"{'its variables' if layer else 'a variable'} "
                     f"{where} though the cluster (line {cluster_line}) has a 'ps' job: each "
-                    f"worker trains its own copy") + note, fixable=fixable, severity="warning")
+                    f"worker trains its own copy") + note, fix=fix, severity="warning")
 
-    def _plan_worker_scope(self, scope: _JobScope) -> tuple[str, bool]:
+    def _setter_edit(self, scope: _JobScope, text: str) -> Replace:
+        """The edit that makes a `with` item over `scope` the setter `text`."""
+        return Replace(scope.item, lambda item: item.with_changes(item=cst.parse_expression(text)))
+
+    def _plan_worker_scope(self, scope: _JobScope) -> tuple[str, Replace | None]:
         with_node = self.parent(scope.item)
         given = device_argument(scope.call)
         text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
-                                 worker=self._code(given))
+                                 worker=self.code(given))
         if text is None:
-            return f"; not fixed: {why}", False
-        self._item_edits[scope.item] = text
-        return (f"; fix: {self._code(scope.call)} becomes {self._short(text)}, which keeps the "
-                f"compute on that worker and puts the variables on the ps"), True
+            return f"; not fixed: {why}", None
+        return (f"; fix: {self.code(scope.call)} becomes {self._short(text)}, which keeps the "
+                f"compute on that worker and puts the variables on the ps"), self._setter_edit(scope, text)
 
-    def _plan_region(self, calls: list[cst.Call]) -> tuple[str, bool]:
+    def _plan_region(self, calls: list[cst.Call]) -> tuple[str, WrapInWith | None]:
         """Wrap the statements from the first to the last variable, in the innermost block
         that holds them all, in a setter scope."""
         chains = [self._blocks_of(c) for c in calls]  # [(block, its statement)], innermost first
@@ -808,7 +807,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         hint = "; build the model under tf.device(tf.train.replica_device_setter(...))"
         if not common:
             return ("; not fixed: no one block builds them all (they are created in functions "
-                    "called from several places)" + hint), False
+                    "called from several places)" + hint), None
         block = common[0]
         body = list(block.body)
         holding = [next(st for b, st in chain if b is block) for chain in chains]
@@ -818,11 +817,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
         text, why = self._setter(site, None, self.position(site)[1] - 1,
                                  worker=self._worker_device(site))
         if text is None:
-            return f"; not fixed: {why}" + hint, False
-        if block in self._wraps:
-            first, last = min(first, self._wraps[block][0]), max(last, self._wraps[block][1])
-        self._wraps[block] = (first, last, text)
-        return f"; fix: the statements that create them move under {self._short(text)}", True
+            return f"; not fixed: {why}" + hint, None
+        return (f"; fix: the statements that create them move under {self._short(text)}",
+                WrapInWith(tuple(body[first : last + 1]), text))
 
     def _blocks_of(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
         """(block, statement of it holding `node`), innermost first: in its function, then
@@ -843,34 +840,5 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 break
             child, parent = parent, self.parent(parent)
         return out
-
-    # -- rewriting ----------------------------------------------------------------------------
-
-    def leave_WithItem(self, original_node: cst.WithItem,
-                       updated_node: cst.WithItem) -> cst.WithItem:
-        text = self._item_edits.get(original_node)
-        if text is None:
-            return updated_node
-        return updated_node.with_changes(item=cst.parse_expression(text))
-
-    def _wrapped(self, block, body: list) -> list:
-        first, last, text = self._wraps[block]
-        statements = list(body[first : last + 1])
-        template = cst.ensure_type(cst.parse_statement(f"with {text}:\n    pass\n"), cst.With)
-        inner = [statements[0].with_changes(leading_lines=()), *statements[1:]]
-        wrapped = template.with_changes(body=cst.IndentedBlock(body=inner),
-                                        leading_lines=statements[0].leading_lines)
-        return [*body[:first], wrapped, *body[last + 1 :]]
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
-                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        if original_node not in self._wraps:
-            return updated_node
-        return updated_node.with_changes(body=self._wrapped(original_node, updated_node.body))
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if original_node not in self._wraps:
-            return updated_node
-        return updated_node.with_changes(body=self._wrapped(original_node, updated_node.body))
 
 

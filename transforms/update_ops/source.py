@@ -7,7 +7,6 @@ import dataclasses
 import re
 
 import libcst as cst
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import (
     PositionProvider,
     ScopeProvider,
@@ -21,6 +20,7 @@ from graphfix.source.codemod import (
     qualified_name_lookup,
     scan_wrapper,
 )
+from graphfix.source.fixes import AddImport, WrapInWith
 from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
@@ -36,6 +36,8 @@ from graphfix.source.vocabulary import (
 
 # A tf-slim model function's qualified name (tf_slim.nets, or research/slim's `nets`).
 _SLIM_NET = re.compile(rf"(^|\.)nets\.[\w.]*\.({SLIM_NET_NAME.pattern})$")
+# The import a fix adds where it spells `tf.` in a file that has no compat.v1 `tf`.
+_V1_IMPORT = AddImport("tensorflow.compat.v1", asname="tf")
 # Calls that tie ops together: the train op and the update ops in one of them is correct.
 _TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"})
 # A name that says it holds the update ops where the code does not show it (a parameter, an
@@ -503,8 +505,6 @@ class UpdateOpsCodemod(SourceCodemod):
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._wrap: dict[cst.CSTNode, str] = {}  # statement -> what follows `with`
-        self._needs_import = False  # the fix spells `tf` from `import tensorflow.compat.v1`
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._index = _index(node)
         batch_norm = self._batch_norm_here(node)
@@ -521,11 +521,6 @@ class UpdateOpsCodemod(SourceCodemod):
         for call in calls:
             self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        if self._needs_import:  # added after the traversal, by libcst's AddImportsVisitor
-            AddImportsVisitor.add_needed_import(self.context, "tensorflow.compat.v1", asname="tf")
-        return updated_node.with_changes(body=self._wrapped(original_node.body, updated_node.body))
 
     def _batch_norm_here(self, module: cst.Module) -> str | None:
         """Where a batch norm that trains is, in words: this file's first, else another's."""
@@ -705,7 +700,7 @@ class UpdateOpsCodemod(SourceCodemod):
         covered, late = self._covered(site)
         if covered:
             return
-        what = self._tree.code_for_node(site.call.func)
+        what = self.code(site.call.func)
         message = (f"train op built without UPDATE_OPS: batch-norm moving averages never "
                    f"update (seed 003): {what}(...) does not run the update ops of "
                    f"{batch_norm}")
@@ -720,48 +715,10 @@ class UpdateOpsCodemod(SourceCodemod):
             problem = ("it is built in a compound statement's header; build it under the "
                        "block by hand")
         if problem is not None:
-            self.report(site.call, f"{message}; not fixed: {problem}", fixable=False)
+            self.report(site.call, f"{message}; not fixed: {problem}")
             return
-        self.report(site.call, f"{message}; fix: build it under {spelling}")
-        self._wrap[site.statement] = spelling
-        self._needs_import |= needs_import
-
-    def _block(self, spelling: str, statements: list[cst.BaseStatement]) -> cst.With:
-        first = statements[0]
-        template = cst.ensure_type(cst.parse_statement(f"with {spelling}:\n    pass\n"), cst.With)
-        body = [first.with_changes(leading_lines=()), *statements[1:]]
-        return template.with_changes(body=cst.IndentedBlock(body=body),
-                                     leading_lines=first.leading_lines)
-
-    def _wrapped(self, originals, updated) -> list:
-        """A block's statements with each run of adjacent statements to wrap in one `with`."""
-        if not any(s in self._wrap for s in originals):
-            return list(updated)
-        out, i = [], 0
-        while i < len(originals):
-            spelling = self._wrap.get(originals[i])
-            if spelling is None:
-                out.append(updated[i])
-                i += 1
-                continue
-            end = i + 1
-            while end < len(originals) and self._wrap.get(originals[end]) == spelling:
-                end += 1
-            out.append(self._block(spelling, list(updated[i:end])))
-            i = end
-        return out
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
-                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        return updated_node.with_changes(body=self._wrapped(original_node.body, updated_node.body))
-
-    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
-                                   updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
-        spelling = self._wrap.get(original_node)
-        if spelling is None:
-            return updated_node
-        line = cst.SimpleStatementLine(body=updated_node.body,
-                                       trailing_whitespace=updated_node.trailing_whitespace)
-        return cst.IndentedBlock(body=[self._block(spelling, [line])])
+        wrap = WrapInWith((site.statement,), spelling)
+        self.report(site.call, f"{message}; fix: build it under {spelling}",
+                    fix=(wrap, _V1_IMPORT) if needs_import else wrap)
 
 

@@ -16,6 +16,7 @@ from graphfix.source.codemod import (
     device_template,
     v1_spelling,
 )
+from graphfix.source.fixes import WrapInWith
 from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -198,7 +199,7 @@ class VariablesToCpuCodemod(SourceCodemod):
       Simple statements between two such statements join the same block: the scope places
       nothing but variables.
 
-    Reported but not fixed (fixable=False): a variable created in a compound statement's
+    Reported but not fixed: a variable created in a compound statement's
     header (`for v in [tf.Variable(0)]:`), a statement of which another variable is
     suppressed, and a layer call where no compat.v1 `device` can be spelled.
 
@@ -260,9 +261,6 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     # -- resolving names ----------------------------------------------------------------------
 
-    def _code(self, node: cst.CSTNode) -> str:
-        return self._tree.code_for_node(node)
-
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -284,8 +282,13 @@ class VariablesToCpuCodemod(SourceCodemod):
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
         for call in calls:
             self._find_variable(call)
-        self._wrappers: dict[cst.CSTNode, _Wrapper | None] = {  # statement -> its wrapper
-            statement: self._resolve(site) for statement, site in self._sites.items()}
+        plans = {statement: self._plan(site) for statement, site in self._sites.items()}
+        wraps = self._wraps({s: wrapper for s, (_, wrapper, _) in plans.items()})
+        for statement, (live, wrapper, note) in plans.items():
+            site = self._sites[statement]
+            for variable in live:
+                self.report(variable.call, self._message(variable, site.scope) + note,
+                            fix=wraps.get(statement), severity=self._severity(variable))
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     # -- finding variables --------------------------------------------------------------------
@@ -316,7 +319,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             self.report(node, self._message(variable, scope)
                         + "; not fixed: it is created in a compound statement's header, "
                           "create it under tf.device(\"/cpu:0\") by hand",
-                        fixable=False, severity=self._severity(variable))
+                        severity=self._severity(variable))
             return
         site = self._sites.setdefault(statement, _Site(statement, scope, []))
         site.variables.append(variable)
@@ -373,7 +376,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         current = func.value if isinstance(func, cst.Attribute) else None
         while isinstance(current, (cst.Attribute, cst.Name)):
             if self.tf_qualified(current) in SLIM_MODULES:
-                return self._code(current)
+                return self.code(current)
             current = current.value if isinstance(current, cst.Attribute) else None
         return None
 
@@ -476,8 +479,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         return dtype is not None and dtype not in _GPU_VARIABLE_DTYPES[self._kernel_op(variable)]
 
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
-        what = self._code(variable.call.func)
-        where = f"under {self._code(scope.call)}"
+        what = self.code(variable.call.func)
+        where = f"under {self.code(scope.call)}"
         if self._no_gpu_kernel(variable):
             article = "an" if variable.dtype[0] in "aeiou" else "a"
             return (
@@ -500,7 +503,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [])
         if len(calls) == len(variables) and all(
                 id(_small_value(s)) in calls for s in smalls):
-            text = f'{self._code(site.scope.call.func)}("/cpu:0")'
+            text = f'{self.code(site.scope.call.func)}("/cpu:0")'
             return _Wrapper("cpu", text), f"; fix: create it under {text}"
         slims = {v.slim for v in variables}
         if len(slims) == 1 and None not in slims:
@@ -521,68 +524,56 @@ class VariablesToCpuCodemod(SourceCodemod):
         """A spelling of compat.v1's `device` (it takes device functions) in this file."""
         qualified = self.tf_qualified(func)
         if qualified in _V1_DEVICE:
-            return self._code(func)
+            return self.code(func)
         if (qualified == "tensorflow.device" and isinstance(func, cst.Attribute)
                 and "tensorflow" in {q.name for q in self.tf_names.imported(func.value)}):
-            return f"{self._code(func.value)}.compat.v1.device"
+            return f"{self.code(func.value)}.compat.v1.device"
         return self._v1_device_import
 
-    def _resolve(self, site: _Site) -> _Wrapper | None:
-        """Report a site's findings; the wrapper to apply, or None."""
+    def _plan(self, site: _Site) -> tuple[list[_Variable], _Wrapper | None, str]:
+        """(the site's variables not suppressed, the wrapper to apply or None, the note on
+        their findings: the fix or why there is none)."""
         live = [v for v in site.variables if not self.suppressed(v.call)]
         if not live:
-            return None
+            return live, None, ""
         if len(live) < len(site.variables):
-            wrapper, note = None, ("; not fixed: another variable in this statement is "
-                                   "suppressed")
-        else:
-            wrapper, note = self._wrapper(site)
-        for variable in live:
-            self.report(variable.call, self._message(variable, site.scope) + note,
-                        fixable=wrapper is not None, severity=self._severity(variable))
-        return wrapper
+            return live, None, "; not fixed: another variable in this statement is suppressed"
+        wrapper, note = self._wrapper(site)
+        return live, wrapper, note
 
-    def _wrap(self, wrapper: _Wrapper, statements: list[cst.BaseStatement]) -> cst.With:
-        first = statements[0]
-        template = cst.ensure_type(cst.parse_statement(f"with {wrapper.text}:\n    pass\n"), cst.With)
-        body = [first.with_changes(leading_lines=()), *statements[1:]]
-        return template.with_changes(body=cst.IndentedBlock(body=body),
-                                     leading_lines=first.leading_lines)
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
-                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        wrappers = [self._wrappers.get(s) for s in original_node.body]
-        if not any(wrappers):
-            return updated_node
-        body: list[cst.BaseStatement] = []
-        i, count = 0, len(wrappers)
-        while i < count:
-            wrapper = wrappers[i]
-            if wrapper is None:
-                body.append(updated_node.body[i])
-                i += 1
-                continue
-            end = j = i + 1
-            while j < count:
-                if wrappers[j] == wrapper:
-                    end = j = j + 1
-                elif (wrapper.bridges and wrappers[j] is None
-                      and isinstance(original_node.body[j], cst.SimpleStatementLine)
-                      and original_node.body[j] not in self._with_variables):
-                    j += 1
-                else:
-                    break
-            body.append(self._wrap(wrapper, list(updated_node.body[i:end])))
-            i = end
-        return updated_node.with_changes(body=body)
-
-    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite,
-                                   updated_node: cst.SimpleStatementSuite) -> cst.BaseSuite:
-        wrapper = self._wrappers.get(original_node)
-        if wrapper is None:
-            return updated_node
-        line = cst.SimpleStatementLine(body=updated_node.body,
-                                       trailing_whitespace=updated_node.trailing_whitespace)
-        return cst.IndentedBlock(body=[self._wrap(wrapper, [line])])
+    def _wraps(self, wrappers: dict[cst.CSTNode, _Wrapper | None]) -> dict[cst.CSTNode, WrapInWith]:
+        """The `with` block each wrapped statement goes into: adjacent statements with the
+        same wrapper share one, and so do plain statements between two of them where the
+        wrapper places only variables."""
+        out: dict[cst.CSTNode, WrapInWith] = {}
+        blocks = {self.parent(s) for s, w in wrappers.items()
+                  if w is not None and not isinstance(s, cst.SimpleStatementSuite)}
+        for statement, wrapper in wrappers.items():
+            if wrapper is not None and isinstance(statement, cst.SimpleStatementSuite):
+                out[statement] = WrapInWith((statement,), wrapper.text)
+        for block in blocks:
+            body = list(block.body)
+            found = [wrappers.get(s) for s in body]
+            i = 0
+            while i < len(body):
+                wrapper = found[i]
+                if wrapper is None:
+                    i += 1
+                    continue
+                end = j = i + 1
+                while j < len(body):
+                    if found[j] == wrapper:
+                        end = j = j + 1
+                    elif (wrapper.bridges and found[j] is None
+                          and isinstance(body[j], cst.SimpleStatementLine)
+                          and body[j] not in self._with_variables):
+                        j += 1
+                    else:
+                        break
+                wrap = WrapInWith(tuple(body[i:end]), wrapper.text)
+                for statement in body[i:end]:
+                    out[statement] = wrap
+                i = end
+        return out
 
 
