@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 import graphfix
@@ -125,3 +126,30 @@ def test_a_first_tower_only_graph_is_the_authors_choice():
     assert graphfix.check_graph(graph_def, only=["update-ops"]) == []
     fixed, changes = graphfix.fix_graph(graph_def, only=["update-ops"])
     assert list(changes) == [] and fixed == graph_def
+
+
+def test_keras_graph_mode_model_gets_only_its_training_pass_updates(tf):
+    """The construction call of a Keras functional model builds update ops on the model's
+    own `Input`: running them would need that placeholder, which no train step feeds."""
+    original = models.export(models.keras_towers(towers=2), meta=True)
+    findings = graphfix.check_graph(original, only=["update-ops"])
+    assert [f.node for f in findings] == ["train_op"]
+    assert "does not run 4 of 4 update op(s)" in findings[0].message
+    fixed, _ = graphfix.fix_graph(original, only=["update-ops"])
+
+    def step(meta_graph):
+        """Moving means before and after one train step fed only images and labels."""
+        with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+            tf.compat.v1.train.import_meta_graph(meta_graph)
+            sess.run(tf.compat.v1.global_variables_initializer())
+            means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
+            before = sess.run(means)
+            sess.run("train_op", feed_dict={"images:0": np.ones((4, 8, 8, 3), np.float32),
+                                            "labels:0": np.array([0, 1, 0, 1], np.int32)})
+            return before, sess.run(means)
+
+    before, after = step(original)
+    assert all((b == a).all() for b, a in zip(before, after)), "the bug: statistics stay"
+    before, after = step(fixed)
+    assert before and all((b != a).any() for b, a in zip(before, after))
+    assert graphfix.check_graph(fixed, only=["update-ops"]) == []

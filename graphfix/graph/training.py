@@ -86,6 +86,20 @@ def update_ops(index: GraphIndex) -> tuple[list[str], str]:
     return detect_update_ops(index), "detected"
 
 
+# Ops a run cannot compute unless the caller feeds them (PlaceholderWithDefault has a value).
+FED_OPS = frozenset({"Placeholder", "PlaceholderV2"})
+
+
+def needing_other_feeds(index: GraphIndex, target: str, names: list[str]) -> set[str]:
+    """Those of `names` that need a placeholder the run of `target` does not: making `target`
+    run them would make every run of it fail for a feed it never took. Keras graph-mode
+    models hold such update ops: a functional model's construction call on its own `Input`
+    builds a batch norm's updates too, beside those of the calls the loss is computed from."""
+    placeholders = [index.names[p] for p in index.positions_of(FED_OPS)]
+    others = set(placeholders) - index.run_before(placeholders, target)
+    return index.descendants(others) & set(names) if others else set()
+
+
 def apply_ops(index: GraphIndex) -> list[str]:
     """Optimizer steps: the Apply*/ResourceApply* ops that write gradients into variables."""
     names = index.names

@@ -12,7 +12,9 @@ them most easily::
 Found: the update ops (the MetaGraphDef's `update_ops` collection, else detected: assigns to
 batch-norm moving statistics, ref and resource forms, fused or not) that are not ancestors
 of the train op (the `train_op` collection, else the `train_op` parameter, else detected:
-the graph's sink that runs after the optimizer's Apply ops).
+the graph's sink that runs after the optimizer's Apply ops). Only the update ops of the
+training pass count: one that needs a placeholder the train op is not fed (the update ops of a
+Keras functional model's construction call on its own `Input`) is not the train op's to run.
 
 Fixed: one `NoOp` (`<train op>/update_ops`) gathers the missing update ops as control inputs,
 and the train op gains a control input on it. Update ops already implied are not repeated;
@@ -139,14 +141,16 @@ class UpdateOps(Transform):
                 "--set update-ops.train_op=NAME", fixable=False, node=trains[0])
         plan = []
         for train in trains:
-            covered = graph.run_before(updates, train)
-            if _first_tower_convention(updates, covered):
+            elsewhere = training.needing_other_feeds(graph, train, updates)
+            own = [u for u in updates if u not in elsewhere]
+            covered = graph.run_before(own, train)
+            if _first_tower_convention(own, covered):
                 continue
             # An update op that runs after the train op would close a cycle: never add it.
             after = graph.descendants([train])
-            missing = [u for u in updates if u not in covered and u != train and u not in after]
+            missing = [u for u in own if u not in covered and u != train and u not in after]
             if missing:
-                plan.append((train, _maximal(graph, missing), len(updates)))
+                plan.append((train, _maximal(graph, missing), len(own)))
         return plan, None
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
