@@ -171,3 +171,27 @@ def test_cluster_that_does_not_cover_the_graph():
         in error_lines(result.stderr)[0]
     bad = run_cli("verify", fixed, "--cluster", "ps=two")
     assert bad.returncode == 2 and "--cluster takes JOB=TASKS" in error_lines(bad.stderr)[0]
+
+
+def test_sharded_savers_per_task_ops_stay_on_their_ps_task(tf):
+    """`Saver(sharded=True)` under replica_device_setter saves and restores each ps task's
+    variables on that task: a correct graph, no pipeline ops on the ps."""
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf1.device(tf1.train.replica_device_setter(ps_tasks=2,
+                                                        worker_device="/job:worker/task:0")):
+            _mlp(tf)
+            with tf.device("/job:ps/task:0"):
+                tf.add(tf1.get_variable("pinned", []), 1.0, name="pipeline_add")
+            tf1.train.Saver(sharded=True)
+    graph_def = graph.as_graph_def()
+    original = {n.name: n.device for n in graph_def.node}
+    on_ps = [name for name, device in original.items()
+             if name.startswith("save/") and DeviceSpec.parse(device).job == "ps"]
+    assert {DeviceSpec.parse(original[n]).task for n in on_ps} == {0, 1}
+    findings = graphfix.check_graph(graph_def, only=["replica-placement"])
+    assert [f.node for f in findings] == ["pipeline_add/y", "pipeline_add"]
+    fixed, _ = graphfix.fix_graph(graph_def, only=["replica-placement"])
+    devices = {n.name: n.device for n in fixed.node}
+    assert {n: devices[n] for n in on_ps} == {n: original[n] for n in on_ps}

@@ -15,7 +15,8 @@ would have placed the graph when it was built: each variable's whole colocation 
 to its ps task (its initializer, read, slots and optimizer updates with it; a member that
 names no device, or joined it only by a ref or resource edge, is left to the placer, which
 keeps it with its group); every other op goes to the worker device (a `NoOp` already on a
-ps task, as `tf.group` leaves it, stays: it computes nothing). An op's own device fields are kept (type, index, and a job that is
+ps task, as `tf.group` leaves it, stays: it computes nothing; so do a sharded Saver's save
+and restore ops on a ps task, which it puts with that task's variables). An op's own device fields are kept (type, index, and a job that is
 already the right one); a job that is the wrong one (a pipeline op pinned to the ps, a
 variable pinned to a worker) is replaced. Round-robin picks tasks in graph order, counting
 every ps op as TF does (slots included); greedy balances the groups' byte sizes over the
@@ -63,6 +64,14 @@ def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
     tasks = {spec.task for device in set(graph.devices) if device
              and (spec := DeviceSpec.parse(device)).job == ps_job and spec.task is not None}
     return max(tasks) + 1 if tasks else 0
+
+
+def _sharded_saver_scopes(graph: GraphIndex) -> tuple[str, ...]:
+    """The name scopes (`save/`) of sharded Savers. `Saver(sharded=True)` saves and restores
+    each device's variables on that device: under replica_device_setter, its per-task ops sit
+    on their ps task by design, not as pipeline ops."""
+    return tuple(sorted({graph.names[p].rpartition("/")[0] + "/"
+                         for p in graph.positions_of(("ShardedFilename",))}))
 
 
 def _without_job(spec: DeviceSpec) -> DeviceSpec:
@@ -125,6 +134,7 @@ class ReplicaPlacement(Transform):
             load[task] += sum(variable_bytes(graph.node_at(p)) for p in groups[root]
                               if kinds[p] in VARIABLE_OPS)
         classes = graph.colocated_with
+        saver_scopes = _sharded_saver_scopes(graph)
         wanted = {}
         for root, positions in groups.items():
             task = task_of_group.get(root)
@@ -141,6 +151,9 @@ class ReplicaPlacement(Transform):
                         current = _without_job(current)  # a variable pinned to a worker
                     target = ps.replace(task=task).merge(current)
                 else:
+                    if (saver_scopes and current.job == ps.job
+                            and graph.names[position].startswith(saver_scopes)):
+                        continue  # a sharded Saver's op for its ps task
                     if ps.job is not None and current.job == ps.job and kinds[position] != "NoOp":
                         current = _without_job(current)  # a pipeline op pinned to the ps
                     target = worker.merge(current)
