@@ -16,6 +16,7 @@ import functools
 import socket
 import time
 import zlib
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,6 +30,12 @@ from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.index import index_for
 
 UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
+# What fills a lookup table (a Saver's restore fills one too: those under save/ are not these).
+_TABLE_INIT_OPS = frozenset({
+    "InitializeTable", "InitializeTableV2", "InitializeTableFromTextFile",
+    "InitializeTableFromTextFileV2", "InitializeTableFromDataset", "LookupTableImport",
+    "LookupTableImportV2"})
+STEP_TIMEOUT = 60.0  # seconds a step may take (a starving queue would wait for ever)
 SEED = 1234
 _NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "RestoreV2",
                           "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "Const"})
@@ -40,9 +47,12 @@ class VerifyError(Exception):
 
 @dataclasses.dataclass
 class Check:
+    """One check's verdict; `detail` is one line, `message` TF's whole error where it gave one."""
+
     name: str
     passed: bool
     detail: str = ""
+    message: str = ""
 
 
 @dataclasses.dataclass
@@ -78,7 +88,8 @@ class VerifyResult:
             "passed": self.passed,
             "simulated": self.simulated,
             "devices": self.devices,
-            "checks": [dataclasses.asdict(c) for c in self.checks],
+            "checks": [{k: v for k, v in dataclasses.asdict(c).items() if k != "message" or v}
+                       for c in self.checks],
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
             "placement": self.placement,
         }
@@ -143,7 +154,7 @@ def plan_devices(index: GraphIndex, real_gpus: list[str]) -> tuple[dict[str, str
     """
     wanted = sorted({
         spec.device_index or 0
-        for node in index
+        for node in (*index, *_function_nodes(index.graph_def))
         if node.device and (spec := DeviceSpec.parse(node.device)).device_type == "GPU"
     })
     if real_gpus or not wanted:
@@ -151,16 +162,22 @@ def plan_devices(index: GraphIndex, real_gpus: list[str]) -> tuple[dict[str, str
     return {str(k): f"CPU:{k + 1}" for k in wanted}, True, max(wanted) + 2
 
 
+def _function_nodes(graph_def) -> list:
+    """The nodes of the graph's function bodies (a While's cond and body, a tf.function's)."""
+    return [node for function in graph_def.library.function for node in function.node_def]
+
+
 def runnable_copy(graph_def, mapping: dict[str, str]):
     """The graph as verify runs it (one copy; the caller's graph is untouched):
 
-    * each GPU device replaced by its stand-in CPU device (`mapping`: GPU index -> "CPU:k");
+    * each GPU device replaced by its stand-in CPU device (`mapping`: GPU index -> "CPU:k"),
+      in the main graph and in every function body;
     * each random op left unseeded (seed = seed2 = 0) seeded from its name, so every run
       draws the same numbers and two graphs agree node by node.
     """
     copy = type(graph_def)()
     copy.CopyFrom(graph_def)
-    for node in copy.node:
+    for node in (*copy.node, *_function_nodes(copy)):
         if mapping and node.device:
             spec = DeviceSpec.parse(node.device)
             if spec.device_type == "GPU":
@@ -200,11 +217,18 @@ class _Run:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     devices: dict[str, str] = dataclasses.field(default_factory=dict)  # node -> where it ran
     loss: tuple[float, float] | None = None  # before and after the steps
+    error_message: str = ""  # TF's whole message, where `error` is its telling line
 
 
 def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str = "",
-         loss_name: str | None = None, watched: set[str] = frozenset()) -> _Run:
-    """Import and run a graph; `watched` variables are also read before the steps."""
+         loss_name: str | None = None, watched: set[str] = frozenset(),
+         checkpoint: str | None = None, step_timeout: float = STEP_TIMEOUT) -> _Run:
+    """Import and run a graph; `watched` variables are also read before the steps.
+
+    As a user's program runs it: variables initialized, or restored from `checkpoint` (a
+    SavedModel's variables) through the graph's own Saver; tables initialized; queue runners
+    started before the steps and stopped after; no step waits longer than `step_timeout`
+    seconds (a queue that starves fails the run instead of hanging it)."""
     import tensorflow as tf
 
     seconds = {}
@@ -220,7 +244,8 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
         else:
             tf1.import_graph_def(graph_def, name="")
     variables = [op for op in graph.get_operations() if op.type in VARIABLE_OPS]
-    init_ops = _init_ops(graph, meta)
+    restore = _restore(graph, meta, checkpoint)
+    init_ops = _table_inits(graph) + ([] if restore else _init_ops(graph, meta))
     reads = _variable_reads(graph, variables)
     targets = _fetch_targets(graph, meta, fetches)
     feed_dict = _feed_dict(graph, feeds)
@@ -233,30 +258,49 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     devices: dict[str, str] = {}
     loss = None
     loss_tensor = graph.get_tensor_by_name(loss_name) if loss_name else None
+    bounded = tf1.RunOptions(timeout_in_ms=int(step_timeout * 1000))
+    coordinator = tf1.train.Coordinator()
+    threads = []
     try:
         with tf1.Session(target, graph=graph, config=config) as session:
+            if restore:
+                session.run(*restore)
             if init_ops:
                 session.run(init_ops, feed_dict=feed_dict)
+            threads = tf1.train.start_queue_runners(session, coord=coordinator, daemon=True,
+                                                    start=True) if _queue_runners(graph) else []
             if watched:
                 before = _read_variables(session, {k: v for k, v in reads.items() if k in watched})
-            loss_before = session.run(loss_tensor, feed_dict) if loss_tensor is not None else None
+            loss_before = (session.run(loss_tensor, feed_dict, options=bounded)
+                           if loss_tensor is not None else None)
             for step in range(max(steps, 1)):
                 if target and step == 0:  # a distributed run: record where each op ran
-                    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+                    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
+                                             timeout_in_ms=bounded.timeout_in_ms)
                     metadata = tf1.RunMetadata()
                     results = session.run(targets, feed_dict, options=options,
                                           run_metadata=metadata)
                     devices = _devices_from(metadata)
                 else:
-                    results = session.run(targets, feed_dict=feed_dict)
+                    results = session.run(targets, feed_dict=feed_dict, options=bounded)
             for fetched, value in zip(targets, results):
                 if isinstance(value, np.ndarray) or np.isscalar(value):
                     values[fetched.name] = np.asarray(value)
             after = _read_variables(session, reads)
             if loss_tensor is not None:
-                loss = (float(loss_before), float(session.run(loss_tensor, feed_dict)))
+                loss = (float(loss_before), float(session.run(loss_tensor, feed_dict,
+                                                              options=bounded)))
+            _stop(coordinator, threads)
+    except tf.errors.DeadlineExceededError as exc:
+        _stop(coordinator, threads)
+        waiting = (f" ({len(threads)} queue runner thread(s) started): its input queues starved"
+                   if threads else "")
+        return _Run(f"a step ran past {step_timeout:g} s{waiting}", values, before, after,
+                    error_message=getattr(exc, "message", str(exc)))
     except tf.errors.OpError as exc:
-        return _Run(_first_line(exc), values, before, after)
+        _stop(coordinator, threads)
+        return _Run(_first_line(exc), values, before, after,
+                    error_message=getattr(exc, "message", str(exc)))
     seconds["run"] = time.perf_counter() - clock
     return _Run(None, values, before, after, seconds, devices, loss)
 
@@ -292,11 +336,18 @@ def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
     return feed_dict
 
 
+_FRAMING = ("Graph execution error", "Detected at node", "[[", "Node:", "Traceback", "File ")
+
+
 def _first_line(exc) -> str:
+    """The line of TF's error that says what went wrong (not its "Graph execution error:"
+    header, a traceback or a `[[node]]` line)."""
     message = getattr(exc, "message", str(exc))
     lines = [ln for ln in message.splitlines() if ln.strip()]
     keep = [ln for ln in lines if "Cannot assign" in ln or "Could not satisfy" in ln]
-    return (keep or lines or [type(exc).__name__])[0].strip()
+    telling = [ln for ln in lines if not ln.startswith((" ", "\t"))
+               and not ln.strip().startswith(_FRAMING)]
+    return (keep or telling or lines or [type(exc).__name__])[0].strip()
 
 
 def _variable_reads(graph, variables) -> dict:
@@ -330,6 +381,53 @@ def _read_variables(session, reads: dict) -> dict[str, np.ndarray]:
             except tf.errors.OpError:
                 continue
         return out
+
+
+def _stop(coordinator, threads) -> None:
+    """Stop the queue runners (their threads are daemons: one stuck in an op never holds
+    the process)."""
+    if threads:
+        coordinator.request_stop()
+        coordinator.join(threads, stop_grace_period_secs=2, ignore_live_threads=True)
+
+
+def _queue_runners(graph) -> list:
+    return graph.get_collection("queue_runners")
+
+
+def _table_inits(graph) -> list:
+    """What initializes the graph's lookup tables: the table-initializer collection, else
+    `init_all_tables`, else every table-initializing op."""
+    listed = graph.get_collection("table_initializer")
+    if listed:
+        return list(listed)
+    try:
+        return [graph.get_operation_by_name("init_all_tables")]
+    except KeyError:
+        return [op for op in graph.get_operations()
+                if op.type in _TABLE_INIT_OPS and not op.name.startswith("save/")]
+
+
+def _restore(graph, meta, checkpoint: str | None):
+    """(restore op, feed) that loads the variables from `checkpoint` through the graph's
+    Saver (its MetaGraphDef's saver_def); None where there is nothing to restore."""
+    saver = meta.saver_def if meta is not None and meta.HasField("saver_def") else None
+    if checkpoint is None or saver is None or not saver.restore_op_name:
+        return None
+    try:
+        op = graph.get_operation_by_name(saver.restore_op_name.split(":")[0])
+        filename = graph.get_tensor_by_name(saver.filename_tensor_name)
+    except (KeyError, ValueError):
+        return None
+    return op, {filename: checkpoint}
+
+
+def _checkpoint_of(graph_file: graphio.GraphFile) -> str | None:
+    """A SavedModel's variables (`DIR/variables/variables`), if it has any."""
+    if graph_file.kind != "savedmodel":
+        return None
+    prefix = Path(graph_file.path) / "variables" / "variables"
+    return str(prefix) if prefix.with_suffix(".index").exists() else None
 
 
 def _init_ops(graph, meta) -> list:
@@ -366,32 +464,57 @@ def _fetch_targets(graph, meta, fetches: Sequence[str]) -> list:
         return list(train_ops)
     consumed = {t.op.name for op in graph.get_operations() for t in op.inputs}
     consumed |= {c.name for op in graph.get_operations() for c in op.control_inputs}
+    dead = _maybe_dead(graph)
     outputs = []
     for op in graph.get_operations():
         if op.name in consumed or op.type in _NOT_OUTPUTS or op.type in VARIABLE_OPS:
             continue
         if op.name == "init" or op.name.startswith("save/") or op.type.startswith("Assign"):
             continue
+        if op.name in dead:
+            continue  # fetching it fails ("Retval[0] does not have value") when its branch is not taken
         outputs.append(op.outputs[0] if op.outputs else op)
     return outputs
+
+
+def _maybe_dead(graph) -> set[str]:
+    """Ops a `cond` may leave dead: downstream of a Switch and not past its Merge."""
+    dead: set[str] = set()
+    for op in graph.get_operations():  # creation order: inputs first, loops' back edges aside
+        if op.type in ("Merge", "RefMerge"):
+            continue
+        if op.type in ("Switch", "RefSwitch") or any(t.op.name in dead for t in op.inputs):
+            dead.add(op.name)
+    return dead
+
+
+def default_fetches(index: GraphIndex) -> tuple[str, ...]:
+    """What a user's loop runs when no fetch is given: the train ops (the `train_op`
+    collection, else the sinks after the optimizer's Apply ops, such as the `AssignAdd` that
+    `apply_gradients(global_step=...)` returns); () for a graph that does not train."""
+    return tuple(training.train_ops(index)[0])
 
 
 def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequence[str] = (),
                  feeds: dict[str, np.ndarray] | None = None, compare=None,
                  target_devices: Sequence[str] = (), available_devices: Sequence[str] | None = None,
-                 label: str | None = None, tolerance: float = 1e-5) -> VerifyResult:
+                 label: str | None = None, tolerance: float = 1e-5,
+                 step_timeout: float = STEP_TIMEOUT) -> VerifyResult:
     """Verify a loaded graph: static placement, then a seeded run (see module docstring).
 
     Args:
         graph_file: the graph, as `graphio.load` gives it.
         steps: how many times to run the train op or fetches. Defaults to 1.
-        fetches: names to run. Defaults to the `train_op` collection, else the outputs.
+        fetches: names to run. Defaults to the train ops (`default_fetches`), else the
+            outputs that every run computes (none a `cond` may leave dead).
         feeds: placeholder name -> value. Defaults to seeded synthetic values.
         compare: the original graph (a GraphFile); its outputs must match.
         target_devices: unused for now beyond the report. Defaults to ().
         available_devices: inject the device list instead of asking TF (for tests).
         label: the path to name in the report.
         tolerance: the allowed absolute and relative difference. Defaults to 1e-5.
+        step_timeout: seconds a step may take before the run fails (a starving input
+            queue). Defaults to STEP_TIMEOUT.
     """
     clock = time.perf_counter()
     import_runtime()  # (timed on its own: the fixed cost of every verify)
@@ -399,6 +522,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     seconds = {"tensorflow_import": time.perf_counter() - clock}
     graph_def, meta = _first_graph(graph_file)
     index = index_for(graph_def, meta)
+    fetches = tuple(fetches) or default_fetches(index)
     real_gpus = gpu_devices(available_devices)
     mapping, simulated, cpu_count = plan_devices(index, real_gpus)
     devices = real_gpus or sorted({f"/device:GPU:{k} -> /device:{v}" for k, v in mapping.items()})
@@ -416,9 +540,10 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-               cpu_count=cpu_count, soft=False, watched=_update_variables(index))
+               cpu_count=cpu_count, soft=False, watched=_update_variables(index),
+               checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout)
     if run.error:
-        result.checks.append(Check("run", False, run.error))
+        result.checks.append(Check("run", False, run.error, run.error_message))
         return result
     result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran"))
     update_check = _update_ops_check(index, run)
@@ -433,9 +558,11 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         original_mapping, _, original_cpus = plan_devices(original_index, real_gpus)
         original_runnable = runnable_copy(original_def, original_mapping if simulated else {})
         reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
-                         feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True)
+                         feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True,
+                         checkpoint=_checkpoint_of(compare), step_timeout=step_timeout)
         if reference.error:
-            result.checks.append(Check("compare", False, f"original graph failed: {reference.error}"))
+            result.checks.append(Check("compare", False, f"original graph failed: {reference.error}",
+                                       reference.error_message))
         else:
             skip = _update_variables(index) | _update_variables(original_index)
             result.checks.append(_compare(run, reference, tolerance, skip))
@@ -500,7 +627,8 @@ def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
 
 def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *, steps: int = 1,
                       fetches: Sequence[str] = (), feeds: dict[str, np.ndarray] | None = None,
-                      label: str | None = None) -> VerifyResult:
+                      label: str | None = None, step_timeout: float = STEP_TIMEOUT
+                      ) -> VerifyResult:
     """Run a ps/worker graph on a real local cluster: init, `steps` steps from worker 0.
 
     Reports where each variable actually lived (from the traced step's step stats), the ops
@@ -508,6 +636,7 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     """
     graph_def, meta = _first_graph(graph_file)
     index = index_for(graph_def, meta)
+    fetches = tuple(fetches) or default_fetches(index)
     _check_cluster_covers(index, cluster)
     mapping, simulated, cpu_count = plan_devices(index, [])
     described = ", ".join(f"{j}={n}" for j, n in cluster.items())
@@ -520,16 +649,21 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     loss = training.detect_loss(index)
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
                cpu_count=cpu_count, soft=False, target=servers["worker"][0].target,
-               loss_name=loss)
+               loss_name=loss, checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout)
     if run.error:
-        result.checks.append(Check("run", False, run.error))
+        result.checks.append(Check("run", False, run.error, run.error_message))
         return result
     result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran "
                                             "from /job:worker/task:0"))
     variables = sorted(n.name for n in index if n.op in VARIABLE_OPS)
     lived = {v: run.devices.get(v, "?") for v in variables}
     where = ", ".join(f"{v} on {d}" for v, d in lived.items())
-    result.checks.append(Check("variables", True, where))
+    # Shared by every worker only where a ps task holds it: else each worker trains its own.
+    off_ps = [v for v, d in lived.items() if "ps" in cluster and DeviceSpec.parse(d).job != "ps"]
+    if off_ps:
+        where = (f"{len(off_ps)} of {len(lived)} variable(s) not on a ps task, so each worker "
+                 f"trains its own copy: " + where)
+    result.checks.append(Check("variables", not off_ps, where))
     result.values = {f"device:{v}": d for v, d in lived.items()}
     if run.loss is not None:
         before, after = run.loss
