@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from graphfix import registry
 from graphfix.graph import graphfile as graphio
+from graphfix.graph.devices import target_devices as target_devices_of
 from graphfix.graph.proto import pb
 from graphfix.findings import Change, Changes, Finding
 from graphfix.driver import Selected, apply_to_graph
@@ -16,7 +17,11 @@ from graphfix.driver import Selected, apply_to_graph
 def _selected(only, settings, target_devices) -> Selected:
     transforms = registry.select(list(only) if only else None)
     checked = registry.validate_settings(settings or {})
-    return Selected.build(transforms, checked, tuple(target_devices or ()))
+    try:
+        devices = target_devices_of(target_devices or ())
+    except ValueError as exc:
+        raise registry.UsageError(f"target_devices: {exc}") from None
+    return Selected.build(transforms, checked, devices)
 
 
 class _Holder:

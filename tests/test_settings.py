@@ -58,3 +58,25 @@ def test_api_settings_take_values_or_their_text():
     # None is the default, as if the param were not given.
     assert graphfix.fix_graph(graph, settings={"replica-placement": {"ps_tasks": None}})[1] \
         == graphfix.fix_graph(graph)[1]
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("nonsense:xx", "'nonsense:xx' is not a device"),
+    ("/tpu:7", "'/tpu:7' names no CPU or GPU device"),
+])
+def test_bad_target_devices_are_one_line_naming_where_they_came_from(tmp_path, value, problem):
+    with pytest.raises(graphfix.UsageError, match=f"^target_devices: {problem}"):
+        graphfix.check_graph(SEED, target_devices=[value])
+    for command in (["check"], ["fix", "-o", tmp_path / "out.pbtxt"], ["verify"]):
+        result = run_cli(*command, SEED, "--target-devices", value, cwd=tmp_path)
+        assert result.returncode == 2
+        [line] = error_lines(result.stderr)
+        assert line.startswith(f"graphfix: error: --target-devices: {problem}"), line
+    assert not (tmp_path / "out.pbtxt").exists()
+    graph = tmp_path / "seed.pbtxt"
+    graph.write_bytes(SEED.read_bytes())
+    (tmp_path / "pyproject.toml").write_text(f'[tool.graphfix]\ntarget-devices = "{value}"\n')
+    result = run_cli("check", graph, cwd=tmp_path)
+    assert result.returncode == 2
+    [line] = error_lines(result.stderr)
+    assert "pyproject.toml: [tool.graphfix]: target-devices: " + problem in line

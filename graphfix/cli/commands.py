@@ -12,8 +12,15 @@ from graphfix.cli.app import Command, app
 from graphfix.cli.output import check_format, echo, emit, fail, progress, write_report
 
 
-def _devices(text: str | None) -> tuple[str, ...]:
-    return tuple(d for d in (text or "").split(",") if d)
+def _devices(text: str | None, origin: str = "--target-devices") -> tuple[str, ...]:
+    """The target devices a comma-separated list names (one line, exit 2, for a bad one,
+    naming the option or config key it came from)."""
+    from graphfix.graph.devices import target_devices
+
+    try:
+        return target_devices(d for d in (text or "").split(",") if d)
+    except ValueError as exc:
+        fail(f"{origin}: {exc}")
 
 
 def _selected(only, settings, targets):
@@ -55,9 +62,10 @@ def _configured(paths, only, settings, targets, exclude):
             parsed.setdefault(name, {}).update(options)
     except registry.UsageError as exc:
         fail(str(exc))
-    devices = targets if targets is not None else config.target_devices
+    devices = (_devices(targets) if targets is not None
+               else _devices(config.target_devices, f"{where}: target-devices"))
     excludes = tuple(exclude) if exclude else anchored(config.exclude, config.path.parent)
-    return Selected.build(transforms, parsed, _devices(devices)), excludes, config.cache_dir
+    return Selected.build(transforms, parsed, devices), excludes, config.cache_dir
 
 
 def _cache_dir(paths: list[str], no_cache: bool, cache_dir: Path | None,

@@ -7,6 +7,7 @@ forms (`/gpu:0`, `/cpu:*`) and partial ones (`/job:worker`) are accepted. Mergin
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property, lru_cache
 
 _LEGACY_TYPES = frozenset({"CPU", "GPU", "TPU", "CUSTOM", "EPU"})
@@ -143,3 +144,25 @@ def device_type(spec: str) -> str | None:
     """The device type a device string names, upper-cased (`/gpu:1` -> `GPU`), or None."""
     kind = _parse(spec or "").device_type
     return kind.upper() if kind else None
+
+
+# The device types graphfix places graphs on (it knows their kernels and stand-ins).
+TARGET_TYPES = ("CPU", "GPU")
+
+
+def target_devices(values: Iterable[str]) -> tuple[str, ...]:
+    """The target devices given (`/gpu:0`, `/job:worker/task:1/device:GPU:0`), in TF's
+    spelling; ValueError naming the first that is not a CPU or GPU device."""
+    out = []
+    for value in values:
+        try:
+            spec = _parse(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a device ({exc}); give devices like "
+                             "/gpu:0,/gpu:1") from None
+        kind = (spec.device_type or "").upper()
+        if kind not in TARGET_TYPES:
+            raise ValueError(f"{value!r} names no {' or '.join(TARGET_TYPES)} device; give "
+                             "devices like /gpu:0,/gpu:1")
+        out.append(spec.to_string())
+    return tuple(out)
