@@ -144,23 +144,19 @@ def test_fixed_worker_pinned_graph_trains_on_a_local_cluster(tmp_path):
     """Everything pinned to /job:worker/task:0, fixed for 2 ps tasks, then a real step on a
     local cluster (2 ps, 2 workers, loopback) where the variables live on the ps tasks."""
     import json
-    import time
 
     before = FIXTURES / "replica_placement" / "mlp_on_worker0" / "before.pbtxt"
     fixed = tmp_path / "fixed.pbtxt"
-    start = time.perf_counter()
     run_cli("fix", before, "-o", fixed, "--only", "replica-placement",
             "--set", "replica-placement.ps_tasks=2", check_exit=1)
     result = run_cli("verify", fixed, "--cluster", "ps=2,worker=2", "--fetch", "train",
                      "--format", "json", check_exit=0)
-    elapsed = time.perf_counter() - start
     doc = json.loads(result.stdout)
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["run"]["passed"] and checks["loss"]["passed"], doc
     assert "w0 on /job:ps/replica:0/task:0/device:CPU:0" in checks["variables"]["detail"]
     assert "b0 on /job:ps/replica:0/task:1/device:CPU:0" in checks["variables"]["detail"]
     assert any(line.startswith("/job:ps/task:0:") for line in doc["placement"])
-    assert elapsed < 60, f"{elapsed:.1f}s"
 
 
 def test_cluster_that_does_not_cover_the_graph():
