@@ -18,7 +18,8 @@ VarHandleOp, AutoReloadVariable, the mutable hash tables; optimizer slots are va
 whose requested device is a GPU. TF's placer puts a whole group on one device, so the
 group is the unit: the variable, its initializer `Assign`, its `read`, the optimizer's
 `ApplyAdam`, anything `colocate_with` it. A group with no kernel on its device is an error
-(TF's own message); others are warnings.
+(TF's own message); the others on one GPU are one warning (a tower pattern: towers share the
+variables tower 0 made), with their count and bytes.
 
 Fixed: each such group moves to the CPU of the same job/replica/task; only members that ask
 for a device are touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`).
@@ -124,35 +125,44 @@ class VariablesToCpu(Transform):
             yield group, problem
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
+        """An error for each group TF cannot place; one warning per GPU for the groups that
+        place but hold variables the towers share (a tower pattern: one finding, a count)."""
+        shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
         for group, problem in self._targets(graph, ctx, explain=ctx.explain):
-            anchor = group.anchor
             requested = group.requested.to_string()
+            if problem is None:
+                shared.setdefault(requested, []).append(group)
+                continue
             to = _CPU_OF[requested]
-            if problem is not None:
-                message = f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})"
-                severity = "error"
-            else:
-                message = (
-                    f"variable {anchor} is placed on {requested}; shared variables belong "
-                    f"on the CPU (group of {len(group.positions)} moves to {to})"
-                )
-                severity = "warning"
-            yield Finding(ctx.path, self.name, message, node=anchor, severity=severity,
-                          edit=partial(self._move_to_cpu, group.positions, anchor, requested,
-                                       ctx))
+            yield Finding(ctx.path, self.name,
+                          f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})",
+                          node=group.anchor, severity="error",
+                          edit=partial(self._move_to_cpu, [group], requested, ctx))
+        for requested, groups in shared.items():
+            names = [g.anchor for g in groups]
+            size = sum(placement.variable_bytes(v) for g in groups for v in g.variables)
+            listed = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            what = (f"variable {names[0]} is" if len(names) == 1
+                    else f"{len(names)} variables ({listed}) are")
+            yield Finding(ctx.path, self.name,
+                          f"{what} placed on {requested} ({size} bytes); shared variables "
+                          f"belong on the CPU (their groups, {sum(len(g.positions) for g in groups)} "
+                          f"node(s), move to {_CPU_OF[requested]})",
+                          node=names[0], severity="warning",
+                          edit=partial(self._move_to_cpu, groups, requested, ctx))
 
-    def _move_to_cpu(self, positions: list[int], anchor: str, requested: str, ctx: Context,
+    def _move_to_cpu(self, groups: list[placement.Group], requested: str, ctx: Context,
                      graph: GraphIndex) -> list[Change]:
-        moved = graph.set_devices(positions, _CPU_OF)
-        if not moved:
-            return []
         after = _CPU_OF[requested]
-        names = graph.names
-        return [Change(
-            ctx.path,
-            self.name,
-            f"moved {len(moved)} node(s) of {anchor}'s colocation group from "
-            f"{requested} to {after}",
-            node=anchor,
-            details={"from": requested, "to": after, "nodes": [names[p] for p in moved]},
-        )]
+        names, changes = graph.names, []
+        for group in groups:
+            moved = graph.set_devices(group.positions, _CPU_OF)
+            if moved:
+                changes.append(Change(
+                    ctx.path, self.name,
+                    f"moved {len(moved)} node(s) of {group.anchor}'s colocation group from "
+                    f"{requested} to {after}",
+                    node=group.anchor,
+                    details={"from": requested, "to": after, "nodes": [names[p] for p in moved]},
+                ))
+        return changes
