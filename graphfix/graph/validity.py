@@ -38,8 +38,9 @@ class GraphError(ValueError):
 # An op's name as TF's `REGISTER_OP` and function names allow (another message read as a
 # GraphDef gives ops of control characters).
 _OP = re.compile(r"[A-Za-z0-9._][A-Za-z0-9_.\-/>]*\Z")
-# `name`, `name:k` or `^name` with a well-formed name and port.
-_INPUT = re.compile(r"\^?[A-Za-z0-9._][A-Za-z0-9_.\-/>]*(?::(?:0|[1-9][0-9]*))?\Z")
+# `name`, `name:k` or `^name`, with a name as TF writes them and a port of digits.
+_INPUT = re.compile(r"(?:\^[A-Za-z0-9._][A-Za-z0-9_.\-/>]*"
+                    r"|[A-Za-z0-9._][A-Za-z0-9_.\-/>]*(?::(?:0|[1-9][0-9]*))?)\Z")
 _SHOWN = 60  # characters of a bad name shown in the error (a wrong message's are long)
 
 
