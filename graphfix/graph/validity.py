@@ -18,8 +18,8 @@ What a file is before it is a graph (empty, corrupt, the wrong message, a bad es
 NUL byte in a text graph, nesting too deep) is `graphfix.graph.graphfile`'s to say.
 
 `GraphIndex.check_structure` applies this rule to an index (`index_for` applies it to every
-graph it indexes); the pieces here take plain names and tables so that the whole check costs
-a few passes over lists the index reads anyway.
+graph it indexes); the pieces here take the index's columns and edge table, so the check is a
+few passes over lists (docs/benchmarks.md has its cost on the benchmark graphs).
 """
 
 from __future__ import annotations
