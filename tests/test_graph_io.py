@@ -249,9 +249,10 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path
 
 
 def _large_graph_def():
-    """A GraphDef of 12,001 nodes with what an index has to read right: `_class` naming one
+    """A GraphDef of 12,002 nodes with what an index has to read right: `_class` naming one
     node, several, or none in the `loc:@` form; inputs naming an output, a control input,
-    an input from no node, a read of a later node; fields besides the nodes."""
+    a read of a later node; fields besides the nodes. (It is a valid graph: an input from
+    no node, or a read that closes a cycle, makes a graph graphfix refuses.)"""
     graph_def = pb().graph_pb2.GraphDef()
     count = 12_001
     for k in range(count):
@@ -271,8 +272,8 @@ def _large_graph_def():
             if k % 13 == 0:
                 entries = [b"plain"]
             node.attr["_class"].list.s.extend(entries)
-    graph_def.node[100].input.append("nowhere:0")
-    graph_def.node[200].input.append(graph_def.node[count - 1].name)
+    late = graph_def.node.add(name="late", op="NoOp")
+    graph_def.node[200].input.append("^" + late.name)
     graph_def.versions.producer = 1234
     graph_def.library.function.add().signature.name = "f"
     return graph_def

@@ -8,6 +8,7 @@ the same directory, then a rename), and a failed run writes nothing.
 from __future__ import annotations
 
 import os
+import re
 from itertools import chain
 from operator import methodcaller
 from pathlib import Path
@@ -129,13 +130,17 @@ def serialize(message, *, text: bool) -> bytes:
 def is_graph_path(path: Path) -> bool:
     """Whether graphfix reads `path` as a graph (rather than as Python source).
 
-    A directory is a SavedModel if it holds `saved_model.pb(txt)` or a `variables/` folder
-    (then a missing `saved_model.pb` is an error, not an empty source tree).
+    A path named `*.pb`, `*.pbtxt` or `*.meta` is a graph; a directory is a SavedModel if it
+    holds `saved_model.pb(txt)` or a `variables/` folder (then a missing `saved_model.pb` is
+    an error, not an empty source tree).
     """
-    if path.is_dir():
-        return any((path / name).exists()
-                   for name in ("saved_model.pb", "saved_model.pbtxt", "variables"))
-    return path.suffix in (".pb", ".pbtxt", ".meta")
+    if path.suffix in GRAPH_SUFFIXES:
+        return True  # (a directory so named is an error `load` names, not a source tree)
+    return path.is_dir() and any((path / name).exists()
+                                 for name in ("saved_model.pb", "saved_model.pbtxt", "variables"))
+
+
+GRAPH_SUFFIXES = (".pb", ".pbtxt", ".meta")
 
 
 def _message_class(path: Path) -> tuple[str, type]:
@@ -159,6 +164,7 @@ def parse(data: bytes, cls: type, *, text: bool, what: str):
         from google.protobuf import text_format  # only text graphs pay its import
 
         parse_error = text_format.ParseError
+        _check_text(data, what)
     else:
         parse_error = ()
     try:
@@ -170,6 +176,8 @@ def parse(data: bytes, cls: type, *, text: bool, what: str):
         raise ValueError(f"malformed {what} text: {str(exc).splitlines()[0]}") from None
     except UnicodeDecodeError:
         raise ValueError(f"malformed {what} text: not UTF-8") from None
+    except RecursionError:  # (Python's text parser recurses once per nested message)
+        raise ValueError(f"malformed {what} text: messages nested too deeply") from None
     except _message.DecodeError as exc:
         raise ValueError(f"not a valid {what} (truncated or corrupt protobuf: {exc})") from None
     from google.protobuf import unknown_fields
@@ -177,6 +185,31 @@ def parse(data: bytes, cls: type, *, text: bool, what: str):
     if len(unknown_fields.UnknownFieldSet(msg)):
         raise ValueError(f"not a valid {what} (fields it does not define: corrupt or wrong file)")
     return msg
+
+
+# A backslash and the character after it, in a text graph: the escapes TF's text parser
+# reads are these (Python's reads any, keeping an unknown one as it is).
+_ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
+_ESCAPED = frozenset(b"abfnrtv\\'\"?01234567xXuU")
+
+
+def _check_text(data: bytes, what: str) -> None:
+    """ValueError for what a text graph may not hold but Python's text parser lets pass: a
+    NUL byte, an escape TF's parser does not know."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise ValueError(f"malformed {what} text: a NUL byte at line {line}")
+    if b"\\" not in data:
+        return
+    for escape in _ESCAPE.finditer(data):
+        if escape.group(1)[0] not in _ESCAPED:
+            line_start = data.rfind(b"\n", 0, escape.start()) + 1
+            if data[line_start:escape.start()].lstrip().startswith(b"#"):
+                continue  # a comment line's backslash (`# C:\data`) is no escape
+            line = data.count(b"\n", 0, escape.start()) + 1
+            raise ValueError(f"malformed {what} text: unknown escape "
+                             f"{escape.group().decode('utf-8', 'replace')!r} at line {line}")
 
 
 def load(path: str | os.PathLike) -> GraphFile:
@@ -189,6 +222,9 @@ def load(path: str | os.PathLike) -> GraphFile:
                 proto_path = path / name
                 break
         else:
+            if path.suffix in GRAPH_SUFFIXES:
+                raise InputError(f"{path}: is a directory, not a graph file (nor a SavedModel "
+                                 "directory: no saved_model.pb)")
             raise InputError(f"{path}: directory has no saved_model.pb or saved_model.pbtxt")
     kind, cls = _message_class(proto_path)
     text = proto_path.suffix == ".pbtxt"

@@ -23,6 +23,8 @@ from graphfix.graph.colocation import RESOURCE_COLOCATION_EXEMPT, ColocationGrou
 from graphfix.graph.columns import NodeColumns
 from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
 from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures
+from graphfix.graph import validity
+from graphfix.graph.validity import GraphError
 
 # Ops that hold state on a parameter server in `replica_device_setter`, plus the hash tables
 # and slot variables created with them.
@@ -47,10 +49,6 @@ _LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 _MAX_CYCLE_WALKS = 64
 
 
-class GraphError(ValueError):
-    """A graph that is not well formed (dangling input, cycle, unknown colocation target)."""
-
-
 class GraphIndex:
     """An index over a GraphDef that it edits in place (see the module docstring).
 
@@ -71,9 +69,8 @@ class GraphIndex:
         self._points_to, self._classes = columns.points_to, columns.classes
         self._positions: dict[str, int] = dict(zip(self.names, range(len(self.names))))
         if len(self._positions) != len(self.names):
-            seen: set[str] = set()
-            dup = next(n for n in self.names if n in seen or seen.add(n))
-            raise GraphError(f"duplicate node name {dup!r}")
+            raise GraphError("two nodes are named "
+                             f"{validity.shown(validity.duplicate_name(self.names))}")
         self._kinds: set[str] | None = None
         self._by_op: dict[str, list[int]] = {}
         self._edges: tuple[array, array] | None = None
@@ -501,7 +498,8 @@ class GraphIndex:
         for reader, text in inputs:
             source = positions.get(input_source(text))
             if source is None:
-                raise GraphError(f"node {names[reader]!r} has input {text!r} from no node")
+                raise GraphError(f"node {validity.shown(names[reader])} "
+                                 f"{validity.input_problem(text)}")
             by_reader.setdefault(reader, []).append(source)
         for position in nodes:
             for other in self.colocated_with(position):
@@ -539,42 +537,25 @@ class GraphIndex:
         return False
 
     def check_structure(self) -> None:
-        """Raise GraphError for a dangling input, an unknown colocation target or a cycle."""
+        """GraphError naming the first thing that makes the graph invalid, as
+        `graphfix.graph.validity` defines it (names, ops, inputs, `_class`, cycles; the
+        function library is `index_for`'s to check, once per graph read)."""
         self._unchecked_inputs.clear()
         self._unchecked_nodes.clear()
-        positions, names = self._positions, self.names
-        consumers = self._consumer_table()
-        for position in sorted(set(consumers.get(-1, ()))):
-            text = next(t for t in self.inputs(position) if input_source(t) not in positions)
-            raise GraphError(f"node {names[position]!r} has input {text!r} from no node")
-        unknown = [(p, other) for p, other in self._points_to.items() if other not in positions]
-        unknown += [(p, other) for p, others in self._classes.items() for other in others
-                    if other not in positions]
-        if unknown:
-            position, other = min(unknown)
-            raise GraphError(f"node {names[position]!r} expects to be colocated "
-                             f"with unknown node {other!r}")
-        # Kahn's algorithm; a loop's back edge (out of NextIteration) is not an ordering.
+        names = self.names
+        validity.check_names(names, self._positions)
+        validity.check_ops(self.op_kinds(), names, self.ops)
+        if self._added_sources:
+            self._drop_edge_tables()  # one table of every edge, the edits' included
+        flat, offsets = self._edge_table()
+        validity.check_inputs(names, flat, offsets, self.inputs)
+        validity.check_colocation(names, self._positions, self._points_to, self._classes)
         back = set(self.positions_of(_LOOP_BACK_EDGE_OPS))
-        indegree = [0] * len(names)
-        for source, readers in consumers.items():
-            if source not in back:
-                for reader in readers:
-                    indegree[reader] += 1
-        ready = [p for p, count in enumerate(indegree) if count == 0]
-        done = 0
-        while ready:
-            position = ready.pop()
-            done += 1
-            if position in back:
-                continue
-            for reader in consumers.get(position, ()):
-                indegree[reader] -= 1
-                if indegree[reader] == 0:
-                    ready.append(reader)
-        if done != len(indegree):
-            stuck = sorted(names[p] for p, count in enumerate(indegree) if count > 0)
-            raise GraphError(f"cycle through {', '.join(stuck[:5])}")
+        if validity.edges_run_forward(flat, offsets, back):
+            return
+        stuck = validity.cycle_members(len(names), self._consumer_table(), back)
+        if stuck:
+            raise GraphError(f"cycle through {', '.join(sorted(names[p] for p in stuck)[:5])}")
 
     def ancestors(self, names: Iterable[str]) -> set[str]:
         """Every node that must run before any of `names` (data and control inputs)."""
@@ -662,8 +643,13 @@ class GraphIndex:
 
 
 def index_for(graph_def, meta_graph=None) -> GraphIndex:
-    """A GraphIndex for one graph; a MetaGraphDef adds its op list and collections."""
+    """A GraphIndex for one graph as read; a MetaGraphDef adds its op list and collections.
+    GraphError if the graph is invalid (`graphfix.graph.validity`): no transform, placement
+    or run sees a graph that is not one."""
     ops = meta_graph.meta_info_def.stripped_op_list if meta_graph is not None else None
     index = GraphIndex(graph_def, OpSignatures(ops))
+    index.check_structure()
+    if graph_def.HasField("library"):
+        validity.check_library(graph_def.library)
     index.meta_graph = meta_graph
     return index

@@ -26,7 +26,7 @@ from graphfix.graph import placement
 from graphfix.graph import training
 from graphfix.tf_runtime import import_runtime, physical_gpus
 from graphfix.graph.devices import DeviceSpec
-from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
 from graphfix.graph.index import index_for
 
 UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
@@ -37,6 +37,8 @@ _TABLE_INIT_OPS = frozenset({
     "LookupTableImportV2"})
 STEP_TIMEOUT = 60.0  # seconds a step may take (a starving queue would wait for ever)
 SEED = 1234
+# Each task of a local cluster is a TF server in this process, with its own threads.
+MAX_CLUSTER_TASKS = 64
 _NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "RestoreV2",
                           "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "Const"})
 
@@ -96,18 +98,16 @@ class VerifyResult:
 
 
 def verify_path(path: str, **options) -> VerifyResult:
-    """Load a graph file and verify it (VerifyError for bad input)."""
-    try:
-        graph_file = graphio.load(path)
-    except graphio.InputError as exc:
-        raise VerifyError(str(exc)) from None
+    """Load a graph file and verify it. VerifyError (a usage error: exit 2) for bad input:
+    an unreadable or invalid graph, a bad option (`steps` under 1, a fetch the graph does
+    not have, a cluster too big to start here), all said before TF is imported."""
+    graph_file, index = _load_valid(path)
     compare = options.pop("compare", None)
-    original = None
-    if compare:
-        try:
-            original = graphio.load(compare)
-        except graphio.InputError as exc:
-            raise VerifyError(str(exc)) from None
+    original = _load_valid(compare)[0] if compare else None
+    steps = options.get("steps", 1)
+    if steps < 1:
+        raise VerifyError(f"--steps must be at least 1, not {steps}")
+    _check_fetches(path, index, options.get("fetches") or ())
     feeds = _load_feeds(options.pop("feeds", []) or [])
     cluster = options.pop("cluster", None)
     if cluster:
@@ -115,6 +115,35 @@ def verify_path(path: str, **options) -> VerifyResult:
         return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
                                  **options)
     return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
+
+
+def _load_valid(path: str) -> tuple[graphio.GraphFile, GraphIndex]:
+    """A graph file read, and the index of the graph verify runs (VerifyError if either is
+    not valid: `graphfix.graph.validity`)."""
+    try:
+        graph_file = graphio.load(path)
+        graph_def, meta = _first_graph(graph_file)
+        return graph_file, index_for(graph_def, meta)
+    except graphio.InputError as exc:
+        raise VerifyError(str(exc)) from None
+    except GraphError as exc:
+        raise VerifyError(f"{path}: {exc}") from None
+
+
+def _check_fetches(path: str, index: GraphIndex, fetches: Sequence[str]) -> None:
+    """VerifyError for a `--fetch` that names no node of the graph or an output it lacks."""
+    for fetch in fetches:
+        name, colon, port = fetch.partition(":")
+        if name not in index:
+            raise VerifyError(f"--fetch {fetch}: {path} has no node named {name!r}")
+        if not colon:
+            continue
+        if not (port.isascii() and port.isdigit()):
+            raise VerifyError(f"--fetch {fetch}: {port!r} is not an output number")
+        outputs = index.signatures.output_types(index.node(name))
+        if outputs is not None and int(port) >= len(outputs):
+            raise VerifyError(f"--fetch {fetch}: {name} ({index.node(name).op}) has "
+                              f"{len(outputs)} output(s)")
 
 
 def _load_feeds(specs: Sequence[str]) -> dict[str, np.ndarray]:
@@ -574,9 +603,16 @@ def parse_cluster(text: str) -> dict[str, int]:
     cluster = {}
     for part in text.split(","):
         job, eq, count = part.partition("=")
-        if not eq or not job.strip() or not count.strip().isdigit() or int(count) < 1:
+        count = count.strip()
+        if (not eq or not job.strip() or not (count.isascii() and count.isdigit())
+                or int(count) < 1):
             raise VerifyError(f"--cluster takes JOB=TASKS,... such as ps=2,worker=2, not {text!r}")
+        if job.strip() in cluster:
+            raise VerifyError(f"--cluster {text!r} names job {job.strip()!r} twice")
         cluster[job.strip()] = int(count)
+    if sum(cluster.values()) > MAX_CLUSTER_TASKS:
+        raise VerifyError(f"--cluster {text!r} asks for {sum(cluster.values())} tasks; a local "
+                          f"cluster runs at most {MAX_CLUSTER_TASKS}")
     if "worker" not in cluster:
         raise VerifyError(f"--cluster {text!r} has no worker job to run the steps from")
     return cluster

@@ -126,6 +126,9 @@ class ReplicaPlacement(Transform):
             tasks = _ps_tasks_named(graph, ps.job)
         if tasks == 0:
             return {}, {}
+        # Tasks past one per variable are never used, by either strategy (a huge ps_tasks
+        # must not make a list that long).
+        tasks = min(tasks, max(1, len(graph.positions_of(VARIABLE_OPS))))
         groups = graph.colocation_groups()
         task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"])
         load = {k: 0 for k in range(tasks)}

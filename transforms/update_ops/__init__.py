@@ -16,9 +16,10 @@ the graph's sink that runs after the optimizer's Apply ops). Only the update ops
 training pass count: one that needs a placeholder the train op is not fed (the update ops of a
 Keras functional model's construction call on its own `Input`) is not the train op's to run.
 
-Fixed: one `NoOp` (`<train op>/update_ops`) gathers the missing update ops as control inputs,
-and the train op gains a control input on it. Update ops already implied are not repeated;
-an edge that would close a cycle is never added.
+Fixed: one `NoOp` (`<train op>/update_ops`, on the train op's device or its colocation
+group's) gathers the missing update ops as control inputs, and the train op gains a control
+input on it. Update ops already implied are not repeated; an edge that would close a cycle
+is never added.
 
 Parameters:
     train_op: the train op's name (repeatable); overrides the collection and detection.
@@ -173,6 +174,7 @@ class UpdateOps(Transform):
         node_def = type(graph.node(train))()
         node_def.name = graph.unique_name(f"{train}/update_ops")
         node_def.op = "NoOp"
+        node_def.device = _placed_on(graph, train)
         node_def.input.extend("^" + name for name in missing)
         barrier = graph.add_node(node_def)
         graph.add_control_input(graph.node(train), barrier.name)
@@ -182,3 +184,13 @@ class UpdateOps(Transform):
             node=train,
             details={"added_nodes": [barrier.name], "update_ops": missing},
         )]
+
+
+def _placed_on(graph: GraphIndex, name: str) -> str:
+    """The device the node `name` asks for, or else the first its colocation group asks for
+    (a train op that follows its global step): where the new NoOp goes, so that a graph
+    already placed for a cluster stays placed (and a second fix has nothing to place)."""
+    device = graph.node(name).device
+    if device:
+        return device
+    return next((node.device for node in graph.group_of(name) if node.device), "")
