@@ -19,7 +19,7 @@ whose requested device is a GPU. TF's placer puts a whole group on one device, s
 group is the unit: the variable, its initializer `Assign`, its `read`, the optimizer's
 `ApplyAdam`, anything `colocate_with` it. A group with no kernel on its device is an error
 (TF's own message); the others on one GPU are one warning (a tower pattern: towers share the
-variables tower 0 made), with their count and bytes.
+variables tower 0 made), with their count.
 
 Fixed: each such group moves to the CPU of the same job/replica/task; only members that ask
 for a device are touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`).
@@ -140,14 +140,13 @@ class VariablesToCpu(Transform):
                           edit=partial(self._move_to_cpu, [group], requested, ctx))
         for requested, groups in shared.items():
             names = [g.anchor for g in groups]
-            size = sum(placement.variable_bytes(v) for g in groups for v in g.variables)
             listed = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             what = (f"variable {names[0]} is" if len(names) == 1
                     else f"{len(names)} variables ({listed}) are")
             yield Finding(ctx.path, self.name,
-                          f"{what} placed on {requested} ({size} bytes); shared variables "
-                          f"belong on the CPU (their groups, {sum(len(g.positions) for g in groups)} "
-                          f"node(s), move to {_CPU_OF[requested]})",
+                          f"{what} placed on {requested}; shared variables belong on the CPU "
+                          f"(their groups, {sum(len(g.positions) for g in groups)} node(s), "
+                          f"move to {_CPU_OF[requested]})",
                           node=names[0], severity="warning",
                           edit=partial(self._move_to_cpu, groups, requested, ctx))
 
