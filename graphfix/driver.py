@@ -684,12 +684,27 @@ def _real_targets(outputs, force, report_path):
         raise graphio.InputError(str(exc)) from None
 
 
+def _one_per_file(outputs: list[Output]) -> list[Output]:
+    """`outputs` without the fixed sources that repeat an earlier one: the same file reached
+    twice (by a symlink beside it in a tree), fixed to the same bytes."""
+    kept, written = [], {}
+    for output in outputs:
+        if output.graph_file is None:
+            real = os.path.realpath(output.target)
+            if written.get(real, None) == output.data:
+                continue
+            written.setdefault(real, output.data)
+        kept.append(output)
+    return kept
+
+
 def write_outputs(outputs: list[Output], *, force: bool = False,
                   report: tuple[Path, bytes] | None = None) -> None:
     """Write every output and the `report` (its path, its bytes): all staged beside their
     targets, then renamed into place together (`graphfix.storage.StagedWrites`), or, where
     one cannot be written, none; InputError naming the first that fails. `preflight`'s
     checks come first."""
+    outputs = _one_per_file(outputs)
     preflight(outputs, force=force, report_path=report[0] if report else None)
     with StagedWrites() as staged:
         for output in outputs:
