@@ -348,7 +348,8 @@ def _interrupted(args, cwd: Path, after: float, env) -> int:
 def _ctrl_c_at_random_moments(tmp_path, files: dict[Path, bytes], args, runs: int):
     """Fix `files` (path: bytes) uninterrupted once, timed, for the fixed bytes; then `runs`
     times from the original bytes with Ctrl-C at a moment drawn with a fixed seed (half of
-    them late, where the writing is): each file old or new, nothing temporary left."""
+    them in the last third, where the writing is): each file old or new, nothing temporary
+    left."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore",
            "GRAPHFIX_CACHE_DIR": str(tmp_path / "cache"),
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -366,7 +367,7 @@ def _ctrl_c_at_random_moments(tmp_path, files: dict[Path, bytes], args, runs: in
     for run in range(runs):
         for path, data in files.items():
             path.write_bytes(data)
-        low = 0.5 * took if run % 2 else 0.05
+        low = 0.7 * took if run % 2 else 0.05
         codes.append(_interrupted(args, tmp_path, draw.uniform(low, took), env))
         for path in files:
             assert path.read_bytes() in (files[path], fixed[path]), (run, path)
@@ -388,8 +389,28 @@ def test_ctrl_c_during_a_fix_of_a_200k_node_graph_loses_nothing(tmp_path):
 def test_ctrl_c_during_a_fix_of_a_source_tree_loses_nothing(tmp_path):
     tree = tmp_path / "tree"
     files = {}
-    for k in range(120):
-        path = tree / f"pkg{k % 6}" / f"m{k}.py"
+    for k in range(24):
+        path = tree / f"pkg{k % 4}" / f"m{k}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         files[path] = (SOURCE + f"w{k} = tf.Variable({k})\n").encode()
-    _ctrl_c_at_random_moments(tmp_path, files, ["fix", "tree", "--jobs", "2"], runs=6)
+    _ctrl_c_at_random_moments(tmp_path, files, ["fix", "tree", "--jobs", "2"], runs=4)
+
+
+def test_ctrl_c_while_outputs_are_staged_leaves_every_file_as_it_was(tmp_path):
+    from graphfix.driver import Output, write_outputs
+
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text("old a")
+    second.write_text("old b")
+
+    def interrupted_midway():
+        yield b"new b, part one"
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while b's temporary is half-written
+        yield b"part two"
+
+    outputs = [Output("a.py", first, data=b"new a"), Output("b.py", second, data=b"")]
+    outputs[1].data = interrupted_midway()
+    with pytest.raises(KeyboardInterrupt):
+        write_outputs(outputs)
+    assert (first.read_text(), second.read_text()) == ("old a", "old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
