@@ -187,7 +187,7 @@ class StagedWrites:
         """Write `data` (bytes, or pieces of bytes in order) to a temporary beside `target`
         (a real path: see `writable_target`), to replace it at `commit`. The new file keeps
         the mode of the file it replaces (a new one gets 0o644). OSError if it cannot be
-        written; then its temporary is gone."""
+        written (its temporary is removed with the others when the `with` block ends)."""
         try:
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except OSError:
