@@ -19,6 +19,7 @@ GRAPHFIX_CACHE_DIR its `cache-dir`, which is relative to the file's folder).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ PROJECT_MARKERS = ("pyproject.toml", ".git")
 def project_root(paths: list[str]) -> Path:
     """Where the default cache folder goes: the nearest folder holding a pyproject.toml or
     .git at or above the first path given; else the working directory (as ruff does)."""
-    start = Path(paths[0]).resolve() if paths else Path.cwd()
+    # (realpath: a symlink loop given is the run's error to report, not a RuntimeError here)
+    start = Path(os.path.realpath(paths[0])) if paths else Path.cwd()
     if not start.is_dir():
         start = start.parent
     for folder in (start, *start.parents):
@@ -62,7 +64,7 @@ class Config:
 
 def find(start: Path) -> tuple[Path, dict] | None:
     """The nearest pyproject.toml with a [tool.graphfix] table at or above `start`."""
-    start = start.resolve()
+    start = Path(os.path.realpath(start))
     if not start.is_dir():
         start = start.parent
     for folder in (start, *start.parents):

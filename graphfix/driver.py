@@ -19,6 +19,7 @@ from graphfix.findings import Change, Finding, Report
 from graphfix.graph.index import GraphError, GraphIndex, index_for
 from graphfix.registry import Context, Transform, options_for
 from graphfix.source.files import NOTEBOOK_SUFFIX, SOURCE_SUFFIXES, excluded, walk_sources
+from graphfix.storage import RefusedWrite, StagedWrites, path_problem, writable_target
 
 
 class Selected:
@@ -99,21 +100,34 @@ def graph_diff(before, after) -> list[str]:
 
 
 def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
-                ) -> list[tuple[str, Path]]:
-    """(label as given, path) for every graph and source the paths name, in order.
+                ) -> list[tuple[str, Path, str | None]]:
+    """(label as given, path, why it cannot be read or None) for every graph and source the
+    paths name, in order; what cannot be read (a symlink loop, a FIFO, a directory that
+    cannot be listed, ...) is found without opening it (`graphfix.storage.path_problem`).
 
     A directory gives its Python files and notebooks (see `graphfix.source.files.walk_sources`: no hidden
     folders, virtual environments, node_modules, git-ignored files, nor `excludes`); a file
     named explicitly is read unless `excludes` matches the path as given or its name.
     """
-    out = []
+    out: list[tuple[str, Path, str | None]] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir() and not graphio.is_graph_path(path):
-            for sub in walk_sources(path, excludes):
-                out.append((str(sub), sub))
+        problem = path_problem(path)
+        if problem is None and path.is_dir() and not os.access(path, os.R_OK | os.X_OK):
+            problem = "cannot read directory: permission denied"
+        if problem is not None:
+            out.append((given, path, problem))
+        elif path.is_dir() and not graphio.is_graph_path(path):
+            try:
+                found = walk_sources(path, excludes)
+            except OSError as exc:
+                where = exc.filename or given
+                out.append((str(where), Path(where),
+                            f"cannot read directory: {(exc.strerror or str(exc)).lower()}"))
+                continue
+            out.extend((str(sub), sub, path_problem(sub)) for sub in found)
         elif not (excludes and excluded(path.as_posix(), excludes, path.resolve().as_posix())):
-            out.append((given, path))
+            out.append((given, path, None))
     return out
 
 
@@ -147,15 +161,15 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     outputs: list[Output] = []
     kernels.use_snapshot(cache_dir)
     inputs = iter_inputs(paths, excludes)
-    graph_inputs = [p for _, p in inputs if graphio.is_graph_path(p)]
-    sources = [(label, path) for label, path in inputs
-               if path.suffix in SOURCE_SUFFIXES and path.exists()
+    graph_inputs = [p for _, p, problem in inputs if problem is None and graphio.is_graph_path(p)]
+    sources = [(label, path) for label, path, problem in inputs
+               if problem is None and path.suffix in SOURCE_SUFFIXES
                and not graphio.is_graph_path(path)]
     # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
     done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir))
-    for label, path in inputs:
-        if not path.exists():
-            report.failed.append({"path": label, "error": "no such file or directory"})
+    for label, path, problem in inputs:
+        if problem is not None:
+            report.failed.append({"path": label, "error": problem})
             continue
         if graphio.is_graph_path(path):
             with collector_paused():
@@ -169,7 +183,21 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory), a Python file or a notebook"})
     kernels.save_snapshot()  # (a run that stops on an error keeps nothing: TF is asked again)
+    _refuse_overwriting_inputs(report, outputs, [p for _, p, problem in inputs if not problem])
     return report, outputs
+
+
+def _refuse_overwriting_inputs(report: Report, outputs: list[Output], inputs: list[Path]) -> None:
+    """A failure for each graph output that would land on another input of the run (`fix
+    g.pb s.py -o s.py`), found before anything is written."""
+    read = {os.path.realpath(p): p for p in inputs}
+    for output in outputs:
+        if output.graph_file is None:
+            continue
+        real = os.path.realpath(output.target)
+        if real != os.path.realpath(output.graph_file.path) and real in read:
+            report.failed.append({"path": output.label, "error": f"its output {output.target} "
+                                  f"is the input {read[real]}"})
 
 
 def _merge(report: Report, part: Report) -> None:
@@ -498,10 +526,15 @@ def _source_one(item) -> tuple[Report, list[Output]]:
 
 
 def _graph_target(label: str, path: Path, out: str | None, in_place: bool, count: int) -> Path:
+    """Where a fixed graph goes: back to `path`, to `out`, or into the directory `out` (for
+    several graphs, or one file and `out` a directory that is not a SavedModel)."""
     if in_place or out is None:
         return path
     target = Path(out)
-    if count > 1 or (target.is_dir() and not graphio.is_graph_path(target) and not path.is_dir()):
+    if count > 1:
+        return target / path.name
+    if path_problem(target) is None and target.is_dir() and not path.is_dir() \
+            and not graphio.is_graph_path(target):
         return target / path.name
     return target
 
@@ -614,28 +647,83 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
         report.unchanged_paths.append(label)
 
 
-def write_outputs(outputs: list[Output]) -> None:
-    """Write every output (atomically, each); InputError on the first that fails."""
-    for output in outputs:
-        if output.graph_file is not None:
-            target = output.target
-            if output.graph_file.path == target:
-                target = None
-            graphio.save(output.graph_file, target)
-        else:
-            graphio.write_output(output.target, output.data)
+def preflight(outputs: list[Output], *, force: bool = False,
+              report_path: Path | None = None) -> None:
+    """Refuse, with an InputError naming the file, before anything is written: an output
+    whose directory is missing or cannot be written, a read-only file (unless `force`), a
+    FIFO or directory in a file's place, a SavedModel copy into a directory it may not
+    replace (`graphfile.check_saved_model_copy`), two outputs (the report included) to one
+    file. A symlink is written through (`graphfix.storage.writable_target`)."""
+    seen: dict[str, str] = {}
+    for label, target, real in _real_targets(outputs, force, report_path):
+        if real in seen:
+            raise graphio.InputError(f"{target}: both {seen[real]} and {label} would be "
+                                     "written to it")
+        seen[real] = label
 
 
-def preflight(outputs: list[Output]) -> None:
-    """Refuse before writing anything if some output's directory cannot be written."""
+def _real_targets(outputs, force, report_path):
+    """(what is written, its target, the real path it changes) for each output and the
+    report."""
+    try:
+        for output in outputs:
+            graph_file = output.graph_file
+            if graph_file is None:
+                real = writable_target(output.target, force=force)
+            elif graph_file.kind != "savedmodel":
+                real = writable_target(output.target, force=force)
+            elif os.path.realpath(output.target) == os.path.realpath(graph_file.path):
+                real = writable_target(output.target / graph_file.proto_name, force=force)
+            else:
+                real = graphio.check_saved_model_copy(graph_file, output.target, force=force)
+            yield output.label, output.target, os.path.realpath(real)
+        if report_path is not None:
+            real = writable_target(report_path, force=force)
+            yield "the --report file", report_path, os.path.realpath(real)
+    except RefusedWrite as exc:
+        raise graphio.InputError(str(exc)) from None
+
+
+def _one_per_file(outputs: list[Output]) -> list[Output]:
+    """`outputs` without the fixed sources that repeat an earlier one: the same file reached
+    twice (by a symlink beside it in a tree), fixed to the same bytes."""
+    kept, written = [], {}
     for output in outputs:
-        target = output.target
-        if output.graph_file is not None and output.graph_file.kind == "savedmodel":
-            parent = target.parent if target != output.graph_file.path else target
-        else:
-            parent = target.parent
-        parent = parent if str(parent) else Path(".")
-        if not parent.is_dir():
-            raise graphio.InputError(f"{target}: cannot write: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise graphio.InputError(f"{target}: cannot write: permission denied")
+        if output.graph_file is None:
+            real = os.path.realpath(output.target)
+            if written.get(real, None) == output.data:
+                continue
+            written.setdefault(real, output.data)
+        kept.append(output)
+    return kept
+
+
+def write_outputs(outputs: list[Output], *, force: bool = False,
+                  report: tuple[Path, bytes] | None = None) -> None:
+    """Write every output and the `report` (its path, its bytes): all staged beside their
+    targets, then renamed into place together (`graphfix.storage.StagedWrites`), or, where
+    one cannot be written, none; InputError naming the first that fails. `preflight`'s
+    checks come first."""
+    outputs = _one_per_file(outputs)
+    preflight(outputs, force=force, report_path=report[0] if report else None)
+    with StagedWrites() as staged:
+        for output in outputs:
+            try:
+                if output.graph_file is not None:
+                    graphio.stage(output.graph_file, output.target, staged, force=force)
+                else:
+                    staged.add(writable_target(output.target, force=force), output.data)
+            except OSError as exc:
+                raise graphio.InputError(f"{output.target}: cannot write: "
+                                         f"{exc.strerror or exc}") from None
+        if report is not None:
+            try:
+                staged.add(writable_target(report[0], force=force), report[1])
+            except OSError as exc:
+                raise graphio.InputError(f"{report[0]}: cannot write: "
+                                         f"{exc.strerror or exc}") from None
+        try:
+            staged.commit()
+        except OSError as exc:
+            raise graphio.InputError(f"{exc.filename or 'output'}: cannot write: "
+                                     f"{exc.strerror or exc}") from None

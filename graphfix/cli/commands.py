@@ -146,11 +146,12 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
 def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
         report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
-        diff: opt.Diff = False, dry_run: opt.DryRun = False, exclude: opt.Exclude = None,
-        jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
+        force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
+        exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
         cache_dir: opt.CacheDir = None) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
-    from graphfix.driver import preflight, run, write_outputs
+    from graphfix.cli.output import report_bytes
+    from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
 
@@ -174,13 +175,18 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         fail(str(exc))
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
     if writing and not report.failed:
+        # The report is written with the outputs, all or none (a failed run's report alone).
+        staged_report = None
+        if report_path is not None:
+            staged_report = (report_path, report_bytes(report.to_json(fixing=True)))
         try:
-            preflight(outputs)
-            write_outputs(outputs)
+            write_outputs(outputs, force=force, report=staged_report)
         except graphfile.InputError as exc:
-            report.failed.append({"path": str(exc).split(": ")[0], "error": str(exc)})
+            path, _, error = str(exc).partition(": ")
+            report.failed.append({"path": path, "error": error})
             emit(report, fmt, None, fixing=True)
             return 2
+        report_path = None
     emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
     return report.exit_code(fixing=True)
 

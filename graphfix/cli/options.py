@@ -56,6 +56,10 @@ Out = Annotated[Optional[str], typer.Option(
     help="where to write fixed graphs")]
 InPlace = Annotated[bool, typer.Option(
     "--in-place", rich_help_panel=OUTPUT, help="rewrite graphs in place (atomic)")]
+Force = Annotated[bool, typer.Option(
+    "--force", rich_help_panel=OUTPUT,
+    help="rewrite read-only files, and write a SavedModel into a directory graphfix did not "
+         "write (its other files are kept)")]
 Diff = Annotated[bool, typer.Option(
     "--diff", rich_help_panel=OUTPUT, help="show what would change; write nothing")]
 DryRun = Annotated[bool, typer.Option(

@@ -32,12 +32,17 @@ def check_format(fmt: str, allowed: tuple[str, ...] = ("text", "json")) -> None:
         fail(f"--format must be {' or '.join(allowed)}, not {fmt!r}")
 
 
+def report_bytes(doc: dict) -> bytes:
+    """What `--report FILE.json` holds for the JSON document `doc`."""
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
 def write_report(path: Path, doc: dict) -> None:
     """`--report FILE.json`: the JSON document, written atomically."""
     from graphfix.graph.graphfile import InputError, write_output
 
     try:
-        write_output(path, (json.dumps(doc, indent=2) + "\n").encode())
+        write_output(path, report_bytes(doc))
     except InputError as exc:
         fail(str(exc))
 

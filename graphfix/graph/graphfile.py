@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 from google.protobuf import message as _message
 
 from graphfix.graph.proto import pb
-from graphfix.storage import write_atomically
+from graphfix.storage import RefusedWrite, StagedWrites, writable_target
 
 
 class InputError(Exception):
@@ -240,61 +240,136 @@ def load(path: str | os.PathLike) -> GraphFile:
                      source_size=len(data))
 
 
-def write_output(path: str | os.PathLike, data: bytes | Iterable[bytes]) -> None:
-    """`graphfix.storage.write_atomically`, with the one-line InputError a command reports
-    (naming the file) where `path` cannot be written."""
+def write_output(path: str | os.PathLike, data: bytes | Iterable[bytes], *,
+                 force: bool = False) -> None:
+    """Write one file atomically (`graphfix.storage`), with the one-line InputError a
+    command reports (naming the file) where `path` cannot or may not be written: a
+    read-only file is rewritten only with `force`; a symlink is written through."""
     try:
-        write_atomically(path, data)
+        target = writable_target(path, force=force)
+        with StagedWrites() as staged:
+            staged.add(target, data)
+            staged.commit()
+    except RefusedWrite as exc:
+        raise InputError(str(exc)) from None
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def save(graph_file: GraphFile, out: str | os.PathLike | None = None) -> Path:
+def save(graph_file: GraphFile, out: str | os.PathLike | None = None, *,
+         force: bool = False) -> Path:
     """Write a graph in the format it was read, to `out` or back in place; return the path.
 
-    For a SavedModel directory, `out` is a directory: the graph is written there and every
-    other entry (`variables/`, `assets/`, ...) is copied untouched.
+    `out` may be a directory to write the file into. For a SavedModel directory, `out` is
+    the directory to write: the graph is written there and every other entry (`variables/`,
+    `assets/`, ...) is copied untouched (`check_saved_model_copy` says which `out` may be).
+    InputError where it cannot be written.
     """
     if graph_file.kind != "savedmodel":
         target = Path(out) if out is not None else graph_file.path
         if target.is_dir():
             target = target / graph_file.path.name
-        write_output(target, graph_file.chunks())
-        return target
-    data = graph_file.serialize()
-    if out is None or Path(out).resolve() == graph_file.path.resolve():
-        write_output(graph_file.path / graph_file.proto_name, data)
-        return graph_file.path
-    return _write_saved_model_copy(graph_file, Path(out), data)
-
-
-def _write_saved_model_copy(graph_file: GraphFile, out: Path, data: bytes) -> Path:
-    import shutil
-    import tempfile
-
-    parent = out.parent if str(out.parent) else Path(".")
+    else:
+        target = graph_file.path if out is None else Path(out)
     try:
-        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.", suffix=".tmp"))
+        with StagedWrites() as staged:
+            stage(graph_file, target, staged, force=force)
+            staged.commit()
     except OSError as exc:
-        raise InputError(f"{out}: cannot write: {exc.strerror or exc}") from None
+        raise InputError(f"{target}: cannot write: {exc.strerror or exc}") from None
+    return target
+
+
+# The file graphfix leaves in a SavedModel directory it wrote: which input it was made from,
+# so that writing the same fix again may replace it (TF's loader ignores the file).
+OUTPUT_MARKER = ".graphfix-output.json"
+
+
+def stage(graph_file: GraphFile, target: Path, staged: StagedWrites, *,
+          force: bool = False) -> None:
+    """Stage `graph_file`'s bytes for `target` (the file to write; for a SavedModel, the
+    directory) in `staged`. InputError where `target` may not be written (see
+    `graphfix.storage.writable_target` and `check_saved_model_copy`); OSError where
+    writing the temporary failed."""
     try:
-        for entry in graph_file.path.iterdir():
-            # fingerprint.pb hashes the old saved_model.pb; a stale one would mislead.
-            if entry.name in (graph_file.proto_name, "fingerprint.pb"):
-                continue
-            if entry.is_dir():
-                shutil.copytree(entry, staging / entry.name)
-            else:
-                shutil.copy2(entry, staging / entry.name)
-        write_atomically(staging / graph_file.proto_name, data)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old."))
-            os.replace(out, old / out.name)
-            os.replace(staging, out)
-            shutil.rmtree(old, ignore_errors=True)
+        if graph_file.kind != "savedmodel":
+            staged.add(writable_target(target, force=force), graph_file.chunks())
+        elif _same_directory(target, graph_file.path):
+            proto = writable_target(graph_file.path / graph_file.proto_name, force=force)
+            staged.add(proto, graph_file.serialize())
         else:
-            os.replace(staging, out)
+            real = check_saved_model_copy(graph_file, target, force=force)
+            data = graph_file.serialize()
+            staged.add_directory(real, lambda staging: _fill_saved_model_copy(
+                graph_file, staging, data))
+    except RefusedWrite as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_saved_model_copy(graph_file: GraphFile, out: Path, *, force: bool = False) -> Path:
+    """The real directory a fixed copy of a SavedModel may be written to as `out`, or
+    InputError: not inside the input nor holding it; a directory that exists must be empty,
+    graphfix's own output of the same input (`OUTPUT_MARKER`), or `force` given (then the
+    entries graphfix writes are replaced and every other file in it is kept)."""
+    source = Path(os.path.realpath(graph_file.path))
+    if os.path.islink(out) and not os.path.exists(out):
+        raise InputError(f"{out}: symlink to a missing directory ({os.readlink(out)})")
+    real = Path(os.path.realpath(out))
+    if source in real.parents or real in source.parents:
+        where = "inside" if source in real.parents else "a directory holding"
+        raise InputError(f"{out}: cannot write: {where} the input SavedModel {graph_file.path}")
+    try:
+        exists, is_dir = real.exists(), real.is_dir()
+        entries = {e.name for e in real.iterdir()} if is_dir else set()
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise InputError(f"{out}: cannot write: {exc.strerror or exc}") from None
-    return out
+    if exists and not is_dir:
+        raise InputError(f"{out}: cannot write: exists and is not a directory")
+    if entries and not force and _written_from(real) != str(source):
+        raise InputError(f"{out}: cannot write: directory exists and is not graphfix's output "
+                         f"of {graph_file.path} (add --force to write into it; other files in "
+                         "it are kept)")
+    try:
+        if not exists:
+            writable_target(real)  # its directory, its name's length
+        elif not os.access(real.parent, os.W_OK | os.X_OK):
+            raise RefusedWrite(out, "cannot write: permission denied")
+    except RefusedWrite as exc:
+        raise InputError(f"{out}: {exc.problem}") from None
+    return real
+
+
+def _written_from(directory: Path) -> str | None:
+    """The input `directory` was written from, if graphfix wrote it."""
+    import json
+
+    try:
+        doc = json.loads((directory / OUTPUT_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("input") if isinstance(doc, dict) else None
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _fill_saved_model_copy(graph_file: GraphFile, staging: Path, data: bytes) -> None:
+    """Copy a SavedModel's entries into `staging`, with the fixed graph and the marker."""
+    import json
+    import shutil
+
+    for entry in graph_file.path.iterdir():
+        # fingerprint.pb hashes the old saved_model.pb; a stale one would mislead.
+        if entry.name in (graph_file.proto_name, "fingerprint.pb", OUTPUT_MARKER):
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, staging / entry.name)
+        else:
+            shutil.copy2(entry, staging / entry.name)
+    (staging / graph_file.proto_name).write_bytes(data)
+    marker = {"written_by": "graphfix", "input": os.path.realpath(graph_file.path)}
+    (staging / OUTPUT_MARKER).write_text(json.dumps(marker) + "\n")

@@ -49,18 +49,19 @@ def anchored(patterns: Iterable[str], folder: Path) -> tuple[str, ...]:
 
 def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = True
                  ) -> list[Path]:
-    """Every Python file and notebook under `root` graphfix should read, sorted."""
+    """Every Python file and notebook under `root` graphfix should read, sorted; OSError
+    (naming it) for a sub-directory that cannot be listed, rather than leaving it out."""
     excludes = tuple(excludes)
     top = root.resolve().as_posix().rstrip("/") + "/"
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_raise):
         base = Path(dirpath)
         rel_dir = base.relative_to(root).as_posix()
         prefix = "" if rel_dir == "." else rel_dir + "/"
         dirnames[:] = sorted(
             d for d in dirnames
             if not d.startswith(".") and d not in SKIP_DIRS
-            and not (base / d / "pyvenv.cfg").exists()
+            and not os.path.exists(base / d / "pyvenv.cfg")  # (False if d cannot be read)
             and not excluded(prefix + d, excludes, top + prefix + d)
         )
         for name in sorted(filenames):
@@ -71,6 +72,10 @@ def walk_sources(root: Path, excludes: Iterable[str] = (), *, gitignore: bool = 
         ignored = git_ignored(root, found)
         found = [p for p in found if p not in ignored]
     return sorted(found)
+
+
+def _raise(error: OSError) -> None:
+    raise error
 
 
 def git_ignored(root: Path, paths: list[Path]) -> set[Path]:
