@@ -262,28 +262,30 @@ class GraphIndex:
         or a resource joins whatever node feeds it; an argument typed by an attr only when
         fed a resource (a ref into `T` is a value, read through)."""
         resources = self._resource_tensors()
-        names, node_defs, known = self.names, self._node_defs, self._positions
+        names, node_defs = self.names, self._node_defs
         points_to, classes = self._points_to, self._classes
+        # The edge table has every input's source already (the graph's check read it): a
+        # node's inputs are read again only for the attr-typed ones, to tell which output.
+        sources_of = self._sources_step()
         edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
-            inputs = node_defs[position].input[:]  # (one call for all: each read makes a str)
-            count = len(inputs)
+            sources = sources_of(position)
+            count = len(sources)
             one = points_to.get(position)
             named = (one,) if one is not None else classes.get(position, ())
             for k in fixed:
-                if k >= count:
-                    continue
-                text = inputs[k]
-                if text == one or text[:1] == "^":
-                    continue  # the common case: a ref variable's Assign, named in `_class` too
-                source = text if text in known else input_source(text)
-                if source in known and source not in named:
-                    edges.append((source, names[position]))
-            for k in by_attr:
                 if k < count:
-                    source = resources.get(inputs[k])
-                    if source is not None and source not in named:
-                        edges.append((source, names[position]))
+                    source = sources[k]
+                    # (the common case, a ref variable's Assign, names it in `_class` too)
+                    if source >= 0 and names[source] not in named:
+                        edges.append((names[source], names[position]))
+            if by_attr:
+                inputs = node_defs[position].input[:]  # (one call for all: each read makes a str)
+                for k in by_attr:
+                    if k < count:
+                        source = resources.get(inputs[k])
+                        if source is not None and source not in named:
+                            edges.append((source, names[position]))
         return edges
 
     def _handle_inputs(self, resources_exist: bool
