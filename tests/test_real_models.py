@@ -12,6 +12,8 @@ tens of seconds each and are measured by fixtures/bench/real_models_bench.py.
 from __future__ import annotations
 
 import json
+import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -21,8 +23,8 @@ from conftest import FIXTURES, run_cli
 sys.path.insert(0, str(FIXTURES))
 
 tf = pytest.importorskip("tensorflow")
-from real_models import corpus, oracle  # noqa: E402
-from real_models.measure import graph_def_of  # noqa: E402
+from real_models import oracle  # noqa: E402
+from real_models.oracle import graph_def_of  # noqa: E402
 
 tf1 = tf.compat.v1
 TARGETS = "/gpu:0,/gpu:1"
@@ -35,7 +37,10 @@ FAST = ["dtype_variables", "summaries_saver_gpu", "queue_on_gpu", "resource_edge
 def built(tmp_path_factory):
     """Every fast corpus graph, built once: name -> path."""
     out = tmp_path_factory.mktemp("real_models")
-    return {name: corpus.BY_NAME[name].build("test", out) for name in FAST}
+    done = subprocess.run([sys.executable, str(FIXTURES / "real_models" / "corpus.py"), out,
+                           "test", *FAST], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return dict(zip(FAST, map(pathlib.Path, done.stdout.split())))
 
 
 @pytest.fixture(scope="module")
