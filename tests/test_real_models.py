@@ -243,7 +243,5 @@ def test_verify_passes_a_queue_under_the_gpu_that_tf_places(built):
     run_cli("verify", "--target-devices", TARGETS, built["queue_on_gpu"], check_exit=0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: verify's stand-ins rewrite main-graph "
-                   "devices only; a cond's body keeps /device:GPU:0")
 def test_verify_passes_a_graph_with_functional_control_flow(built):
     run_cli("verify", "--target-devices", TARGETS, built["colocated_ops"], check_exit=0)
