@@ -282,8 +282,9 @@ def _failed_pass(selected: Selected):
 
 
 class _Workers:
-    """`workers` forked processes for all the passes of a run. What a pass learned after they
-    were forked travels with the items that need it. A file's work never takes the run down:
+    """`workers` forked processes for all the passes of a run (one: this process). What a
+    pass learned after they were forked travels with the items that need it. With workers,
+    a file's work never takes the run down:
     an exception, a worker that dies (libcst's parser can crash the process) or one that
     outlives `timeout` seconds on one item is that item's failure, given to `failed(function,
     item, error)` for the value the pass goes on with; a dead or stopped worker is replaced."""
@@ -294,7 +295,8 @@ class _Workers:
         self.running: list[_Worker] = []
 
     def __enter__(self) -> _Workers:
-        self.running = [_Worker() for _ in range(self.workers)]
+        if self.workers > 1:  # (one job runs here: no fork, and what it imports is kept)
+            self.running = [_Worker() for _ in range(self.workers)]
         return self
 
     def __exit__(self, *exc) -> None:
@@ -310,6 +312,8 @@ class _Workers:
         from multiprocessing.connection import wait
 
         calls = [(function, state(item), item) for item in items]
+        if not self.running:
+            return [_ticked(self._here(call), tick) for call in calls]
         results: list = [None] * len(calls)
         waiting = collections.deque(range(len(calls)))
         chunk = max(1, min(16, len(calls) // (self.workers * 4)))
@@ -347,6 +351,15 @@ class _Workers:
                 self.running[self.running.index(worker)] = _Worker()
                 results[index] = self.failed(function, items[index], error)
                 _ticked(None, tick)
+
+
+    def _here(self, call):
+        """One call in this process (one job): an exception is still the item's failure;
+        a crash or a stall is not bounded here (`--jobs 2` or more isolates them)."""
+        try:
+            return _call(call)
+        except Exception as exc:
+            return self.failed(call[0], call[2], f"internal error: {type(exc).__name__}: {exc}")
 
 
 def _raise_failure(function, item, error):

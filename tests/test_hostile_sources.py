@@ -83,7 +83,7 @@ def test_time_per_file_is_bounded(tmp_path):
     slow.write_text(TRIGGER + "".join(f"x{i} = tf.get_variable('v{i}')\n" for i in range(5000)))
     (tmp_path / "good.py").write_text(TRIGGER)
     before = snapshot(tmp_path)
-    result = run_cli("check", "--no-cache", "--jobs", "1", "--timeout-per-file", "5",
+    result = run_cli("check", "--no-cache", "--jobs", "2", "--timeout-per-file", "5",
                      tmp_path / "good.py", slow, tmp_path / "good.py", cwd=tmp_path)
     no_traceback(result)
     assert result.returncode == 2
