@@ -189,7 +189,7 @@ def call_arguments(call: ast.Call) -> list[ast.expr]:
 # chain (`lambda`, `if`/`else`) and bracket adds a level to the expression it is in, a comma,
 # colon, `=` or the statement's end closes it; a bracket also costs BRACKET_LEVELS levels
 # for what the tree builds around it (a call's argument, a list's element). The figures are
-# measured (docs/benchmarks.md, "Sources graphfix will not parse"): at Python's default
+# measured (the figures are in docs/guide.md, "Inputs"): at Python's default
 # recursion limit the rules' visitors take about 318 chained operators and 137 nested
 # brackets; MAX_DEPTH keeps a margin below both. The size limits bound a worker's memory
 # and time: libcst's tree of a 30,000-line file already takes about 300 MB.
