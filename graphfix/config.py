@@ -70,7 +70,8 @@ def find(start: Path) -> tuple[Path, dict] | None:
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
-            table = _read(candidate).get("tool", {}).get("graphfix")
+            tool = _read(candidate).get("tool", {})
+            table = tool.get("graphfix") if isinstance(tool, dict) else None
             if table is not None:
                 return candidate, table
     return None
@@ -89,6 +90,8 @@ def _read(path: Path) -> dict:
         return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
 
 
 # The spellings a [tool.graphfix] table can take: `[tool.graphfix]` or `tool.graphfix.x =`
@@ -132,7 +135,10 @@ def load(paths: list[str]) -> Config:
         value = table["cache-dir"]
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{path}: [tool.graphfix] cache-dir must be a folder name")
-        config.cache_dir = path.parent.resolve() / Path(value).expanduser()
+        try:
+            config.cache_dir = path.parent.resolve() / Path(value).expanduser()
+        except RuntimeError as exc:  # `~user/...` naming no user of this machine
+            raise ConfigError(f"{path}: [tool.graphfix] cache-dir: {exc}") from None
     config.settings = _settings(path, table.get("set", {}))
     return config
 
@@ -148,6 +154,9 @@ def _settings(path: Path, table: Any) -> dict[str, dict[str, Any]]:
     given: dict[str, dict[str, Any]] = {}
     for key, value in table.items():
         if isinstance(value, dict):  # [tool.graphfix.set.variables-to-cpu] scope = "..."
+            if "." in key:
+                raise ConfigError(f"{path}: [tool.graphfix] set.{key!r} must be a value, "
+                                  "not a table")
             given.setdefault(key, {}).update(value)
             continue
         name, dot, param = key.partition(".")

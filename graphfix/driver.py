@@ -145,8 +145,8 @@ class Output:
 
 def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
         in_place: bool = False, want_diff: bool = False, excludes: tuple[str, ...] = (),
-        jobs: int | None = None, progress=None, cache_dir: Path | None = None
-        ) -> tuple[Report, list[Output]]:
+        jobs: int | None = None, progress=None, cache_dir: Path | None = None,
+        timeout_per_file: float | None = None) -> tuple[Report, list[Output]]:
     """Check or fix every input; return the report and the outputs to write.
 
     Sources are read by `jobs` forked processes (default 1: this process; the CLI uses one
@@ -155,7 +155,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     one step per source file checked. With
     `cache_dir`, source results are cached there (`graphfix.source.cache`); the report counts the
     files read from it in `cached_paths`. The answers of TF's kernel registry are kept there
-    too (`kernels.use_snapshot`).
+    too (`kernels.use_snapshot`). A source file whose reading takes longer than
+    `timeout_per_file` seconds fails with that reason (None: no bound).
     """
     report = Report()
     outputs: list[Output] = []
@@ -166,7 +167,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
                if problem is None and path.suffix in SOURCE_SUFFIXES
                and not graphio.is_graph_path(path)]
     # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
-    done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir))
+    done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir,
+                             timeout_per_file))
     for label, path, problem in inputs:
         if problem is not None:
             report.failed.append({"path": label, "error": problem})
@@ -243,12 +245,14 @@ class _Survey:
         return survey if all(isinstance(n, str) for n in names) else None
 
 
-def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None) -> list:
+def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None,
+                 timeout: float | None = None) -> list:
     """[(Report, [Output])] for each source file, in order. Three passes over the files, by
     the same `jobs` forked processes: a survey without libcst (which codemods have work in
     each file), the cross-file scans that work needs (of the files that may hold facts it
     reads), then the codemods, where they have work. (One set of processes: a worker's peak
-    memory is that of the biggest file it parses, so the run's is `jobs` times that.)"""
+    memory is that of the biggest file it parses, so the run's is `jobs` times that.) A file
+whose worker fails (crashes, or outlives `timeout` seconds) is that file's error."""
     if not sources:
         return []
     cache = None
@@ -262,7 +266,7 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     _JOB.clear()
     _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache)
     try:
-        with _Workers(workers) as pool:
+        with _Workers(workers, timeout, _failed_pass(selected)) as pool:
             surveys = pool.map(_survey_one, sources)
             run_facts = _scans(sources, surveys, pool)
             if cache is not None:
@@ -289,33 +293,188 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
             cache.prune()  # (at most once a day: entries no run used for 30 days)
 
 
-class _Workers:
-    """`jobs` forked processes for all the passes of a run (or this one, for one job). What a
-    pass learned after they were forked travels with the items that need it."""
+def _failed_pass(selected: Selected):
+    """What a pass goes on with for a file whose worker failed: its survey sends it to the
+    codemods (which fail on it again, or say why it is skipped), its scan found nothing,
+    its codemods' result is the failure."""
+    every = tuple(t.name for t, _ in selected.transforms if t.codemod is not None)
 
-    def __init__(self, workers: int):
-        self.workers, self.pool = workers, None
+    def failed(function, item, error: str):
+        if function is _survey_one:
+            return _Survey(work=every, parsed=False)
+        if function is _scan_one:
+            return {}, ()
+        return Report(failed=[{"path": item[0], "error": error}]), []
+
+    return failed
+
+
+class _Workers:
+    """`workers` forked processes for all the passes of a run (one: this process). What a
+    pass learned after they were forked travels with the items that need it. With workers,
+    a file's work never takes the run down:
+    an exception, a worker that dies (libcst's parser can crash the process) or one that
+    outlives `timeout` seconds on one item is that item's failure, given to `failed(function,
+    item, error)` for the value the pass goes on with; a dead or stopped worker is replaced."""
+
+    def __init__(self, workers: int, timeout: float | None = None, failed=None):
+        self.workers, self.timeout = max(1, workers), timeout
+        self.failed = failed if failed is not None else _raise_failure
+        self.running: list[_Worker] = []
 
     def __enter__(self) -> _Workers:
-        if self.workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self.pool = ProcessPoolExecutor(self.workers,
-                                            mp_context=multiprocessing.get_context("fork"))
+        if self.workers > 1:  # (one job runs here: no fork, and what it imports is kept)
+            self.running = [_Worker() for _ in range(self.workers)]
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
+        for worker in self.running:
+            worker.stop(gently=exc[0] is None)
+        self.running = []
 
     def map(self, function, items: list, tick=None, state=lambda item: None) -> list:
-        """`[function(item) for item in items]`, each after `_JOB.update(state(item))`."""
+        """`[function(item) for item in items]`, each after `_JOB.update(state(item))`, in
+        order, whatever worker ran it; a failed item gives `failed(function, item, error)`."""
+        import collections
+        import time
+        from multiprocessing.connection import wait
+
         calls = [(function, state(item), item) for item in items]
-        if self.pool is None or len(calls) <= 1:
-            return [_ticked(_call(c), tick) for c in calls]
+        if not self.running:
+            return [_ticked(self._here(call), tick) for call in calls]
+        results: list = [None] * len(calls)
+        waiting = collections.deque(range(len(calls)))
         chunk = max(1, min(16, len(calls) // (self.workers * 4)))
-        return [_ticked(result, tick) for result in self.pool.map(_call, calls, chunksize=chunk)]
+        while True:
+            for worker in self.running:
+                if not worker.in_flight and waiting:
+                    taken = [waiting.popleft() for _ in range(min(chunk, len(waiting)))]
+                    worker.send(taken, [calls[i] for i in taken])
+            busy = [w for w in self.running if w.in_flight]
+            if not busy:
+                return results
+            now = time.monotonic()
+            limit = None if self.timeout is None else max(
+                0.0, min(w.since for w in busy) + self.timeout - now)
+            ready = wait([w.connection for w in busy], limit)
+            for worker in busy:
+                if worker.connection in ready:
+                    answer = worker.receive()
+                    if answer is not None:
+                        ok, value = answer
+                        index = worker.in_flight.popleft()
+                        results[index] = value if ok else self.failed(function, items[index],
+                                                                      value)
+                        _ticked(None, tick)
+                        continue
+                    error = worker.crash_reason()
+                elif (self.timeout is not None
+                      and time.monotonic() - worker.since > self.timeout):
+                    error = f"took longer than {self.timeout:g} s (--timeout-per-file)"
+                else:
+                    continue
+                index = worker.in_flight.popleft()
+                waiting.extendleft(reversed(worker.in_flight))  # the rest of its chunk
+                worker.stop(gently=False)
+                self.running[self.running.index(worker)] = _Worker()
+                results[index] = self.failed(function, items[index], error)
+                _ticked(None, tick)
+
+
+    def _here(self, call):
+        """One call in this process (one job): an exception is still the item's failure;
+        a crash or a stall is not bounded here (`--jobs 2` or more isolates them)."""
+        try:
+            return _call(call)
+        except Exception as exc:
+            return self.failed(call[0], call[2], f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _raise_failure(function, item, error):
+    raise RuntimeError(f"{getattr(function, '__name__', function)}: {error}")
+
+
+class _Worker:
+    """One forked process of `_Workers`, and the indices of the items it is running."""
+
+    def __init__(self):
+        import collections
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs,), daemon=True)
+        self.process.start()
+        theirs.close()
+        self.in_flight: collections.deque[int] = collections.deque()
+        self.since = 0.0  # when its current item began
+
+    def send(self, indices: list[int], calls: list) -> None:
+        import time
+
+        self.in_flight.extend(indices)
+        self.since = time.monotonic()
+        self.connection.send(calls)
+
+    def receive(self):
+        """(ok, value) of its current item; None if it died."""
+        import time
+
+        try:
+            answer = self.connection.recv()
+        except (EOFError, OSError):
+            return None
+        self.since = time.monotonic()
+        return answer
+
+    def crash_reason(self) -> str:
+        import signal
+
+        self.process.join(5)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"graphfix's worker reading it crashed ({name}); not parsed"
+        return f"graphfix's worker reading it stopped (exit code {code}); not parsed"
+
+    def stop(self, *, gently: bool) -> None:
+        if gently and self.process.is_alive():
+            try:
+                self.connection.send(None)
+            except OSError:
+                pass
+            self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.connection.close()
+
+
+def _serve(connection) -> None:
+    """A worker's loop: calls in, one (ok, result or error) out per call, until told to end.
+    Ctrl-C is the parent's to handle (it stops the workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            calls = connection.recv()
+        except (EOFError, OSError):
+            return
+        if calls is None:
+            return
+        for call in calls:
+            try:
+                answer = (True, _call(call))
+            except Exception as exc:
+                answer = (False, f"internal error: {type(exc).__name__}: {exc}")
+            try:
+                connection.send(answer)
+            except Exception as exc:  # a result that cannot be pickled
+                connection.send((False, f"internal error: {type(exc).__name__}: {exc}"))
 
 
 def _call(call):

@@ -31,11 +31,14 @@ class _PlainValue:
 
 
 def _converted(value: Any, kind: type, param: typer.core._TyperParameter) -> Any:
-    if kind is int and not isinstance(value, int):
+    if kind in (int, float) and not isinstance(value, kind):
         try:
-            value = int(value)
+            value = kind(value)
         except ValueError:
             raise typer.BadParameter(f"not a number: {value!r}", param=param) from None
+        if kind is float and not 0 < value < float("inf"):  # (nan too)
+            raise typer.BadParameter(f"must be a positive number of seconds, not {value}",
+                                     param=param)
     if kind is int and param.min is not None and value < param.min:
         raise typer.BadParameter(f"must be at least {param.min}, not {value}", param=param)
     if kind is Path:

@@ -123,7 +123,8 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
           target_devices: opt.TargetDevices = None, fmt: opt.CheckFormat = "text",
           report_path: opt.ReportPath = None, exclude: opt.Exclude = None,
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
-          cache_dir: opt.CacheDir = None) -> int:
+          cache_dir: opt.CacheDir = None,
+          timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -134,7 +135,7 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     try:
         with progress() as shown:
             report, _ = run(paths, selected, fix=False, excludes=excludes, jobs=_jobs(jobs),
-                            progress=shown,
+                            progress=shown, timeout_per_file=timeout_per_file,
                             cache_dir=_cache_dir(paths, no_cache, cache_dir, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
@@ -148,7 +149,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
         force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
-        cache_dir: opt.CacheDir = None) -> int:
+        cache_dir: opt.CacheDir = None,
+        timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
@@ -168,7 +170,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         with progress() as shown:
             report, outputs = run(paths, selected, fix=True, out=out, in_place=in_place,
                                   want_diff=diff, excludes=excludes, jobs=_jobs(jobs),
-                                  progress=shown,
+                                  progress=shown, timeout_per_file=timeout_per_file,
                                   cache_dir=_cache_dir(paths, no_cache, cache_dir,
                                                        configured_cache))
     except NoGpuKernelsError as exc:

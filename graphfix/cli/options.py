@@ -51,6 +51,11 @@ CacheDir = Annotated[Optional[Path], typer.Option(
     help="where source results are cached (also: GRAPHFIX_CACHE_DIR; default: "
          ".graphfix_cache in the project root)")]
 
+TIMEOUT_PER_FILE = 600.0  # seconds: far past the largest real file (TF's own, 14k lines)
+TimeoutPerFile = Annotated[float, typer.Option(
+    "--timeout-per-file", metavar="SECONDS", rich_help_panel=SOURCES,
+    help="give up on a source file after this long (it fails with that reason)")]
+
 Out = Annotated[Optional[str], typer.Option(
     "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
     help="where to write fixed graphs")]

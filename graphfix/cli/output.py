@@ -62,6 +62,8 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         write_report(report_path, doc)
     if fmt == "json":
         echo(json.dumps(doc, indent=2))
+        for failure in report.failed:  # (stdout may go to a file or a pipe: errors show)
+            echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
         return
     if fmt == "quiet":
         for failure in report.failed:

@@ -42,6 +42,7 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
     _python2_hint,
+    beyond_parser_limits,
     decode_source,
     python_syntax_error,
 )
@@ -560,6 +561,8 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     `new_bytes` is the fixed file in that same encoding. Line endings are kept. (A run over
     files reads each codemod's trigger words first, without libcst: see `runner`.)
     """
+    if (too_deep := beyond_parser_limits(code)) is not None:  # would crash or stall libcst
+        return SourceResult(path, "", "", [], skipped=too_deep)
     encoding = "utf-8"
     if isinstance(code, bytes):
         raw = code

@@ -94,6 +94,8 @@ class Notebook:
         except json.JSONDecodeError as exc:
             raise NotebookError(f"not a Jupyter notebook: invalid JSON at line {exc.lineno}, "
                                 f"column {exc.colno}: {exc.msg}") from None
+        except RecursionError:
+            raise NotebookError("not a Jupyter notebook: JSON nested too deeply") from None
         self.doc: dict[str, Any] = _validated(doc)
         self._placeholders: dict[int, tuple[int, str, str]] = {}  # k -> (cell, indent, line)
         self.cells = [_Cell(number, text, self._plain_python(number, text))
@@ -226,7 +228,10 @@ class Notebook:
             cell["source"] = lines if isinstance(cell["source"], list) else text
             cells[number - 1] = cell
         doc = dict(self.doc, cells=cells)
-        return _serialize(doc, style)
+        try:
+            return _serialize(doc, style)
+        except RecursionError:
+            raise NotebookError("cannot write the fix back: JSON nested too deeply") from None
 
     def cell_diff(self, texts: dict[int, str], old_label: str, new_label: str) -> list[str]:
         """A unified diff per changed cell, labelled `a/nb.ipynb:cell 3`."""
@@ -253,8 +258,12 @@ class Notebook:
         for ensure_ascii in (False, True):
             for seps in separators:
                 style = _Style(indent, ensure_ascii, seps, trailing, crlf, self._bom)
-                if _dumps(self.doc, style) == body:
-                    return style
+                try:
+                    if _dumps(self.doc, style) == body:
+                        return style
+                except RecursionError:
+                    raise NotebookError("cannot write the fix back: JSON nested too "
+                                        "deeply") from None
         return _Style(indent if indent is not None else 1, False, None, trailing, crlf,
                       self._bom)
 
@@ -270,12 +279,26 @@ def _validated(doc: Any) -> dict[str, Any]:
     if not isinstance(cells, list) or not all(
             isinstance(c, dict) and _is_source(c.get("source", "")) for c in cells):
         raise NotebookError("not a Jupyter notebook: 'cells' is not a list of cells")
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    language = (metadata.get("kernelspec") or {}).get("language") or (
-        metadata.get("language_info") or {}).get("name")
+    metadata = _object(doc, "metadata")
+    language = (_object(metadata, "kernelspec", "metadata.").get("language")
+                or _object(metadata, "language_info", "metadata.").get("name"))
+    if language is not None and not isinstance(language, str):
+        raise NotebookError("not a Jupyter notebook: its kernel language is not a string")
     if isinstance(language, str) and language.lower() != "python":
         raise NotebookError(f"not a Python notebook (kernel language: {language})")
     return doc
+
+
+def _object(doc: dict[str, Any], key: str, where: str = "") -> dict[str, Any]:
+    """`doc[key]` if it is a JSON object ({} if absent or null); NotebookError naming the key
+    if it is something else."""
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        kind = {str: "a string", list: "a list", bool: "a boolean"}.get(type(value), "a number")
+        raise NotebookError(f"not a Jupyter notebook: '{where}{key}' is {kind}, not an object")
+    return value
 
 
 def _is_source(source: Any) -> bool:

@@ -147,7 +147,10 @@ class Syntax:
 
     @classmethod
     def parse(cls, code: str) -> Syntax | None:
-        """The file's syntax; None where Python 3 cannot parse it (libcst then says why)."""
+        """The file's syntax; None where Python 3 cannot parse it, or it is too large to
+        (libcst, or the size check before it, then says why)."""
+        if beyond_size_limits(code) is not None:
+            return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # `"\d"` and the like: SyntaxWarning, not ours
             try:
@@ -175,3 +178,104 @@ def strings_in(node: ast.AST) -> Iterator[str]:
 def call_arguments(call: ast.Call) -> list[ast.expr]:
     """Every argument a call is given, positional and keyword."""
     return [*call.args, *(k.value for k in call.keywords)]
+
+
+# -- what libcst can read: the limits, checked by a token scan before any parse -------------
+#
+# libcst's native parser crashes the process (signal 11) on deep nesting that CPython's own
+# parser refuses cleanly, and the codemods' visitors recurse once per level of the tree, so
+# a file nested past Python's recursion limit fails in them. The scan below bounds that
+# depth from the tokens: each operator, `.`, unary `not`/`-`, adjacent string, keyword of a
+# chain (`lambda`, `if`/`else`) and bracket adds a level to the expression it is in, a comma,
+# colon, `=` or the statement's end closes it; a bracket also costs BRACKET_LEVELS levels
+# for what the tree builds around it (a call's argument, a list's element). The figures are
+# measured (the figures are in docs/guide.md, "Inputs"): at Python's default
+# recursion limit the rules' visitors take about 318 chained operators and 137 nested
+# brackets; MAX_DEPTH keeps a margin below both. The size limits bound a worker's memory
+# and time: libcst's tree of a 30,000-line file already takes about 300 MB.
+
+MAX_DEPTH = 250
+BRACKET_LEVELS = 1  # besides the level the bracket itself adds: 137 brackets ~ 2.3 levels each
+MAX_LINES = 50_000
+MAX_BYTES = 5_000_000
+
+# What the scan stops at: strings and comments (skipped), brackets, and what ends an
+# expression (`,`, `;`, `:`, a newline, `=`); between them, it counts the levels at once.
+_STRING = "|".join((
+    r"'''(?:[^'\\]|\\.|'(?!''))*'''",
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""',
+    r"'(?:[^'\\\n]|\\.)*'",
+    r'"(?:[^"\\\n]|\\.)*"',
+))
+_STRUCTURE = re.compile(  # (the lookahead first: most positions start none of these)
+    r"(?=[\"'#()\[\]{},;:\n=l])(?:"
+    rf"(?P<string>{_STRING})"
+    r"|(?P<comment>#[^\n]*)|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<lambda>\blambda\b)"
+    r"|(?P<end>[,;:\n]|(?<![=!<>:])=(?!=)))")
+_LEVEL = re.compile(r"\*\*|//|<<|>>|->|[-+*/%@&|^~<>]|\.(?!\d)|\b(?:not|and|or|if|else|await|in|is)\b")
+
+
+def beyond_parser_limits(code: str | bytes) -> str | None:
+    """Why libcst must not be given `code` (nested or sized past what it and the rules can
+    read: see MAX_DEPTH, MAX_LINES, MAX_BYTES), in one line; None if it may. A token scan,
+    no parse: cheap beside one, and safe on any input."""
+    too_large = beyond_size_limits(code)
+    if too_large is not None:
+        return too_large
+    text = code.decode("latin-1") if isinstance(code, bytes) else code  # (only ASCII matters)
+    levels = _LEVEL.findall
+    enclosing: list[tuple[int, int]] = []  # (depth outside, chain) at each open bracket
+    outside = chain = 0  # the levels around the current expression; its own so far
+    last = 0  # where the text not yet counted starts
+    for match in _STRUCTURE.finditer(text):
+        start = match.start()
+        if start > last:
+            chain += len(levels(text, last, start))
+            if outside + chain > MAX_DEPTH:
+                return _too_deep(text, start)
+        last = match.end()
+        kind = match.lastgroup
+        if kind == "end":
+            if match.group() != "\n":
+                chain = 0
+            elif not enclosing:
+                outside = chain = 0  # a statement's end
+            continue
+        if kind == "open":
+            enclosing.append((outside, chain + 1))
+            outside += chain + 1 + BRACKET_LEVELS
+            chain = 0
+        elif kind == "close":
+            if enclosing:
+                outside, chain = enclosing.pop()
+            continue
+        elif kind == "lambda":  # its body is within it, past the `:` that ends its arguments
+            outside += chain + 1
+            chain = 0
+        elif kind == "string":
+            chain += 1
+        else:
+            continue
+        if outside + chain > MAX_DEPTH:
+            return _too_deep(text, start)
+    if len(text) > last:
+        chain += len(levels(text, last))
+    return _too_deep(text, len(text)) if outside + chain > MAX_DEPTH else None
+
+
+def _too_deep(text: str, where: int) -> str:
+    line = text.count("\n", 0, where) + 1
+    return (f"nested too deeply for graphfix to parse (line {line}; it reads expressions "
+            f"at most {MAX_DEPTH} levels deep)")
+
+
+def beyond_size_limits(code: str | bytes) -> str | None:
+    """Why `code` is too large for graphfix to parse (MAX_BYTES, MAX_LINES); None if not."""
+    if len(code) > MAX_BYTES:
+        return (f"too large for graphfix to parse ({len(code):,} bytes; it reads at most "
+                f"{MAX_BYTES:,})")
+    lines = code.count(b"\n" if isinstance(code, bytes) else "\n") + 1
+    if lines > MAX_LINES:
+        return (f"too large for graphfix to parse ({lines:,} lines; it reads at most "
+                f"{MAX_LINES:,})")
+    return None

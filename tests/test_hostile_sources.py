@@ -1,0 +1,214 @@
+"""Sources, notebooks and configuration that defeat a parser: each is one line naming the
+file (or the option, or the config key) and the problem, no traceback, the other files'
+results kept, and nothing under the test folder changed. Every input is generated here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+TRIGGER = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1.0)\n"
+
+# What crashed (signal 11), stalled or failed libcst or the rules before the limits: each
+# one's text has the rules' words, so it is not filtered out before parsing.
+HOSTILE = {
+    "parens": "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+    "attribute_chain": "x = a" + ".b" * 100_000 + "\n",
+    "not_chain": "x = " + "not " * 100_000 + "y\n",
+    "unary_minus": "x = " + "-" * 50_000 + "1\n",
+    "plus_chain": "x = " + "+".join(["a"] * 100_000) + "\n",
+    "nested_lists": "x = " + "[" * 199 + "]" * 199 + "\n",
+    "long_file": "".join(f"x{i} = {i}\n" for i in range(200_000)),
+}
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    """{relative path: (sha256, mode)} of everything under `root`, folders included."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        mode = path.lstat().st_mode
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+        out[path.relative_to(root).as_posix()] = (digest, mode)
+    return out
+
+
+def no_traceback(result) -> None:
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-2000:]
+
+
+@pytest.fixture
+def hostile_tree(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name, body in HOSTILE.items():
+        (tree / f"{name}.py").write_text(TRIGGER + body)
+    (tree / "good.py").write_text(TRIGGER)
+    return tree
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_hostile_sources_are_skipped_with_their_reason(hostile_tree, jobs):
+    before = snapshot(hostile_tree.parent)
+    result = run_cli("check", "--no-cache", "--jobs", jobs, hostile_tree,
+                     cwd=hostile_tree.parent)
+    no_traceback(result)
+    assert result.returncode == 1, result.stderr  # good.py's finding; the rest skipped
+    assert result.stderr == ""
+    for name in HOSTILE:
+        lines = [ln for ln in result.stdout.splitlines() if f"{name}.py" in ln]
+        assert len(lines) == 1, (name, result.stdout)
+        assert "skipped: " in lines[0] and ("nested too deeply" in lines[0]
+                                            or "too large" in lines[0]), lines[0]
+    assert "good.py:3:9: variables-to-cpu" in result.stdout
+    assert snapshot(hostile_tree.parent) == before
+
+
+def test_fix_leaves_hostile_sources_untouched(hostile_tree):
+    before = {p.name: p.read_bytes() for p in hostile_tree.iterdir()}
+    result = run_cli("fix", "--no-cache", "--jobs", "2", hostile_tree, cwd=hostile_tree.parent)
+    no_traceback(result)
+    assert result.returncode == 1  # good.py fixed
+    after = {p.name: p.read_bytes() for p in hostile_tree.iterdir()}
+    assert {n for n in before if before[n] != after[n]} == {"good.py"}
+
+
+def test_time_per_file_is_bounded(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text(TRIGGER + "".join(f"x{i} = tf.get_variable('v{i}')\n" for i in range(5000)))
+    (tmp_path / "good.py").write_text(TRIGGER)
+    before = snapshot(tmp_path)
+    result = run_cli("check", "--no-cache", "--jobs", "2", "--timeout-per-file", "5",
+                     tmp_path / "good.py", slow, tmp_path / "good.py", cwd=tmp_path)
+    no_traceback(result)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"graphfix: error: {slow}: took longer than 5 s (--timeout-per-file)"]
+    assert result.stdout.count("good.py:3:9: variables-to-cpu") == 2  # before and after it
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_timeout_per_file_must_be_a_positive_number(tmp_path, value):
+    (tmp_path / "good.py").write_text(TRIGGER)
+    result = run_cli("check", "--timeout-per-file", value, "good.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "--timeout-per-file" in result.stderr
+
+
+def _notebook(**doc) -> str:
+    cell = {"cell_type": "code", "metadata": {}, "source": [TRIGGER], "outputs": [],
+            "execution_count": None}
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell],
+                       **doc})
+
+
+NOTEBOOKS = {
+    "deep_cells": ('{"nbformat": 4, "cells": ' + "[" * 5000 + "]" * 5000 + "}",
+                   "nested too deeply"),
+    "deep_metadata": ('{"nbformat": 4, "cells": [], "metadata": ' + '{"a": ' * 5000 + "1"
+                      + "}" * 5000 + "}", "nested too deeply"),
+    "kernelspec_string": (_notebook(metadata={"kernelspec": "python3"}),
+                          "'metadata.kernelspec' is a string"),
+    "kernelspec_list": (_notebook(metadata={"kernelspec": ["python3"]}),
+                        "'metadata.kernelspec' is a list"),
+    "language_info_list": (_notebook(metadata={"language_info": ["python"]}),
+                           "'metadata.language_info' is a list"),
+    "metadata_string": (_notebook(metadata="python"), "'metadata' is a string"),
+    "language_number": (_notebook(metadata={"kernelspec": {"language": 3}}),
+                        "kernel language is not a string"),
+}
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_hostile_notebooks_are_one_line_each(tmp_path, command):
+    for name, (text, _) in NOTEBOOKS.items():
+        (tmp_path / f"{name}.ipynb").write_text(text)
+    before = snapshot(tmp_path)
+    result = run_cli(command, "--no-cache", "--jobs", "2", tmp_path, cwd=tmp_path)
+    no_traceback(result)
+    assert result.returncode == 0, result.stderr
+    for name, (_, reason) in NOTEBOOKS.items():
+        lines = [ln for ln in result.stdout.splitlines() if f"{name}.ipynb" in ln]
+        assert len(lines) == 1 and "skipped: " in lines[0] and reason in lines[0], (name, lines)
+    assert snapshot(tmp_path) == before
+
+
+CONFIGS = {
+    "cache_dir_unknown_user": ('[tool.graphfix]\ncache-dir = "~nosuchuser-graphfix/cache"\n',
+                               "cache-dir"),
+    "deep": ("[tool.graphfix]\nexclude = " + "[" * 5000 + "]" * 5000 + "\n",
+             "nested too deeply"),
+    "tool_string": ('tool = "graphfix"\n', None),  # not ours: no table, no error
+    "only_number": ("[tool.graphfix]\nonly = [1]\n", "only"),
+    "set_table_in_key": ('[tool.graphfix.set."variables-to-cpu.scope"]\nx = 1\n',
+                         "set.'variables-to-cpu.scope'"),
+    "unknown_transform": ('[tool.graphfix]\nonly = ["no-such-rule"]\n', "no-such-rule"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_hostile_config_is_one_line_naming_the_key(tmp_path, name):
+    text, key = CONFIGS[name]
+    (tmp_path / "pyproject.toml").write_text(text)
+    (tmp_path / "good.py").write_text(TRIGGER)
+    before = snapshot(tmp_path)
+    result = run_cli("check", "--no-cache", "good.py", cwd=tmp_path)
+    no_traceback(result)
+    if key is None:
+        assert result.returncode == 1, result.stderr
+    else:
+        assert result.returncode == 2
+        (line,) = result.stderr.splitlines()
+        assert str(tmp_path / "pyproject.toml") in line and key in line, line
+    assert snapshot(tmp_path) == before
+
+
+def test_json_errors_still_show_on_stderr(tmp_path):
+    result = run_cli("check", "--format", "json", "missing.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "graphfix: error: missing.py: no such file or directory"]
+    assert json.loads(result.stdout)["failed"][0]["path"] == "missing.py"
+
+
+def test_a_file_named_like_an_option_is_read_after_double_dash(tmp_path):
+    (tmp_path / "-x.py").write_text(TRIGGER)
+    result = run_cli("check", "--no-cache", "--", "-x.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "-x.py:3:9: variables-to-cpu" in result.stdout
+
+
+@pytest.mark.parametrize("option, words", [
+    (["--set", "no-such-rule.k=1"], ["no-such-rule"]),
+    (["--set", "variables-to-cpu.nokey=1"], ["nokey"]),
+    (["--only", "no-such-rule"], ["no-such-rule"]),
+])
+def test_unknown_names_on_the_command_line_are_one_line(tmp_path, option, words):
+    (tmp_path / "good.py").write_text(TRIGGER)
+    result = run_cli("check", *option, "good.py", cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert all(w in line for w in words), line
+
+
+def test_the_limits_let_every_file_of_a_real_tree_through():
+    """No false alarm: every Python file of the installed TensorFlow's tree passes the
+    scan (when TensorFlow is installed; its tree is the bench's too)."""
+    import importlib.util
+
+    from graphfix.source.syntax import beyond_parser_limits
+
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("TensorFlow is not installed")
+    root = Path(list(spec.submodule_search_locations)[0]) / "python"
+    files = sorted(root.rglob("*.py"))[::7]
+    assert files
+    flagged = [p for p in files if beyond_parser_limits(p.read_bytes()) is not None]
+    assert flagged == []
