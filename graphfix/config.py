@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-KEYS = ("only", "disable", "exclude", "target-devices", "set", "cache-dir")
+KEYS = ("only", "disable", "exclude", "target-devices", "set", "cache-dir", "severity")
 CACHE_DIR_NAME = ".graphfix_cache"  # the cache folder's name, in the project root
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
@@ -60,6 +60,7 @@ class Config:
         # {transform: {param: value}}, checked by `registry.validate_settings`
         self.settings = {} if settings is None else settings
         self.cache_dir = cache_dir  # absolute
+        self.severity: str | None = None  # the least severe finding shown
 
 
 def find(start: Path) -> tuple[Path, dict] | None:
@@ -139,6 +140,13 @@ def load(paths: list[str]) -> Config:
             config.cache_dir = path.parent.resolve() / Path(value).expanduser()
         except RuntimeError as exc:  # `~user/...` naming no user of this machine
             raise ConfigError(f"{path}: [tool.graphfix] cache-dir: {exc}") from None
+    if "severity" in table:
+        from graphfix.findings import SEVERITIES
+
+        if table["severity"] not in SEVERITIES:
+            raise ConfigError(f"{path}: [tool.graphfix] severity must be one of "
+                              f"{', '.join(SEVERITIES)}, not {table['severity']!r}")
+        config.severity = table["severity"]
     config.settings = _settings(path, table.get("set", {}))
     return config
 

@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Callable, Iterable, Literal
 if TYPE_CHECKING:
     from graphfix.graph.index import GraphIndex
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
+# Most severe first: `error` (TF would fail, or the bug's damage is certain), `warning` (it
+# works, but is the known bug pattern), `info` (worth knowing).
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+
+def at_least(findings: list, severity: str) -> list:
+    """The findings of `severity` or more severe (`--severity warning`: errors and warnings)."""
+    shown = set(SEVERITIES[:SEVERITIES.index(severity) + 1])
+    return [f for f in findings if f.severity in shown]
 
 # How a graph transform fixes what it found: called by `fix` (never by `check`) with the
 # index of the graph, which it edits, returning the changes it made (none, if nothing needed

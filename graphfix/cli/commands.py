@@ -10,6 +10,7 @@ from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
 from graphfix.cli.output import check_format, echo, emit, fail, progress, write_report
+from graphfix.findings import at_least
 
 
 def _devices(text: str | None, origin: str = "--target-devices") -> tuple[str, ...]:
@@ -34,9 +35,19 @@ def _selected(only, settings, targets):
     return Selected.build(transforms, parsed, _devices(targets))
 
 
+def _severity(given: str | None, configured: str | None) -> str:
+    """The least severe finding shown: --severity, else the configuration's, else info."""
+    from graphfix.findings import SEVERITIES
+
+    if given is not None and given not in SEVERITIES:
+        fail(f"--severity must be one of {', '.join(SEVERITIES)}, not {given!r}")
+    return given or configured or SEVERITIES[-1]
+
+
 def _configured(paths, only, settings, targets, exclude):
-    """The run's transforms, excludes and configured cache folder: `[tool.graphfix]` of the
-    nearest pyproject.toml, overridden by what the command line gives."""
+    """The run's transforms, excludes, configured cache folder and least severity shown:
+    `[tool.graphfix]` of the nearest pyproject.toml, overridden by what the command line
+    gives."""
     from graphfix import config as config_module
     from graphfix.driver import Selected
     from graphfix.source.files import anchored
@@ -46,7 +57,7 @@ def _configured(paths, only, settings, targets, exclude):
     except config_module.ConfigError as exc:
         fail(str(exc))
     if config.path is None:
-        return _selected(only, settings, targets), tuple(exclude or ()), None
+        return _selected(only, settings, targets), tuple(exclude or ()), None, None
     where = f"{config.path}: [tool.graphfix]"
     try:
         if only:
@@ -65,7 +76,7 @@ def _configured(paths, only, settings, targets, exclude):
     devices = (_devices(targets) if targets is not None
                else _devices(config.target_devices, f"{where}: target-devices"))
     excludes = tuple(exclude) if exclude else anchored(config.exclude, config.path.parent)
-    return Selected.build(transforms, parsed, devices), excludes, config.cache_dir
+    return Selected.build(transforms, parsed, devices), excludes, config.cache_dir, config.severity
 
 
 def _cache_dir(paths: list[str], no_cache: bool, cache_dir: Path | None,
@@ -124,14 +135,16 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
           report_path: opt.ReportPath = None, exclude: opt.Exclude = None,
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
           cache_dir: opt.CacheDir = None,
-          timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE) -> int:
+          timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
+          severity: opt.MinSeverity = None) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
 
     check_format(fmt, ("text", "json", "sarif"))
-    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
-                                                       exclude)
+    selected, excludes, configured_cache, configured_severity = _configured(
+        paths, only, settings, target_devices, exclude)
+    least = _severity(severity, configured_severity)
     try:
         with progress() as shown:
             report, _ = run(paths, selected, fix=False, excludes=excludes, jobs=_jobs(jobs),
@@ -139,6 +152,7 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
                             cache_dir=_cache_dir(paths, no_cache, cache_dir, configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
+    report.findings = at_least(report.findings, least)
     emit(report, fmt, report_path, fixing=False)
     return report.exit_code(fixing=False)
 
@@ -150,7 +164,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
         cache_dir: opt.CacheDir = None,
-        timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE) -> int:
+        timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
+        severity: opt.MinSeverity = None) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
@@ -160,8 +175,9 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     check_format(fmt)
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
-    selected, excludes, configured_cache = _configured(paths, only, settings, target_devices,
-                                                       exclude)
+    selected, excludes, configured_cache, configured_severity = _configured(
+        paths, only, settings, target_devices, exclude)
+    least = _severity(severity, configured_severity)
     writing = not (diff or dry_run)
     has_graphs = any(graphfile.is_graph_path(Path(p)) for p in paths)
     if writing and has_graphs and not out and not in_place:
@@ -175,6 +191,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
                                                        configured_cache))
     except NoGpuKernelsError as exc:
         fail(str(exc))
+    report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
     if writing and not report.failed:
         # The report is written with the outputs, all or none (a failed run's report alone).

@@ -37,6 +37,10 @@ ReportPath = Annotated[Optional[Path], typer.Option(
     "--report", metavar="FILE", rich_help_panel=OUTPUT,
     help="also write the JSON report to FILE")]
 
+MinSeverity = Annotated[Optional[str], typer.Option(
+    "--severity", metavar="LEVEL", rich_help_panel=OUTPUT,
+    help="show only findings this severe or more: error, warning or info (default: info, "
+         "all); the exit code counts only what is shown")]
 Exclude = Annotated[Optional[list[str]], typer.Option(
     "--exclude", metavar="GLOB", rich_help_panel=SOURCES,
     help="skip files and folders matching GLOB (repeatable)")]

@@ -37,7 +37,7 @@ def to_sarif(report: Report, transforms: dict) -> dict:
         results.append({
             "ruleId": finding.transform,
             "ruleIndex": index.get(finding.transform, 0),
-            "level": "error" if finding.severity == "error" else "warning",
+            "level": {"error": "error", "warning": "warning"}.get(finding.severity, "note"),
             "message": {"text": finding.message},
             "locations": [location],
             "properties": properties,
