@@ -139,10 +139,10 @@ class VariablesToCpu(Transform):
                           node=group.anchor, severity="error",
                           edit=partial(self._move_to_cpu, [group], requested, ctx))
         for requested, groups in shared.items():
-            names = [g.anchor for g in groups]
-            listed = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-            what = (f"variable {names[0]} is" if len(names) == 1
-                    else f"{len(names)} variables ({listed}) are")
+            names = [g.anchor for g in groups[:3]]  # (the message names three)
+            listed = ", ".join(names) + (", ..." if len(groups) > 3 else "")
+            what = (f"variable {names[0]} is" if len(groups) == 1
+                    else f"{len(groups)} variables ({listed}) are")
             yield Finding(ctx.path, self.name,
                           f"{what} placed on {requested}; shared variables belong on the CPU "
                           f"(their groups, {sum(len(g.positions) for g in groups)} node(s), "
