@@ -168,3 +168,11 @@ def test_cluster_verify_fails_where_variables_live_on_the_worker():
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     assert not checks["variables"]["passed"]
     assert "not on a ps task, so each worker trains its own copy" in checks["variables"]["detail"]
+
+
+def test_a_ps_worker_graph_without_a_cluster_names_the_cluster_to_give():
+    after = FIXTURES / "replica_placement" / "mlp_on_worker0" / "after.pbtxt"
+    result = run_cli("verify", after, "--fetch", "train", "--format", "json", check_exit=1)
+    [check] = json.loads(result.stdout)["checks"]
+    assert check["name"] == "cluster" and not check["passed"]
+    assert check["detail"].endswith("verify it on a local cluster: --cluster ps=2,worker=1")

@@ -517,6 +517,17 @@ def _maybe_dead(graph) -> set[str]:
     return dead
 
 
+def _jobs_named(index: GraphIndex) -> dict[str, int]:
+    """{job: tasks} of the jobs the graph's devices name (`localhost` aside, the job of a
+    single process)."""
+    tasks: dict[str, int] = {}
+    for device in set(index.devices):
+        spec = DeviceSpec.parse(device) if device else None
+        if spec is not None and spec.job not in (None, "localhost"):
+            tasks[spec.job] = max(tasks.get(spec.job, 1), (spec.task or 0) + 1)
+    return tasks
+
+
 def default_fetches(index: GraphIndex) -> tuple[str, ...]:
     """What a user's loop runs when no fetch is given: the train ops (the `train_op`
     collection, else the sinks after the optimizer's Apply ops, such as the `AssignAdd` that
@@ -557,6 +568,13 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     devices = real_gpus or sorted({f"/device:GPU:{k} -> /device:{v}" for k, v in mapping.items()})
     result = VerifyResult(label or str(graph_file.path), devices, simulated, seconds=seconds,
                           placement=placement.summary(index))
+    jobs = _jobs_named(index)
+    if jobs:  # one process has only /job:localhost: such a graph runs on a cluster
+        cluster = ",".join(f"{job}={count}" for job, count in sorted(jobs.items()))
+        result.checks.append(Check("cluster", False, (
+            f"the graph places ops on jobs {', '.join(sorted(jobs))}, which one process "
+            f"does not have; verify it on a local cluster: --cluster {cluster}")))
+        return result
 
     clock = time.perf_counter()
     problems = placement.problems(index)
