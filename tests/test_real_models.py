@@ -237,8 +237,6 @@ def test_verify_passes_a_valid_graph_tf_places(built):
             check_exit=0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: verify reports resource-edge consumers as "
-                   "'Cannot colocate ... incompatible device types' where TF overrides them")
 def test_verify_passes_a_queue_under_the_gpu_that_tf_places(built):
     run_cli("verify", "--target-devices", TARGETS, built["queue_on_gpu"], check_exit=0)
 

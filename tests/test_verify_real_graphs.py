@@ -176,3 +176,29 @@ def test_a_ps_worker_graph_without_a_cluster_names_the_cluster_to_give():
     [check] = json.loads(result.stdout)["checks"]
     assert check["name"] == "cluster" and not check["passed"]
     assert check["detail"].endswith("verify it on a local cluster: --cluster ps=2,worker=1")
+
+
+def test_a_resource_readers_device_is_overridden_and_a_class_conflict_is_not(tf, tmp_path):
+    """TF's placer overrides the device of a node that joined a variable's group only by
+    reading its handle (an assign_add under another device runs with the variable); two
+    nodes that `_class` binds to one group with different devices are an error."""
+    def build(tf1):
+        with tf.device("/cpu:0"):
+            v = tf1.get_variable("v", [2], use_resource=True)
+        with tf.device("/gpu:1"):
+            v.assign_add([1.0, 1.0], name="bump")
+
+    result = graphfix.verify(_graph(tf, build).as_graph_def(), fetches=["bump"])
+    assert result.passed, result.to_lines()
+
+    conflict = tmp_path / "conflict.pbtxt"
+    conflict.write_text(
+        'node { name: "a" op: "Const" device: "/device:GPU:0" '
+        'attr { key: "dtype" value { type: DT_FLOAT } } '
+        'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } }\n'
+        'node { name: "b" op: "Identity" input: "a" device: "/device:CPU:0" '
+        'attr { key: "T" value { type: DT_FLOAT } } '
+        'attr { key: "_class" value { list { s: "loc:@a" } } } }\n')
+    checks = _checks(graphfix.verify(conflict, fetches=["b"]))
+    assert not checks["placement"].passed
+    assert checks["placement"].detail.startswith("Cannot colocate nodes a and b")

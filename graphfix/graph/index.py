@@ -250,9 +250,23 @@ class GraphIndex:
 
     def _colocation(self) -> ColocationGroups:
         if self._groups is None:
+            edges = self._handle_edges()
             self._groups = ColocationGroups(self.names, self._positions, self._points_to,
-                                            self._classes, self._handle_edges())
+                                            self._classes, edges)
+            # Consumers that joined their group only by reading a handle: where their own
+            # device conflicts with the group's, TF's placer overrides it (colocation_graph.cc,
+            # EnsureCompatibilityAcrossResourceEdge: requested devices are not an error).
+            positions = self._positions
+            sources = {positions[source] for source, _ in edges}
+            self._handle_joined = {positions[consumer] for _, consumer in edges} - sources - {
+                p for p in (*self._points_to, *self._classes)}
         return self._groups
+
+    def handle_joined(self) -> set[int]:
+        """Positions of the nodes that are in their colocation group only because they read
+        a ref or resource handle of it (no `_class` of their own, no handle they give)."""
+        self._colocation()
+        return self._handle_joined
 
     def _handle_edges(self) -> list[tuple[str, str]]:
         """(handle's node, consumer) for each ref or resource edge the placer colocates and

@@ -1,12 +1,15 @@
 """Predict TF's placer, statically: the static half of `graphfix verify` and of `check`.
 
 For every colocation group: merge the devices its members ask for (a conflict is TF's
-"Cannot colocate nodes" error), then ask TF's kernel registry whether every member has a
+"Cannot colocate nodes" error; a member that joined only by reading a ref or resource handle
+has a conflicting device overridden, as TF's placer does), then ask TF's kernel registry whether every member has a
 kernel for the group's device type. A group that cannot place gets TF's own message, so
 what graphfix reports on a machine with no GPU is what TF says on the machine that has one.
 """
 
 from __future__ import annotations
+
+from typing import Container
 
 from graphfix.graph import kernels
 from graphfix.graph.devices import DeviceSpec
@@ -73,11 +76,13 @@ class PlacementProblem:
         return bool(self.group.variables)
 
 
-def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None
-                    ) -> tuple[DeviceSpec | None, str | None]:
+def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None,
+                    overridable: Container[int] = ()) -> tuple[DeviceSpec | None, str | None]:
     """Merge the requested devices of the nodes at `positions` as TF's placer does (no soft
     placement): (the merged device, None), or (None, TF's message) when they conflict.
-    `asked`: the distinct non-empty device strings of those nodes, if the caller has them."""
+    `asked`: the distinct non-empty device strings of those nodes, if the caller has them.
+    `overridable`: members that joined only by reading a handle of the group: one whose
+    device conflicts with the rest's has it overridden, as TF's placer does, not an error."""
     devices = graph.devices
     if asked is None:
         asked = set(map(devices.__getitem__, positions))
@@ -86,21 +91,34 @@ def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | N
         return DeviceSpec.parse(asked.pop() if asked else ""), None
     merged = DeviceSpec()
     owner = None
+    later = []  # handle readers: merged after the others, overridden where they conflict
     for position in positions:
         if not devices[position]:
             continue
+        if position in overridable:
+            later.append(position)
+            continue
         spec = DeviceSpec.parse(devices[position])
-        for field, word in _FIELD_WORDS.items():
-            ours, theirs = getattr(merged, field), getattr(spec, field)
-            if ours is not None and theirs is not None and ours != theirs:
-                message = (
-                    f"Cannot colocate nodes {owner} and {graph.names[position]}: Cannot merge "
-                    f"devices with incompatible {word}: '{merged}' and '{spec}'"
-                )
-                return None, message
+        conflict = _conflict(merged, spec)
+        if conflict is not None:
+            return None, (f"Cannot colocate nodes {owner} and {graph.names[position]}: Cannot "
+                          f"merge devices with incompatible {conflict}: '{merged}' and '{spec}'")
         merged = merged.merge(spec)
         owner = owner or graph.names[position]
+    for position in later:
+        spec = DeviceSpec.parse(devices[position])
+        if _conflict(merged, spec) is None:
+            merged = merged.merge(spec)
     return merged, None
+
+
+def _conflict(merged: DeviceSpec, spec: DeviceSpec) -> str | None:
+    """The fields (in TF's words: `jobs`, `device types`) on which two devices disagree."""
+    for field, word in _FIELD_WORDS.items():
+        ours, theirs = getattr(merged, field), getattr(spec, field)
+        if ours is not None and theirs is not None and ours != theirs:
+            return word
+    return None
 
 
 def groups(graph: GraphIndex, *, with_request_only: bool = True,
@@ -110,11 +128,13 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     out = []
     devices = graph.devices
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
+    overridable = graph.handle_joined()
     for positions in every.values():
         asked = set(map(devices.__getitem__, positions))
         asked.discard("")
         if asked or not with_request_only:
-            out.append(Group(graph, positions, *merge_requested(graph, positions, asked)))
+            out.append(Group(graph, positions,
+                             *merge_requested(graph, positions, asked, overridable)))
     return out
 
 
