@@ -81,6 +81,7 @@ class GraphIndex:
         self._consumers: dict[int, list[int]] | None = None
         self._read: set[int] | None = None  # positions some node reads
         self._groups: ColocationGroups | None = None
+        self._handle_joined: set[int] = set()  # (set with the groups: `handle_joined`)
         self._group_positions: dict[str, list[int]] | None = None
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []

@@ -223,6 +223,7 @@ def _wrapped(original, updated, wraps: list[WrapInWith], produced: dict):
         while end < len(original.body) and header_of.get(original.body[end]) == header:
             end += 1
         statements = [s for piece in pieces[i:end] for s in piece]
-        body.append(with_block(header, statements) if statements else None)
+        if statements:  # (none where an edit inside removed them all)
+            body.append(with_block(header, statements))
         i = end
-    return updated.with_changes(body=[s for s in body if s is not None])
+    return updated.with_changes(body=body)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import socket
@@ -288,50 +289,60 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     loss = None
     loss_tensor = graph.get_tensor_by_name(loss_name) if loss_name else None
     bounded = tf1.RunOptions(timeout_in_ms=int(step_timeout * 1000))
-    coordinator = tf1.train.Coordinator()
-    threads = []
+    threads: list = []  # the queue runners' threads, once started
     try:
         with tf1.Session(target, graph=graph, config=config) as session:
             if restore:
                 session.run(*restore)
             if init_ops:
                 session.run(init_ops, feed_dict=feed_dict)
-            threads = tf1.train.start_queue_runners(session, coord=coordinator, daemon=True,
-                                                    start=True) if _queue_runners(graph) else []
-            if watched:
-                before = _read_variables(session, {k: v for k, v in reads.items() if k in watched})
-            loss_before = (session.run(loss_tensor, feed_dict, options=bounded)
-                           if loss_tensor is not None else None)
-            for step in range(max(steps, 1)):
-                if target and step == 0:  # a distributed run: record where each op ran
-                    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
-                                             timeout_in_ms=bounded.timeout_in_ms)
-                    metadata = tf1.RunMetadata()
-                    results = session.run(targets, feed_dict, options=options,
-                                          run_metadata=metadata)
-                    devices = _devices_from(metadata)
-                else:
-                    results = session.run(targets, feed_dict=feed_dict, options=bounded)
-            for fetched, value in zip(targets, results):
-                if isinstance(value, np.ndarray) or np.isscalar(value):
-                    values[fetched.name] = np.asarray(value)
-            after = _read_variables(session, reads)
-            if loss_tensor is not None:
-                loss = (float(loss_before), float(session.run(loss_tensor, feed_dict,
-                                                              options=bounded)))
-            _stop(coordinator, threads)
+            with _queue_runners_running(session) as threads:
+                before, after, loss, devices = _steps(
+                    session, targets, feed_dict, values, reads, watched, loss_tensor, steps,
+                    bounded, traced=bool(target))
     except tf.errors.DeadlineExceededError as exc:
-        _stop(coordinator, threads)
         waiting = (f" ({len(threads)} queue runner thread(s) started): its input queues starved"
                    if threads else "")
         return _Run(f"a step ran past {step_timeout:g} s{waiting}", values, before, after,
                     error_message=getattr(exc, "message", str(exc)))
     except tf.errors.OpError as exc:
-        _stop(coordinator, threads)
         return _Run(_first_line(exc), values, before, after,
                     error_message=getattr(exc, "message", str(exc)))
     seconds["run"] = time.perf_counter() - clock
     return _Run(None, values, before, after, seconds, devices, loss)
+
+
+def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, steps, bounded,
+           traced):
+    """Run the steps in an initialized session: (watched variables before, every variable
+    after, the loss before and after or None, where each op ran if `traced`); the values
+    fetched go into `values`."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    before, devices, loss = {}, {}, None
+    if watched:
+        before = _read_variables(session, {k: v for k, v in reads.items() if k in watched})
+    loss_before = (session.run(loss_tensor, feed_dict, options=bounded)
+                   if loss_tensor is not None else None)
+    for step in range(max(steps, 1)):
+        if traced and step == 0:  # a distributed run: record where each op ran
+            options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
+                                     timeout_in_ms=bounded.timeout_in_ms)
+            metadata = tf1.RunMetadata()
+            results = session.run(targets, feed_dict, options=options,
+                                  run_metadata=metadata)
+            devices = _devices_from(metadata)
+        else:
+            results = session.run(targets, feed_dict=feed_dict, options=bounded)
+    for fetched, value in zip(targets, results):
+        if isinstance(value, np.ndarray) or np.isscalar(value):
+            values[fetched.name] = np.asarray(value)
+    after = _read_variables(session, reads)
+    if loss_tensor is not None:
+        loss = (float(loss_before), float(session.run(loss_tensor, feed_dict,
+                                                      options=bounded)))
+    return before, after, loss, devices
 
 
 def _devices_from(metadata) -> dict[str, str]:
@@ -412,16 +423,24 @@ def _read_variables(session, reads: dict) -> dict[str, np.ndarray]:
         return out
 
 
-def _stop(coordinator, threads) -> None:
-    """Stop the queue runners (their threads are daemons: one stuck in an op never holds
-    the process)."""
-    if threads:
+@contextlib.contextmanager
+def _queue_runners_running(session):
+    """The graph's queue runners started for the block (their threads, [] if it has none),
+    stopped after it; the threads are daemons, so one stuck in an op never holds the
+    process."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    if not session.graph.get_collection(tf1.GraphKeys.QUEUE_RUNNERS):
+        yield []
+        return
+    coordinator = tf1.train.Coordinator()
+    threads = tf1.train.start_queue_runners(session, coord=coordinator, daemon=True)
+    try:
+        yield threads
+    finally:
         coordinator.request_stop()
         coordinator.join(threads, stop_grace_period_secs=2, ignore_live_threads=True)
-
-
-def _queue_runners(graph) -> list:
-    return graph.get_collection("queue_runners")
 
 
 def _table_inits(graph) -> list:
