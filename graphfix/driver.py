@@ -214,34 +214,42 @@ _JOB: dict[str, Any] = {}
 class _Survey:
     """What the cheap steps say of one source file, before libcst: the text pre-filter, then
     the stdlib parser's pre-check (both from `Transform.source_triggers`, by
-    `graphfix.source.prefilter`)."""
+    `graphfix.source.prefilter`), and the file's part of the project model
+    (`graphfix.source.project.file_part`)."""
 
-    __slots__ = ("work", "wants", "scans", "parsed")
+    __slots__ = ("work", "wants", "scans", "parsed", "part")
 
     def __init__(self, work: tuple[str, ...] = (),
                  wants: dict[str, list[str] | None] | None = None,
-                 scans: tuple[str, ...] = (), parsed: bool = True):
+                 scans: tuple[str, ...] = (), parsed: bool = True, part: dict | None = None):
         self.work = work  # transforms whose codemod may have work in it, in run order
         # scanning transforms in `work`: the names it wants facts about (`facts_wanted`; None:
         # facts from every file)
         self.wants = {} if wants is None else wants
         self.scans = scans  # scanning transforms whose text pre-filter it passes
         self.parsed = parsed  # False: Python cannot parse it (libcst then says why it is skipped)
+        self.part = part  # its part of the project model (None: Python cannot parse it)
 
     def to_json(self) -> dict:
         wants = {name: None if names is None else list(names)
                  for name, names in self.wants.items()}
-        return {"work": self.work, "wants": wants, "scans": self.scans, "parsed": self.parsed}
+        return {"work": self.work, "wants": wants, "scans": self.scans, "parsed": self.parsed,
+                "part": self.part}
 
     @classmethod
     def from_json(cls, doc: dict) -> _Survey | None:
         """The survey `to_json` gave `doc` for; None if `doc` is not one (a damaged entry)."""
+        from graphfix.source.project import PART_FORMAT
+
         try:
             survey = cls(tuple(doc["work"]), dict(doc["wants"]), tuple(doc["scans"]),
-                         bool(doc["parsed"]))
+                         bool(doc["parsed"]), doc["part"])
         except (KeyError, TypeError, ValueError):
             return None
         names = [*survey.work, *survey.wants, *survey.scans]
+        if survey.part is not None and not (isinstance(survey.part, dict)
+                                            and survey.part.get("format") == PART_FORMAT):
+            return None
         return survey if all(isinstance(n, str) for n in names) else None
 
 
@@ -264,33 +272,54 @@ whose worker fails (crashes, or outlives `timeout` seconds) is that file's error
     # The bar counts files checked: the survey and the scans before it are the short part.
     tick = progress(len(sources)) if progress is not None else None
     _JOB.clear()
-    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache)
+    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache,
+                project=None)
     try:
         with _Workers(workers, timeout, _failed_pass(selected)) as pool:
             surveys = pool.map(_survey_one, sources)
             run_facts = _scans(sources, surveys, pool)
-            if cache is not None:
-                cache.use_run_facts(run_facts)
-            starved = {t.name for t, _ in selected.transforms
-                       if t.source_needs_facts and not any(run_facts.get(t.name, {}).values())}
-            items = [(label, path, tuple(n for n in survey.work if n not in starved))
-                     for (label, path), survey in zip(sources, surveys)]
-            scanning = {t.name for t, _ in selected.transforms
-                        if t.source_scan_triggers is not None}
+        from graphfix.source.project import Project
 
-            def facts_for(item):  # what a file's codemods read of the run (nothing: none)
-                read = [n for n in item[2] if n in scanning]
-                if not read:
-                    return None
-                digests = cache.facts_digests if cache is not None else {}
-                return {"run_facts": {n: run_facts[n] for n in read},
-                        "facts_digests": {n: digests[n] for n in read if n in digests}}
+        # The model, built once here: the workers of the codemods, forked below, share it.
+        project = Project({label: survey.part for (label, _), survey in zip(sources, surveys)})
+        if cache is not None:
+            cache.use_run_facts(run_facts)
+        by_name = {t.name: t for t, _ in selected.transforms}
+        items = [(label, path, _work_in_project(project, label, survey.work, by_name))
+                 for (label, path), survey in zip(sources, surveys)]
+        scanning = {t.name for t, _ in selected.transforms
+                    if t.source_scan_triggers is not None}
+        for label, _, work in items:
+            if work:
+                project.context_digest(label)  # (computed once, before the fork)
 
+        def facts_for(item):  # what a file's codemods read of the run (nothing: none)
+            read = [n for n in item[2] if n in scanning]
+            if not read:
+                return None
+            digests = cache.facts_digests if cache is not None else {}
+            connected = project.connected(item[0])
+            return {"run_facts": {n: {path: facts for path, facts in run_facts[n].items()
+                                      if path in connected} for n in read},
+                    "facts_digests": {n: digests[n] for n in read if n in digests}}
+
+        _JOB["project"] = project
+        with _Workers(workers, timeout, _failed_pass(selected)) as pool:
             return pool.map(_source_one, items, tick, facts_for)
     finally:
         _JOB.clear()
         if cache is not None:
             cache.prune()  # (at most once a day: entries no run used for 30 days)
+
+
+def _work_in_project(project, label: str, work: tuple[str, ...], transforms: dict
+                     ) -> tuple[str, ...]:
+    """The transforms of a file's survey that still have work in it once the project model
+    is known (`SourceTriggers.in_project`: update-ops, where a batch norm reaches it)."""
+    from graphfix.source.prefilter import in_project
+
+    view = project.view(label)
+    return tuple(name for name in work if in_project(transforms[name], view))
 
 
 def _failed_pass(selected: Selected):
@@ -531,14 +560,27 @@ def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
     work = tuple(t.name for t in found.work)
     if not found.parsed:  # the codemods (libcst) say why it is skipped; nothing to scan
         return _Survey(work=work, parsed=False)
-    if found.syntax is None:  # no rule's words in it: never parsed
-        return _Survey(scans=found.scans)
+    part = _part(code, found.syntax)
+    if found.syntax is None:  # no rule's words in it: never parsed by a rule
+        return _Survey(scans=found.scans, part=part)
     wants = {}
     for transform in found.work:
         if transform.source_scan_triggers is not None:
             words = _safely(transform.facts_wanted, found.syntax, None)
             wants[transform.name] = None if words is None else sorted(words)
-    return _Survey(work=work, wants=wants, scans=found.scans)
+    return _Survey(work=work, wants=wants, scans=found.scans, part=part)
+
+
+def _part(code: str, syntax) -> dict | None:
+    """The file's part of the project model, from the pre-filter's parse if it made one."""
+    from graphfix.source.project import file_part, part_of_code
+    from graphfix.source.syntax import beyond_size_limits
+
+    if syntax is not None:
+        return file_part(syntax.tree)
+    if beyond_size_limits(code) is not None:
+        return None
+    return part_of_code(code)
 
 
 def _safely(check, syntax, default):
@@ -762,7 +804,9 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
     code = _code_text(path, raw)
-    key = cache.result_key(label, raw, code, work) if cache is not None else None
+    project = _JOB.get("project")
+    context = project.context_digest(label) if project is not None and work else ""
+    key = cache.result_key(label, raw, code, work, context) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):
         report.cached_paths.append(label)
@@ -782,8 +826,9 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     from graphfix.source.notebooks import run_notebook
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
+    project = _JOB.get("project")
     result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
-                     run_facts=run_facts)
+                     run_facts=run_facts, project=project.view(label) if project else None)
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):

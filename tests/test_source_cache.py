@@ -375,17 +375,18 @@ def test_files_without_what_a_codemod_acts_on_never_load_libcst(tmp_path):
         "    w = tf.Variable(1.0)\n"
         "subprocess.run(['nvidia-smi'])\n"
         "HELP = 'call minimize() or apply_gradients() yourself'\n")
-    # update-ops: a train op, but no file of the run builds a batch norm ("resnet" is
-    # only a word here): nothing to scan, nothing to check.
+    # update-ops: a train op, but no batch norm reaches it ("resnet" is only a word here,
+    # the model it imports is not in the run): nothing to check.
     (tmp_path / "train.py").write_text(
         "import tensorflow as tf\n"
         "# a resnet without batch norm\n"
-        "net = tf.layers.dense(x, 10)\n"
+        "import model\n"
+        "net = model.model(tf.layers.dense(x, 10))\n"
         "train_op = tf.train.AdamOptimizer().minimize(tf.reduce_sum(net))\n")
     assert _libcst_loaded("check", "words.py", "train.py", "--jobs", "1", "--no-cache",
                           cwd=tmp_path) == ("0", "False")
-    # The same train op beside a model with a batch norm is a finding (so it was the missing
-    # batch norm, not the train op, that kept libcst away above).
+    # The same train op with the model it imports, which has a batch norm, is a finding (so
+    # it was the missing batch norm, not the train op, that kept libcst away above).
     (tmp_path / "model.py").write_text(
         "import tensorflow as tf\n"
         "def model(x):\n    return tf.layers.batch_normalization(x, training=True)\n")
@@ -396,7 +397,8 @@ def test_files_without_what_a_codemod_acts_on_never_load_libcst(tmp_path):
 FED_ATTRIBUTE = ("import tensorflow as tf\n"
                  "class Trainer:\n"
                  "    def step(self, sess, value):\n"
-                 "        sess.run(self.train_op, feed_dict={self.emb: value})\n")
+                 "        sess.run(self.train_op, feed_dict={self.emb: value})\n"
+                 "import model, other  # (what a fact about them needs to reach this file)\n")
 
 
 def test_a_scan_reads_only_files_that_mention_what_is_fed(tmp_path):

@@ -77,11 +77,11 @@ def _case_run(case: Path, tmp_path: Path) -> None:
                     for line, fixable in expected((work / name).read_text()))
     assert marked and _check_run([str(work)]) == marked
 
-    # Alone, a file without batch norm of its own has nothing to fix: the run is the unit.
-    from graphfix.transforms.update_ops.source import UpdateOpsCodemod
+    # Alone, a file without batch norm of its own has nothing to fix: its imports bring them.
+    from graphfix.source.project import Project
 
     for name in names:
-        if UpdateOpsCodemod.scan(name, (work / name).read_text()) is None:
+        if not Project.of_code(name, (work / name).read_text()).view(name).batch_norms():
             assert _check_run([str(work / name)]) == []
 
     result = run_cli("fix", work, "--only", NAME, "--format", "json", check_exit=1)  # changed
@@ -154,10 +154,11 @@ _TF = "import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n"
     ("tf.nn.batch_normalization(x, m, v, None, None, 1e-3)", False),  # no moving averages
 ])
 def test_batch_norm_that_trains(code: str, trains: bool):
-    """What counts as a batch norm feeding UPDATE_OPS (what `scan` reports to the run)."""
-    from graphfix.transforms.update_ops.source import UpdateOpsCodemod
+    """What counts as a batch norm feeding UPDATE_OPS (what the project model tells the
+    files that reach it)."""
+    from graphfix.source.project import Project
 
-    assert (UpdateOpsCodemod.scan("m.py", _TF + code + "\n") is not None) == trains
+    assert bool(Project.of_code("m.py", _TF + code + "\n").view("m.py").batch_norms()) == trains
 
 
 # -- trained by TensorFlow --------------------------------------------------------------------
@@ -248,13 +249,11 @@ if __name__ == "__main__":
     print(json.dumps(_worker(sys.argv[1:])))
 
 
-def test_the_pre_check_knows_every_batch_norm_the_codemod_knows():
-    """The scan's syntax pre-check (no libcst) lets through a file with any batch norm the
-    codemod finds (both read the vocabulary's table)."""
-    from graphfix.source.syntax import Syntax
+def test_the_model_knows_every_batch_norm_of_the_vocabulary():
+    """The project model finds a batch norm of each name the vocabulary's table holds."""
+    from graphfix.source.project import Project
     from graphfix.source.vocabulary import BATCH_NORM_LAYER, BATCH_NORMS
-    from graphfix.transforms.update_ops import UpdateOps
 
     for name in [*BATCH_NORMS, BATCH_NORM_LAYER]:
-        code = f"import tensorflow as tf\nnet = tf.{name}(net)\n"
-        assert UpdateOps.facts_offered(Syntax.parse(code)) is None, name  # any name
+        code = f"import tensorflow as tf\nnet = tf.{name}(net, training=True)\n"
+        assert Project.of_code("m.py", code).view("m.py").batch_norms(), name

@@ -42,7 +42,7 @@ from typing import Any
 from graphfix.findings import Finding
 from graphfix.storage import make_cache_folder, write_atomically
 
-ENTRY_FORMAT = 3  # bump when what an entry holds changes
+ENTRY_FORMAT = 4  # bump when what an entry holds changes
 MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is deleted
 _DAY = 24 * 3600.0
 
@@ -181,10 +181,12 @@ class SourceCache:
         are looked up)."""
         self.facts_digests = {name: facts_digest(f) for name, f in run_facts.items()}
 
-    def result_key(self, label: str, raw: bytes, code: str | None, work=()) -> str | None:
+    def result_key(self, label: str, raw: bytes, code: str | None, work=(),
+                   context: str = "") -> str | None:
         """The key of one file's result, given its bytes, the code the codemods see in them
-        (None: none, it is skipped before any runs) and the names of the transforms whose
-        codemods run on it (`work`). None: it cannot be cached, as when a scan's facts it
+        (None: none, it is skipped before any runs), the names of the transforms whose
+        codemods run on it (`work`) and what it reads of the project model (`context`:
+        `Project.context_digest`). None: it cannot be cached, as when a scan's facts it
         reads could not be encoded."""
         read = []
         for name in ([] if code is None else work):
@@ -194,7 +196,7 @@ class SourceCache:
                     return None
                 read.append([name, digest])
         return _sha256("result", self.run_key, label, hashlib.sha256(raw).digest(),
-                       json.dumps([list(work), read]))
+                       json.dumps([list(work), read]), context)
 
     def survey_key(self, label: str, raw: bytes, part: str = "survey") -> str:
         """The key of what the pre-checks said of a file (`part`: the survey, or what it

@@ -37,6 +37,7 @@ from graphfix.findings import Finding
 from graphfix.source import fixes
 from graphfix.registry import Transform
 from graphfix.source.prefilter import triggered_by
+from graphfix.source.project import FileView
 from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
@@ -310,13 +311,15 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return False
 
     def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
-                 run_facts: dict[str, Any] | None = None, *, fix: bool = True):
+                 run_facts: dict[str, Any] | None = None, *, fix: bool = True,
+                 project: FileView | None = None):
         super().__init__(context)
         self.options = options or {}
         self.fix = fix  # False: check mode, findings only
         # What `scan` found in every file of this run, by path: lets a codemod see that the
         # model with batch norm is in model.py while the optimizer is in train.py.
         self.run_facts = run_facts or {}
+        self._project = project
         self.findings: list[Finding] = []
         # The edits of the findings' fixes, by the node at whose leave each is made:
         self._planned: dict[cst.CSTNode, list[fixes.Edit]] = {}
@@ -383,6 +386,20 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def nodes(self, *kinds: type) -> list:
         """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
         return nodes_of(self.metadata[ParentProvider], *kinds)
+
+    @property
+    def project(self) -> FileView:
+        """The project model as this file sees it (`graphfix.source.project`): what the
+        file and the code its imports and calls reach build. Given by the run; a file
+        checked alone (`graphfix.check_source`) is a project of its own."""
+        if self._project is None or self._project.stale:
+            from graphfix.source.project import Project
+
+            label = self.context.filename or "<string>"
+            others = self._project.project.parts if self._project is not None else {}
+            # (stale: an earlier rule's fix changed the file: its own part is read anew)
+            self._project = Project({**others, label: None}).with_code(label, self._tree.code)
+        return self._project
 
     @property
     def tf_names(self) -> TfNames:
@@ -553,8 +570,8 @@ def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod]
 
 
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, run_facts: dict[str, dict[str, Any]] | None = None
-               ) -> SourceResult:
+               *, fix: bool, run_facts: dict[str, dict[str, Any]] | None = None,
+               project: FileView | None = None) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`).
 
     `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
@@ -590,8 +607,11 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
         if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
             wrapper = MetadataWrapper(current)
         context = CodemodContext(filename=path)
+        if project is not None and current is not module:
+            project = project.stale_copy()  # an earlier fix changed the file
         codemod = codemod_class(context, options,
-                                (run_facts or {}).get(codemod_class.transform().name), fix=fix)
+                                (run_facts or {}).get(codemod_class.transform().name), fix=fix,
+                                project=project)
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)

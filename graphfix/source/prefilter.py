@@ -28,6 +28,7 @@ from graphfix.source.vocabulary import last_names
 
 if TYPE_CHECKING:
     from graphfix.registry import Transform
+    from graphfix.source.project import FileView
     from graphfix.source.syntax import Syntax
 
 
@@ -46,12 +47,17 @@ class SourceTriggers:
       (variables-to-cpu: a `with device(...)` given a GPU string), or its
       `"module:function"` relative to the transform's package, imported on first use. It
       must be conservative as the rest: False means the codemod finds nothing there.
+    - `in_project`: a predicate on the file's view of the project model
+      (`graphfix.source.project.FileView`), asked once the run's model is built, for work
+      that depends on other files (update-ops: a batch norm that reaches the file); a
+      `"module:function"` as `where`. Conservative as the rest.
     """
 
     calls: frozenset[str] = frozenset()
     words: tuple[str, ...] = ()
     all_of: tuple[tuple[str, ...], ...] = ()
     where: Callable[["Syntax"], bool] | str | None = None
+    in_project: Callable[["FileView"], bool] | str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "calls", frozenset(self.calls))
@@ -153,6 +159,18 @@ def prefilter(code: str, transforms: Iterable[type["Transform"]]) -> Prefiltered
         return Prefiltered(triggered, scans, None, False)
     work = [t for t in triggered if _in_syntax(t, syntax)]
     return Prefiltered(work, scans, syntax, True)
+
+
+def in_project(transform: type["Transform"], view: "FileView") -> bool:
+    """Whether the project model leaves `transform`'s codemod work in the file `view` is
+    of (`SourceTriggers.in_project`); a check that raises lets the file through."""
+    check = _triggers(transform).in_project
+    if check is None:
+        return True
+    try:
+        return bool(_predicate(check, transform.__module__)(view))
+    except Exception:
+        return True
 
 
 def _in_syntax(transform: type["Transform"], syntax: "Syntax") -> bool:

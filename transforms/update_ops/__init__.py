@@ -28,8 +28,9 @@ Parameters:
         already runs exactly the first tower's update ops follows that convention on purpose
         and is left alone either way.
 
-In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file or in another
-file of the same run, each `minimize(...)` / `apply_gradients(...)` that does not run the
+In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file, or in code
+of the run that the file's imports and calls reach (or that reaches the train op's function),
+each `minimize(...)` / `apply_gradients(...)` that does not run the
 update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone.
@@ -48,7 +49,7 @@ from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import TRAIN_METHODS
 
 if TYPE_CHECKING:
-    from graphfix.source.syntax import Syntax
+    from graphfix.source.project import FileView
 
 
 def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
@@ -82,6 +83,12 @@ def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
     return [n for n in names if n not in implied]
 
 
+def _batch_norm_reaches(view: FileView) -> bool:
+    """Whether a batch norm that trains is in the file, or in code it reaches or that
+    reaches it (`FileView.batch_norms_reaching`)."""
+    return bool(view.batch_norms() or view.batch_norms_reaching())
+
+
 class UpdateOps(Transform):
     name = "update-ops"
     summary = "make the train op run batch-norm moving-average updates (UPDATE_OPS)"
@@ -94,30 +101,9 @@ class UpdateOps(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:UpdateOpsCodemod"
-    # A `X.minimize(...)` or `X.apply_gradients(...)` call.
-    source_triggers = SourceTriggers(calls=TRAIN_METHODS)
-    # Files that can hold a batch norm (most files of a tree have none: never parsed).
-    source_scan_triggers = SourceTriggers(words=(
-        "batch_norm", "BatchNorm", "batch_normalization", "BatchNormalization",
-        "normalizer_fn", "resnet", "inception", "mobilenet", "nets"))
-    # A train op is reported only where some file of the run builds a batch norm.
-    source_needs_facts = True
-
-    @classmethod
-    def facts_offered(cls, syntax: Syntax) -> frozenset[str] | None:
-        """Any name, where a batch norm's name (also as imported or aliased) or a slim net's
-        is in the file; else none: it builds no batch norm."""
-        from graphfix.source.vocabulary import (
-            BATCH_NORM_LAYER,
-            BATCH_NORMS,
-            SLIM_NET_NAME,
-            last_names,
-        )
-
-        if syntax.identifiers & last_names({*BATCH_NORMS, BATCH_NORM_LAYER}) or any(
-                SLIM_NET_NAME.fullmatch(name) for name in syntax.identifiers):
-            return None
-        return frozenset()
+    # A `X.minimize(...)` or `X.apply_gradients(...)` call, in a file that a batch norm
+    # reaches (the project model: its own, or one its imports and calls reach).
+    source_triggers = SourceTriggers(calls=TRAIN_METHODS, in_project=_batch_norm_reaches)
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

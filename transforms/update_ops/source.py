@@ -7,35 +7,18 @@ import dataclasses
 import re
 
 import libcst as cst
-from libcst.metadata import (
-    PositionProvider,
-    ScopeProvider,
-)
 
-from graphfix.source.codemod import (
-    Example,
-    SourceCodemod,
-    TfNames,
-    argument,
-    qualified_name_lookup,
-    scan_wrapper,
-)
+from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import AddImport, WrapInWith
-from graphfix.source.vocabulary import (
-    ARG_SCOPE,
-    BATCH_NORM_LAYER,
-    BATCH_NORMS,
-    SLIM_NET_NAME,
-    TRAIN_METHODS,
-)
+from graphfix.source.vocabulary import TRAIN_METHODS
 
 # -- Source surface -------------------------------------------------------------------------
 #
 # Read off the syntax tree; nothing here imports TensorFlow. Names are TF symbols as
-# `graphfix.source.vocabulary` spells them (`slim.batch_norm`, `layers.dense`).
+# `graphfix.source.vocabulary` spells them (`slim.batch_norm`, `layers.dense`). Which batch
+# norms train and feed UPDATE_OPS, here and in the files this one's code reaches, is the
+# project model's to say (`graphfix.source.project`).
 
-# A tf-slim model function's qualified name (tf_slim.nets, or research/slim's `nets`).
-_SLIM_NET = re.compile(rf"(^|\.)nets\.[\w.]*\.({SLIM_NET_NAME.pattern})$")
 # The import a fix adds where it spells `tf.` in a file that has no compat.v1 `tf`.
 _V1_IMPORT = AddImport("tensorflow.compat.v1", asname="tf")
 # Calls that tie ops together: the train op and the update ops in one of them is correct.
@@ -45,7 +28,6 @@ _TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"
 # grad_updates (an optimizer's) or lr_update_op.
 _UPDATE_WORD = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
                           re.IGNORECASE)
-_UNKNOWN = cst.Name("_unknown_")  # an argument whose value is not visible here
 
 
 def _dotted(node: cst.CSTNode) -> str | None:
@@ -74,32 +56,6 @@ def _assigned(small: cst.CSTNode) -> list[str]:
                     if isinstance(target, (cst.Tuple, cst.List)) else [target])
         names.extend(d for d in map(_dotted, elements) if d is not None)
     return names
-
-
-def _truth(expr: cst.BaseExpression | None, default: bool) -> bool:
-    """Whether a training flag trains: only a literal False (or 0) does not; a variable or a
-    placeholder (`is_training=is_training`) may, so it counts."""
-    if expr is None:
-        return default
-    if isinstance(expr, cst.Name) and expr.value in ("False", "None"):
-        return False
-    if isinstance(expr, cst.Integer):
-        return int(expr.value, 0) != 0
-    return True
-
-
-def _feeds_update_ops(expr: cst.BaseExpression | None) -> bool:
-    """Whether `updates_collections=expr` puts the updates in UPDATE_OPS (None: they run
-    in place; another collection: not ours to run)."""
-    if expr is None:
-        return True
-    if isinstance(expr, cst.Name) and expr.value == "None":
-        return False
-    if isinstance(expr, cst.SimpleString):
-        return expr.evaluated_value == "update_ops"
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return any(_feeds_update_ops(e.value) for e in expr.elements)
-    return True
 
 
 class _Words(cst.CSTVisitor):
@@ -145,156 +101,6 @@ def _mentions_update_ops(node: cst.CSTNode, names: set[str], but: set[str] = fro
     found = words.names - but
     return ("update_ops" in words.strings or bool(found & names)
             or any(_UPDATE_WORD.search(n.rsplit(".", 1)[-1]) for n in found))
-
-
-@dataclasses.dataclass(frozen=True)
-class _BatchNorm:
-    """A batch norm that trains and puts its moving-average updates in UPDATE_OPS."""
-
-    name: str  # slim.batch_norm, layers.batch_normalization, ...
-    line: int
-
-
-class _BatchNormFinder(cst.CSTVisitor):
-    """Every batch norm of a module that trains and feeds UPDATE_OPS: calls, slim's
-    `normalizer_fn=`, `slim.arg_scope` defaults, tf.layers' layer objects, slim nets."""
-
-    def __init__(self, names: TfNames, line_of, dicts: dict[str, cst.BaseExpression]):
-        super().__init__()
-        self.names, self.line_of, self.dicts = names, line_of, dicts
-        self.found: list[_BatchNorm] = []
-        self._defaults: list[dict[str, cst.BaseExpression]] = []  # arg_scope([batch_norm], ...)
-        self._layers: list[cst.Call] = []  # tf.layers.BatchNormalization(...) constructors
-        self._bound: dict[cst.Call, str] = {}  # a constructor -> the name it is assigned to
-        self._called: set[cst.Call] = set()  # constructors called right away: (...)(x)
-        self._layer_calls: dict[str, list[cst.Call]] = {}  # calls of anything, by callee text
-
-    # -- arguments ----------------------------------------------------------------------------
-
-    def _dict(self, expr: cst.BaseExpression | None, depth: int = 0) -> dict | None:
-        """The keys and values of a dict the code spells out: `{"is_training": x}`,
-        `dict(is_training=x)`, or a name bound to one. None when not visible."""
-        if depth > 5 or expr is None:
-            return None
-        if isinstance(expr, cst.Name) and expr.value in self.dicts:
-            return self._dict(self.dicts[expr.value], depth + 1)
-        if isinstance(expr, cst.Dict):
-            out: dict[str, cst.BaseExpression] = {}
-            for element in expr.elements:
-                if isinstance(element, cst.StarredDictElement):
-                    inner = self._dict(element.value, depth + 1)
-                    if inner is None:
-                        return None
-                    out.update(inner)
-                elif isinstance(element.key, cst.SimpleString):
-                    out[str(element.key.evaluated_value)] = element.value
-            return out
-        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)
-                and expr.func.value == "dict"):
-            out = {}
-            for arg in expr.args:
-                if arg.keyword is not None:
-                    out[arg.keyword.value] = arg.value
-                else:
-                    inner = self._dict(arg.value, depth + 1)
-                    if inner is None:
-                        return None
-                    out.update(inner)
-            return out
-        return None
-
-    def _kwargs(self, call: cst.Call) -> dict[str, cst.BaseExpression]:
-        """Keyword arguments of a call, `**params` spelled out (key `**`: `_UNKNOWN`, a
-        `**` that is not visible, so any key may be set)."""
-        out: dict[str, cst.BaseExpression] = {}
-        for arg in call.args:
-            if arg.star == "**":
-                inner = self._dict(arg.value)
-                out.update({"**": _UNKNOWN} if inner is None else inner)
-            elif arg.keyword is not None:
-                out[arg.keyword.value] = arg.value
-        return out
-
-    def _scope_defaults(self) -> dict[str, cst.BaseExpression]:
-        merged: dict[str, cst.BaseExpression] = {}
-        for defaults in self._defaults:
-            merged.update(defaults)
-        return merged
-
-    def _record(self, name: str, node: cst.CSTNode, settings: dict, call: cst.Call | None = None):
-        training, position, default, updates = BATCH_NORMS[name]
-        positional = call is not None and not any(a.star == "*" for a in call.args)
-        trains = settings.get(training)
-        if trains is None and positional:
-            trains = argument(call, training, position)
-        trains = settings.get("**") if trains is None else trains
-        collections_arg = None
-        if updates is not None:
-            collections_arg = settings.get(updates[0])
-            if collections_arg is None and positional:
-                collections_arg = argument(call, *updates)
-            collections_arg = settings.get("**") if collections_arg is None else collections_arg
-        if _truth(trains, default) and _feeds_update_ops(collections_arg):
-            self.found.append(_BatchNorm(name, self.line_of(node)))
-
-    # -- visiting -----------------------------------------------------------------------------
-
-    def visit_With(self, node: cst.With) -> None:
-        defaults: dict[str, cst.BaseExpression] = {}
-        for item in node.items:
-            call = item.item
-            if not (isinstance(call, cst.Call) and self.names.canonical(call.func) == ARG_SCOPE
-                    and call.args):
-                continue
-            listed = call.args[0].value
-            elements = listed.elements if isinstance(listed, (cst.List, cst.Tuple)) else []
-            if any(self.names.canonical(e.value) in BATCH_NORMS for e in elements):
-                defaults.update(self._kwargs(call))
-        self._defaults.append(defaults)
-
-    def leave_With(self, original_node: cst.With) -> None:
-        self._defaults.pop()
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        target = _dotted(node.targets[0].target) if len(node.targets) == 1 else None
-        if isinstance(node.value, cst.Call) and target is not None:
-            self._bound[node.value] = target
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = self.names.canonical(node.func)
-        if name in BATCH_NORMS:
-            settings = {**self._scope_defaults(), **self._kwargs(node)}
-            self._record(name, node, settings, node)
-        normalizer = argument(node, "normalizer_fn", None)
-        if normalizer is not None and self.names.canonical(normalizer) in BATCH_NORMS:
-            params_arg = argument(node, "normalizer_params", None)
-            params = self._dict(params_arg) if params_arg is not None else {}
-            if params is None:
-                params = {"**": _UNKNOWN}
-            settings = {**self._scope_defaults(), **params}
-            self._record(self.names.canonical(normalizer), node, settings)
-        if name == BATCH_NORM_LAYER:
-            self._layers.append(node)
-        if isinstance(node.func, cst.Call) and self.names.canonical(node.func.func) == BATCH_NORM_LAYER:
-            self._called.add(node.func)
-            if _truth(argument(node, "training", 1), False):  # BatchNormalization()(x, True)
-                self.found.append(_BatchNorm(BATCH_NORM_LAYER, self.line_of(node)))
-        callee = _dotted(node.func)
-        if callee is not None:
-            self._layer_calls.setdefault(callee, []).append(node)
-        if any(_SLIM_NET.search(q) for q in self.names.qualified(node.func)):
-            if _truth(argument(node, "is_training", None), True):
-                self.found.append(_BatchNorm(_dotted(node.func) or "slim net", self.line_of(node)))
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        for layer in self._layers:
-            if layer in self._called:
-                continue
-            calls = self._layer_calls.get(self._bound.get(layer, ""), [])
-            # A layer object whose calls are not visible here may train: it counts.
-            if not calls or any(_truth(argument(c, "training", 1), False) for c in calls):
-                self.found.append(_BatchNorm(BATCH_NORM_LAYER, self.line_of(layer)))
-        self.found.sort(key=lambda b: b.line)
 
 
 class _Index(cst.CSTVisitor):
@@ -354,17 +160,6 @@ def _index(module: cst.Module) -> _Index:
     index = _Index()
     module.visit(index)
     return index
-
-
-def _batch_norms(module: cst.Module, index: _Index, names: TfNames, line_of) -> list[_BatchNorm]:
-    dicts = {}
-    for node in index.of(cst.Assign):
-        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-            if isinstance(node.value, (cst.Dict, cst.Call, cst.Name)):
-                dicts[node.targets[0].target.value] = node.value
-    finder = _BatchNormFinder(names, line_of, dicts)
-    module.visit(finder)
-    return finder.found
 
 
 @dataclasses.dataclass
@@ -491,48 +286,39 @@ class UpdateOpsCodemod(SourceCodemod):
             says='does not run the update ops of slim.batch_norm'),
     )
 
-    @classmethod
-    def scan(cls, path: str, code: str) -> list[tuple[str, int]] | None:
-        """The batch norms of one file that train and feed UPDATE_OPS: [(name, line)]."""
-        wrapper = scan_wrapper(code)
-        names = TfNames(wrapper.module,
-                        qualified_name_lookup(wrapper.resolve(ScopeProvider).get))
-        # Positions (of the whole file) are resolved only once a batch norm is found.
-        found = _batch_norms(wrapper.module, _index(wrapper.module), names,
-                             lambda n: wrapper.resolve(PositionProvider)[n].start.line)
-        return [(b.name, b.line) for b in found] or None
-
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         self._scopes: dict[cst.CSTNode, _Scope] = {}
         self._index = _index(node)
-        batch_norm = self._batch_norm_here(node)
-        if batch_norm is None:
-            return
         calls = [c for c in self._index.of(cst.Call)
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
                  and not self.tf_names.is_foreign_import(c.func)]
         if not calls:
             return
-        self._module_scope = self._scope(node)
-        self._called_under_updates = self._functions_called_under_updates(node)
-        spelling, needs_import, problem = self._spelling(node)
+        own = self.project.batch_norms()
+        here = f"{own[0][0]} (line {own[0][1]})" if own else None
+        prepared = False
         for call in calls:
+            batch_norm = here or self._batch_norm_reaching(call)
+            if batch_norm is None:
+                continue
+            if not prepared:
+                self._module_scope = self._scope(node)
+                self._called_under_updates = self._functions_called_under_updates(node)
+                spelling, needs_import, problem = self._spelling(node)
+                prepared = True
             self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
-    def _batch_norm_here(self, module: cst.Module) -> str | None:
-        """Where a batch norm that trains is, in words: this file's first, else another's."""
-        here = _batch_norms(module, self._index, self.tf_names, lambda n: self.position(n)[0])
-        if here:
-            return f"{here[0].name} (line {here[0].line})"
-        own = self.context.filename
-        for path in sorted(self.run_facts):
-            if path != own and self.run_facts[path]:
-                name, line = self.run_facts[path][0]
-                return f"{name} ({path}:{line})"
-        return None
+    def _batch_norm_reaching(self, call: cst.Call) -> str | None:
+        """The first batch norm of another file that this train op may be built with, in
+        words; None if none reaches it (the project model follows imports and calls)."""
+        reaching = self.project.batch_norms_reaching(self.position(call)[0])
+        if not reaching:
+            return None
+        path, name, line = reaching[0]
+        return f"{name} ({path}:{line})"
 
     # -- where a call sits, and what its function does ----------------------------------------
 
@@ -559,15 +345,23 @@ class UpdateOpsCodemod(SourceCodemod):
     def _scope(self, node: cst.CSTNode) -> _Scope:
         if node in self._scopes:
             return self._scopes[node]
-        assigns = [(_assigned(small), small.value)
-                   for small in self._index.of(cst.Assign, cst.AnnAssign, cst.AugAssign, scope=node)
-                   if small.value is not None]
+        smalls = [small for small in self._index.of(cst.Assign, cst.AnnAssign, cst.AugAssign,
+                                                    scope=node)
+                  if small.value is not None]
+        assigns = [(_assigned(small), small.value) for small in smalls]
         update_names = set(self._module_scope.update_names) if node is not self._tree else set()
+        withs = self._index.of(cst.With, scope=node)
         grew = True
         while grew:
             grew = False
-            for targets, value in assigns:
-                if set(targets) - update_names and _mentions_update_ops(value, update_names):
+            # What is built under a block over them runs after them too: slim's barrier,
+            # `with control_dependencies(update_ops): barrier = tf.no_op()`, which the loss
+            # then depends on (`with_dependencies([barrier], loss)`).
+            blocks = {w for w in withs if self._over_update_ops(w, update_names)}
+            for (targets, value), small in zip(assigns, smalls):
+                if set(targets) - update_names and (
+                        _mentions_update_ops(value, update_names)
+                        or blocks.intersection(self._index.withs[small])):
                     update_names |= set(targets)
                     grew = True
         scope = _Scope(node, update_names, [], assigns, self._index.of(cst.Call, scope=node))
@@ -636,9 +430,22 @@ class UpdateOpsCodemod(SourceCodemod):
                     if (any(_words(a).names & held for a in args) and any(
                             _mentions_update_ops(a, scope.update_names, held) for a in args)):
                         return True, []
+            # with control_dependencies([train_op]): result = tf.identity(loss), the loss
+            # depending on the update ops (slim's create_train_op, its barrier on the loss)
+            for block in self._index.of(cst.With, scope=site.scope):
+                if not any(self._is(item.item, frozenset({"control_dependencies"}))
+                           and any(_words(a.value).names & held for a in item.item.args)
+                           for item in block.items):
+                    continue
+                for small in self._index.of(cst.Assign, cst.AnnAssign):
+                    if (block in self._index.withs[small] and small.value is not None
+                            and _mentions_update_ops(small.value, scope.update_names, held)):
+                        return True, []
         end = self.code_range(site.statement or site.call).end.line
         late = []
-        for block in scope.blocks:
+        # (a block over names that hold the train op itself is no block over the update ops)
+        for block in [w for w in scope.blocks
+                      if self._over_update_ops(w, scope.update_names - held)]:
             if self.code_range(block).start.line <= end:
                 continue
             assigns = [a for a in self._index.of(cst.Assign, cst.AugAssign, cst.AnnAssign)

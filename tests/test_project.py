@@ -1,0 +1,111 @@
+"""The project model: facts follow imports and calls between the files of a run, and
+nothing else. Small projects under fixtures/source/project/, checked with the CLI as a user
+would; every source fixture checked together and one by one gives the same findings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, expected_findings, run_cli
+
+PROJECTS = FIXTURES / "source" / "project"
+
+
+def _check(*paths, cwd=None) -> list[dict]:
+    """The findings of `graphfix check PATHS --format json`."""
+    result = run_cli("check", *paths, "--no-cache", "--format", "json", cwd=cwd)
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    assert not report["failed"], report["failed"]
+    return report["findings"]
+
+
+def _marked(folder: Path) -> list[tuple[str, int]]:
+    """(file, line) of every `# expect: error` marker of a folder's files."""
+    return sorted((p.relative_to(folder).as_posix(), mark.line)
+                  for p in folder.rglob("*.py") for mark in expected_findings(p.read_text()))
+
+
+def _found(findings: list[dict], root: Path) -> list[tuple[str, int]]:
+    return sorted((Path(f["path"]).resolve().relative_to(root.resolve()).as_posix(), f["line"])
+                  for f in findings)
+
+
+@pytest.mark.parametrize("name", ["package_model", "library_train_op"])
+def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_train_op_is(
+        name: str, tmp_path: Path):
+    """A batch norm two calls deep in a package (`from nets import build_model`, a relative
+    import, a re-export) reaches the train script's train op; a train-op helper of a
+    library gets the batch norm of the script that calls it (and slim's barrier form in the
+    same library is clean). `fix` edits the file with the train op, and only it."""
+    case = PROJECTS / name
+    work = tmp_path / name
+    shutil.copytree(case / "before", work)
+    marked = _marked(work)
+    assert marked and _found(_check(work), work) == marked
+    result = run_cli("fix", work, "--no-cache", "--only", "update-ops", "--format", "json")
+    assert result.returncode == 1, result.stderr  # changed
+    assert json.loads(result.stdout)["summary"]["files_changed"] == len({f for f, _ in marked})
+    for path in sorted((case / "after").rglob("*.py")):
+        relative = path.relative_to(case / "after")
+        assert (work / relative).read_text() == path.read_text(), relative
+    assert _check(work) == []
+
+
+def test_a_batch_norm_module_nobody_imports_reaches_no_train_op():
+    folder = PROJECTS / "unimported_bn"
+    assert _check(folder) == []
+    assert _check(folder / "train.py") == []
+
+
+def test_independent_scripts_in_one_folder_keep_their_facts_apart():
+    """Six scripts, two with batch norms (one run correctly, one with its updates in
+    place): no train op of the others needs update ops, together or alone."""
+    folder = PROJECTS / "independent_scripts"
+    assert _check(folder) == []
+    for script in sorted(folder.glob("*.py")):
+        assert _check(script) == [], script.name
+
+
+def _runs_of_fixtures() -> list[Path]:
+    """Every source fixture as the unit it is checked as: a file, or a folder of files
+    checked together (multi-file cases, the projects)."""
+    runs = []
+    for transform in ("feed_to_assign", "replica_placement", "update_ops", "variables_to_cpu"):
+        for case in sorted((FIXTURES / transform / "source").iterdir()):
+            if (case / "before.py").is_file():
+                runs.append(case / "before.py")
+            elif (case / "before").is_dir():
+                runs.append(case / "before")
+    for project in sorted(p for p in PROJECTS.iterdir() if p.is_dir()):
+        runs.append(project / "before" if (project / "before").is_dir() else project)
+    return runs
+
+
+def test_findings_do_not_depend_on_what_else_is_in_the_run(tmp_path: Path):
+    """Run-independence: every source fixture and the independent scripts, checked all in
+    one run, give exactly the findings each gives checked on its own."""
+    tree = tmp_path / "all"
+    alone = []
+    for number, run in enumerate(_runs_of_fixtures()):
+        target = tree / f"{number:03d}_{run.parent.name}"
+        if run.is_dir():
+            shutil.copytree(run, target)
+            alone.append(target)
+        else:
+            target.mkdir(parents=True)
+            shutil.copy(run, target / run.name)
+            alone.append(target / run.name)
+    together = _check(tree)
+    assert together  # the fixtures have findings: the comparison compares something
+    one_by_one = [finding for target in alone for finding in _check(target)]
+
+    def key(finding):
+        return (finding["path"], finding["line"], finding["col"], finding["transform"],
+                finding["message"])
+
+    assert sorted(map(key, together)) == sorted(map(key, one_by_one))
