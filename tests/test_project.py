@@ -35,19 +35,26 @@ def _found(findings: list[dict], root: Path) -> list[tuple[str, int]]:
                   for f in findings)
 
 
-@pytest.mark.parametrize("name", ["package_model", "library_train_op"])
-def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_train_op_is(
-        name: str, tmp_path: Path):
-    """A batch norm two calls deep in a package (`from nets import build_model`, a relative
-    import, a re-export) reaches the train script's train op; a train-op helper of a
-    library gets the batch norm of the script that calls it (and slim's barrier form in the
-    same library is clean). `fix` edits the file with the train op, and only it."""
+@pytest.mark.parametrize("name, transform", [
+    ("package_model", "update-ops"), ("library_train_op", "update-ops"),
+    ("variables_through_calls", "variables-to-cpu"), ("feeds_across_modules", "feed-to-assign"),
+])
+def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_finding_is(
+        name: str, transform: str, tmp_path: Path):
+    """update-ops: a batch norm two calls deep in a package (`from nets import build_model`,
+    a relative import, a re-export) reaches the train script's train op; a train-op helper
+    of a library gets the batch norm of the script that calls it (slim's barrier form in the
+    same library is clean). variables-to-cpu: variables two calls below a GPU scope, in one
+    file and in an imported model module (a `_variable_on_cpu` helper is clean); TF's alias
+    imported from a helper module. feed-to-assign: a feed key bound in another module, a
+    variable in a namedtuple field. `fix` edits the files with findings, and only them."""
     case = PROJECTS / name
     work = tmp_path / name
     shutil.copytree(case / "before", work)
     marked = _marked(work)
     assert marked and _found(_check(work), work) == marked
-    result = run_cli("fix", work, "--no-cache", "--only", "update-ops", "--format", "json")
+    assert {f["transform"] for f in _check(work)} == {transform}
+    result = run_cli("fix", work, "--no-cache", "--only", transform, "--format", "json")
     assert result.returncode == 1, result.stderr  # changed
     assert json.loads(result.stdout)["summary"]["files_changed"] == len({f for f, _ in marked})
     for path in sorted((case / "after").rglob("*.py")):

@@ -192,8 +192,12 @@ class TfNames:
     those of `graphfix.source.vocabulary`."""
 
     def __init__(self, module: cst.Module,
-                 lookup: Callable[[cst.CSTNode], Collection[QualifiedName]]):
+                 lookup: Callable[[cst.CSTNode], Collection[QualifiedName]],
+                 reexports: Callable[[str], str | None] | None = None):
         self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
+        # An imported qualified name -> the TF name it stands for through the project's
+        # modules (`helpers.tf1.Variable` where helpers.py imports compat.v1 as tf1):
+        self._reexports = reexports
         self.aliases: dict[str, str] = {}  # module-level name -> the TF qualified name it holds
         for statement in module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
@@ -225,20 +229,37 @@ class TfNames:
             return ".".join([self.aliases[current.value], *reversed(chain)])
         return None
 
+    def _through_project(self, node: cst.CSTNode) -> str | None:
+        """The TF name an import from one of the project's modules stands for."""
+        if self._reexports is None:
+            return None
+        for qualified in sorted(q.name for q in self.imported(node)
+                                if q.source == QualifiedNameSource.IMPORT):
+            if qualified.split(".")[0] in ("tensorflow", "tf_slim"):
+                continue
+            found = self._reexports(qualified)
+            if found is not None and canonical_tf_name(found) is not None:
+                return found
+        return None
+
     def qualified(self, node: cst.CSTNode) -> set[str]:
         """Every qualified name `node` may refer to, through imports and module aliases."""
         found = {q.name for q in self.imported(node)}
         aliased = self._through_alias(node)
         if aliased is not None:
             found.add(aliased)
+        through = self._through_project(node)
+        if through is not None:
+            found.add(through)
         return found
 
     def tf_qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name `node` refers to (`tensorflow.compat.v1.train.Saver`)."""
+        """The TF qualified name `node` refers to (`tensorflow.compat.v1.train.Saver`),
+        also through a project module that imports it (`from helpers import tf1`)."""
         for qualified in sorted(q.name for q in self.imported(node)):
             if canonical_tf_name(qualified) is not None:
                 return qualified
-        return self._through_alias(node)
+        return self._through_alias(node) or self._through_project(node)
 
     def canonical(self, node: cst.CSTNode) -> str | None:
         """The TF symbol `node` names, as the vocabulary spells it (`Variable`,
@@ -249,7 +270,8 @@ class TfNames:
     def is_foreign_import(self, node: cst.CSTNode) -> bool:
         """Whether `node` names something imported from outside TF (scipy.optimize.minimize)."""
         imported = [q.name for q in self.imported(node) if q.source == QualifiedNameSource.IMPORT]
-        return bool(imported) and all(canonical_tf_name(n) is None for n in imported)
+        return (bool(imported) and all(canonical_tf_name(n) is None for n in imported)
+                and self._through_project(node) is None)
 
 
 @dataclasses.dataclass
@@ -405,7 +427,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def tf_names(self) -> TfNames:
         """The file's TF names (imports and module aliases), resolved when first asked."""
         if self._tf_names is None:
-            self._tf_names = TfNames(self._tree, self._qualified)
+            self._tf_names = TfNames(self._tree, self._qualified,
+                                     lambda q: self.project.tf_name_of_import(q))
         return self._tf_names
 
     def tf_canonical(self, node: cst.CSTNode) -> str | None:

@@ -223,6 +223,9 @@ def facts_offered(syntax: Syntax) -> frozenset[str]:
         if tail_name(call.func) in _VARIABLE_MAKERS:
             names.update(text.rsplit("/", 1)[-1] for arg in call_arguments(call)
                          for text in strings_in(arg))
+        elif tail_name(call.func) == "namedtuple":  # its fields may hold variables
+            names.update(word for arg in call_arguments(call) for text in strings_in(arg)
+                         for word in text.replace(",", " ").split())
     return frozenset(names)
 
 

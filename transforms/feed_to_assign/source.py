@@ -347,9 +347,11 @@ class _Reader:
         `tf.assign(v, ...)`, `v.assign_add(...)`); `monitored`: attributes holding a
         MonitoredSession; `names`: `name=` of the trainable variables created."""
         facts: dict = {"attributes": {}, "updated": set(), "monitored": set(), "names": set()}
+        records = _namedtuple_fields(nodes)
         for node in nodes:
             if isinstance(node, cst.Call):
                 self._call_facts(node, facts)
+                self._field_facts(node, records, facts)
                 continue
             targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
                        else [node.target])
@@ -366,6 +368,20 @@ class _Reader:
                 if isinstance(node.value, cst.Call) and self.canonical(node.value.func) in MONITORED_SESSIONS:
                     facts["monitored"].add(name)
         return facts
+
+    def _field_facts(self, call: cst.Call, records: dict[str, list[str]], facts: dict) -> None:
+        """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
+        field, as an attribute (`model.is_training`), may hold a variable."""
+        if not (isinstance(call.func, cst.Name) and call.func.value in records):
+            return
+        fields = records[call.func.value]
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        given = [(fields[i], a.value) for i, a in enumerate(positional) if i < len(fields)]
+        given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+        for field, value in given:
+            kind = self.kind(value)
+            if kind is not None:
+                facts["attributes"].setdefault(field, set()).add(kind)
 
     def _call_facts(self, call: cst.Call, facts: dict) -> None:
         name = self.canonical(call.func)
@@ -394,6 +410,31 @@ class _Reader:
             facts["updated"].add(key)
         if self.kind(expr) == "global_step":
             facts["updated"].add(GLOBAL_STEP_UPDATED)
+
+
+def _namedtuple_fields(nodes: list[cst.CSTNode]) -> dict[str, list[str]]:
+    """The namedtuple classes a file makes (`Model = collections.namedtuple("Model",
+    ["is_training", ...])`), with their fields in order (none where not spelled out)."""
+    found = {}
+    for node in nodes:
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0].target, cst.Name)
+                and isinstance(node.value, cst.Call)):
+            continue
+        func = node.value.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name != "namedtuple":
+            continue
+        spec = argument(node.value, "field_names", 1)
+        fields: list[str] = []
+        if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
+            fields = spec.evaluated_value.replace(",", " ").split()
+        elif isinstance(spec, (cst.List, cst.Tuple)):
+            fields = [e.value.evaluated_value for e in spec.elements
+                      if isinstance(e.value, cst.SimpleString)
+                      and isinstance(e.value.evaluated_value, str)]
+        found[node.targets[0].target.value] = fields
+    return found
 
 
 def _merge(facts: list[dict]) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from graphfix.source.codemod import (
     HOLE,
@@ -93,6 +94,9 @@ class _Variable:
     dtype: str | None
     resource: bool
     slim: str | None  # the slim module as the file spells it, for slim's own calls
+    # For a call of a project function that creates variables (the project model's
+    # answer): where the first of them is created, in words. It computes too.
+    through: str | None = None
 
 
 @dataclasses.dataclass
@@ -205,8 +209,13 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
-    Not seen: variables created in functions called from a GPU scope (a call is not
-    followed), device strings held in variables, Keras layer objects, RNN cells.
+    A call of one of the project's functions under a GPU scope counts where the function
+    creates variables that no device scope of its own places, directly or through the
+    functions it calls (the project model follows the calls, in the file and across
+    modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
+    its own). It computes too, so it gets the device function.
+    Not seen: device strings held in variables, Keras layer objects, RNN cells, variables
+    that a class builds when its methods are called.
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
@@ -297,8 +306,12 @@ class VariablesToCpuCodemod(SourceCodemod):
         """Note a call that creates variables: its statement, and under a GPU scope the site
         to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
+        through = None
         if name not in CREATES_VARIABLES:
-            return
+            through = self._created_through(node) if name is None else None
+            if through is None:
+                return
+            name, where, dtype = through
         slim_family = name.startswith(("slim.", "contrib.layers."))
         statement, scope = self._scope_of(node, slim_family)
         if statement is not None:
@@ -308,13 +321,17 @@ class VariablesToCpuCodemod(SourceCodemod):
         if slim_family and argument(node, "device", None) is not None:
             return  # slim.variable(..., device=...) places itself
         use_resource = argument(node, "use_resource", None)
-        variable = _Variable(
-            call=node,
-            name=name,
-            dtype=self._variable_dtype(node, name),
-            resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
-            slim=self._slim_module(node.func) if name.startswith("slim.") else None,
-        )
+        if through is not None:
+            variable = _Variable(call=node, name=name, dtype=dtype, resource=False, slim=None,
+                                 through=where)
+        else:
+            variable = _Variable(
+                call=node,
+                name=name,
+                dtype=self._variable_dtype(node, name),
+                resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
+                slim=self._slim_module(node.func) if name.startswith("slim.") else None,
+            )
         if statement is None:
             self.report(node, self._message(variable, scope)
                         + "; not fixed: it is created in a compound statement's header, "
@@ -323,6 +340,22 @@ class VariablesToCpuCodemod(SourceCodemod):
             return
         site = self._sites.setdefault(statement, _Site(statement, scope, []))
         site.variables.append(variable)
+
+    def _created_through(self, call: cst.Call) -> tuple[str, str, str | None] | None:
+        """(name, where, dtype) of the first variable a call of one of the project's
+        functions creates where no device scope of that function places it (the project
+        model follows the calls, across modules: `conv_net(x)` building tf.layers);
+        None if it creates none, or `call` calls no project function."""
+        callee = get_full_name_for_node(call.func)
+        if callee is None:
+            return None
+        found = self.project.variables_created_by(callee)
+        if found is None:
+            return None
+        path, name, line, dtype = found
+        where = f"line {line}" if path == self.context.filename else f"{path}:{line}"
+        dtype = _DTYPE_ALIASES.get(dtype, dtype)
+        return name, f"{name} at {where}", dtype if dtype in _DTYPES else None
 
     def _scope_of(self, call: cst.Call, slim_family: bool):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
@@ -490,6 +523,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                 f"has no GPU kernel for {variable.dtype})"
             )
         creates = "creates its variables" if variable.name in LAYER_CALLS else "creates a variable"
+        if variable.through is not None:
+            creates = f"creates variables ({variable.through})"
         if scope.dynamic or self._towers:
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
@@ -498,7 +533,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _wrapper(self, site: _Site) -> tuple[_Wrapper | None, str]:
         """How to wrap a site's statement, and the note the findings end with."""
         variables = site.variables
-        calls = {id(v.call) for v in variables if v.name not in LAYER_CALLS}
+        calls = {id(v.call) for v in variables  # (a project function computes too)
+                 if v.name not in LAYER_CALLS and v.through is None}
         smalls = (site.statement.body if isinstance(site.statement, (
             cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [])
         if len(calls) == len(variables) and all(

@@ -1,0 +1,363 @@
+"""The project model: a run's Python sources as one program, built once per run.
+
+Each file gives a *part*, read by the stdlib's parser (no libcst) and cached with the file's
+survey (by its content and graphfix's code): what it imports, the units it defines (each
+top-level function and class, and the module body), the names each unit refers to, and the
+facts the rules ask about (the batch norms it builds). `Project` joins the parts: it
+resolves imports inside the run (packages and `__init__`, relative imports, `from a import
+b`, `import a.b as c`, re-exports, a script importing a sibling of its folder, as a
+`sys.path.append` next to it does) and references to the units they name (same file,
+imported modules, a class's methods through the class), and answers the rules' queries
+(`FileView`). A fact about file B reaches file A only along those edges: what A's code
+refers to (transitively), and what refers to the unit a finding is in (its callers, up to
+a fixed point); never because both files are in one run.
+
+Plain Python: the survey builds parts in the workers without loading libcst.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import deque
+from collections.abc import Iterable
+
+from graphfix.source.project.part import MODULE_BODY, PART_FORMAT, file_part, part_of_code
+
+__all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "Project", "file_part", "part_of_code"]
+
+
+
+def _unit_at(part: dict, line: int) -> str:
+    for name, unit in part["units"].items():
+        if any(first <= line <= last for first, last in unit["spans"]):
+            return name
+    return MODULE_BODY
+
+
+class Project:
+    """The sources of one run, joined: `parts` by label (the path as the run names it).
+    Queries go through `view(label)`; every answer follows imports and references."""
+
+    def __init__(self, parts: dict[str, dict | None]):
+        self.parts = {label: part for label, part in parts.items() if part is not None}
+        self._by_path: dict[str, str] = {}  # a file's real path -> its label
+        for label in self.parts:
+            self._by_path.setdefault(os.path.realpath(label), label)
+        self._resolved: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+        self._edges: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+        self._callers: dict[tuple[str, str], set[tuple[str, str]]] | None = None
+        self._modules: dict[tuple[str, str, int], str | None] = {}
+        self._components: dict[str, int] | None = None
+        self._digests: dict[int, str] = {}  # by component
+
+    @classmethod
+    def of_code(cls, label: str, code: str) -> Project:
+        """The project of one file alone (the Python API's `check_source`)."""
+        return cls({label: part_of_code(code)})
+
+    def view(self, label: str) -> FileView:
+        """The model as the rules of file `label` ask it."""
+        return FileView(self, label)
+
+    def with_code(self, label: str, code: str) -> FileView:
+        """The view of `label` in a copy of the project where its part is read from
+        `code` (the file as an earlier rule's fix left it)."""
+        return Project({**self.parts, label: part_of_code(code)}).view(label)
+
+    # -- modules ---------------------------------------------------------------------------
+
+    def _file(self, path: str) -> str | None:
+        return self._by_path.get(path)
+
+    def _module_file(self, folder: str, parts: list[str]) -> str | None:
+        """The project file of module `parts` under `folder` (`a/b.py`, `a/b/__init__.py`)."""
+        base = os.path.join(folder, *parts)
+        return self._file(base + ".py") or self._file(os.path.join(base, "__init__.py"))
+
+    def module(self, label: str, module: str, level: int = 0) -> str | None:
+        """The project file that `import module` (`from .module`, at `level`) in `label`
+        names; None if it is not in the run. Absolute imports are looked for beside the
+        file, then in each folder above it (a package's root, a script's `sys.path`)."""
+        key = (label, module, level)
+        if key not in self._modules:
+            self._modules[key] = self._find_module(label, module, level)
+        return self._modules[key]
+
+    def _find_module(self, label: str, module: str, level: int) -> str | None:
+        folder = os.path.dirname(os.path.realpath(label))
+        parts = [p for p in module.split(".") if p]
+        if level:
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            if not parts:
+                return self._file(os.path.join(folder, "__init__.py"))
+            return self._module_file(folder, parts)
+        if not parts:
+            return None
+        while True:
+            found = self._module_file(folder, parts)
+            if found is not None:
+                return found
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return None
+            folder = parent
+
+    # -- references ------------------------------------------------------------------------
+
+    def resolve(self, label: str, name: str, seen: frozenset = frozenset()
+                ) -> frozenset[tuple[str, str]]:
+        """The units (label, unit name) a dotted `name` read in `label` may refer to: a
+        function or class of the file, the module body for its other globals, through
+        imports what the imported module defines (a module named whole: all its units)."""
+        key = (label, name)
+        if key in self._resolved:
+            return self._resolved[key]
+        if key in seen:
+            return frozenset()
+        seen = seen | {key}
+        part = self.parts.get(label)
+        found: set[tuple[str, str]] = set()
+        if part is not None:
+            head, _, rest = name.partition(".")
+            if head in part["aliases"]:
+                found |= self.resolve(label, part["aliases"][head], seen)
+            elif head in part["units"] and head != MODULE_BODY:
+                found.add((label, head))
+            elif head in part["globals"]:
+                found.add((label, MODULE_BODY))
+            else:
+                entries = [e for e in part["imports"] if e[0] == head]
+                for _, module, imported, level in entries:
+                    found |= self._through_import(label, module, imported, level, rest, seen)
+                if not entries:
+                    for _, module, _, level in (e for e in part["imports"] if e[0] == "*"):
+                        target = self.module(label, module, level)
+                        if target is not None:
+                            found |= self.resolve(target, name, seen)
+        result = frozenset(found)
+        self._resolved[key] = result
+        return result
+
+    def _through_import(self, label, module, imported, level, rest, seen):
+        if imported is None:  # `import a.b.c [as x]`: x.rest, or a.rest for `import a`
+            chain = [*module.split("."), *[p for p in rest.split(".") if p]]
+            return self._in_module_chain(label, chain, len(module.split(".")), level, seen)
+        chain = [*[p for p in module.split(".") if p], imported,
+                 *[p for p in rest.split(".") if p]]
+        return self._in_module_chain(label, chain, len([p for p in module.split(".") if p]),
+                                     level, seen)
+
+    def _in_module_chain(self, label, chain, known, level, seen):
+        """What `chain` (module parts, then names) names: the longest module prefix (at
+        least `known` parts) in the project, then the name after it in that module."""
+        for cut in range(len(chain), known - 1, -1):
+            if cut == 0 and not level:
+                continue
+            target = self.module(label, ".".join(chain[:cut]), level)
+            if target is None:
+                continue
+            rest = chain[cut:]
+            if not rest:
+                return frozenset((target, unit) for unit in self.parts[target]["units"])
+            return self.resolve(target, ".".join(rest), seen)
+        return frozenset()
+
+    def references(self, label: str, unit: str) -> frozenset[tuple[str, str]]:
+        """The units one unit refers to (its edges in the reference graph)."""
+        key = (label, unit)
+        if key not in self._edges:
+            part = self.parts.get(label)
+            found: set[tuple[str, str]] = set()
+            if part is not None and unit in part["units"]:
+                for name in part["units"][unit]["refs"]:
+                    found |= self.resolve(label, name)
+            found.discard(key)
+            self._edges[key] = frozenset(found)
+        return self._edges[key]
+
+    def units(self, label: str) -> list[tuple[str, str]]:
+        part = self.parts.get(label)
+        return [] if part is None else [(label, unit) for unit in part["units"]]
+
+    def reached(self, starts: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Every unit that `starts` refer to, transitively (recursion-safe), and `starts`."""
+        seen = set(starts)
+        queue = deque(sorted(seen))
+        while queue:
+            for target in sorted(self.references(*queue.popleft())):
+                if target not in seen:
+                    seen.add(target)
+                    queue.append(target)
+        return seen
+
+    def callers(self, unit: tuple[str, str]) -> set[tuple[str, str]]:
+        """Every unit that refers to `unit`, transitively, and `unit`."""
+        if self._callers is None:
+            self._callers = {}
+            for label in sorted(self.parts):
+                for source in self.units(label):
+                    for target in self.references(*source):
+                        self._callers.setdefault(target, set()).add(source)
+        seen = {unit}
+        queue = deque([unit])
+        while queue:
+            for source in sorted(self._callers.get(queue.popleft(), ())):
+                if source not in seen:
+                    seen.add(source)
+                    queue.append(source)
+        return seen
+
+    # -- what a file's result depends on ---------------------------------------------------
+
+    def _component_of(self, label: str) -> int:
+        """The files connected to `label` by imports, either way (an id shared by them)."""
+        if self._components is None:
+            parent = {label: label for label in self.parts}
+
+            def root(x):
+                while parent[x] != x:
+                    parent[x] = parent[parent[x]]
+                    x = parent[x]
+                return x
+
+            for label_ in sorted(self.parts):
+                for _, module, imported, level in self.parts[label_]["imports"]:
+                    targets = {self.module(label_, module, level)}
+                    if imported not in (None, "*"):
+                        targets.add(self.module(label_, f"{module}.{imported}".strip("."),
+                                                level))
+                    for target in targets - {None}:
+                        parent[root(target)] = root(label_)
+            roots = sorted({root(x) for x in parent})
+            numbers = {r: i for i, r in enumerate(roots)}
+            self._components = {x: numbers[root(x)] for x in parent}
+        return self._components.get(label, -1)
+
+    def connected(self, label: str) -> set[str]:
+        """The files connected to `label` by imports, either way, transitively, and it."""
+        component = self._component_of(label)
+        if component < 0:
+            return {label}
+        return {x for x in self.parts if self._components[x] == component}
+
+    def context_digest(self, label: str) -> str:
+        """A digest of every part a query about `label` may read: the files connected to
+        it by imports (what its cached result depends on besides its own content)."""
+        component = self._component_of(label)
+        if component not in self._digests:
+            digest = hashlib.sha256()
+            for member in sorted(self.connected(label)):
+                digest.update(member.encode("utf-8", "surrogateescape"))
+                digest.update(json.dumps(self.parts.get(member), sort_keys=True).encode())
+            self._digests[component] = digest.hexdigest()
+        return self._digests[component]
+
+
+def _free_functions(project: Project, starts: Iterable[tuple[str, str]]
+                    ) -> set[tuple[str, str]]:
+    """The functions `starts` call where no device scope of theirs places them, and the ones
+    those call so, transitively (classes and module bodies are not followed: a class builds
+    its variables when its methods are called, and a module's globals are not called)."""
+    seen: set[tuple[str, str]] = set()
+    queue = deque(sorted(starts))
+    while queue:
+        label, unit = queue.popleft()
+        if (label, unit) in seen:
+            continue
+        seen.add((label, unit))
+        for name in project.parts[label]["units"][unit]["free"]:
+            for target in sorted(project.resolve(label, name)):
+                kind = project.parts[target[0]]["units"][target[1]]["kind"]
+                if kind == "function" and target not in seen:
+                    queue.append(target)
+    return seen
+
+
+class FileView:
+    """The project model as one file's rules ask it."""
+
+    def __init__(self, project: Project, label: str, stale: bool = False):
+        self.project, self.label = project, label
+        self.stale = stale  # the file changed since its part was read (see `stale_copy`)
+
+    def stale_copy(self) -> FileView:
+        """This view, marked as read before the file changed: the rule that asks it reads
+        the file's part anew (`SourceCodemod.project`)."""
+        return FileView(self.project, self.label, stale=True)
+
+    @property
+    def part(self) -> dict | None:
+        return self.project.parts.get(self.label)
+
+    def variables_created_by(self, callee: str) -> tuple[str, str, int, str | None] | None:
+        """The first variable a call of `callee` (a dotted name as this file spells it)
+        creates in the project's functions, where no device scope of theirs places it (so
+        the caller's does): (path, name, line, dtype named or None); None if none does."""
+        starts = {u for u in self.project.resolve(self.label, callee)
+                  if self.project.parts[u[0]]["units"][u[1]]["kind"] == "function"}
+        found = []
+        for label, unit in _free_functions(self.project, starts):
+            for name, line, dtype in self.project.parts[label]["units"][unit]["variables"]:
+                found.append((label != self.label, label, line, name, dtype))
+        if not found:
+            return None
+        _, label, line, name, dtype = min(found, key=lambda f: f[:3])
+        return label, name, line, dtype
+
+    def tf_name_of_import(self, qualified: str) -> str | None:
+        """The TF qualified name that a qualified name through a project module stands for
+        (`helpers.tf1.Variable` -> `tensorflow.compat.v1.Variable`, where helpers.py does
+        `import tensorflow.compat.v1 as tf1`); None if it stands for none."""
+        return self._tf_through(self.label, qualified, 0)
+
+    def _tf_through(self, label: str, qualified: str, depth: int) -> str | None:
+        if depth > 5:
+            return None
+        level = len(qualified) - len(qualified.lstrip("."))
+        parts = qualified[level:].split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            target = self.project.module(label, ".".join(parts[:cut]), level)
+            if target is None:
+                continue
+            name, rest = parts[cut], parts[cut + 1:]
+            part = self.project.parts[target]
+            if name in part["tf"]:
+                return ".".join([part["tf"][name], *rest])
+            for bound, module, imported, from_level in part["imports"]:
+                if bound == name and imported not in (None, "*"):
+                    prefix = "." * from_level + (f"{module}." if module else "")
+                    return self._tf_through(target, f"{prefix}{imported}"
+                                            + "".join(f".{r}" for r in rest), depth + 1)
+            return None
+        return None
+
+    def batch_norms(self) -> list[tuple[str, int]]:
+        """The file's own batch norms that train and feed UPDATE_OPS: (name, line)."""
+        part = self.part
+        return [] if part is None else [tuple(b) for b in part["batch_norms"]]
+
+    def batch_norms_reaching(self, line: int | None = None) -> list[tuple[str, str, int]]:
+        """The batch norms of other files that code at `line` of this file (None: anywhere
+        in it) may run with: those the file refers to (through its imports, transitively),
+        and those of the code that refers to the unit `line` is in (its callers, which may
+        build the model before they call it). (path, name, line), in path and line order."""
+        part = self.part
+        if part is None:
+            return []
+        project = self.project
+        starts = set(project.units(self.label))
+        for here in ([(self.label, _unit_at(part, line))] if line is not None else
+                     list(starts)):
+            starts |= project.callers(here)
+        found = set()
+        for label, unit in project.reached(starts):
+            if label == self.label:
+                continue
+            unit_of = project.parts[label]
+            for name, at in unit_of["batch_norms"]:
+                if _unit_at(unit_of, at) == unit:
+                    found.add((label, name, at))
+        return sorted(found, key=lambda b: (b[0], b[2], b[1]))

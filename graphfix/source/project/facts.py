@@ -1,0 +1,301 @@
+"""The facts a file's part records, per unit where a rule asks per unit: the batch norms
+that train and feed UPDATE_OPS, the variables created where the caller's device scope
+places them, the TF names the module binds for the modules importing it."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from graphfix.source.project.names import AstTfNames, argument, dotted
+from graphfix.source.vocabulary import (
+    ARG_SCOPE,
+    BATCH_NORM_LAYER,
+    BATCH_NORMS,
+    CREATES_VARIABLES,
+    DEVICE_CALLS,
+    SLIM_NET_NAME,
+    canonical_tf_name,
+)
+
+# -- batch norms: the ones that train and feed UPDATE_OPS ------------------------------------
+
+_UNKNOWN = ast.Name("_unknown_")  # an argument whose value is not visible here
+# A tf-slim model function's qualified name (tf_slim.nets, or research/slim's `nets`).
+_SLIM_NET = re.compile(rf"(^|\.)nets\.[\w.]*\.({SLIM_NET_NAME.pattern})$")
+
+
+def _truth(expr: ast.expr | None, default: bool) -> bool:
+    """Whether a training flag trains: only a literal False (or 0, or None) does not; a
+    variable or a placeholder (`is_training=is_training`) may, so it counts."""
+    if expr is None:
+        return default
+    if isinstance(expr, ast.Constant):
+        if expr.value is None or expr.value is False:
+            return False
+        if type(expr.value) is int:
+            return expr.value != 0
+    return True
+
+
+def _feeds_update_ops(expr: ast.expr | None) -> bool:
+    """Whether `updates_collections=expr` puts the updates in UPDATE_OPS (None: they run
+    in place; another collection: not ours to run)."""
+    if expr is None:
+        return True
+    if isinstance(expr, ast.Constant):
+        if expr.value is None:
+            return False
+        if isinstance(expr.value, (str, bytes)):
+            return expr.value == "update_ops"
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return any(_feeds_update_ops(e) for e in expr.elts)
+    return True
+
+
+class _BatchNorms(ast.NodeVisitor):
+    """Every batch norm of a module that trains and feeds UPDATE_OPS, as [name, line]:
+    calls, slim's `normalizer_fn=`, `slim.arg_scope` defaults, tf.layers' layer objects,
+    slim nets."""
+
+    def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr]):
+        self.names, self.dicts = names, dicts
+        self.found: list[tuple[str, int]] = []
+        self._defaults: list[dict[str, ast.expr]] = []  # arg_scope([batch_norm], ...)
+        self._layers: list[ast.Call] = []  # tf.layers.BatchNormalization(...) constructors
+        self._bound: dict[ast.Call, str] = {}  # a constructor -> the name it is assigned to
+        self._called: set[ast.Call] = set()  # constructors called right away: (...)(x)
+        self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
+
+    def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
+        """The keys and values of a dict the code spells out: `{"is_training": x}`,
+        `dict(is_training=x)`, or a name bound to one. None when not visible."""
+        if depth > 5 or expr is None:
+            return None
+        if isinstance(expr, ast.Name) and expr.id in self.dicts:
+            return self._dict(self.dicts[expr.id], depth + 1)
+        if isinstance(expr, ast.Dict):
+            out: dict[str, ast.expr] = {}
+            for key, value in zip(expr.keys, expr.values):
+                if key is None:  # **spread
+                    inner = self._dict(value, depth + 1)
+                    if inner is None:
+                        return None
+                    out.update(inner)
+                elif isinstance(key, ast.Constant) and isinstance(key.value, (str, bytes)):
+                    out[str(key.value)] = value
+            return out
+        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
+                and expr.func.id == "dict"):
+            out = {}
+            for given in expr.args:
+                inner = self._dict(given, depth + 1)
+                if inner is None:
+                    return None
+                out.update(inner)
+            for given in expr.keywords:
+                if given.arg is not None:
+                    out[given.arg] = given.value
+                else:
+                    inner = self._dict(given.value, depth + 1)
+                    if inner is None:
+                        return None
+                    out.update(inner)
+            return out
+        return None
+
+    def _kwargs(self, call: ast.Call) -> dict[str, ast.expr]:
+        """Keyword arguments of a call, `**params` spelled out (key `**`: `_UNKNOWN`, a
+        `**` that is not visible, so any key may be set)."""
+        out: dict[str, ast.expr] = {}
+        for given in call.keywords:
+            if given.arg is None:
+                inner = self._dict(given.value)
+                out.update({"**": _UNKNOWN} if inner is None else inner)
+            else:
+                out[given.arg] = given.value
+        return out
+
+    def _scope_defaults(self) -> dict[str, ast.expr]:
+        merged: dict[str, ast.expr] = {}
+        for defaults in self._defaults:
+            merged.update(defaults)
+        return merged
+
+    def _record(self, name: str, node: ast.expr, settings: dict, call: ast.Call | None = None):
+        training, position, default, updates = BATCH_NORMS[name]
+        positional = call is not None and not any(isinstance(a, ast.Starred) for a in call.args)
+        trains = settings.get(training)
+        if trains is None and positional:
+            trains = argument(call, training, position)
+        trains = settings.get("**") if trains is None else trains
+        collections_arg = None
+        if updates is not None:
+            collections_arg = settings.get(updates[0])
+            if collections_arg is None and positional:
+                collections_arg = argument(call, *updates)
+            collections_arg = settings.get("**") if collections_arg is None else collections_arg
+        if _truth(trains, default) and _feeds_update_ops(collections_arg):
+            self.found.append((name, node.lineno))
+
+    def _visit_with(self, node) -> None:
+        defaults: dict[str, ast.expr] = {}
+        for item in node.items:
+            call = item.context_expr
+            if not (isinstance(call, ast.Call) and self.names.canonical(call.func) == ARG_SCOPE
+                    and call.args):
+                continue
+            listed = call.args[0]
+            elements = listed.elts if isinstance(listed, (ast.List, ast.Tuple)) else []
+            if any(self.names.canonical(e) in BATCH_NORMS for e in elements):
+                defaults.update(self._kwargs(call))
+        self._defaults.append(defaults)
+        self.generic_visit(node)
+        self._defaults.pop()
+
+    visit_With = visit_AsyncWith = _visit_with
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        target = dotted(node.targets[0]) if len(node.targets) == 1 else None
+        if isinstance(node.value, ast.Call) and target is not None:
+            self._bound[node.value] = target
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self.names.canonical(node.func)
+        if name in BATCH_NORMS:
+            self._record(name, node, {**self._scope_defaults(), **self._kwargs(node)}, node)
+        normalizer = argument(node, "normalizer_fn", None)
+        if normalizer is not None and self.names.canonical(normalizer) in BATCH_NORMS:
+            params_arg = argument(node, "normalizer_params", None)
+            params = self._dict(params_arg) if params_arg is not None else {}
+            if params is None:
+                params = {"**": _UNKNOWN}
+            self._record(self.names.canonical(normalizer), node,
+                         {**self._scope_defaults(), **params})
+        if name == BATCH_NORM_LAYER:
+            self._layers.append(node)
+        if (isinstance(node.func, ast.Call)
+                and self.names.canonical(node.func.func) == BATCH_NORM_LAYER):
+            self._called.add(node.func)
+            if _truth(argument(node, "training", 1), False):  # BatchNormalization()(x, True)
+                self.found.append((BATCH_NORM_LAYER, node.lineno))
+        callee = dotted(node.func)
+        if callee is not None:
+            self._layer_calls.setdefault(callee, []).append(node)
+        if any(_SLIM_NET.search(q) for q in self.names.qualified(node.func)):
+            if _truth(argument(node, "is_training", None), True):
+                self.found.append((dotted(node.func) or "slim net", node.lineno))
+        self.generic_visit(node)
+
+    def finish(self) -> list[tuple[str, int]]:
+        for layer in self._layers:
+            if layer in self._called:
+                continue
+            calls = self._layer_calls.get(self._bound.get(layer, ""), [])
+            # A layer object whose calls are not visible here may train: it counts.
+            if not calls or any(_truth(argument(c, "training", 1), False) for c in calls):
+                self.found.append((BATCH_NORM_LAYER, layer.lineno))
+        self.found.sort(key=lambda found: found[1])
+        return self.found
+
+
+def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
+    """The batch norms of a module that train and put their updates in UPDATE_OPS, as
+    (name as the vocabulary spells it, line), in line order."""
+    dicts: dict[str, ast.Assign] = {}  # a name -> its last assignment in the file
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, (ast.Dict, ast.Call, ast.Name))):
+            name = node.targets[0].id
+            if name not in dicts or (dicts[name].lineno, dicts[name].col_offset) < (
+                    node.lineno, node.col_offset):
+                dicts[name] = node
+    finder = _BatchNorms(names or AstTfNames(tree), {n: a.value for n, a in dicts.items()})
+    finder.visit(tree)
+    return finder.finish()
+
+
+# -- variables a unit creates where its caller's device scope places them -------------------
+
+
+class _Placement(ast.NodeVisitor):
+    """What a unit creates and calls where no device scope of its own places it (so the
+    caller's scope does): the variable-creating calls, as [name, line, dtype or None], and
+    the names it reads there. A `with ...device(...)` or slim `arg_scope(..., device=)`
+    places everything below it."""
+
+    def __init__(self, names: AstTfNames):
+        self.names = names
+        self.variables: list[list] = []
+        self.free: set[str] = set()  # names read outside any device scope of the unit
+        self._placed = 0
+
+    def _places(self, item: ast.withitem) -> bool:
+        call = item.context_expr
+        if not isinstance(call, ast.Call):
+            return False
+        name = self.names.canonical(call.func)
+        return name in DEVICE_CALLS or (name == ARG_SCOPE
+                                        and argument(call, "device", None) is not None)
+
+    def _visit_with(self, node) -> None:
+        placed = any(self._places(item) for item in node.items)
+        for item in node.items:
+            self.visit(item)
+        self._placed += placed
+        for statement in node.body:
+            self.visit(statement)
+        self._placed -= placed
+
+    visit_With = visit_AsyncWith = _visit_with
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self.names.canonical(node.func)
+        if not self._placed and name in CREATES_VARIABLES and not (
+                name.startswith(("slim.", "contrib.layers."))
+                and argument(node, "device", None) is not None):
+            self.variables.append([name, node.lineno, _explicit_dtype(node)])
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        text = dotted(node)
+        if text is not None and isinstance(node.ctx, ast.Load):
+            if not self._placed:
+                self.free.add(text)
+            return
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and not self._placed:
+            self.free.add(node.id)
+
+
+def _explicit_dtype(call: ast.Call) -> str | None:
+    """The dtype a variable-creating call names with `dtype=` (`tf.int32`, "int32")."""
+    given = argument(call, "dtype", None)
+    if isinstance(given, ast.Attribute):
+        return given.attr
+    if isinstance(given, ast.Constant) and isinstance(given.value, str):
+        return given.value
+    return None
+
+
+def _tf_bindings(names: AstTfNames, tree: ast.Module) -> dict[str, str]:
+    """The module-level names a file binds to TF modules or symbols (`tf1` of `import
+    tensorflow.compat.v1 as tf1`, `slim = tf.contrib.slim`): what a file importing them
+    from it reaches."""
+    out = {}
+    module_level = set()
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            module_level.update(a.asname or a.name.split(".")[0] for a in statement.names)
+    for name in sorted(module_level):
+        for qualified in sorted(names.imports.get(name, ())):
+            if canonical_tf_name(qualified) is not None or qualified in (
+                    "tensorflow", "tf_slim"):
+                out[name] = qualified
+                break
+    out.update(names.aliases)
+    return out

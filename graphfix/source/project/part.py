@@ -1,0 +1,137 @@
+"""One file's part of the project model, read by the stdlib's parser: its imports, its
+units (each top-level function and class, and the module body) with the names each reads,
+and the facts of `graphfix.source.project.facts`."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import Any
+
+from graphfix.source.project.facts import _Placement, _tf_bindings, batch_norms
+from graphfix.source.project.names import AstTfNames, argument, dotted
+
+PART_FORMAT = 1  # bump when what a part holds changes (it is cached with the survey)
+MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
+
+
+
+class _References(ast.NodeVisitor):
+    """The names (dotted where they chain: `model.inference`) a unit reads."""
+
+    def __init__(self):
+        self.found: set[str] = set()
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        text = dotted(node)
+        if text is not None and isinstance(node.ctx, ast.Load):
+            self.found.add(text)
+            return
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self.found.add(node.id)
+
+
+def _references(nodes: Iterable[ast.AST]) -> list[str]:
+    walker = _References()
+    for node in nodes:
+        walker.visit(node)
+    return sorted(walker.found)
+
+
+def _imports(tree: ast.Module) -> list[list]:
+    """[bound name, module, imported name or None, level] for every import in the file
+    (`*` as the bound name of a star import)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out.append([alias.asname, alias.name, None, 0])
+                else:
+                    top = alias.name.split(".")[0]
+                    out.append([top, top, None, 0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                bound = "*" if alias.name == "*" else alias.asname or alias.name
+                out.append([bound, node.module or "", alias.name, node.level])
+    out.sort(key=lambda entry: (entry[0], entry[1], entry[2] or "", entry[3]))
+    return out
+
+
+def file_part(tree: ast.Module) -> dict[str, Any]:
+    """One file's part of the project model, as JSON data (cached with the file's survey):
+    `imports` (see `_imports`), `units` ({name: {"refs": [...], "spans": [[first, last]]}};
+    one per top-level function and class, and `MODULE_BODY`), `globals` (the other names
+    bound at module level: they are the module body's), `batch_norms` ([[name, line]])."""
+    names = AstTfNames(tree)
+    units: dict[str, dict] = {}
+    body: list[ast.AST] = []
+    bound: set[str] = set()
+    aliases: dict[str, str] = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            unit = units.setdefault(statement.name, {
+                "kind": "class" if isinstance(statement, ast.ClassDef) else "function",
+                "refs": set(), "spans": [], "variables": [], "free": set()})
+            unit["refs"].update(_references([statement]))
+            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+            unit["spans"].append([first, statement.end_lineno or statement.lineno])
+            if isinstance(statement, ast.ClassDef):
+                continue
+            placement = _Placement(names)
+            for inner in statement.body:
+                placement.visit(inner)
+            unit["variables"].extend(placement.variables)
+            unit["free"].update(placement.free)
+        else:
+            made = _made_from(statement, names)
+            if made is not None:
+                aliases[made[0]] = made[1]
+            body.append(statement)
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    bound.add(node.id)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.add(node.name)
+    units[MODULE_BODY] = {"kind": "module", "refs": set(_references(body)), "spans": [],
+                          "variables": [], "free": set()}
+    for unit in units.values():
+        unit["refs"] = sorted(unit["refs"])
+        unit["free"] = sorted(unit["free"])
+    return {"format": PART_FORMAT, "imports": _imports(tree), "units": units,
+            "globals": sorted(bound - set(units) - set(aliases)), "aliases": aliases,
+            "tf": _tf_bindings(names, tree),
+            "batch_norms": [list(found) for found in batch_norms(tree, names)]}
+
+
+def _made_from(statement: ast.stmt, names: AstTfNames) -> tuple[str, str] | None:
+    """(name, function) for a module-level `name = tf.make_template("n", function)` or
+    `name = functools.partial(function, ...)`: calling the name calls the function."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and isinstance(statement.value, ast.Call)):
+        return None
+    call = statement.value
+    if names.canonical(call.func) == "make_template":
+        function = argument(call, "func_", 1)
+    elif (dotted(call.func) or "").endswith("partial") and call.args:
+        function = call.args[0]
+    else:
+        return None
+    text = dotted(function) if function is not None else None
+    return None if text is None else (statement.targets[0].id, text)
+
+
+def part_of_code(code: str) -> dict[str, Any] | None:
+    """The part of a file's code; None if Python cannot parse it."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return file_part(ast.parse(code))
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return None
