@@ -217,24 +217,16 @@ class _Survey:
     `graphfix.source.prefilter`), and the file's part of the project model
     (`graphfix.source.project.file_part`)."""
 
-    __slots__ = ("work", "wants", "scans", "parsed", "part")
+    __slots__ = ("work", "parsed", "part")
 
-    def __init__(self, work: tuple[str, ...] = (),
-                 wants: dict[str, list[str] | None] | None = None,
-                 scans: tuple[str, ...] = (), parsed: bool = True, part: dict | None = None):
+    def __init__(self, work: tuple[str, ...] = (), parsed: bool = True,
+                 part: dict | None = None):
         self.work = work  # transforms whose codemod may have work in it, in run order
-        # scanning transforms in `work`: the names it wants facts about (`facts_wanted`; None:
-        # facts from every file)
-        self.wants = {} if wants is None else wants
-        self.scans = scans  # scanning transforms whose text pre-filter it passes
         self.parsed = parsed  # False: Python cannot parse it (libcst then says why it is skipped)
         self.part = part  # its part of the project model (None: Python cannot parse it)
 
     def to_json(self) -> dict:
-        wants = {name: None if names is None else list(names)
-                 for name, names in self.wants.items()}
-        return {"work": self.work, "wants": wants, "scans": self.scans, "parsed": self.parsed,
-                "part": self.part}
+        return {"work": self.work, "parsed": self.parsed, "part": self.part}
 
     @classmethod
     def from_json(cls, doc: dict) -> _Survey | None:
@@ -242,25 +234,24 @@ class _Survey:
         from graphfix.source.project import PART_FORMAT
 
         try:
-            survey = cls(tuple(doc["work"]), dict(doc["wants"]), tuple(doc["scans"]),
-                         bool(doc["parsed"]), doc["part"])
+            survey = cls(tuple(doc["work"]), bool(doc["parsed"]), doc["part"])
         except (KeyError, TypeError, ValueError):
             return None
-        names = [*survey.work, *survey.wants, *survey.scans]
         if survey.part is not None and not (isinstance(survey.part, dict)
                                             and survey.part.get("format") == PART_FORMAT):
             return None
-        return survey if all(isinstance(n, str) for n in names) else None
+        return survey if all(isinstance(n, str) for n in survey.work) else None
 
 
 def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None,
                  timeout: float | None = None) -> list:
-    """[(Report, [Output])] for each source file, in order. Three passes over the files, by
-    the same `jobs` forked processes: a survey without libcst (which codemods have work in
-    each file), the cross-file scans that work needs (of the files that may hold facts it
-    reads), then the codemods, where they have work. (One set of processes: a worker's peak
-    memory is that of the biggest file it parses, so the run's is `jobs` times that.) A file
-whose worker fails (crashes, or outlives `timeout` seconds) is that file's error."""
+    """[(Report, [Output])] for each source file, in order. Two passes over the files, by
+    `jobs` forked processes: a survey without libcst (which codemods may have work in each
+    file, and its part of the project model), then, once the model is joined here, the
+    codemods where they have work, in processes forked after it (so each has the model).
+    (A worker's peak memory is that of the biggest file it parses, so the run's is `jobs`
+    times that.) A file whose worker fails (crashes, or outlives `timeout` seconds) is that
+    file's error."""
     if not sources:
         return []
     cache = None
@@ -269,43 +260,28 @@ whose worker fails (crashes, or outlives `timeout` seconds) is that file's error
 
         cache = SourceCache.open(cache_dir, selected.transforms)
     workers = min(jobs or 1, len(sources))
-    # The bar counts files checked: the survey and the scans before it are the short part.
+    # The bar counts files checked: the survey before it is the short part.
     tick = progress(len(sources)) if progress is not None else None
     _JOB.clear()
-    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, run_facts={}, cache=cache,
-                project=None)
+    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, cache=cache, project=None)
     try:
         with _Workers(workers, timeout, _failed_pass(selected)) as pool:
             surveys = pool.map(_survey_one, sources)
-            run_facts = _scans(sources, surveys, pool)
         from graphfix.source.project import Project
 
         # The model, built once here: the workers of the codemods, forked below, share it.
-        project = Project({label: survey.part for (label, _), survey in zip(sources, surveys)})
-        if cache is not None:
-            cache.use_run_facts(run_facts)
+        paths = dict(sources)
+        project = Project({label: survey.part for (label, _), survey in zip(sources, surveys)},
+                          lambda label: _source_code(paths[label]))
         by_name = {t.name: t for t, _ in selected.transforms}
         items = [(label, path, _work_in_project(project, label, survey.work, by_name))
                  for (label, path), survey in zip(sources, surveys)]
-        scanning = {t.name for t, _ in selected.transforms
-                    if t.source_scan_triggers is not None}
         for label, _, work in items:
             if work:
                 project.context_digest(label)  # (computed once, before the fork)
-
-        def facts_for(item):  # what a file's codemods read of the run (nothing: none)
-            read = [n for n in item[2] if n in scanning]
-            if not read:
-                return None
-            digests = cache.facts_digests if cache is not None else {}
-            connected = project.connected(item[0])
-            return {"run_facts": {n: {path: facts for path, facts in run_facts[n].items()
-                                      if path in connected} for n in read},
-                    "facts_digests": {n: digests[n] for n in read if n in digests}}
-
         _JOB["project"] = project
         with _Workers(workers, timeout, _failed_pass(selected)) as pool:
-            return pool.map(_source_one, items, tick, facts_for)
+            return pool.map(_source_one, items, tick)
     finally:
         _JOB.clear()
         if cache is not None:
@@ -331,8 +307,6 @@ def _failed_pass(selected: Selected):
     def failed(function, item, error: str):
         if function is _survey_one:
             return _Survey(work=every, parsed=False)
-        if function is _scan_one:
-            return {}, ()
         return Report(failed=[{"path": item[0], "error": error}]), []
 
     return failed
@@ -510,8 +484,6 @@ def _call(call):
     function, state, item = call
     if state:
         _JOB.update(state)
-        if "facts_digests" in state and _JOB["cache"] is not None:
-            _JOB["cache"].facts_digests = state["facts_digests"]
     return function(item)
 
 
@@ -558,17 +530,9 @@ def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
 
     found = prefilter(code, transforms)
     work = tuple(t.name for t in found.work)
-    if not found.parsed:  # the codemods (libcst) say why it is skipped; nothing to scan
+    if not found.parsed:  # the codemods (libcst) say why it is skipped
         return _Survey(work=work, parsed=False)
-    part = _part(code, found.syntax)
-    if found.syntax is None:  # no rule's words in it: never parsed by a rule
-        return _Survey(scans=found.scans, part=part)
-    wants = {}
-    for transform in found.work:
-        if transform.source_scan_triggers is not None:
-            words = _safely(transform.facts_wanted, found.syntax, None)
-            wants[transform.name] = None if words is None else sorted(words)
-    return _Survey(work=work, wants=wants, scans=found.scans, part=part)
+    return _Survey(work=work, part=_part(code, found.syntax))
 
 
 def _part(code: str, syntax) -> dict | None:
@@ -577,121 +541,18 @@ def _part(code: str, syntax) -> dict | None:
     from graphfix.source.syntax import beyond_size_limits
 
     if syntax is not None:
-        return file_part(syntax.tree)
+        return file_part(syntax.tree, code)
     if beyond_size_limits(code) is not None:
         return None
     return part_of_code(code)
 
 
-def _safely(check, syntax, default):
-    """A pre-check's answer; `default` (the conservative one) if it fails: a third-party
-    transform's pre-check must not fail the run, the codemod has the last word."""
+def _source_code(path: Path) -> str | None:
+    """A source file's code as the codemods see it; None if it cannot be read."""
     try:
-        return check(syntax)
-    except Exception:
-        return default
-
-
-def _scans(sources, surveys: list[_Survey], pool: _Workers) -> dict:
-    """{transform name: {path: facts}}: the cross-file scans that the files with work need,
-    in two rounds over the files whose text pre-filter a scan passes. First the files that
-    offer facts about a name some file with work wants (`Transform.facts_wanted`,
-    `facts_offered`: read by the stdlib parser, in files that mention such a name); then,
-    for the names those facts show to matter (`Transform.facts_decisive`: a variable
-    assigned to `.emb`), every other file that mentions one, since what it says of the
-    name counts too (`.emb` assigned a placeholder there)."""
-    transforms = {t.name: t for t, _ in _JOB["selected"].transforms}
-    wanted: dict[str, set[str] | None] = {}
-    for survey in surveys:
-        for name, words in survey.wants.items():
-            if name not in wanted or wanted[name] is not None:
-                wanted[name] = None if words is None else wanted.get(name, set()) | set(words)
-    run_facts: dict[str, dict[str, Any]] = {name: {} for name in wanted}
-    state = {"wanted": wanted, "second_round": False,
-             "mentions": {n: None if w is None else _mentions(w) for n, w in wanted.items()}}
-    first = [(label, path, names) for (label, path), survey in zip(sources, surveys)
-             if (names := tuple(n for n in survey.scans if n in wanted))]
-    found = pool.map(_scan_one, first, state=lambda item: state)
-    _gather(run_facts, first, found)
-    decisive = {name: {w for w in words if transforms[name].facts_decisive(
-                           w, list(run_facts[name].values()))}
-                for name, words in wanted.items() if words is not None}
-    state = {"wanted": wanted, "second_round": True,
-             "mentions": {n: _mentions(w) for n, w in decisive.items()}}
-    second = [(label, path, names) for (label, path, scanned), (_, offered) in zip(first, found)
-              if (names := tuple(n for n in scanned if n not in offered
-                                 and state["mentions"].get(n) is not None))]
-    _gather(run_facts, second, pool.map(_scan_one, second, state=lambda item: state))
-    return run_facts
-
-
-def _mentions(words: set[str]):
-    """A regex that finds any of `words` as a whole name (`emb`, not `embeddings`)."""
-    import re
-
-    if not words:
-        return None
-    alternatives = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
-    return re.compile(rf"(?<![\w])(?:{alternatives})(?![\w])")
-
-
-def _scan_one(item) -> tuple[dict, tuple[str, ...]]:
-    """(the facts one file holds for the run's scans that want them, by transform name; the
-    transforms it offered facts to, in the first round)."""
-    label, path, names = item
-    try:
-        raw = path.read_bytes()
+        return _code_text(path, path.read_bytes())
     except OSError:
-        return {}, ()  # failed later, with its reason
-    code = _code_text(path, raw)
-    if code is None:
-        return {}, ()  # skipped later, with its reason
-    cache = _JOB["cache"]
-    found, offered, syntax = {}, [], []  # (syntax: the file parsed once, when first needed)
-    for transform, _ in _JOB["selected"].transforms:
-        if transform.name not in names:
-            continue
-        mention = _JOB["mentions"].get(transform.name)
-        if mention is not None and not mention.search(code):
-            continue  # it mentions none of the names wanted
-        if not _JOB["second_round"]:
-            if not _offers(transform, label, raw, code, syntax):
-                continue
-            offered.append(transform.name)
-        key = cache.scan_key(transform, label, raw) if cache is not None else None
-        hit, facts = cache.load_facts(key) if key is not None else (False, None)
-        if not hit:
-            from graphfix.source.codemod import scan_sources  # libcst: a file to read
-
-            codemod = transform.source_codemod()
-            facts = scan_sources({label: code}, [(codemod, {})])[transform.name].get(label)
-            if key is not None:
-                cache.store_facts(key, facts)
-        if facts is not None:
-            found[transform.name] = facts
-    return found, tuple(offered)
-
-
-def _offers(transform, label: str, raw: bytes, code: str, syntax: list) -> bool:
-    """Whether a file may hold facts `transform`'s scan has some file with work want
-    (`facts_offered`; what the file offers is cached)."""
-    cache = _JOB["cache"]
-    key = cache.survey_key(label, raw, f"offers:{transform.name}") if cache is not None else None
-    known = cache.load_survey(key) if key is not None else None
-    if known is None or not isinstance(known.get("names"), (list, type(None))):
-        if not syntax:
-            from graphfix.source.syntax import Syntax
-
-            syntax.append(Syntax.parse(code))
-        names = (() if syntax[0] is None  # Python cannot parse it: libcst says why, later
-                 else _safely(transform.facts_offered, syntax[0], None))
-        known = {"names": None if names is None else sorted(names)}
-        if key is not None:
-            cache.store_survey(key, known)
-    wanted, names = _JOB["wanted"][transform.name], known["names"]
-    if names is None:  # facts about any name
-        return True
-    return bool(names) if wanted is None else not wanted.isdisjoint(names)
+        return None
 
 
 def _code_text(path: Path, raw: bytes) -> str | None:
@@ -706,19 +567,12 @@ def _code_text(path: Path, raw: bytes) -> str | None:
         return None
 
 
-def _gather(run_facts: dict, items: list, facts: list) -> None:
-    """Add each scanned file's facts to `run_facts` ({transform name: {path: facts}})."""
-    for (label, _, _), (found, _) in zip(items, facts):
-        for name, value in found.items():
-            run_facts[name][label] = value
-
-
 def _source_one(item) -> tuple[Report, list[Output]]:
     label, path, work = item
     report, outputs = Report(), []
     try:
         _run_source(label, path, _JOB["selected"], _JOB["fix"], report, outputs,
-                    _JOB["want_diff"], _JOB["run_facts"], _JOB["cache"], work)
+                    _JOB["want_diff"], _JOB["cache"], work)
     except Exception as exc:  # a codemod's bug must not hide the other files' results
         report = Report(failed=[{"path": label,
                                  "error": f"internal error: {type(exc).__name__}: {exc}"}])
@@ -795,8 +649,7 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _run_source(label, path, selected, fix, report, outputs, want_diff, run_facts, cache,
-                work):
+def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, work):
     """Check or fix one source file with the codemods that have `work` in it (the survey's)."""
     try:
         raw = path.read_bytes()
@@ -828,7 +681,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, run_fact
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
     project = _JOB.get("project")
     result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
-                     run_facts=run_facts, project=project.view(label) if project else None)
+                     project=project.view(label) if project else None)
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):

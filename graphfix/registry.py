@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from graphfix.findings import Edit, Finding
     from graphfix.graph.index import GraphIndex
     from graphfix.source.prefilter import SourceTriggers
-    from graphfix.source.syntax import Syntax
 
 ENTRY_POINT_GROUP = "graphfix.transforms"
 
@@ -116,42 +115,9 @@ class Transform:
     # The source surface's trigger vocabulary (`graphfix.source.prefilter.SourceTriggers`),
     # declared once and read before libcst is imported (a run whose files are all filtered
     # out or cached never imports it): what a file must show for the codemod to have work
-    # there. None: every file.
+    # there. None: every file. What other files of the run say, the codemod asks the
+    # project model (`SourceCodemod.project`, `graphfix.source.project`).
     source_triggers: ClassVar["SourceTriggers | None"] = None
-    # Set where the codemod needs facts from every file of a run first (it defines `scan`):
-    # what a file's text must show to hold any of those facts (a `SourceTriggers` as above,
-    # read on the text: `facts_offered` reads the syntax). None: the codemod does not scan.
-    source_scan_triggers: ClassVar["SourceTriggers | None"] = None
-
-    # Whether the codemod has work only where its scan found facts somewhere in the run
-    # (update-ops: a train op needs the update ops only if some batch norm makes them).
-    source_needs_facts: ClassVar[bool] = False
-
-    # Cross-file scans read only what some file with work needs: the files that offer facts
-    # about a name it wants, then, for names those facts show to matter, every file that
-    # mentions one (see `driver._scans`). The defaults scan every file the scan's words find.
-
-    @classmethod
-    def facts_wanted(cls, syntax: "Syntax") -> frozenset[str] | None:
-        """For a file the codemod has work in: the names whose facts it reads from the other
-        files of the run (feed-to-assign: `emb` of a feed key `self.emb`), as the code
-        spells them (a file that does not mention one is not read). None: any."""
-        return None
-
-    @classmethod
-    def facts_offered(cls, syntax: "Syntax") -> frozenset[str] | None:
-        """For a file the scan's text pre-filter let through, by the stdlib's parser: the
-        names its facts may matter for (feed-to-assign: `emb`, where it assigns a variable
-        to `.emb`); None: any name; empty: it holds no facts (update-ops: no batch norm).
-        Conservative, as the pre-filter. Default: None."""
-        return None
-
-    @classmethod
-    def facts_decisive(cls, name: str, facts: list) -> bool:
-        """Whether the facts of the files that offer `name` make it matter, so that what
-        every other file mentioning it says counts too (a placeholder assigned to `.emb`
-        elsewhere makes `.emb` no variable). Default: True."""
-        return True
 
     def graph(self, graph: "GraphIndex", ctx: Context) -> Iterable["Finding | Edit"]:
         """The findings for `graph`, in order, each fixable one carrying the `edit` that

@@ -234,3 +234,49 @@ def test_the_worked_example_installed_as_an_entry_point_checks_fixes_and_verifie
     assert (tmp_path / "model.py").read_text() == (
         "import tensorflow as tf\nx = tf.constant(1.0)\nwith tf.device('/gpu:0'):\n"
         "    with tf.device(\"/cpu:0\"):\n        tf.print(x)\ntf.print(x)\n")
+
+
+MODEL_EXAMPLE = REPO / "docs" / "examples" / "saver_before_variables.py"
+
+
+def test_the_guides_project_model_example_is_the_example_file():
+    guide = (REPO / "docs" / "guide.md").read_text()
+    code = MODEL_EXAMPLE.read_text()
+    assert f"```python\n{code}```\n" in guide, ("docs/guide.md must show "
+                                              "docs/examples/saver_before_variables.py as it is")
+    assert len(code.splitlines()) <= 80
+
+
+def test_a_third_party_rule_asks_the_project_model(tmp_path):
+    """The guide's project-model example, installed as an entry point: a Saver built before
+    a call of another module's model function is a finding; the same Saver after it, or
+    before a function that creates no variables, is not."""
+    site = tmp_path / "site"
+    _install_plugin(site, "saver_before_variables", MODEL_EXAMPLE.read_text(),
+                    "saver-before-variables = saver_before_variables:SaverBeforeVariables")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "model.py").write_text(
+        "import tensorflow.compat.v1 as tf\n\n\ndef build(x):\n"
+        "    return tf.layers.dense(x, 10)\n\n\ndef preprocess(x):\n    return x / 255.0\n")
+    (project / "train.py").write_text(
+        "import tensorflow.compat.v1 as tf\n\nimport model\n\n"
+        "x = tf.placeholder(tf.float32, [None, 4])\n"
+        "saver = tf.train.Saver()\n"
+        "logits = model.build(model.preprocess(x))\n")
+    (project / "export.py").write_text(
+        "import tensorflow.compat.v1 as tf\n\nimport model\n\n"
+        "x = model.preprocess(tf.placeholder(tf.float32, [None, 4]))\n"
+        "logits = model.build(x)\n"
+        "saver = tf.train.Saver()\n")
+    result = _graphfix("check", project, "--only", "saver-before-variables", "--no-cache",
+                       "--format", "json", site=site, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = [(f["path"].rsplit("/", 1)[-1], f["line"], f["message"])
+             for f in json.loads(result.stdout)["findings"]]
+    assert found == [("train.py", 6, "tf.train.Saver() is built before model.build creates "
+                                     "variables: it does not save them")]
+    # Alone, train.py cannot know what model.build does: the model is not in the run.
+    alone = _graphfix("check", project / "train.py", "--only", "saver-before-variables",
+                      "--no-cache", site=site, cwd=tmp_path)
+    assert alone.returncode == 0, alone.stdout + alone.stderr

@@ -11,7 +11,8 @@ import pytest
 
 from graphfix import registry
 from graphfix.source import prefilter
-from graphfix.source.codemod import run_source, scan_sources
+from graphfix.source.codemod import run_source
+from graphfix.source.project import Project, part_of_code
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.syntax import Syntax
 
@@ -42,11 +43,13 @@ def _cases():
 def test_the_pre_filter_lets_through_every_file_the_codemod_finds_something_in(transform,
                                                                                files):
     codemods = [(transform.source_codemod(), transform.default_options())]
-    run_facts = scan_sources(files, codemods)
+    project = Project({path: part_of_code(code) for path, code in files.items()})
     for path, code in files.items():
-        found = run_source(code, path, codemods, fix=False, run_facts=run_facts).findings
+        view = project.view(path)
+        found = run_source(code, path, codemods, fix=False, project=view).findings
         if found:
             assert transform in prefilter.prefilter(code, [transform]).work, path
+            assert prefilter.in_project(transform, view), path
 
 
 def test_a_file_no_rule_has_words_for_is_never_parsed():

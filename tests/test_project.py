@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from graphfix import registry
+from graphfix.driver import Selected, run
+
 from conftest import FIXTURES, expected_findings, run_cli
 
 PROJECTS = FIXTURES / "source" / "project"
@@ -98,18 +101,24 @@ def test_findings_do_not_depend_on_what_else_is_in_the_run(tmp_path: Path):
     one run, give exactly the findings each gives checked on its own."""
     tree = tmp_path / "all"
     alone = []
-    for number, run in enumerate(_runs_of_fixtures()):
-        target = tree / f"{number:03d}_{run.parent.name}"
-        if run.is_dir():
-            shutil.copytree(run, target)
+    for number, unit in enumerate(_runs_of_fixtures()):
+        target = tree / f"{number:03d}_{unit.parent.name}"
+        if unit.is_dir():
+            shutil.copytree(unit, target)
             alone.append(target)
         else:
             target.mkdir(parents=True)
-            shutil.copy(run, target / run.name)
-            alone.append(target / run.name)
+            shutil.copy(unit, target / unit.name)
+            alone.append(target / unit.name)
     together = _check(tree)
     assert together  # the fixtures have findings: the comparison compares something
-    one_by_one = [finding for target in alone for finding in _check(target)]
+    # (one by one through the runner itself, in this process: the same code as the CLI's)
+    selected = Selected.build(registry.select(None), {})
+    one_by_one = []
+    for target in alone:
+        report, _ = run([str(target)], selected, fix=False)
+        assert not report.failed, report.failed
+        one_by_one.extend(f.to_json() for f in report.findings)
 
     def key(finding):
         return (finding["path"], finding["line"], finding["col"], finding["transform"],

@@ -262,21 +262,25 @@ def test_fix_skips_files_known_clean_and_writes_what_an_uncached_fix_writes(tmp_
     assert 0 < after["summary"]["cached"] < after["summary"]["files_unchanged"]
 
 
-def test_facts_encode_and_decode_exactly():
-    from graphfix.source.cache import Unencodable, decode_facts, encode_facts, facts_digest
-
-    facts = {"attributes": {"emb": {"variable", "other"}}, "updated": frozenset({"b", "a"}),
-             "pairs": [("bn", 3), ("bn2", 4)], "none": None, "flag": True, "x": 1.5}
-    encoded = json.loads(json.dumps(encode_facts(facts)))
-    assert decode_facts(encoded) == facts
-    assert type(decode_facts(encoded)["updated"]) is frozenset
-    same = {"x": 1.5, "flag": True, "none": None, "pairs": [("bn", 3), ("bn2", 4)],
-            "updated": frozenset({"a", "b"}), "attributes": {"emb": {"other", "variable"}}}
-    assert facts_digest({"a.py": facts}) == facts_digest({"a.py": same})
-    assert facts_digest({"a.py": facts}) != facts_digest({"b.py": facts})
-    assert facts_digest({"a.py": object()}) is None
-    with pytest.raises(Unencodable):
-        encode_facts({1: "int key"})
+def test_a_cached_survey_keeps_the_files_project_part(tmp_path):
+    """The survey entry holds the file's part of the project model: a warm run joins the
+    model from the cache, and a change in an imported file re-checks the file importing it."""
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\n"
+        "def model(x):\n    return tf.layers.batch_normalization(x, training=True)\n")
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nimport model\n"
+        "train_op = tf.train.AdamOptimizer().minimize(tf.reduce_sum(model.model(x)))\n")
+    cache = tmp_path / "cache"
+    cold = _run("check", ".", cache=cache, cwd=tmp_path)
+    assert [f["path"] for f in cold["findings"]] == ["train.py"]
+    warm = _run("check", ".", cache=cache, cwd=tmp_path)
+    assert warm["summary"]["cached"] == 2 and warm["findings"] == cold["findings"]
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\n"
+        "def model(x):\n    return tf.layers.batch_normalization(x, training=False)\n")
+    changed = _run("check", ".", cache=cache, cwd=tmp_path)
+    assert changed["findings"] == [] and changed["summary"]["cached"] == 0
 
 
 def test_a_third_party_codemods_file_is_part_of_the_key(tmp_path, monkeypatch):
@@ -350,18 +354,17 @@ def test_a_run_of_cached_or_filtered_files_never_imports_libcst(tmp_path):
                           cwd=tmp_path) == ("0", "False")
 
 
-def test_each_transform_declares_whether_its_codemod_scans():
-    """`Transform.source_scan_triggers` (read without libcst) is set where the codemod
-    has a `scan`."""
+def test_no_codemod_reads_other_files_but_through_the_project_model():
+    """What other files say reaches a codemod only as the project model's answers
+    (`SourceCodemod.project`): no transform declares a scan of its own any more."""
     from graphfix import registry
-    from graphfix.source.codemod import SourceCodemod
 
     for transform in registry.all_transforms().values():
         if transform.codemod is None:
             continue
         codemod = transform.source_codemod()
-        overrides = codemod.scan.__func__ is not SourceCodemod.scan.__func__
-        assert (transform.source_scan_triggers is not None) == overrides, transform.name
+        assert not hasattr(codemod, "scan"), transform.name
+        assert not hasattr(transform, "source_scan_triggers"), transform.name
 
 
 def test_files_without_what_a_codemod_acts_on_never_load_libcst(tmp_path):
@@ -401,9 +404,10 @@ FED_ATTRIBUTE = ("import tensorflow as tf\n"
                  "import model, other  # (what a fact about them needs to reach this file)\n")
 
 
-def test_a_scan_reads_only_files_that_mention_what_is_fed(tmp_path):
-    """feed-to-assign's cross-file scan: of the files that create variables, only those that
-    mention a name some feed asks about (`emb` of `self.emb`) are read."""
+def test_what_another_file_assigns_reaches_a_feed_through_imports(tmp_path):
+    """feed-to-assign: `self.emb` is a variable because model.py, which the trainer
+    imports, assigns one to `.emb` (other.py's variables are other names); a trainer that
+    imports neither knows nothing of them."""
     (tmp_path / "trainer.py").write_text(FED_ATTRIBUTE)
     (tmp_path / "model.py").write_text(
         "import tensorflow as tf\n"
@@ -419,8 +423,11 @@ def test_a_scan_reads_only_files_that_mention_what_is_fed(tmp_path):
     cache = tmp_path / "cache"
     found = _run("check", ".", "--only", "feed-to-assign", cache=cache, cwd=tmp_path)
     assert [(f["path"], f["line"]) for f in found["findings"]] == [("trainer.py", 4)]
-    scanned = [e for e in _entries(cache) if "facts" in json.loads(e.read_text())]
-    assert len(scanned) == 1  # model.py's: other.py never mentions `emb`
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "trainer.py").write_text(FED_ATTRIBUTE.rsplit("import", 1)[0])
+    (tmp_path / "alone" / "model.py").write_text((tmp_path / "model.py").read_text())
+    assert _run("check", "alone", "--only", "feed-to-assign", "--no-cache",
+                cwd=tmp_path)["findings"] == []
     # Without model.py, nothing says `self.emb` is a variable: no finding.
     (tmp_path / "model.py").unlink()
     assert _run("check", ".", "--only", "feed-to-assign", "--no-cache",

@@ -11,13 +11,12 @@ everything the file's result depends on:
   any third-party transform in use; the Python version (its parser decides what is skipped)
   and libcst's;
 * the active codemods, in order, with their options;
-* what the cross-file scan found in every file of the run, for each scanning codemod that
-  runs on this file (`SourceCodemod.scan`: update-ops reads another file's batch norms,
-  feed-to-assign another file's variables): a digest of the whole scan, so a change in
-  another file's facts re-checks every file that reads them.
+* what the file may read of the project model: the parts of every file its imports connect
+  it to, either way (`Project.context_digest`: update-ops reads another file's batch norms,
+  feed-to-assign another file's variables), so a change there re-checks it.
 
-A scan's own facts are cached the same way (keyed by file bytes, path, codemod and the
-installed code), so a warm run parses nothing. An entry holds what `check` reports for the
+Each file's survey, its part of the project model with it, is cached the same way (keyed by
+file bytes, path and the run's configuration), so a warm run parses nothing. An entry holds what `check` reports for the
 file (findings, or why it was skipped); `fix` uses an entry only to skip a file known to be
 clean or unreadable. Entries are written atomically; an entry that cannot be read or
 understood is a miss; a folder that cannot be written turns the cache off for the run. The
@@ -37,7 +36,6 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from graphfix.findings import Finding
 from graphfix.storage import make_cache_folder, write_atomically
@@ -75,53 +73,6 @@ def installed_code_fingerprint(extra_files=()) -> str:
     return digest.hexdigest()
 
 
-# -- facts as JSON: a scan gives sets, tuples and dicts, and a digest needs one spelling -----
-
-
-class Unencodable(TypeError):
-    """A scan's facts hold a value the cache cannot store (then they are not cached)."""
-
-
-def encode_facts(value: Any) -> Any:
-    """`value` as JSON data that `decode_facts` turns back into an equal value; sets are
-    sorted, so equal facts encode alike. Unencodable for anything else than None, bool,
-    int, float, str, list, tuple, set, frozenset and dicts with str keys."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, list):
-        return [encode_facts(v) for v in value]
-    if isinstance(value, tuple):
-        return {"tuple": [encode_facts(v) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        items = sorted((encode_facts(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
-        return {"frozenset" if isinstance(value, frozenset) else "set": items}
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {"dict": {k: encode_facts(v) for k, v in value.items()}}
-    raise Unencodable(f"cannot cache a {type(value).__name__}")
-
-
-def decode_facts(data: Any) -> Any:
-    """The value `encode_facts` gave `data` for."""
-    if isinstance(data, list):
-        return [decode_facts(v) for v in data]
-    if isinstance(data, dict):
-        (kind, inner), = data.items()
-        if kind == "dict":
-            return {k: decode_facts(v) for k, v in inner.items()}
-        items = [decode_facts(v) for v in inner]
-        return {"tuple": tuple, "set": set, "frozenset": frozenset}[kind](items)
-    return data
-
-
-def facts_digest(facts_by_path: dict[str, Any]) -> str | None:
-    """One codemod's scan over the whole run, as a digest (None: it cannot be encoded)."""
-    try:
-        encoded = encode_facts(facts_by_path)
-    except Unencodable:
-        return None
-    return _sha256(json.dumps(encoded, sort_keys=True, separators=(",", ":")))
-
-
 # -- the cache ------------------------------------------------------------------------------
 
 
@@ -157,7 +108,6 @@ class SourceCache:
         options = [[t.name, _codemod_name(t), json.dumps(o, sort_keys=True, default=repr)]
                    for t, o in self.transforms]
         self.run_key = _sha256(self.code_key, json.dumps(options))
-        self.facts_digests: dict[str, str | None] = {}  # by transform name
         self.writable = True
 
     @classmethod
@@ -176,36 +126,18 @@ class SourceCache:
 
     # -- keys -----------------------------------------------------------------------------
 
-    def use_run_facts(self, run_facts: dict[str, dict[str, Any]]) -> None:
-        """Key results by what the run's scan found, by transform name (call before results
-        are looked up)."""
-        self.facts_digests = {name: facts_digest(f) for name, f in run_facts.items()}
-
     def result_key(self, label: str, raw: bytes, code: str | None, work=(),
                    context: str = "") -> str | None:
         """The key of one file's result, given its bytes, the code the codemods see in them
         (None: none, it is skipped before any runs), the names of the transforms whose
         codemods run on it (`work`) and what it reads of the project model (`context`:
-        `Project.context_digest`). None: it cannot be cached, as when a scan's facts it
-        reads could not be encoded."""
-        read = []
-        for name in ([] if code is None else work):
-            if name in self.facts_digests:
-                digest = self.facts_digests[name]
-                if digest is None:
-                    return None
-                read.append([name, digest])
+        `Project.context_digest`)."""
         return _sha256("result", self.run_key, label, hashlib.sha256(raw).digest(),
-                       json.dumps([list(work), read]), context)
+                       json.dumps(list(work) if code is not None else []), context)
 
-    def survey_key(self, label: str, raw: bytes, part: str = "survey") -> str:
-        """The key of what the pre-checks said of a file (`part`: the survey, or what it
-        offers a scan)."""
-        return _sha256(part, self.run_key, label, hashlib.sha256(raw).digest())
-
-    def scan_key(self, transform: type, label: str, raw: bytes) -> str:
-        return _sha256("scan", self.code_key, transform.name, _codemod_name(transform), label,
-                       hashlib.sha256(raw).digest())
+    def survey_key(self, label: str, raw: bytes) -> str:
+        """The key of what the pre-checks said of a file, its project part included."""
+        return _sha256("survey", self.run_key, label, hashlib.sha256(raw).digest())
 
     # -- entries --------------------------------------------------------------------------
 
@@ -265,23 +197,6 @@ class SourceCache:
 
     def store_survey(self, key: str, survey: dict) -> None:
         self._write(key, {"survey": survey})
-
-    def load_facts(self, key: str) -> tuple[bool, Any]:
-        """(found, facts) of one file's scan by one codemod."""
-        doc = self._read(key)
-        if doc is None or "facts" not in doc:
-            return False, None
-        try:
-            return True, decode_facts(doc["facts"])
-        except Exception:  # a hand-edited or truncated entry: a miss
-            return False, None
-
-    def store_facts(self, key: str, facts: Any) -> None:
-        try:
-            encoded = encode_facts(facts)
-        except Unencodable:
-            return
-        self._write(key, {"facts": encoded})
 
     # -- pruning --------------------------------------------------------------------------
 

@@ -332,15 +332,11 @@ class SourceCodemod(VisitorBasedCodemodCommand):
                 return False
         return False
 
-    def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None,
-                 run_facts: dict[str, Any] | None = None, *, fix: bool = True,
-                 project: FileView | None = None):
+    def __init__(self, context: CodemodContext, options: dict[str, Any] | None = None, *,
+                 fix: bool = True, project: FileView | None = None):
         super().__init__(context)
         self.options = options or {}
         self.fix = fix  # False: check mode, findings only
-        # What `scan` found in every file of this run, by path: lets a codemod see that the
-        # model with batch norm is in model.py while the optimizer is in train.py.
-        self.run_facts = run_facts or {}
         self._project = project
         self.findings: list[Finding] = []
         # The edits of the findings' fixes, by the node at whose leave each is made:
@@ -385,14 +381,6 @@ class SourceCodemod(VisitorBasedCodemodCommand):
                     f"{self._name}: a fix edits a node the traversal had already left "
                     f"(report it before leaving {type(next(iter(self._planned))).__name__})")
         return updated
-
-    @classmethod
-    def scan(cls, path: str, code: str) -> Any:
-        """Facts about one file that other files of the same run may need (default: none).
-
-        Called once per source file of a run, before any codemod runs; must not raise.
-        """
-        return None
 
     # -- helpers for subclasses --------------------------------------------------------------
 
@@ -566,40 +554,15 @@ def parse_error(exc: Exception, code: str) -> str:
     return f"cannot parse: {text}"
 
 
-@functools.lru_cache(maxsize=1)
-def scan_wrapper(code: str) -> MetadataWrapper:
-    """One file's parsed tree for `SourceCodemod.scan`: the scans of one file share it (one
-    parse; metadata a scan resolved is there for the next). Scans only read the tree."""
-    return MetadataWrapper(cst.parse_module(code), unsafe_skip_copy=True)
-
-
-def scan_sources(files: dict[str, str], codemods: list[tuple[type[SourceCodemod], dict]]
-                 ) -> dict[str, dict[str, Any]]:
-    """Run each codemod's `scan` over every file of a run: {transform name: {path: facts}}."""
-    facts: dict[str, dict[str, Any]] = {}
-    for codemod_class, _ in codemods:
-        if codemod_class.scan.__func__ is SourceCodemod.scan.__func__:
-            continue
-        found = {}
-        for path, code in files.items():
-            try:
-                value = codemod_class.scan(path, code)
-            except Exception:  # a file scan cannot parse is skipped later with its reason
-                value = None
-            if value is not None:
-                found[path] = value
-        facts[codemod_class.transform().name] = found
-    return facts
-
-
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, run_facts: dict[str, dict[str, Any]] | None = None,
-               project: FileView | None = None) -> SourceResult:
+               *, fix: bool, project: FileView | None = None) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`).
 
     `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
-    `new_bytes` is the fixed file in that same encoding. Line endings are kept. (A run over
-    files reads each codemod's trigger words first, without libcst: see `runner`.)
+    `new_bytes` is the fixed file in that same encoding. Line endings are kept. `project`:
+    the run's project model as this file's view (None: the file is a project of its own).
+    (A run over files reads each codemod's trigger words first, without libcst: see
+    `graphfix.driver`.)
     """
     if (too_deep := beyond_parser_limits(code)) is not None:  # would crash or stall libcst
         return SourceResult(path, "", "", [], skipped=too_deep)
@@ -632,9 +595,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
         context = CodemodContext(filename=path)
         if project is not None and current is not module:
             project = project.stale_copy()  # an earlier fix changed the file
-        codemod = codemod_class(context, options,
-                                (run_facts or {}).get(codemod_class.transform().name), fix=fix,
-                                project=project)
+        codemod = codemod_class(context, options, fix=fix, project=project)
         codemod.shared_wrapper = wrapper
         result = codemod.transform_module(wrapper.module)
         findings.extend(codemod.findings)
@@ -655,5 +616,5 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
 __all__ = [
     "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
     "decode_source", "device_argument", "device_template", "nodes_of",
-    "qualified_name_lookup", "run_source", "scan_wrapper", "v1_spelling",
+    "qualified_name_lookup", "run_source", "v1_spelling",
 ]

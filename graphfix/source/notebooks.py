@@ -426,7 +426,7 @@ def notebook_code(raw: bytes) -> str:
 
 
 def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
-                 run_facts: dict | None = None, project=None) -> NotebookResult:
+                 project=None) -> NotebookResult:
     """`codemod.run_source` for a notebook's bytes: a `NotebookResult`, whose findings name
     their cell and whose `new_bytes` is the fixed notebook (`project`: the run's model, as
     this notebook's view, `graphfix.source.project.FileView`). Never raises for bad input."""
@@ -440,8 +440,7 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     reason = notebook.syntax_error()
     if reason is not None:
         return NotebookResult(path, code, code, [], skipped=reason, notebook=notebook)
-    result = run_source(code, path, codemods, fix=fix, run_facts=run_facts,
-                        project=project)
+    result = run_source(code, path, codemods, fix=fix, project=project)
     findings = [_in_cell(f, notebook) for f in result.findings]
     if result.skipped:
         return NotebookResult(path, code, code, findings, notebook=notebook,
@@ -450,8 +449,7 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
         # A check must not call fixable what `fix` would skip (a fix that joins two cells
         # in one block): it tries the fix as `fix` would, and keeps nothing of it.
         if any(f.fixable for f in findings):
-            trial = run_source(code, path, codemods, fix=True, run_facts=run_facts,
-                               project=project)
+            trial = run_source(code, path, codemods, fix=True, project=project)
             _, reason = _fixed_cells(notebook, code, trial)
             if reason is not None:
                 findings = [f.replace(fixable=False, message=f"{f.message}; not fixed in "

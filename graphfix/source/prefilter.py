@@ -1,8 +1,7 @@
 """The central pre-filter: which source rules may have work in a file, before libcst.
 
 Each transform declares its trigger vocabulary once, as a `SourceTriggers` (for the files it
-has work in, `Transform.source_triggers`, and for the files its cross-file scan reads,
-`Transform.source_scan_triggers`). From that one declaration this module computes, for all
+has work in, `Transform.source_triggers`). From that one declaration this module computes, for all
 the run's rules of a file together, the two cheap looks that come before libcst:
 
 1. the text: the words a rule needs (its `words`, the last names of its `calls`, each group
@@ -124,20 +123,13 @@ def triggered_by(transform: type["Transform"], text: str) -> bool:
     return _triggers(transform).in_text(text)
 
 
-def scan_triggered_by(transform: type["Transform"], text: str) -> bool:
-    """Whether a source `text` may hold facts `transform`'s codemod scans for."""
-    triggers = as_triggers(transform.source_scan_triggers)
-    return triggers is not None and triggers.in_text(text)
-
-
 class Prefiltered:
     """What the pre-filter says of one file for the run's rules (see `prefilter`)."""
 
-    __slots__ = ("work", "scans", "syntax", "parsed")
+    __slots__ = ("work", "syntax", "parsed")
 
-    def __init__(self, work, scans, syntax, parsed):
+    def __init__(self, work, syntax, parsed):
         self.work: list[type[Transform]] = work  # rules that may have work in it, in run order
-        self.scans: tuple[str, ...] = scans  # scanning rules whose scan triggers its text passes
         self.syntax: Syntax | None = syntax  # the shared parse, where one was needed
         self.parsed: bool = parsed  # False: Python cannot parse it (libcst then says why)
 
@@ -149,16 +141,15 @@ def prefilter(code: str, transforms: Iterable[type["Transform"]]) -> Prefiltered
     has the last word."""
     sources = [t for t in transforms if t.codemod is not None]
     triggered = [t for t in sources if triggered_by(t, code)]
-    scans = tuple(t.name for t in sources if scan_triggered_by(t, code))
     if not triggered:
-        return Prefiltered([], scans, None, True)
+        return Prefiltered([], None, True)
     from graphfix.source.syntax import Syntax
 
     syntax = Syntax.parse(code)
     if syntax is None:  # the codemods (libcst) say why it is skipped
-        return Prefiltered(triggered, scans, None, False)
+        return Prefiltered(triggered, None, False)
     work = [t for t in triggered if _in_syntax(t, syntax)]
-    return Prefiltered(work, scans, syntax, True)
+    return Prefiltered(work, syntax, True)
 
 
 def in_project(transform: type["Transform"], view: "FileView") -> bool:

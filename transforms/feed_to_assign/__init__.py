@@ -40,7 +40,7 @@ safely precede are reported, not fixed. See `FeedToAssignCodemod`.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.colocation import COLOCATION_ATTR
@@ -49,9 +49,6 @@ from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.signatures import is_handle_type
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
-
-if TYPE_CHECKING:
-    from graphfix.source.syntax import Syntax
 
 _FLOAT_REF_ERROR = ("feeding it while an optimizer updates it fails: \"Input 0 of node "
                     "... was passed float from _arg_...:0 incompatible with expected float_ref\"")
@@ -135,41 +132,6 @@ class FeedToAssign(Transform):
     # on first use, as the codemod).
     source_triggers = SourceTriggers(words=("run(", "eval("),
                                      where=".prechecks:may_feed_a_variable")
-    # Files that can hold a fact the scan collects: TF code that creates variables
-    # (`tf.Variable`, `get_variable`, slim's `variable`/`model_variable`), updates them
-    # (`assign*`, `global_step=`, `minimize`/`apply_gradients`) or monitors a session.
-    source_scan_triggers = SourceTriggers(all_of=(
-        ("tensorflow", "tf_slim"),
-        ("Variable", "variable(", "assign", "global_step", "minimize", "apply_gradients",
-         "Monitored")))
-
-    @classmethod
-    def facts_offered(cls, syntax: Syntax) -> frozenset[str]:
-        """The names this file's facts can make matter for a feed key: attributes (and
-        module-level names) it assigns something that may be a variable or a
-        MonitoredSession, the names of what it updates in place, and the `name=` of the
-        variables it makes."""
-        from .prechecks import facts_offered
-
-        return facts_offered(syntax)
-
-    @classmethod
-    def facts_wanted(cls, syntax: Syntax) -> frozenset[str]:
-        """What the feeds' keys (and sessions) may need from other files: the attribute and
-        imported names a key resolves to (variables made elsewhere, `self.emb`), the names
-        of variables that something else may update in place, ops fed by name (`"emb:0"`),
-        and attributes that may hold a MonitoredSession."""
-        from .prechecks import facts_wanted
-
-        return facts_wanted(syntax)
-
-    @classmethod
-    def facts_decisive(cls, name: str, facts: list[dict]) -> bool:
-        """An attribute some file assigns a variable: what every file assigns to it counts
-        (the other facts are unions, complete from the files that offer them)."""
-        return any(kind in ("variable", "frozen", "global_step")
-                   for one in facts for kind in one["attributes"].get(name, ()))
-
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | Edit]:
         renames: dict[str, str] = {}  # each fed variable's output -> its feed
         for variable, why in _fed_variables(graph, ctx).items():

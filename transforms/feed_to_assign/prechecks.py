@@ -1,13 +1,13 @@
 """feed-to-assign's source pre-checks, by the stdlib's parser (no libcst): the predicate of
-its trigger vocabulary (which runs the codemod reads), and the facts its cross-file scan
-offers and wants. Loaded on first use: a run over graphs never needs it.
+its trigger vocabulary (which runs the codemod reads). Loaded on first use: a run over
+graphs never needs it.
 """
 
 from __future__ import annotations
 
 import ast
 
-from graphfix.source.syntax import Syntax, call_arguments, strings_in, tail_name
+from graphfix.source.syntax import Syntax, tail_name
 from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
     GLOBAL_STEP_GETTERS,
@@ -15,7 +15,6 @@ from graphfix.source.vocabulary import (
     UNIQUE_VARIABLE_GETTER,
     VARIABLE_CONSTRUCTORS,
     VARIABLE_LISTS,
-    VARIABLE_UPDATES,
     last_names,
 )
 
@@ -24,7 +23,6 @@ from graphfix.source.vocabulary import (
 _VARIABLE_MAKERS = last_names({*VARIABLE_CONSTRUCTORS, UNIQUE_VARIABLE_GETTER})
 _GLOBAL_STEP_MAKERS = last_names(GLOBAL_STEP_MAKERS | GLOBAL_STEP_GETTERS)
 _COLLECTION_MAKERS = last_names(VARIABLE_LISTS) | COLLECTION_GETTERS
-GLOBAL_STEP_UPDATED = "<global_step>"  # the scan's fact "a global step is updated"
 
 
 def _runs(syntax: Syntax):
@@ -131,61 +129,6 @@ def _may_be_collection(value: ast.expr, syntax: Syntax, depth: int = 0) -> bool:
     return False
 
 
-def _module_level_assignments(tree: ast.Module) -> set[int]:
-    """The ids of the assignments that bind module-level names (outside any function or
-    class, `if` and `try` blocks included)."""
-    found, todo = set(), [tree]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            found.add(id(node))
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                   ast.Lambda, ast.expr)):
-            todo.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def _updated_names(syntax: Syntax) -> set[str]:
-    """The last names of what a file may write in place: `tf.assign(step, ...)`,
-    `step.assign_add(...)`, `global_step=step`, `opt.minimize(loss, step)`."""
-    names = set()
-    for call in syntax.calls:
-        func = call.func
-        name = tail_name(func)
-        if name in VARIABLE_UPDATES:
-            names.add(tail_name(call.args[0]) if call.args else None)
-            if isinstance(func, ast.Attribute):
-                names.add(tail_name(func.value))
-        if name in ("minimize", "apply_gradients") and len(call.args) > 1:
-            names.add(tail_name(call.args[1]))
-        names.update(tail_name(k.value) for k in call.keywords if k.arg == "global_step")
-    names.discard(None)
-    return names
-
-
-def _key_words(key: ast.expr, syntax: Syntax, words: set, depth: int) -> None:
-    """The names other files' facts may say something about, for one feed key."""
-    if depth > 5:
-        return
-    if isinstance(key, ast.Attribute):  # self.emb: what any file assigns to `.emb`
-        words.add(key.attr)
-        words.update(_GLOBAL_STEP_MAKERS)  # it may be a global step another file updates
-    elif isinstance(key, ast.Name):
-        values = syntax.assigned.get(key.id, ())
-        if key.id in syntax.imports:  # from model import emb
-            words.add(syntax.imports[key.id].rsplit(".", 1)[-1])
-        if _may_be_variable(key, syntax, through_attributes=True):
-            words.add(key.id)  # another file may update it in place
-            words.update(_GLOBAL_STEP_MAKERS)
-        for value in values:
-            _key_words(value, syntax, words, depth + 1)
-    elif isinstance(key, ast.Constant) and isinstance(key.value, str):  # fed by name
-        words.add(key.value.split(":")[0].rsplit("/", 1)[-1])
-    elif isinstance(key, ast.Call) and tail_name(key.func) in (
-            "get_tensor_by_name", "as_graph_element") and key.args:
-        _key_words(key.args[0], syntax, words, depth + 1)
-
-
 def may_feed_a_variable(syntax: Syntax) -> bool:
     """Whether a run is given a feed that may hold a variable: a key that may be one (not a
     placeholder, not a parameter) or name one, or keys taken from a collection (the
@@ -199,42 +142,3 @@ def may_feed_a_variable(syntax: Syntax) -> bool:
                for node in ast.walk(root) if isinstance(node, (ast.Call, ast.Name))):
             return True
     return False
-
-
-def facts_offered(syntax: Syntax) -> frozenset[str]:
-    """`FeedToAssign.facts_offered` (its docstring says what counts)."""
-    names = _updated_names(syntax)
-    if names:  # it may update a global step: wanted by the name of what makes it
-        names.update(_GLOBAL_STEP_MAKERS & {tail_name(c.func) for c in syntax.calls})
-    module_level = _module_level_assignments(syntax.tree)
-    for node in syntax.assigns:
-        if node.value is None:
-            continue
-        monitored = isinstance(node.value, ast.Call) and "Monitored" in (
-            tail_name(node.value.func) or "")
-        if monitored or _may_be_variable(node.value, syntax, through_attributes=False):
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                # an attribute anywhere; a name at module level (what `from m import
-                # emb` reads)
-                if isinstance(target, ast.Attribute) or (
-                        isinstance(target, ast.Name) and id(node) in module_level):
-                    names.add(tail_name(target))
-    for call in syntax.calls:
-        if tail_name(call.func) in _VARIABLE_MAKERS:
-            names.update(text.rsplit("/", 1)[-1] for arg in call_arguments(call)
-                         for text in strings_in(arg))
-        elif tail_name(call.func) == "namedtuple":  # its fields may hold variables
-            names.update(word for arg in call_arguments(call) for text in strings_in(arg)
-                         for word in text.replace(",", " ").split())
-    return frozenset(names)
-
-
-def facts_wanted(syntax: Syntax) -> frozenset[str]:
-    """`FeedToAssign.facts_wanted` (its docstring says what counts)."""
-    words: set[str] = set()
-    for feed, session in _runs(syntax):
-        for key in _feed_keys(feed, syntax)[0]:
-            _key_words(key, syntax, words, 0)
-        if isinstance(session, ast.Attribute):
-            words.add(session.attr)
-    return frozenset(words)

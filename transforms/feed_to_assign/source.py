@@ -9,38 +9,24 @@ import libcst as cst
 from graphfix.transforms.feed_to_assign import _FLOAT_REF_ERROR
 from libcst.metadata import (
     Assignment,
-    GlobalScope,
     ImportAssignment,
     QualifiedNameSource,
     ScopeProvider,
 )
 
-from graphfix.source.codemod import (
-    ParentProvider,
-    Example,
-    SourceCodemod,
-    TfNames,
-    argument,
-    nodes_of,
-    qualified_name_lookup,
-    scan_wrapper,
-)
+from graphfix.source.codemod import Example, SourceCodemod, TfNames, argument
 from graphfix.source.fixes import InsertBefore, Remove, Replace
 from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
-    GET_VARIABLE_CALLS,
     GLOBAL_STEP_GETTERS,
     GLOBAL_STEP_MAKERS,
     MONITORED_SESSIONS,
-    TRAIN_METHODS,
     UNIQUE_VARIABLE_GETTER,
     VARIABLE_COLLECTION_KEYS,
     VARIABLE_CONSTRUCTORS,
     VARIABLE_LISTS,
-    VARIABLE_UPDATES,
 )
-
-from .prechecks import GLOBAL_STEP_UPDATED
+from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, NOT_TRAINED_DTYPES, combine
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -48,12 +34,7 @@ from .prechecks import GLOBAL_STEP_UPDATED
 # as a variable when its binding is visible: a name assigned from a variable constructor or a
 # collection lookup, or an attribute that every file of the run assigns only from those.
 
-# dtypes no optimizer updates: a variable of one is never written by `minimize`.
-_NOT_TRAINED_DTYPES = frozenset(
-    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string"}
-)
 _VARIABLES_ERROR = _FLOAT_REF_ERROR.replace("feeding it", "feeding a variable", 1)
-_VARIABLE_KINDS = frozenset({"variable", "frozen", "global_step"})
 _HEADERS = {cst.If: "an `if` condition", cst.While: "a `while` condition",
             cst.For: "a `for` header", cst.With: "a `with` header"}
 def _to_none(arg: cst.Arg) -> cst.Arg:
@@ -63,18 +44,6 @@ def _to_none(arg: cst.Arg) -> cst.Arg:
 
 _LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
               "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
-
-
-def _combine(kinds) -> str | None:
-    """One kind for a name bound (or an attribute assigned) in several places."""
-    kinds = {k for k in kinds if k is not None}
-    if not kinds:
-        return None
-    if kinds <= _VARIABLE_KINDS:
-        for kind in ("variable", "global_step", "frozen"):
-            if kind in kinds:
-                return kind
-    return "other" if kinds == {"other"} else None
 
 
 def _update_key(expr: cst.BaseExpression | None) -> str | None:
@@ -106,9 +75,6 @@ def _walk(root: cst.CSTNode, kinds, skip_lambdas: bool = False) -> list:
     return walker.found
 
 
-_FACT_NODES = (cst.Assign, cst.AnnAssign, cst.Call)
-
-
 def _has_effects(expr: cst.CSTNode) -> bool:
     """Whether evaluating `expr` may do something (call, yield, await, bind a name)."""
     return bool(_walk(expr, (cst.Call, cst.Yield, cst.Await, cst.NamedExpr), skip_lambdas=True))
@@ -117,8 +83,8 @@ def _has_effects(expr: cst.CSTNode) -> bool:
 class _Reader:
     """What the syntax says about expressions: TF names, bindings, variables, collections.
 
-    Shared by `FeedToAssignCodemod.scan` (over a MetadataWrapper's resolved metadata) and the
-    codemod (over its own); `attributes` and `updated` are the run's facts (empty in scan).
+    `attributes` and `updated` are the project model's facts of the files connected to
+    this one (`FileView.feed_facts`).
     """
 
     def __init__(self, names: TfNames, scope, parent):
@@ -196,11 +162,11 @@ class _Reader:
             assignments = self.bindings(expr)
             if not assignments:
                 return None
-            return _combine(self._bound_kind(a, depth) for a in assignments)
+            return combine(self._bound_kind(a, depth) for a in assignments)
         if isinstance(expr, cst.Attribute):
             if self.canonical(expr) is not None:
                 return "other"  # tf.something
-            return _combine(self.attributes.get(expr.attr.value, ()))
+            return combine(self.attributes.get(expr.attr.value, ()))
         if isinstance(expr, cst.Call):
             name = self.canonical(expr.func)
             if name in VARIABLE_CONSTRUCTORS:
@@ -224,7 +190,7 @@ class _Reader:
     def _bound_kind(self, assignment, depth: int) -> str | None:
         value = self.bound_value(assignment)
         if isinstance(value, str):
-            return _combine(self.attributes.get(value.removeprefix("import:"), ()))
+            return combine(self.attributes.get(value.removeprefix("import:"), ()))
         if isinstance(value, (cst.For, cst.CompFor)):
             return self.collection(value.iter, depth + 1)
         return self.kind(value, depth + 1)
@@ -238,7 +204,7 @@ class _Reader:
         elif isinstance(trainable, cst.Name) and trainable.value == "False":
             return "frozen"
         dtype = argument(call, "dtype", dtype_at)
-        if dtype is not None and self._dtype_name(dtype) in _NOT_TRAINED_DTYPES:
+        if dtype is not None and self._dtype_name(dtype) in NOT_TRAINED_DTYPES:
             return "frozen"
         value = argument(call, "initial_value", value_at) if value_at is not None else None
         if self._not_float(value):
@@ -338,114 +304,6 @@ class _Reader:
                 return self.op_name(values[0], depth + 1)
         return None
 
-    # -- facts about one file, for the whole run --------------------------------------------
-
-    def facts(self, nodes: list[cst.CSTNode]) -> dict:
-        """Facts about a file, from its assignments and calls (in source order):
-        `attributes`: attribute (or module-level) name -> kinds of what is assigned to it;
-        `updated`: names of variables something writes in place (`global_step=`,
-        `tf.assign(v, ...)`, `v.assign_add(...)`); `monitored`: attributes holding a
-        MonitoredSession; `names`: `name=` of the trainable variables created."""
-        facts: dict = {"attributes": {}, "updated": set(), "monitored": set(), "names": set()}
-        records = _namedtuple_fields(nodes)
-        for node in nodes:
-            if isinstance(node, cst.Call):
-                self._call_facts(node, facts)
-                self._field_facts(node, records, facts)
-                continue
-            targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
-                       else [node.target])
-            for target in targets:
-                if isinstance(target, cst.Attribute):
-                    name = target.attr.value
-                elif isinstance(target, cst.Name) and isinstance(self.scope(target), GlobalScope):
-                    name = target.value
-                else:
-                    continue
-                kind = self.kind(node.value)
-                if kind is not None:
-                    facts["attributes"].setdefault(name, set()).add(kind)
-                if isinstance(node.value, cst.Call) and self.canonical(node.value.func) in MONITORED_SESSIONS:
-                    facts["monitored"].add(name)
-        return facts
-
-    def _field_facts(self, call: cst.Call, records: dict[str, list[str]], facts: dict) -> None:
-        """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
-        field, as an attribute (`model.is_training`), may hold a variable."""
-        if not (isinstance(call.func, cst.Name) and call.func.value in records):
-            return
-        fields = records[call.func.value]
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        given = [(fields[i], a.value) for i, a in enumerate(positional) if i < len(fields)]
-        given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
-        for field, value in given:
-            kind = self.kind(value)
-            if kind is not None:
-                facts["attributes"].setdefault(field, set()).add(kind)
-
-    def _call_facts(self, call: cst.Call, facts: dict) -> None:
-        name = self.canonical(call.func)
-        if name in VARIABLE_UPDATES:
-            target = argument(call, "ref", 0)
-            self._note_update(target, facts)
-        elif (name is None and isinstance(call.func, cst.Attribute)
-              and call.func.attr.value in VARIABLE_UPDATES):
-            self._note_update(call.func.value, facts)
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "global_step":
-                self._note_update(arg.value, facts)
-        if (isinstance(call.func, cst.Attribute) and name is None
-                and call.func.attr.value in TRAIN_METHODS):
-            positional = [a for a in call.args if a.keyword is None and not a.star]
-            if len(positional) > 1:
-                self._note_update(positional[1].value, facts)
-        if name in VARIABLE_CONSTRUCTORS and self._created(call, name) == "variable":
-            label = argument(call, "name", 0 if name in GET_VARIABLE_CALLS else None)
-            if isinstance(label, cst.SimpleString) and isinstance(label.evaluated_value, str):
-                facts["names"].add(label.evaluated_value.rsplit("/", 1)[-1])
-
-    def _note_update(self, expr, facts: dict) -> None:
-        key = _update_key(expr)
-        if key is not None:
-            facts["updated"].add(key)
-        if self.kind(expr) == "global_step":
-            facts["updated"].add(GLOBAL_STEP_UPDATED)
-
-
-def _namedtuple_fields(nodes: list[cst.CSTNode]) -> dict[str, list[str]]:
-    """The namedtuple classes a file makes (`Model = collections.namedtuple("Model",
-    ["is_training", ...])`), with their fields in order (none where not spelled out)."""
-    found = {}
-    for node in nodes:
-        if not (isinstance(node, cst.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0].target, cst.Name)
-                and isinstance(node.value, cst.Call)):
-            continue
-        func = node.value.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-        if name != "namedtuple":
-            continue
-        spec = argument(node.value, "field_names", 1)
-        fields: list[str] = []
-        if isinstance(spec, cst.SimpleString) and isinstance(spec.evaluated_value, str):
-            fields = spec.evaluated_value.replace(",", " ").split()
-        elif isinstance(spec, (cst.List, cst.Tuple)):
-            fields = [e.value.evaluated_value for e in spec.elements
-                      if isinstance(e.value, cst.SimpleString)
-                      and isinstance(e.value.evaluated_value, str)]
-        found[node.targets[0].target.value] = fields
-    return found
-
-
-def _merge(facts: list[dict]) -> dict:
-    merged: dict = {"attributes": {}, "updated": set(), "monitored": set(), "names": set()}
-    for one in facts:
-        for name, kinds in one["attributes"].items():
-            merged["attributes"].setdefault(name, set()).update(kinds)
-        for key in ("updated", "monitored", "names"):
-            merged[key] |= one[key]
-    return merged
-
 
 @dataclasses.dataclass
 class _Run:
@@ -472,8 +330,9 @@ class FeedToAssignCodemod(SourceCodemod):
       (any import alias, compat.v1 spellings), or looked up from a variable collection:
       `tf.trainable_variables()[i]`, `[v for v in tf.global_variables() if v.name ==
       "myvar_23:0"][0]`, `next(v for v in ...)`, a loop over a collection;
-    - an attribute (`self.embeddings`, `model.embeddings`) when every file of the run that
-      assigns that attribute name assigns it a variable (`scan` reads every file first).
+    - an attribute (`self.embeddings`, `model.embeddings`, a namedtuple's field) or a name
+      imported from another module, when every file connected to this one by imports (the
+      project model's) that assigns that name assigns it a variable.
 
     Variables no optimizer updates (`trainable=False`, bool or int: `is_training`, a step
     counter) are left alone, since feeding one works, unless something updates them in
@@ -556,32 +415,20 @@ class FeedToAssignCodemod(SourceCodemod):
             says='variable `embeddings` is fed to sess.run'),
     )
 
-    @classmethod
-    def scan(cls, path: str, code: str) -> dict | None:
-        """Variables one file creates (by attribute name), and which ones it updates. The run
-        reads only files with `FeedToAssign.source_scan_triggers` (those that create, update
-        or monitor variables); what a file without them binds is not known to the others."""
-        wrapper = scan_wrapper(code)
-        resolved = wrapper.resolve_many([ScopeProvider, ParentProvider])
-        scopes, parents = resolved[ScopeProvider], resolved[ParentProvider]
-        reader = _Reader(TfNames(wrapper.module, qualified_name_lookup(scopes.get)), scopes.get,
-                         parents.get)
-        return reader.facts(nodes_of(parents, *_FACT_NODES))
-
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
         reader = _Reader(self.tf_names, lambda n: self.get_metadata(ScopeProvider, n, None),
                          self.parent)
-        own = self.context.filename
-        nodes = self.nodes(*_FACT_NODES)
-        facts = _merge([reader.facts(nodes),
-                        *(f for path, f in sorted(self.run_facts.items()) if path != own)])
+        nodes = self.nodes(cst.Call)
+        # What this file and the files its imports connect it to assign to attribute names
+        # and update in place: the project model's.
+        facts = self.project.feed_facts()
         reader.attributes, reader.updated = facts["attributes"], facts["updated"]
         self._reader, self._facts = reader, facts
         named: dict[frozenset, list[_Run]] = {}
         for call in nodes:
-            run = self._run(call) if isinstance(call, cst.Call) else None
+            run = self._run(call)
             if run is None:
                 continue
             if isinstance(run.feed, cst.Dict):

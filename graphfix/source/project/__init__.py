@@ -21,12 +21,23 @@ import hashlib
 import json
 import os
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from graphfix.source.project.part import MODULE_BODY, PART_FORMAT, file_part, part_of_code
+from graphfix.source.project.feeds import feed_facts
+from graphfix.source.project.names import AstTfNames
+from graphfix.source.project.part import (
+    MODULE_BODY,
+    PART_FORMAT,
+    file_part,
+    parsed,
+    part_of_code,
+)
 
 __all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "Project", "file_part", "part_of_code"]
 
+# Words without which a file says nothing about feed keys (conservative, as the pre-filter).
+_FEED_WORDS = ("Variable", "variable", "assign", "global_step", "minimize", "apply_gradients",
+               "Monitored")
 
 
 def _unit_at(part: dict, line: int) -> str:
@@ -40,8 +51,12 @@ class Project:
     """The sources of one run, joined: `parts` by label (the path as the run names it).
     Queries go through `view(label)`; every answer follows imports and references."""
 
-    def __init__(self, parts: dict[str, dict | None]):
+    def __init__(self, parts: dict[str, dict | None],
+                 code_of: Callable[[str], str | None] | None = None):
         self.parts = {label: part for label, part in parts.items() if part is not None}
+        # A file's code, for the facts read only when a rule asks (`feeds`); None: unknown.
+        self._code_of = code_of or (lambda label: None)
+        self._feeds: dict[str, dict] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
             self._by_path.setdefault(os.path.realpath(label), label)
@@ -55,7 +70,7 @@ class Project:
     @classmethod
     def of_code(cls, label: str, code: str) -> Project:
         """The project of one file alone (the Python API's `check_source`)."""
-        return cls({label: part_of_code(code)})
+        return cls({label: part_of_code(code)}, {label: code}.get)
 
     def view(self, label: str) -> FileView:
         """The model as the rules of file `label` ask it."""
@@ -64,7 +79,24 @@ class Project:
     def with_code(self, label: str, code: str) -> FileView:
         """The view of `label` in a copy of the project where its part is read from
         `code` (the file as an earlier rule's fix left it)."""
-        return Project({**self.parts, label: part_of_code(code)}).view(label)
+        def code_of(name: str) -> str | None:
+            return code if name == label else self._code_of(name)
+
+        return Project({**self.parts, label: part_of_code(code)}, code_of).view(label)
+
+    def feeds(self, label: str) -> dict:
+        """What file `label` says about the names a feed key may hold
+        (`graphfix.source.project.feeds`), read from its code when first asked: few files
+        are asked, and the reading walks the whole tree."""
+        if label not in self._feeds:
+            facts = {"attributes": {}, "updated": [], "monitored": [], "names": []}
+            code = self._code_of(label) if label in self.parts else None
+            if code is not None and any(word in code for word in _FEED_WORDS):
+                tree = parsed(code)
+                if tree is not None:
+                    facts = feed_facts(tree, AstTfNames(tree))
+            self._feeds[label] = facts
+        return self._feeds[label]
 
     # -- modules ---------------------------------------------------------------------------
 
@@ -256,11 +288,12 @@ class Project:
         return self._digests[component]
 
 
-def _free_functions(project: Project, starts: Iterable[tuple[str, str]]
-                    ) -> set[tuple[str, str]]:
-    """The functions `starts` call where no device scope of theirs places them, and the ones
-    those call so, transitively (classes and module bodies are not followed: a class builds
-    its variables when its methods are called, and a module's globals are not called)."""
+def _called_functions(project: Project, starts: Iterable[tuple[str, str]], placed_too: bool
+                      ) -> set[tuple[str, str]]:
+    """The functions `starts` call (only where no device scope of theirs places them, unless
+    `placed_too`), and the ones those call so, transitively (classes and module bodies are
+    not followed: a class builds its variables when its methods are called, and a module's
+    globals are not called)."""
     seen: set[tuple[str, str]] = set()
     queue = deque(sorted(starts))
     while queue:
@@ -268,7 +301,8 @@ def _free_functions(project: Project, starts: Iterable[tuple[str, str]]
         if (label, unit) in seen:
             continue
         seen.add((label, unit))
-        for name in project.parts[label]["units"][unit]["free"]:
+        unit_of = project.parts[label]["units"][unit]
+        for name in unit_of["refs" if placed_too else "free"]:
             for target in sorted(project.resolve(label, name)):
                 kind = project.parts[target[0]]["units"][target[1]]["kind"]
                 if kind == "function" and target not in seen:
@@ -292,16 +326,21 @@ class FileView:
     def part(self) -> dict | None:
         return self.project.parts.get(self.label)
 
-    def variables_created_by(self, callee: str) -> tuple[str, str, int, str | None] | None:
+    def variables_created_by(self, callee: str, placed_too: bool = False
+                             ) -> tuple[str, str, int, str | None] | None:
         """The first variable a call of `callee` (a dotted name as this file spells it)
-        creates in the project's functions, where no device scope of theirs places it (so
-        the caller's does): (path, name, line, dtype named or None); None if none does."""
+        creates in the project's functions, through the functions they call, where no device
+        scope of theirs places it (so the caller's does; `placed_too`: anywhere), as
+        (path, name, line, dtype named or None); None if it creates none, or `callee` is no
+        function of the project."""
         starts = {u for u in self.project.resolve(self.label, callee)
                   if self.project.parts[u[0]]["units"][u[1]]["kind"] == "function"}
         found = []
-        for label, unit in _free_functions(self.project, starts):
-            for name, line, dtype in self.project.parts[label]["units"][unit]["variables"]:
-                found.append((label != self.label, label, line, name, dtype))
+        for label, unit in _called_functions(self.project, starts, placed_too):
+            for name, line, dtype, placed in self.project.parts[label]["units"][unit][
+                    "variables"]:
+                if placed_too or not placed:
+                    found.append((label != self.label, label, line, name, dtype))
         if not found:
             return None
         _, label, line, name, dtype = min(found, key=lambda f: f[:3])
@@ -333,6 +372,19 @@ class FileView:
                                             + "".join(f".{r}" for r in rest), depth + 1)
             return None
         return None
+
+    def feed_facts(self) -> dict:
+        """What the files connected to this one by imports (either way, this one
+        included) say about the names a feed key may hold (`graphfix.source.project.feeds`),
+        merged: {"attributes": {name: set of kinds}, "updated", "monitored", "names": sets}."""
+        merged: dict = {"attributes": {}, "updated": set(), "monitored": set(), "names": set()}
+        for label in sorted(self.project.connected(self.label)):
+            facts = self.project.feeds(label)
+            for name, kinds in facts["attributes"].items():
+                merged["attributes"].setdefault(name, set()).update(kinds)
+            for key in ("updated", "monitored", "names"):
+                merged[key].update(facts[key])
+        return merged
 
     def batch_norms(self) -> list[tuple[str, int]]:
         """The file's own batch norms that train and feed UPDATE_OPS: (name, line)."""

@@ -221,9 +221,9 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
 
 
 class _Placement(ast.NodeVisitor):
-    """What a unit creates and calls where no device scope of its own places it (so the
-    caller's scope does): the variable-creating calls, as [name, line, dtype or None], and
-    the names it reads there. A `with ...device(...)` or slim `arg_scope(..., device=)`
+    """The variable-creating calls of a unit, as [name, line, dtype or None, placed], placed
+    where a device scope of its own places it (else the caller's scope does), and the names
+    it reads where none does. A `with ...device(...)` or slim `arg_scope(..., device=)`
     places everything below it."""
 
     def __init__(self, names: AstTfNames):
@@ -253,10 +253,10 @@ class _Placement(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.names.canonical(node.func)
-        if not self._placed and name in CREATES_VARIABLES and not (
-                name.startswith(("slim.", "contrib.layers."))
-                and argument(node, "device", None) is not None):
-            self.variables.append([name, node.lineno, _explicit_dtype(node)])
+        if name in CREATES_VARIABLES:
+            placed = bool(self._placed) or (name.startswith(("slim.", "contrib.layers."))
+                                            and argument(node, "device", None) is not None)
+            self.variables.append([name, node.lineno, _explicit_dtype(node), placed])
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:

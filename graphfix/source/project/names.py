@@ -28,7 +28,10 @@ class AstTfNames:
 
     def __init__(self, tree: ast.Module):
         self.imports: dict[str, set[str]] = {}  # bound name -> qualified names it may hold
-        for node in ast.walk(tree):
+        # Every import statement of the file, in the walk's order (one walk, read twice).
+        self.import_nodes: list[ast.Import | ast.ImportFrom] = [
+            node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        for node in self.import_nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:

@@ -5,11 +5,13 @@ and the facts of `graphfix.source.project.facts`."""
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
 from graphfix.source.project.facts import _Placement, _tf_bindings, batch_norms
 from graphfix.source.project.names import AstTfNames, argument, dotted
+from graphfix.source.vocabulary import CREATES_VARIABLES, last_names
 
 PART_FORMAT = 1  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
@@ -41,11 +43,11 @@ def _references(nodes: Iterable[ast.AST]) -> list[str]:
     return sorted(walker.found)
 
 
-def _imports(tree: ast.Module) -> list[list]:
+def _imports(names: AstTfNames) -> list[list]:
     """[bound name, module, imported name or None, level] for every import in the file
     (`*` as the bound name of a star import)."""
     out = []
-    for node in ast.walk(tree):
+    for node in names.import_nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -61,12 +63,28 @@ def _imports(tree: ast.Module) -> list[list]:
     return out
 
 
-def file_part(tree: ast.Module) -> dict[str, Any]:
+# The words without which a file's text holds none of a fact (conservative, as the
+# pre-filter): the facts' readers walk the whole tree, most files need none of them.
+_BATCH_NORM_WORDS = ("batch_norm", "BatchNormalization", "resnet", "inception", "mobilenet")
+_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES)))
+
+
+def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
+    return code is None or any(word in code for word in words)
+
+
+def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     """One file's part of the project model, as JSON data (cached with the file's survey):
     `imports` (see `_imports`), `units` ({name: {"refs": [...], "spans": [[first, last]]}};
     one per top-level function and class, and `MODULE_BODY`), `globals` (the other names
-    bound at module level: they are the module body's), `batch_norms` ([[name, line]])."""
+    bound at module level: they are the module body's), `aliases` (module-level names bound
+    to a function through `tf.make_template` or `functools.partial`), `tf` (the TF names it
+    binds at module level), `batch_norms` ([[name, line]]), `digest` (of the code: the
+    facts read only when asked, `Project.feeds`, depend on it); each unit also lists the variables it creates where
+    its caller's device scope places them and the names it reads there. `code`, the text the
+    tree was parsed from, lets facts whose words it lacks go unread."""
     names = AstTfNames(tree)
+    variables = _mentions(code, _VARIABLE_WORDS)
     units: dict[str, dict] = {}
     body: list[ast.AST] = []
     bound: set[str] = set()
@@ -80,6 +98,9 @@ def file_part(tree: ast.Module) -> dict[str, Any]:
             first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
             unit["spans"].append([first, statement.end_lineno or statement.lineno])
             if isinstance(statement, ast.ClassDef):
+                continue
+            if not variables and "device" not in (code or ""):
+                unit["free"].update(unit["refs"])  # no device scope to place a call
                 continue
             placement = _Placement(names)
             for inner in statement.body:
@@ -101,10 +122,14 @@ def file_part(tree: ast.Module) -> dict[str, Any]:
     for unit in units.values():
         unit["refs"] = sorted(unit["refs"])
         unit["free"] = sorted(unit["free"])
-    return {"format": PART_FORMAT, "imports": _imports(tree), "units": units,
+    return {"format": PART_FORMAT, "imports": _imports(names), "units": units,
             "globals": sorted(bound - set(units) - set(aliases)), "aliases": aliases,
             "tf": _tf_bindings(names, tree),
-            "batch_norms": [list(found) for found in batch_norms(tree, names)]}
+            "batch_norms": ([list(found) for found in batch_norms(tree, names)]
+                            if _mentions(code, _BATCH_NORM_WORDS) else []),
+            # (what the file's facts that are read when asked depend on: `Project.feeds`)
+            "digest": None if code is None else hashlib.sha256(
+                code.encode("utf-8", "surrogateescape")).hexdigest()}
 
 
 def _made_from(statement: ast.stmt, names: AstTfNames) -> tuple[str, str] | None:
@@ -125,13 +150,19 @@ def _made_from(statement: ast.stmt, names: AstTfNames) -> tuple[str, str] | None
     return None if text is None else (statement.targets[0].id, text)
 
 
-def part_of_code(code: str) -> dict[str, Any] | None:
-    """The part of a file's code; None if Python cannot parse it."""
+def parsed(code: str) -> ast.Module | None:
+    """The stdlib's tree of `code`; None if Python cannot parse it."""
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore")  # `"\d"` and the like: SyntaxWarning, not ours
         try:
-            return file_part(ast.parse(code))
+            return ast.parse(code)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return None
+
+
+def part_of_code(code: str) -> dict[str, Any] | None:
+    """The part of a file's code; None if Python cannot parse it."""
+    tree = parsed(code)
+    return None if tree is None else file_part(tree, code)

@@ -1,0 +1,415 @@
+"""What a file says about the names a feed key may hold: the facts feed-to-assign reads of
+the files connected to a feed's (`FileView.feed_facts`).
+
+`attributes`: an attribute (or module-level) name -> the kinds of what the file assigns to
+it ("variable": a variable an optimizer may update; "frozen": one no optimizer updates,
+`trainable=False`, a bool or int; "global_step"; "other": not a variable); a namedtuple's
+fields count as its attributes. `updated`: the last names of what the file writes in place
+(`tf.assign(v, ...)`, `v.assign_add(...)`, `global_step=v`). `monitored`: names assigned a
+MonitoredSession. `names`: the `name=` of the trainable variables it creates.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from graphfix.source.project.names import AstTfNames, argument, dotted
+from graphfix.source.vocabulary import (
+    COLLECTION_GETTERS,
+    GET_VARIABLE_CALLS,
+    GLOBAL_STEP_GETTERS,
+    GLOBAL_STEP_MAKERS,
+    MONITORED_SESSIONS,
+    TRAIN_METHODS,
+    UNIQUE_VARIABLE_GETTER,
+    VARIABLE_COLLECTION_KEYS,
+    VARIABLE_CONSTRUCTORS,
+    VARIABLE_LISTS,
+    VARIABLE_UPDATES,
+)
+
+# What `updated` holds for a global step something updates, whatever its name.
+GLOBAL_STEP_UPDATED = "<global_step>"
+# dtypes no optimizer updates: a variable of one is never written by `minimize`.
+NOT_TRAINED_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string"}
+)
+VARIABLE_KINDS = frozenset({"variable", "frozen", "global_step"})
+_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def combine(kinds) -> str | None:
+    """One kind for a name bound (or an attribute assigned) in several places."""
+    kinds = {k for k in kinds if k is not None}
+    if not kinds:
+        return None
+    if kinds <= VARIABLE_KINDS:
+        for kind in ("variable", "global_step", "frozen"):
+            if kind in kinds:
+                return kind
+    return "other" if kinds == {"other"} else None
+
+
+class _Bindings(ast.NodeVisitor):
+    """Every scope's bindings: name -> what binds it, ("value", expr), ("loop", iterable),
+    ("import", name) or ("unknown",) (a parameter, part of a tuple, `with ... as`)."""
+
+    def __init__(self):
+        self.of: dict[ast.AST, dict[str, list[tuple]]] = {}
+        self.parent: dict[ast.AST, ast.AST | None] = {}  # a scope -> the scope it is in
+        self.scope_of: dict[ast.AST, ast.AST] = {}  # a Name, Assign or Call -> its scope
+        self.globals: dict[ast.AST, set[str]] = {}
+        self._stack: list[ast.AST] = []
+
+    def _bind(self, name: str, how: tuple) -> None:
+        scope = self._stack[-1]
+        if name in self.globals.get(scope, ()):
+            scope = self._stack[0]
+        self.of.setdefault(scope, {}).setdefault(name, []).append(how)
+
+    def _targets(self, target: ast.expr, how: tuple) -> None:
+        if isinstance(target, ast.Name):
+            self._bind(target.id, how)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._targets(element.value if isinstance(element, ast.Starred) else element,
+                              ("unknown",))
+
+    def visit(self, node: ast.AST):
+        if isinstance(node, _SCOPES):
+            self.parent[node] = self._stack[-1] if self._stack else None
+            self._stack.append(node)
+            self.of.setdefault(node, {})
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                arguments = node.args
+                for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                            *filter(None, [arguments.vararg, arguments.kwarg])]:
+                    self._bind(arg.arg, ("unknown",))
+            super().visit(node)
+            self._stack.pop()
+            return
+        if isinstance(node, (ast.Name, ast.Assign, ast.AnnAssign, ast.Call)):
+            self.scope_of[node] = self._stack[-1]
+        super().visit(node)
+
+    def visit_FunctionDef(self, node) -> None:
+        # (its name is bound in the scope around it; decorators and defaults read there)
+        self._stack.pop()
+        self._bind(node.name, ("unknown",))
+        for outer in [*node.decorator_list, *node.args.defaults,
+                      *filter(None, node.args.kw_defaults)]:
+            self.visit(outer)
+        self._stack.append(node)
+        for statement in node.body:
+            self.visit(statement)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._stack.pop()
+        self._bind(node.name, ("unknown",))
+        for outer in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(outer)
+        self._stack.append(node)
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.globals.setdefault(self._stack[-1], set()).update(node.names)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self._targets(target, ("value", node.value))
+            self.visit(target)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        if isinstance(node.target, ast.Name) and node.value is not None:
+            self._bind(node.target.id, ("value", node.value))
+        self.visit(node.target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._targets(node.target, ("unknown",))
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._bind(node.target.id, ("value", node.value))
+        self.generic_visit(node)
+
+    def _loop(self, node) -> None:
+        self._targets(node.target, ("loop", node.iter))
+        self.generic_visit(node)
+
+    visit_For = visit_AsyncFor = visit_comprehension = _loop
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        if node.optional_vars is not None:
+            self._targets(node.optional_vars, ("unknown",))
+        self.generic_visit(node)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._bind(node.name, ("unknown",))
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            bound = alias.asname or alias.name.split(".")[0]
+            self._bind(bound, ("import", alias.name.rsplit(".", 1)[-1]))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self._bind(alias.asname or alias.name, ("import", alias.name))
+
+    def lookup(self, name: str, scope: ast.AST) -> list[tuple] | None:
+        """What `name` read in `scope` may be bound to, as Python resolves it (class
+        bodies are skipped by the functions within them); None if nothing binds it."""
+        current: ast.AST | None = scope
+        first = True
+        while current is not None:
+            if not isinstance(current, ast.ClassDef) or first:
+                bound = self.of.get(current, {}).get(name)
+                if bound:
+                    return bound
+            first = False
+            current = self.parent.get(current)
+        return None
+
+
+class FeedFacts:
+    """Reads one module's facts (see the module docstring)."""
+
+    def __init__(self, tree: ast.Module, names: AstTfNames):
+        self.tree, self.names = tree, names
+        self.bindings = _Bindings()
+        self.bindings.visit(tree)
+
+    # -- kinds -------------------------------------------------------------------------------
+
+    def _builtin(self, node: ast.expr, name: str) -> bool:
+        return (isinstance(node, ast.Name) and node.id == name
+                and not any(how[0] == "value" for how in self._bound(node) or ()))
+
+    def _bound(self, node: ast.Name) -> list[tuple] | None:
+        scope = self.bindings.scope_of.get(node, self.tree)
+        return self.bindings.lookup(node.id, scope)
+
+    def kind(self, expr: ast.expr | None, depth: int = 0) -> str | None:
+        """The kind of what `expr` evaluates to (see the module docstring), None where the
+        file alone does not show it."""
+        if expr is None or depth > 5:
+            return None
+        if isinstance(expr, ast.Name):
+            bound = self._bound(expr)
+            if not bound:
+                return None
+            return combine(self._bound_kind(how, depth) for how in bound)
+        if isinstance(expr, ast.Constant) and expr.value is None:
+            return None
+        if isinstance(expr, ast.Attribute):
+            return "other" if self.names.canonical(expr) is not None else None
+        if isinstance(expr, ast.Call):
+            name = self.names.canonical(expr.func)
+            if name in VARIABLE_CONSTRUCTORS:
+                return self.created(expr, name)
+            if name in GLOBAL_STEP_MAKERS or name in GLOBAL_STEP_GETTERS:
+                return "global_step"
+            if name == UNIQUE_VARIABLE_GETTER:
+                return "variable"
+            if self._builtin(expr.func, "next") and expr.args:
+                return self._comprehension(expr.args[0], depth) or "other"
+            return "other"
+        if isinstance(expr, ast.Subscript):
+            if not isinstance(expr.slice, (ast.Slice, ast.Tuple)):
+                found = (self.collection(expr.value, depth + 1)
+                         or self._comprehension(expr.value, depth))
+                if found:
+                    return found
+            return "other"
+        return "other"
+
+    def _bound_kind(self, how: tuple, depth: int) -> str | None:
+        if how[0] == "value":
+            return self.kind(how[1], depth + 1)
+        if how[0] == "loop":
+            return self.collection(how[1], depth + 1)
+        return None  # an import: what it holds is the importing file's question
+
+    def created(self, call: ast.Call, name: str) -> str:
+        """"frozen" for a variable no optimizer updates, else "variable"."""
+        trainable_default, trainable_at, dtype_at, value_at = VARIABLE_CONSTRUCTORS[name]
+        trainable = argument(call, "trainable", trainable_at)
+        if trainable is None:
+            if not trainable_default:
+                return "frozen"
+        elif isinstance(trainable, ast.Constant) and trainable.value is False:
+            return "frozen"
+        dtype = argument(call, "dtype", dtype_at)
+        if dtype is not None and self._dtype_name(dtype) in NOT_TRAINED_DTYPES:
+            return "frozen"
+        value = argument(call, "initial_value", value_at) if value_at is not None else None
+        if _not_float(value):
+            return "frozen"
+        return "variable"
+
+    def _dtype_name(self, expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Constant):
+            return expr.value if isinstance(expr.value, str) else None
+        if isinstance(expr, ast.Attribute):
+            return expr.attr
+        if isinstance(expr, ast.Name):
+            return (self.names.canonical(expr) or expr.id).rsplit(".", 1)[-1]
+        return None
+
+    def collection(self, expr: ast.expr | None, depth: int = 0) -> str | None:
+        """"variable"/"frozen" when `expr` is a list of variables from a collection."""
+        if expr is None or depth > 5:
+            return None
+        if isinstance(expr, ast.Name):
+            kinds = {self.collection(how[1], depth + 1) if how[0] == "value" else None
+                     for how in self._bound(expr) or []}
+            return kinds.pop() if len(kinds) == 1 else None
+        if not isinstance(expr, ast.Call):
+            return None
+        name = self.names.canonical(expr.func)
+        if name in VARIABLE_LISTS:
+            return VARIABLE_LISTS[name]
+        getter = name in COLLECTION_GETTERS or (
+            name is None and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in COLLECTION_GETTERS)
+        if getter:
+            key = argument(expr, "key", 0)
+            if isinstance(key, ast.Attribute):
+                return VARIABLE_COLLECTION_KEYS.get(key.attr)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                return VARIABLE_COLLECTION_KEYS.get(key.value)
+            return None
+        if any(self._builtin(expr.func, f) for f in ("list", "sorted", "tuple")) and expr.args:
+            return self.collection(expr.args[0], depth + 1)
+        return None
+
+    def _comprehension(self, expr: ast.expr, depth: int) -> str | None:
+        if not isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
+            return None
+        loop = expr.generators[0]
+        if (isinstance(expr.elt, ast.Name) and isinstance(loop.target, ast.Name)
+                and expr.elt.id == loop.target.id):
+            return self.collection(loop.iter, depth + 1)
+        return None
+
+    # -- the facts ---------------------------------------------------------------------------
+
+    def facts(self) -> dict:
+        """The module's facts, as JSON data (sorted lists)."""
+        attributes: dict[str, set[str]] = {}
+        updated: set[str] = set()
+        monitored: set[str] = set()
+        labels: set[str] = set()
+        nodes = sorted((n for n in ast.walk(self.tree)
+                        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.Call))),
+                       key=lambda n: (n.lineno, n.col_offset))
+        records = _namedtuple_fields(nodes)
+        for node in nodes:
+            if isinstance(node, ast.Call):
+                self._call_facts(node, updated, labels)
+                self._field_facts(node, records, attributes)
+                continue
+            if node.value is None:
+                continue
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(target, ast.Attribute):
+                    name = target.attr
+                elif (isinstance(target, ast.Name)
+                      and isinstance(self.bindings.scope_of.get(node), ast.Module)):
+                    name = target.id
+                else:
+                    continue
+                kind = self.kind(node.value)
+                if kind is not None:
+                    attributes.setdefault(name, set()).add(kind)
+                if (isinstance(node.value, ast.Call)
+                        and self.names.canonical(node.value.func) in MONITORED_SESSIONS):
+                    monitored.add(name)
+        return {"attributes": {k: sorted(v) for k, v in sorted(attributes.items())},
+                "updated": sorted(updated), "monitored": sorted(monitored),
+                "names": sorted(labels)}
+
+    def _field_facts(self, call: ast.Call, records: dict[str, list[str]], attributes) -> None:
+        """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
+        field, as an attribute (`model.is_training`), may hold a variable."""
+        if not (isinstance(call.func, ast.Name) and call.func.id in records):
+            return
+        fields = records[call.func.id]
+        positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+        given = [(fields[i], a) for i, a in enumerate(positional) if i < len(fields)]
+        given += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+        for field, value in given:
+            kind = self.kind(value)
+            if kind is not None:
+                attributes.setdefault(field, set()).add(kind)
+
+    def _call_facts(self, call: ast.Call, updated: set[str], labels: set[str]) -> None:
+        name = self.names.canonical(call.func)
+        if name in VARIABLE_UPDATES:
+            self._note_update(argument(call, "ref", 0), updated)
+        elif (name is None and isinstance(call.func, ast.Attribute)
+              and call.func.attr in VARIABLE_UPDATES):
+            self._note_update(call.func.value, updated)
+        for given in call.keywords:
+            if given.arg == "global_step":
+                self._note_update(given.value, updated)
+        if (isinstance(call.func, ast.Attribute) and name is None
+                and call.func.attr in TRAIN_METHODS):
+            positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+            if len(positional) > 1:
+                self._note_update(positional[1], updated)
+        if name in VARIABLE_CONSTRUCTORS and self.created(call, name) == "variable":
+            label = argument(call, "name", 0 if name in GET_VARIABLE_CALLS else None)
+            if isinstance(label, ast.Constant) and isinstance(label.value, str):
+                labels.add(label.value.rsplit("/", 1)[-1])
+
+    def _note_update(self, expr: ast.expr | None, updated: set[str]) -> None:
+        if isinstance(expr, ast.Name):
+            updated.add(expr.id)
+        elif isinstance(expr, ast.Attribute):
+            updated.add(expr.attr)
+        if self.kind(expr) == "global_step":
+            updated.add(GLOBAL_STEP_UPDATED)
+
+
+def _not_float(value: ast.expr | None) -> bool:
+    """An initial value that makes an int or bool variable: `0`, `True`, `[1, 2]`."""
+    if isinstance(value, ast.Constant):
+        return type(value.value) in (int, bool)
+    if isinstance(value, (ast.List, ast.Tuple)) and value.elts:
+        return all(_not_float(e) for e in value.elts)
+    return False
+
+
+def _namedtuple_fields(nodes: list[ast.AST]) -> dict[str, list[str]]:
+    """The namedtuple classes a file makes (`Model = collections.namedtuple("Model",
+    ["is_training", ...])`), with their fields in order (none where not spelled out)."""
+    found = {}
+    for node in nodes:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and (dotted(node.value.func) or "").rsplit(".", 1)[-1] == "namedtuple"):
+            continue
+        spec = argument(node.value, "field_names", 1)
+        fields: list[str] = []
+        if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+            fields = spec.value.replace(",", " ").split()
+        elif isinstance(spec, (ast.List, ast.Tuple)):
+            fields = [e.value for e in spec.elts
+                      if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        found[node.targets[0].id] = fields
+    return found
+
+
+def feed_facts(tree: ast.Module, names: AstTfNames) -> dict:
+    """One module's facts about feed keys (see the module docstring)."""
+    return FeedFacts(tree, names).facts()
