@@ -265,22 +265,29 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     _JOB.clear()
     _JOB.update(selected=selected, fix=fix, want_diff=want_diff, cache=cache, project=None)
     try:
-        with _Workers(workers, timeout, _failed_pass(selected)) as pool:
-            surveys = pool.map(_survey_one, sources)
+        # (a run the cache answers whole, a warm check, forks no workers to read it)
+        surveys = []
+        for item in sources if cache is not None else ():
+            survey = _cached_survey(item)
+            if survey is None:
+                break
+            surveys.append(survey)
+        if len(surveys) < len(sources):
+            with _Workers(workers, timeout, _failed_pass(selected)) as pool:
+                surveys = pool.map(_survey_one, sources)
         from graphfix.source.project import Project
 
         # The model, built once here: the workers of the codemods, forked below, share it.
         paths = dict(sources)
         project = Project({label: survey.part for (label, _), survey in zip(sources, surveys)},
                           lambda label: _source_code(paths[label]))
-        by_name = {t.name: t for t, _ in selected.transforms}
-        items = [(label, path, _work_in_project(project, label, survey.work, by_name))
-                 for (label, path), survey in zip(sources, surveys)]
+        items = [(label, path, survey.work) for (label, path), survey in zip(sources, surveys)]
         for label, _, work in items:
             if work:
                 project.context_digest(label)  # (computed once, before the fork)
         _JOB["project"] = project
-        with _Workers(workers, timeout, _failed_pass(selected)) as pool:
+        answered = cache is not None and all(_cached_result(item) for item in items)
+        with _Workers(1 if answered else workers, timeout, _failed_pass(selected)) as pool:
             return pool.map(_source_one, items, tick)
     finally:
         _JOB.clear()
@@ -288,12 +295,15 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
             cache.prune()  # (at most once a day: entries no run used for 30 days)
 
 
-def _work_in_project(project, label: str, work: tuple[str, ...], transforms: dict
+def _work_in_project(project, label: str, work: tuple[str, ...], selected: Selected
                      ) -> tuple[str, ...]:
     """The transforms of a file's survey that still have work in it once the project model
     is known (`SourceTriggers.in_project`: update-ops, where a batch norm reaches it)."""
     from graphfix.source.prefilter import in_project
 
+    if not work or project is None:
+        return work
+    transforms = {t.name: t for t, _ in selected.transforms}
     view = project.view(label)
     return tuple(name for name in work if in_project(transforms[name], view))
 
@@ -523,6 +533,17 @@ def _survey_one(item) -> _Survey:
     return survey
 
 
+def _cached_survey(item) -> _Survey | None:
+    """The survey of a source file (`item`: label, path) the cache holds, if it does."""
+    label, path = item
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    cached = _JOB["cache"].load_survey(_JOB["cache"].survey_key(label, raw))
+    return _Survey.from_json(cached) if cached is not None else None
+
+
 def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
     """The survey of one file's code (see `_Survey`) for `transforms`: the central
     pre-filter (`graphfix.source.prefilter`), then what the scanning rules with work want."""
@@ -649,8 +670,30 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
+def _result_key(label: str, raw: bytes, code: str | None, work: tuple[str, ...]):
+    """The cache key of a file's result: its bytes, the survey's work, what it may read of
+    the project model (`Project.context_digest`)."""
+    project = _JOB.get("project")
+    context = project.context_digest(label) if project is not None and work else ""
+    return _JOB["cache"].result_key(label, raw, code, work, context)
+
+
+def _cached_result(item) -> bool:
+    """Whether the cache holds what `_run_source` would give for `item`."""
+    label, path, work = item
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return False
+    key = _result_key(label, raw, _code_text(path, raw), work)
+    cached = _JOB["cache"].load_result(key) if key is not None else None
+    return cached is not None and (not _JOB["fix"] or cached.nothing_to_fix)
+
+
 def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, work):
-    """Check or fix one source file with the codemods that have `work` in it (the survey's)."""
+    """Check or fix one source file with the codemods that have `work` in it (the survey's;
+    the project model may leave fewer, asked only where the cache does not answer: what it
+    says follows from the parts the key holds)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -658,8 +701,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
         return
     code = _code_text(path, raw)
     project = _JOB.get("project")
-    context = project.context_digest(label) if project is not None and work else ""
-    key = cache.result_key(label, raw, code, work, context) if cache is not None else None
+    key = _result_key(label, raw, code, work) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):
         report.cached_paths.append(label)
@@ -669,8 +711,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
         return
+    if code is not None:
+        work = _work_in_project(project, label, work, selected)
     if code is not None and not work:
-        # No codemod has work here (the text and syntax pre-checks): libcst never sees it.
+        # No codemod has work here (the pre-checks, the model): libcst never sees it.
         if key is not None:
             cache.store_result(key, [], None)
         report.unchanged_paths.append(label)

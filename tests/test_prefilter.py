@@ -43,7 +43,7 @@ def _cases():
 def test_the_pre_filter_lets_through_every_file_the_codemod_finds_something_in(transform,
                                                                                files):
     codemods = [(transform.source_codemod(), transform.default_options())]
-    project = Project({path: part_of_code(code) for path, code in files.items()})
+    project = Project({path: part_of_code(code) for path, code in files.items()}, files.get)
     for path, code in files.items():
         view = project.view(path)
         found = run_source(code, path, codemods, fix=False, project=view).findings

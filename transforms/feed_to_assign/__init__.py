@@ -129,9 +129,12 @@ class FeedToAssign(Transform):
     codemod = ".source:FeedToAssignCodemod"
     # A run given a feed that may hold a variable. Whether a feed may hold one takes
     # following names through assignments, which no call list says: the predicate (loaded
-    # on first use, as the codemod).
+    # on first use, as the codemod); then the project model's reading of its keys, with
+    # what the files its imports connect it to assign.
     source_triggers = SourceTriggers(words=("run(", "eval("),
-                                     where=".prechecks:may_feed_a_variable")
+                                     where=".prechecks:may_feed_a_variable",
+                                     in_project=".prechecks:model_may_feed_a_variable")
+
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | Edit]:
         renames: dict[str, str] = {}  # each fed variable's output -> its feed
         for variable, why in _fed_variables(graph, ctx).items():

@@ -6,7 +6,9 @@ graphs never needs it.
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
+from graphfix.source.project.feeds import VARIABLE_KINDS
 from graphfix.source.syntax import Syntax, tail_name
 from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
@@ -17,6 +19,9 @@ from graphfix.source.vocabulary import (
     VARIABLE_LISTS,
     last_names,
 )
+
+if TYPE_CHECKING:
+    from graphfix.source.project import FileView
 
 # The last names of what creates (or finds) variables and global steps and of what lists
 # them: the pre-check sees spellings, not what they resolve to.
@@ -126,6 +131,26 @@ def _may_be_collection(value: ast.expr, syntax: Syntax, depth: int = 0) -> bool:
         return (value.id in syntax.loop_names or value.id in syntax.imports
                 or any(_may_be_collection(v, syntax, depth + 1)
                        for v in syntax.assigned.get(value.id, ())))
+    return False
+
+
+def model_may_feed_a_variable(view: FileView) -> bool:
+    """The project model's reading of the feed keys (the `in_project` predicate of
+    `FeedToAssign.source_triggers`): a key it reads as a variable (or as one no optimizer
+    updates, which something may update in place), a key that may name a variable's op, or
+    keys from a collection. A key it reads as no variable, or as unknown (a parameter), is
+    left alone by the codemod too."""
+    reader = view.feed_reader()
+    if reader is None:
+        return True
+    syntax = Syntax(reader.tree)
+    for feed, _ in _runs(syntax):
+        keys, runtime = _feed_keys(feed, syntax)
+        if runtime:
+            return True
+        for key in keys:
+            if reader.kind(key) in VARIABLE_KINDS or _may_name_variable(key, syntax):
+                return True
     return False
 
 

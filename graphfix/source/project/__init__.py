@@ -23,7 +23,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from graphfix.source.project.feeds import feed_facts
+from graphfix.source.project.feeds import FeedFacts, feed_facts
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
     MODULE_BODY,
@@ -385,6 +385,16 @@ class FileView:
             for key in ("updated", "monitored", "names"):
                 merged[key].update(facts[key])
         return merged
+
+    def feed_reader(self) -> FeedFacts | None:
+        """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of
+        `tree`, through the file's scopes and what the files connected to it assign
+        (`feed_facts`); None if its code is not known or cannot be parsed."""
+        code = self.project._code_of(self.label)
+        tree = parsed(code) if code is not None else None
+        if tree is None:
+            return None
+        return FeedFacts(tree, AstTfNames(tree), self.feed_facts())
 
     def batch_norms(self) -> list[tuple[str, int]]:
         """The file's own batch norms that train and feed UPDATE_OPS: (name, line)."""

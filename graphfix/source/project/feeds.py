@@ -181,10 +181,12 @@ class _Bindings(ast.NodeVisitor):
 
 
 class FeedFacts:
-    """Reads one module's facts (see the module docstring)."""
+    """Reads one module's facts (see the module docstring), or, given what the files
+    connected to it say (`known`: `FileView.feed_facts`), what its feed keys hold."""
 
-    def __init__(self, tree: ast.Module, names: AstTfNames):
+    def __init__(self, tree: ast.Module, names: AstTfNames, known: dict | None = None):
         self.tree, self.names = tree, names
+        self.known = known  # None: the module alone (its attributes are others' question)
         self.bindings = _Bindings()
         self.bindings.visit(tree)
 
@@ -211,7 +213,9 @@ class FeedFacts:
         if isinstance(expr, ast.Constant) and expr.value is None:
             return None
         if isinstance(expr, ast.Attribute):
-            return "other" if self.names.canonical(expr) is not None else None
+            if self.names.canonical(expr) is not None:
+                return "other"
+            return combine(self.known["attributes"].get(expr.attr, ())) if self.known else None
         if isinstance(expr, ast.Call):
             name = self.names.canonical(expr.func)
             if name in VARIABLE_CONSTRUCTORS:
@@ -237,7 +241,9 @@ class FeedFacts:
             return self.kind(how[1], depth + 1)
         if how[0] == "loop":
             return self.collection(how[1], depth + 1)
-        return None  # an import: what it holds is the importing file's question
+        if how[0] == "import" and self.known:
+            return combine(self.known["attributes"].get(how[1], ()))
+        return None  # an import: what it holds is what the imported file assigns
 
     def created(self, call: ast.Call, name: str) -> str:
         """"frozen" for a variable no optimizer updates, else "variable"."""
