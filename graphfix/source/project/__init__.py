@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -55,7 +56,8 @@ class Project:
                  code_of: Callable[[str], str | None] | None = None):
         self.parts = {label: part for label, part in parts.items() if part is not None}
         # A file's code, for the facts read only when a rule asks (`feeds`); None: unknown.
-        self._code_of = code_of or (lambda label: None)
+        self._read_code = code_of or (lambda label: None)
+        self._codes: dict[str, str | None] = {}
         self._feeds: dict[str, dict] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
@@ -83,6 +85,11 @@ class Project:
             return code if name == label else self._code_of(name)
 
         return Project({**self.parts, label: part_of_code(code)}, code_of).view(label)
+
+    def _code_of(self, label: str) -> str | None:
+        if label not in self._codes:
+            self._codes[label] = self._read_code(label)
+        return self._codes[label]
 
     def feeds(self, label: str) -> dict:
         """What file `label` says about the names a feed key may hold
@@ -310,6 +317,28 @@ def _called_functions(project: Project, starts: Iterable[tuple[str, str]], place
     return seen
 
 
+class _AttributeKinds:
+    """What the files connected to one file by imports assign to an attribute name (the
+    `attributes` of `FileView.feed_facts`), read when first asked of a name, in the files
+    whose text mentions it: a feed's keys ask about a few names of a whole package."""
+
+    def __init__(self, project: Project, label: str):
+        self.project = project
+        self.labels = sorted(project.connected(label))
+        self._kinds: dict[str, set[str]] = {}
+
+    def get(self, name: str, default=()) -> set[str]:
+        if name not in self._kinds:
+            mention = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+            kinds: set[str] = set()
+            for label in self.labels:
+                code = self.project._code_of(label)
+                if code is not None and mention.search(code):
+                    kinds.update(self.project.feeds(label)["attributes"].get(name, ()))
+            self._kinds[name] = kinds
+        return self._kinds[name] or set(default)
+
+
 class FileView:
     """The project model as one file's rules ask it."""
 
@@ -394,7 +423,8 @@ class FileView:
         tree = parsed(code) if code is not None else None
         if tree is None:
             return None
-        return FeedFacts(tree, AstTfNames(tree), self.feed_facts())
+        return FeedFacts(tree, AstTfNames(tree),
+                         {"attributes": _AttributeKinds(self.project, self.label)})
 
     def batch_norms(self) -> list[tuple[str, int]]:
         """The file's own batch norms that train and feed UPDATE_OPS: (name, line)."""
