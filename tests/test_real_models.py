@@ -204,26 +204,35 @@ def test_no_false_error_on_graphs_tf_places(built, verdicts):
         assert _errors(built[name]) == [], name
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: the default check misses groups without a "
-                   "variable (summaries, Saver ops, tables, string Consts) that TF rejects")
 def test_default_check_finds_what_tf_rejects_in_the_main_graph(built, verdicts):
     for name in ["dtype_variables", "summaries_saver_gpu"]:
         assert verdicts[name].failing_nodes(main_only=True) <= _named(_errors(built[name]))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: function bodies are never checked")
 def test_check_finds_a_print_in_a_while_body_on_the_gpu(built):
     errors = _errors(built["tf2_savedmodel_while_print"])
     assert any("PrintV2" in f["message"] for f in errors)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: the default fix moves only variable groups "
-                   "and leaves function bodies on the GPU")
-def test_after_the_default_fix_tf_places_the_graph(built, tmp_path):
-    for name in ["dtype_variables", "summaries_saver_gpu", "tf2_savedmodel_while_print"]:
-        fixed = tmp_path / f"fixed_{built[name].name}"
-        run_cli("fix", "--target-devices", TARGETS, "-o", fixed, built[name])
-        assert oracle.place(graph_def_of(fixed)).places, name
+def _said_to_fail(errors) -> set[tuple[str | None, str]]:
+    """(function or None, node) for each node graphfix's errors say TF's placer refuses: the
+    members without a kernel, else the node TF names."""
+    return {(f["details"].get("function"), node) for f in errors
+            for node in (f["details"]["no_kernel"] or [f["details"]["node"]])}
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_default_check_errors_are_exactly_the_nodes_tf_refuses(built, verdicts, name):
+    expected = {(f.function, f.node) for f in verdicts[name].failures}
+    assert _said_to_fail(_errors(built[name])) == expected
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_after_the_default_fix_check_is_clean_and_tf_places_the_graph(built, tmp_path, name):
+    fixed = tmp_path / f"fixed_{built[name].name}"
+    run_cli("fix", "--target-devices", TARGETS, "-o", fixed, built[name])
+    assert _errors(fixed) == []
+    assert oracle.place(graph_def_of(fixed)).places
 
 
 def test_default_fix_places_the_graphs_whose_failures_are_variable_groups(built, tmp_path):

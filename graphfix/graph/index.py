@@ -14,6 +14,7 @@ proves a whole graph).
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import cached_property
 from array import array
 from itertools import chain, compress, repeat
 from operator import sub
@@ -120,6 +121,11 @@ class GraphIndex:
         if len(found) == 1:
             return list(found[0])
         return sorted(p for positions in found for p in positions)
+
+    @cached_property
+    def library_names(self) -> frozenset[str]:
+        """The names of the graph's library functions (a node whose op is one calls it)."""
+        return frozenset(f.signature.name for f in self.graph_def.library.function)
 
     def op_kinds(self) -> set[str]:
         """The distinct ops of the graph."""

@@ -163,6 +163,7 @@ def use_snapshot(cache_dir: Path | None) -> None:
     _SNAPSHOT.path, _SNAPSHOT.learned = None, False
     _kernels_for.cache_clear()
     _op_defaults.cache_clear()
+    _plan.cache_clear()
 
 
 def save_snapshot() -> None:
@@ -212,44 +213,74 @@ def require_gpu_kernels() -> None:
         )
 
 
-def _node_types(node, op: str) -> dict[str, tuple[int, ...]]:
-    types = dict(_op_defaults(op))
-    for name, value in node.attr.items():
-        kind = value.WhichOneof("value")
-        if kind == "type":
-            types[name] = (value.type,)
-        elif kind == "list" and value.list.type:
-            types[name] = tuple(value.list.type)
-    return types
+def registered(op: str) -> bool:
+    """Whether this TensorFlow registers a kernel for `op` on any device. An op with none is
+    not TF's to judge here: a custom op whose library the program loads, or a library
+    function called by name (which TF's placer lets run anywhere)."""
+    return bool(_kernels_for(op))
 
 
-def _matches(constraints, label: str, types: dict, node_label: str) -> bool:
-    if label != node_label:
-        return False
-    for name, allowed in constraints:
-        values = types.get(name)
-        if values is None or not all(v in allowed for v in values):
-            return False
-    return True
+class _Plan:
+    """How `supports` answers for one op on one device type: `always` (a kernel whatever
+    the attrs), `never` (none whatever the attrs), else the kernels to match and the few type
+    attrs they constrain, so a node's other attrs are never read."""
+
+    __slots__ = ("always", "never", "kernels", "attrs", "defaults", "answers")
+
+    def __init__(self, op: str, device_type: str):
+        kernels = [(kind, label, constraints) for kind, label, constraints in _kernels_for(op)
+                   if kind in (device_type, "DEFAULT")]
+        # TF's lookup tries the device type's kernels first, then DEFAULT's.
+        kernels.sort(key=lambda kernel: kernel[0] != device_type)
+        self.kernels = kernels
+        self.never = not kernels
+        self.always = any(not label and not constraints for _, label, constraints in kernels)
+        self.attrs = tuple(sorted({name for _, _, constraints in kernels
+                                   for name, _ in constraints}))
+        self.defaults = _op_defaults(op) if self.attrs else {}
+        self.answers: dict[tuple, bool] = {}  # (label, the attrs' types) -> supported
+
+    def supports(self, node) -> bool:
+        attrs = node.attr
+        label = attrs["_kernel"].s.decode() if "_kernel" in attrs else ""
+        if self.never or (self.always and not label):
+            return not self.never
+        types = tuple(_type_of(attrs, name, self.defaults) for name in self.attrs)
+        key = (label, types)
+        answer = self.answers.get(key)
+        if answer is None:
+            given = dict(zip(self.attrs, types))
+            answer = self.answers[key] = any(
+                klabel == label and all(given[name] is not None
+                                        and all(t in allowed for t in given[name])
+                                        for name, allowed in constraints)
+                for _, klabel, constraints in self.kernels)
+        return answer
+
+
+def _type_of(attrs, name: str, defaults: dict) -> tuple[int, ...] | None:
+    """A type attr's value as a tuple (a list(type) attr's every type), else its default."""
+    if name not in attrs:
+        return defaults.get(name)
+    value = attrs[name]
+    if value.type:
+        return (value.type,)
+    return tuple(value.list.type) or defaults.get(name)
+
+
+@cache
+def _plan(op: str, device_type: str) -> _Plan:
+    return _Plan(op, device_type)
 
 
 def supports(node, device_type: str) -> bool:
-    """Whether a kernel is registered for `node` (its op and attrs) on `device_type`.
+    """Whether a kernel is registered for `node` (its op, type attrs and `_kernel` label)
+    on `device_type`.
 
     Like TF's `FindKernelRegistration`: kernels for the device type first, then those
     registered for DEFAULT as a fallback.
     """
-    kernels = _kernels_for(node.op)
-    types = _node_types(node, node.op)
-    label = node.attr["_kernel"].s.decode() if "_kernel" in node.attr else ""
-    device_type = device_type.upper()
-    for wanted in (device_type, "DEFAULT"):
-        if any(
-            kind == wanted and _matches(constraints, klabel, types, label)
-            for kind, klabel, constraints in kernels
-        ):
-            return True
-    return False
+    return _plan(node.op, device_type.upper()).supports(node)
 
 
 def describe_attrs(node) -> str:

@@ -9,9 +9,10 @@ what graphfix reports on a machine with no GPU is what TF says on the machine th
 
 from __future__ import annotations
 
-from typing import Container
+from typing import Container, Sequence
 
 from graphfix.graph import kernels
+from graphfix.graph.colocation import COLOCATION_ATTR, UnionFind, colocation_names
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.signatures import REF_OFFSET
@@ -51,6 +52,10 @@ class Group:
         ops = self.graph.ops
         return [self.graph.node_at(p) for p in self.positions if ops[p] in VARIABLE_OPS]
 
+    def asked_by(self, node) -> str:
+        """The device `node`, a member, asks for itself."""
+        return node.device
+
     @property
     def anchor(self) -> str:
         """The name a finding or change about the group names: its first variable, else its
@@ -63,13 +68,18 @@ class Group:
 
 
 class PlacementProblem:
-    """A group TF's placer would reject, in TF's words."""
+    """A group TF's placer would reject, in TF's words. `kind`: `no-kernel` (a member has no
+    kernel for the group's device type), `conflict` (members ask for devices that cannot
+    merge; `no_kernel` then lists the members that lack one on the type they ask for
+    themselves), `no-device` (the group asks for a device the target devices do not have)."""
 
-    def __init__(self, group: Group, node: str, message: str, no_kernel: list):
+    def __init__(self, group: "Group | BodyGroup", node: str, message: str, no_kernel: list,
+                 kind: str = "no-kernel"):
         self.group = group
         self.node = node  # the node TF names in its error (the group's first in graph order)
         self.message = message
         self.no_kernel = no_kernel  # members with no kernel for the requested device type
+        self.kind = kind
 
     @property
     def is_variable_group(self) -> bool:
@@ -138,45 +148,245 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     return out
 
 
-def problems(graph: GraphIndex, group_list: list[Group] | None = None) -> list[PlacementProblem]:
-    """Every group that TF's placer would refuse to place, with TF's wording."""
+def problems(graph: GraphIndex, group_list: list[Group] | None = None, *,
+             targets: Sequence[str] = (), functions: bool = True) -> list[PlacementProblem]:
+    """Every group that TF's placer would refuse to place, with TF's wording: those of
+    `group_list` (default: every group that asks for a device), then, with `functions`,
+    those of the function bodies the graph calls (`body_problems`). `targets`: the devices
+    the graph will run on, in TF's spelling (none given: any device the graph names)."""
     found = []
     for group in group_list if group_list is not None else groups(graph):
-        if group.conflict:
-            found.append(PlacementProblem(group, group.first.name, group.conflict, []))
-            continue
-        wanted = group.requested.device_type if group.requested else None
-        if not wanted:
-            continue
-        if wanted.upper() == "GPU":
-            kernels.require_gpu_kernels()
-        lacking = [n for n in group.members if not kernels.supports(n, wanted)]
-        if not lacking:
-            continue
-        node = _named_by_placer(group, graph)
-        found.append(PlacementProblem(group, node.name, _message(group, node, wanted), lacking))
+        problem = _problem(group, graph, targets)
+        if problem is not None:
+            found.append(problem)
+    if functions:
+        found.extend(body_problems(graph, targets))
     return found
 
 
-def _is_generator(node, graph: GraphIndex) -> bool:
-    outputs = graph.signatures.output_types(node)
-    return not graph.data_inputs(node) and outputs is not None and len(outputs) == 1 and (
-        outputs[0] < REF_OFFSET
-    )
+def _problem(group: Group, graph: GraphIndex, targets: Sequence[str]) -> PlacementProblem | None:
+    if group.conflict:
+        # TF names the conflict first; what each member would meet once it is resolved is
+        # said too, so that one pass finds both.
+        lacking = [node for node in group.members if group.asked_by(node) and not _has_kernel(
+            node, DeviceSpec.parse(group.asked_by(node)).device_type, graph.library_names)]
+        return PlacementProblem(group, group.first.name, group.conflict, lacking, "conflict")
+    wanted = group.requested.device_type if group.requested else None
+    if not wanted:
+        return None
+    if targets and not _available(group.requested, targets):
+        node = _named_by_placer(group, graph)
+        return PlacementProblem(group, node.name, _missing_device_message(
+            node.name, group.requested, targets), [], "no-device")
+    if wanted.upper() == "GPU":
+        kernels.require_gpu_kernels()
+    library = graph.library_names
+    lacking = [n for n in group.members if not _has_kernel(n, wanted, library)]
+    if not lacking:
+        return None
+    node = _named_by_placer(group, graph)
+    return PlacementProblem(group, node.name, _message(group, node, wanted), lacking)
 
 
-def _named_by_placer(group: Group, graph: GraphIndex):
+def _has_kernel(node, device_type: str | None, library: Container[str]) -> bool:
+    """Whether TF's placer finds `node` a kernel on `device_type`. A library function's op
+    runs anywhere, as TF says; so, here, does an op this TensorFlow registers no kernel
+    for at all (a custom op: its library, not this registry, decides)."""
+    if not device_type or node.op in library or not kernels.registered(node.op):
+        return True
+    return kernels.supports(node, device_type)
+
+
+def _available(requested: DeviceSpec, targets: Sequence[str]) -> bool:
+    """Whether `requested` matches a device of `targets` field by field, as TF matches a
+    requested device against a process's devices (a field either leaves unset matches);
+    every process has its one CPU."""
+    if (requested.device_type or "").upper() == "CPU":
+        return requested.device_index in (None, 0)
+    fields = ("job", "replica", "task", "device_type", "device_index")
+    for target in map(DeviceSpec.parse, targets):
+        pairs = ((getattr(requested, f), getattr(target, f)) for f in fields)
+        if all(ours is None or theirs is None or str(ours).upper() == str(theirs).upper()
+               for ours, theirs in pairs):
+            return True
+    return False
+
+
+def _missing_device_message(node: str, requested: DeviceSpec, targets: Sequence[str]) -> str:
+    return (f"Cannot assign a device for operation {node}: Could not satisfy explicit device "
+            f"specification '{requested.to_string()}' because no devices matching that "
+            f"specification are registered in this process; available devices: "
+            f"{', '.join(targets)}")
+
+
+# Ops that call library functions through function-valued attrs: functional control flow
+# and the call ops. (tf.data's ops take functions too, but run them on the input pipeline's
+# CPU, not on the device of the call.)
+CALL_OPS = frozenset({"While", "StatelessWhile", "_While", "If", "StatelessIf", "_If", "Case",
+                      "StatelessCase", "PartitionedCall", "StatefulPartitionedCall", "For",
+                      "SymbolicGradient", "RemoteCall"})
+
+
+class BodyGroup:
+    """A colocation group inside a function body (its members joined by `_class`), with the
+    device it asks for once each member has inherited the device of its call site."""
+
+    __slots__ = ("function", "members", "asked", "requested", "conflict", "caller")
+
+    def __init__(self, function: str, members: list, asked: list[str],
+                 requested: DeviceSpec | None, conflict: str | None, caller: str):
+        self.function = function
+        self.members = members  # NodeDefs of the body, in its order
+        self.asked = dict(zip((node.name for node in members), asked))
+        self.requested = requested
+        self.conflict = conflict
+        self.caller = caller  # the node whose call placed the body (`fn/node` when nested)
+
+    def asked_by(self, node) -> str:
+        """The device `node`, a member, asks for once it inherits its call site's."""
+        return self.asked[node.name]
+
+    @property
+    def first(self):
+        return self.members[0]
+
+    @property
+    def variables(self) -> list:
+        return [node for node in self.members if node.op in VARIABLE_OPS]
+
+    @property
+    def anchor(self) -> str:
+        """`function/node`: the body's first variable, else its first member."""
+        return f"{self.function}/{(self.variables or self.members)[0].name}"
+
+
+def inherited_device(device: str, caller: str) -> str:
+    """The device a function body's node asks for once its call is inlined (TF's
+    `MultiDeviceFunctionBodyPlacer`): none of its own -> the call site's; a partial one
+    -> the call site's job, replica and task fill those it leaves unset."""
+    if not device:
+        return caller
+    if not caller:
+        return device
+    own, theirs = DeviceSpec.parse(device), DeviceSpec.parse(caller)
+    return own.replace(job=own.job if own.job is not None else theirs.job,
+                       replica=own.replica if own.replica is not None else theirs.replica,
+                       task=own.task if own.task is not None else theirs.task).to_string()
+
+
+def called_functions(node, library: Container[str]) -> list[str]:
+    """The library functions `node` calls: its op, or its function-valued attrs."""
+    out = [node.op] if node.op in library else []
+    if node.op in CALL_OPS:
+        for value in node.attr.values():
+            if value.HasField("func"):
+                out.append(value.func.name)
+            out.extend(f.name for f in value.list.func)
+    return [name for name in out if name in library]
+
+
+def body_groups(graph: GraphIndex) -> list[BodyGroup]:
+    """The colocation groups of every function body the graph calls, once per device a call
+    gives it (nested calls inherit from their own call node), that ask for a device."""
+    library = {f.signature.name: f for f in graph.graph_def.library.function}
+    if not library:
+        return []
+    pending = [(name, _requested_at(graph, position), graph.names[position])
+               for position in graph.positions_of(library.keys() | CALL_OPS)
+               for name in called_functions(graph.node_at(position), library)]
+    seen, out = set(), []
+    while pending:
+        name, caller, site = pending.pop(0)
+        if (name, caller) in seen:
+            continue
+        seen.add((name, caller))
+        nodes = list(library[name].node_def)
+        asked = [inherited_device(node.device, caller) for node in nodes]
+        for node, device in zip(nodes, asked):
+            pending.extend((called, device, f"{name}/{node.name}")
+                           for called in called_functions(node, library))
+        out.extend(_groups_of_body(name, nodes, asked, site))
+    return out
+
+
+def _requested_at(graph: GraphIndex, position: int) -> str:
+    """The device the node at `position` asks for: its own, else its group's."""
+    own = graph.devices[position]
+    if own:
+        return own
+    merged, _ = merge_requested(graph, graph.colocation_groups()[
+        graph.group_root(graph.names[position])])
+    return merged.to_string() if merged else ""
+
+
+def _groups_of_body(function: str, nodes: list, asked: list[str], caller: str
+                    ) -> list[BodyGroup]:
+    joins = UnionFind()
+    names = {node.name for node in nodes}
+    joins.union_all((other, node.name) for node in nodes if COLOCATION_ATTR in node.attr
+                    for other in colocation_names(node.attr[COLOCATION_ATTR].list.s)
+                    if other in names)
+    members: dict[str, list[int]] = {}
+    for k, node in enumerate(nodes):
+        members.setdefault(joins.find(node.name), []).append(k)
+    out = []
+    for positions in members.values():
+        devices = [asked[k] for k in positions if asked[k]]
+        if not devices:
+            continue
+        requested, conflict = _merged(devices, [nodes[k].name for k in positions if asked[k]])
+        out.append(BodyGroup(function, [nodes[k] for k in positions],
+                             [asked[k] for k in positions], requested, conflict, caller))
+    return out
+
+
+def _merged(devices: list[str], owners: list[str]) -> tuple[DeviceSpec | None, str | None]:
+    """The devices of a body group merged as `merge_requested` merges a main-graph group's."""
+    merged = DeviceSpec()
+    for device, owner in zip(devices, owners):
+        spec = DeviceSpec.parse(device)
+        conflict = _conflict(merged, spec)
+        if conflict is not None:
+            return None, (f"Cannot colocate nodes {owners[0]} and {owner}: Cannot merge "
+                          f"devices with incompatible {conflict}: '{merged}' and '{spec}'")
+        merged = merged.merge(spec)
+    return merged, None
+
+
+def body_problems(graph: GraphIndex, targets: Sequence[str] = ()) -> list[PlacementProblem]:
+    """The groups of function bodies that TF's placer would refuse (see `body_groups`),
+    each group once (the first call that makes it fail), the message naming the function."""
+    found, reported = [], set()
+    for group in body_groups(graph):
+        key = (group.function, group.first.name)
+        if key in reported:
+            continue
+        problem = _problem(group, graph, targets)
+        if problem is not None:
+            reported.add(key)
+            problem.message += f" (in the body of function {group.function}, called by {group.caller})"
+            found.append(problem)
+    return found
+
+
+def _is_generator(node, signatures) -> bool:
+    outputs = signatures.output_types(node)
+    return (not any(text[:1] != "^" for text in node.input) and outputs is not None
+            and len(outputs) == 1 and outputs[0] < REF_OFFSET)
+
+
+def _named_by_placer(group: "Group | BodyGroup", graph: GraphIndex):
     """The member TF's placer fails on first: it walks nodes in graph order but defers
     generators (no inputs, one non-ref output: Const, VarHandleOp) until their consumers."""
     for node in group.members:
-        if not _is_generator(node, graph):
+        if not _is_generator(node, graph.signatures):
             return node
     return group.first
 
 
 def _message(group: Group, node, device_type: str) -> str:
     merged = group.requested.to_string()
-    own = DeviceSpec.parse(node.device).to_string() if node.device else ""
+    own = DeviceSpec.parse(group.asked_by(node)).to_string() if group.asked_by(node) else ""
     if own == merged:
         reason = (
             f"Could not satisfy explicit device specification '{merged}' because no "
@@ -192,13 +402,20 @@ def _message(group: Group, node, device_type: str) -> str:
 
 
 def explain(problem: PlacementProblem) -> str:
-    """Which members lack the kernel and with what attrs: `VariableV2 Variable (dtype=DT_INT32)`."""
+    """Which members lack the kernel and with what attrs: `no GPU kernel for: VariableV2
+    Variable (dtype=DT_INT32); group of 3`; for a conflict, those that lack one on the
+    device they ask for themselves; "" where no member lacks one."""
+    if not problem.no_kernel:
+        return ""
     parts = [
         f"{n.op} {n.name} ({kernels.describe_attrs(n)})" if kernels.describe_attrs(n)
         else f"{n.op} {n.name}"
         for n in problem.no_kernel
     ]
     size = len(problem.group.members)
+    if problem.kind == "conflict":
+        return (f"and with no kernel on the device each asks for: {'; '.join(parts)}; "
+                f"group of {size}")
     return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"
 
 

@@ -87,13 +87,15 @@ _CPU_OF = _CpuTwins()
 
 class VariablesToCpu(Transform):
     name = "variables-to-cpu"
-    summary = "move variables (with their colocation groups) off the GPU onto the CPU"
+    summary = "move variables, and whatever has no kernel on its GPU, onto the CPU"
     params = (
         Param(
             "scope",
-            "variables",
-            "variables: every variable group on a GPU; no-kernel: any group without a kernel there",
-            choices=("variables", "no-kernel"),
+            "all",
+            "all: every variable group on a GPU and every group without a kernel on its "
+            "device; variables: the variable groups only; no-kernel: only the groups without "
+            "a kernel (float variables stay)",
+            choices=("all", "variables", "no-kernel"),
         ),
     )
     # The source surface lives in source.py, loaded on first use (libcst is slow to
@@ -106,38 +108,29 @@ class VariablesToCpu(Transform):
     source_triggers = SourceTriggers(calls=DEVICE_CALLS, all_of=(("gpu", "GPU", "Gpu"),),
                                      where=_gpu_device_scope)
 
-    def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
-        """(group, placement problem or None) for each group this transform moves.
-
-        With scope=variables the kernel registry (and so the TF runtime) is consulted only
-        to explain findings (`explain`, `Context.explain`), never to decide what moves.
-        """
-        scope = ctx.options["scope"]
-        every = placement.groups(graph, variables_only=scope == "variables")
-        gpu_groups = [g for g in every if _on_gpu(g) and not g.conflict]
-        problems = {}
-        if explain or scope == "no-kernel":
-            problems = {id(p.group): p for p in placement.problems(graph, gpu_groups)}
-        for group in gpu_groups:
-            problem = problems.get(id(group))
-            if scope == "no-kernel" and problem is None:
-                continue
-            yield group, problem
-
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
-        """An error for each group TF cannot place; one warning per GPU for the groups that
-        place but hold variables the towers share (a tower pattern: one finding, a count)."""
+        """An error for each group TF cannot place (in the main graph and in the function
+        bodies it calls); one warning per GPU for the variable groups that place there but
+        hold what towers share (a tower pattern: one finding, a count)."""
+        scope, targets = ctx.options["scope"], ctx.target_devices
+        every = placement.groups(graph, variables_only=scope == "variables")
+        # TF's registry is asked about every group but a GPU variable group, which moves
+        # anyway, unless the findings' words (`explain`: `check`, not `fix`) or the target
+        # devices need it.
+        asked = [g for g in every if g.conflict or not (
+            scope != "no-kernel" and g.variables and _on_gpu(g) and not ctx.explain
+            and not targets)]
+        problems = {id(p.group): p for p in placement.problems(graph, asked, targets=targets,
+                                                               functions=scope != "variables")}
         shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
-        for group, problem in self._targets(graph, ctx, explain=ctx.explain):
-            requested = group.requested.to_string()
-            if problem is None:
-                shared.setdefault(requested, []).append(group)
-                continue
-            to = _CPU_OF[requested]
-            yield Finding(ctx.path, self.name,
-                          f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})",
-                          node=group.anchor, severity="error",
-                          edit=partial(self._move_to_cpu, [group], requested, ctx))
+        for group in every:
+            problem = problems.pop(id(group), None)
+            if problem is not None:
+                yield self._error(problem, ctx)
+            elif scope != "no-kernel" and group.variables and _on_gpu(group):
+                shared.setdefault(group.requested.to_string(), []).append(group)
+        for problem in problems.values():  # (those of function bodies)
+            yield self._error(problem, ctx)
         for requested, groups in shared.items():
             names = [g.anchor for g in groups[:3]]  # (the message names three)
             listed = ", ".join(names) + (", ..." if len(groups) > 3 else "")
@@ -150,6 +143,34 @@ class VariablesToCpu(Transform):
                           node=names[0], severity="warning",
                           edit=partial(self._move_to_cpu, groups, requested, ctx))
 
+    def _error(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
+        """TF's error for a group it cannot place, with the move that places it where there
+        is one: a group on a GPU goes to that task's CPU. A conflict, a group that lacks a
+        kernel on the CPU, or one that asks for a GPU the target devices do not have (not
+        a variable group) is the user's to resolve."""
+        group = problem.group
+        movable = _on_gpu(group) and (problem.kind == "no-kernel" or (
+            problem.kind == "no-device" and group.variables))
+        detail = placement.explain(problem)
+        if movable:
+            requested = group.requested.to_string()
+            detail = f"{detail}; fix moves it to {_CPU_OF[requested]}" if detail else (
+                f"fix moves it to {_CPU_OF[requested]}")
+        message = f"{problem.message} ({detail})" if detail else problem.message
+        edit = None
+        if movable:
+            move = (self._move_body_to_cpu if isinstance(group, placement.BodyGroup)
+                    else self._move_to_cpu)
+            edit = partial(move, [group], group.requested.to_string(), ctx)
+        details = {"kind": problem.kind, "node": problem.node,
+                   "device": group.requested.to_string() if group.requested else None,
+                   "no_kernel": [n.name for n in problem.no_kernel],
+                   "group_size": len(group.members)}
+        if isinstance(group, placement.BodyGroup):
+            details.update(function=group.function, called_by=group.caller)
+        return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
+                       fixable=edit is not None, edit=edit, details=details)
+
     def _move_to_cpu(self, groups: list[placement.Group], requested: str, ctx: Context,
                      graph: GraphIndex) -> list[Change]:
         after = _CPU_OF[requested]
@@ -157,11 +178,30 @@ class VariablesToCpu(Transform):
         for group in groups:
             moved = graph.set_devices(group.positions, _CPU_OF)
             if moved:
-                changes.append(Change(
-                    ctx.path, self.name,
-                    f"moved {len(moved)} node(s) of {group.anchor}'s colocation group from "
-                    f"{requested} to {after}",
-                    node=group.anchor,
-                    details={"from": requested, "to": after, "nodes": [names[p] for p in moved]},
-                ))
+                changes.append(self._moved(ctx, group.anchor, requested, after,
+                                           [names[p] for p in moved]))
         return changes
+
+    def _move_body_to_cpu(self, groups: list[placement.BodyGroup], requested: str,
+                          ctx: Context, graph: GraphIndex) -> list[Change]:
+        """Each member of a function body's group asks for the CPU itself; one that named
+        no device says only `/device:CPU:0`, so every call still fills in its own task."""
+        after = _CPU_OF[requested]
+        changes = []
+        for group in groups:
+            moved = []
+            for node in group.members:
+                device = _CPU_OF[node.device] if node.device else "/device:CPU:0"
+                if node.device != device:
+                    node.device = device
+                    moved.append(f"{group.function}/{node.name}")
+            if moved:
+                changes.append(self._moved(ctx, group.anchor, requested, after, moved))
+        return changes
+
+    def _moved(self, ctx: Context, anchor: str, requested: str, after: str,
+               nodes: list[str]) -> Change:
+        return Change(ctx.path, self.name,
+                      f"moved {len(nodes)} node(s) of {anchor}'s colocation group from "
+                      f"{requested} to {after}",
+                      node=anchor, details={"from": requested, "to": after, "nodes": nodes})
