@@ -180,8 +180,9 @@ def test_a_ps_worker_graph_without_a_cluster_names_the_cluster_to_give():
 
 def test_a_resource_readers_device_is_overridden_and_a_class_conflict_is_not(tf, tmp_path):
     """TF's placer overrides the device of a node that joined a variable's group only by
-    reading its handle (an assign_add under another device runs with the variable); two
-    nodes that `_class` binds to one group with different devices are an error."""
+    reading its handle (an assign_add under another device runs with the variable); TF's
+    Python importer gives a `_class` member the device of the node it names; two nodes
+    that a `_class` binds to one group with different devices are an error."""
     def build(tf1):
         with tf.device("/cpu:0"):
             v = tf1.get_variable("v", [2], use_resource=True)
@@ -191,14 +192,21 @@ def test_a_resource_readers_device_is_overridden_and_a_class_conflict_is_not(tf,
     result = graphfix.verify(_graph(tf, build).as_graph_def(), fetches=["bump"])
     assert result.passed, result.to_lines()
 
+    const = ('node { name: "%s" op: "Const" device: "%s" '
+             'attr { key: "dtype" value { type: DT_FLOAT } } '
+             'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } '
+             'float_val: 1 } } } }\n')
+    member = ('node { name: "b" op: "Identity" input: "a" device: "/device:CPU:0" '
+              'attr { key: "T" value { type: DT_FLOAT } } '
+              'attr { key: "_class" value { list { %s } } } }\n')
+    follows = tmp_path / "follows.pbtxt"
+    follows.write_text(const % ("a", "/device:GPU:0") + member % 's: "loc:@a"')
+    result = graphfix.verify(follows, fetches=["b"])
+    assert result.passed, result.to_lines()
+
     conflict = tmp_path / "conflict.pbtxt"
-    conflict.write_text(
-        'node { name: "a" op: "Const" device: "/device:GPU:0" '
-        'attr { key: "dtype" value { type: DT_FLOAT } } '
-        'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } }\n'
-        'node { name: "b" op: "Identity" input: "a" device: "/device:CPU:0" '
-        'attr { key: "T" value { type: DT_FLOAT } } '
-        'attr { key: "_class" value { list { s: "loc:@a" } } } }\n')
+    conflict.write_text(const % ("a", "/device:GPU:0") + const % ("c", "/device:CPU:0")
+                        + member % 's: "loc:@a" s: "loc:@c"')
     checks = _checks(graphfix.verify(conflict, fetches=["b"]))
     assert not checks["placement"].passed
-    assert checks["placement"].detail.startswith("Cannot colocate nodes a and b")
+    assert checks["placement"].detail.startswith("Cannot colocate nodes a and c")

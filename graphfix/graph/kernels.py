@@ -164,6 +164,8 @@ def use_snapshot(cache_dir: Path | None) -> None:
     _kernels_for.cache_clear()
     _op_defaults.cache_clear()
     _plan.cache_clear()
+    verdict.cache_clear()
+    _gpu_kernels.cache_clear()
 
 
 def save_snapshot() -> None:
@@ -202,6 +204,11 @@ def _install_fingerprint() -> str | None:
 
 def gpu_kernels_registered() -> bool:
     """Whether this TensorFlow carries GPU kernels (the default wheel does, even on CPU)."""
+    return _gpu_kernels()
+
+
+@cache
+def _gpu_kernels() -> bool:
     return any(kind == "GPU" for kind, _, _ in _kernels_for("MatMul"))
 
 
@@ -245,32 +252,51 @@ class _Plan:
         label = attrs["_kernel"].s.decode() if "_kernel" in attrs else ""
         if self.never or (self.always and not label):
             return not self.never
-        types = tuple(_type_of(attrs, name, self.defaults) for name in self.attrs)
-        key = (label, types)
+        key = [label]  # then each constrained attr's type (a list(type) attr: a tuple)
+        for name in self.attrs:
+            if name in attrs:
+                value = attrs[name]
+                key.append(value.type or tuple(value.list.type) or self.defaults.get(name))
+            else:
+                key.append(self.defaults.get(name))
+        key = tuple(key)
         answer = self.answers.get(key)
         if answer is None:
-            given = dict(zip(self.attrs, types))
-            answer = self.answers[key] = any(
-                klabel == label and all(given[name] is not None
-                                        and all(t in allowed for t in given[name])
-                                        for name, allowed in constraints)
-                for _, klabel, constraints in self.kernels)
+            answer = self.answers[key] = self._matches(label, dict(zip(self.attrs, key[1:])))
         return answer
 
-
-def _type_of(attrs, name: str, defaults: dict) -> tuple[int, ...] | None:
-    """A type attr's value as a tuple (a list(type) attr's every type), else its default."""
-    if name not in attrs:
-        return defaults.get(name)
-    value = attrs[name]
-    if value.type:
-        return (value.type,)
-    return tuple(value.list.type) or defaults.get(name)
+    def _matches(self, label: str, given: dict) -> bool:
+        for _, kernel_label, constraints in self.kernels:
+            if kernel_label != label:
+                continue
+            for name, allowed in constraints:
+                types = given[name]
+                if types is None:
+                    break
+                if not all(t in allowed for t in (types if isinstance(types, tuple)
+                                                   else (types,))):
+                    break
+            else:
+                return True
+        return False
 
 
 @cache
 def _plan(op: str, device_type: str) -> _Plan:
     return _Plan(op, device_type)
+
+
+@cache
+def verdict(op: str, device_type: str) -> bool | None:
+    """What the registry says of every node of `op` on `device_type` (upper case), without
+    reading one: True (a kernel whatever its attrs; also for an op with no kernel on any
+    device, which is not this TensorFlow's to judge: see `registered`), False (none
+    whatever its attrs), None (it depends on the node: ask `supports`). A `_kernel` label
+    is read only where the answer depends on the node."""
+    if not registered(op):
+        return True
+    plan = _plan(op, device_type)
+    return True if plan.always else False if plan.never else None
 
 
 def supports(node, device_type: str) -> bool:

@@ -52,6 +52,11 @@ class Group:
         ops = self.graph.ops
         return [self.graph.node_at(p) for p in self.positions if ops[p] in VARIABLE_OPS]
 
+    @property
+    def holds_variable(self) -> bool:
+        ops = self.graph.ops
+        return any(ops[p] in VARIABLE_OPS for p in self.positions)
+
     def asked_by(self, node) -> str:
         """The device `node`, a member, asks for itself."""
         return node.device
@@ -89,21 +94,23 @@ class PlacementProblem:
 def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None,
                     overridable: Container[int] = ()) -> tuple[DeviceSpec | None, str | None]:
     """Merge the requested devices of the nodes at `positions` as TF's placer does (no soft
-    placement): (the merged device, None), or (None, TF's message) when they conflict.
-    `asked`: the distinct non-empty device strings of those nodes, if the caller has them.
-    `overridable`: members that joined only by reading a handle of the group: one whose
-    device conflicts with the rest's has it overridden, as TF's placer does, not an error."""
-    devices = graph.devices
+    placement), after TF's Python importer: (the merged device, None), or (None, TF's
+    message) when they conflict. A member with a `_class` attr does not ask for a device of
+    its own (the importer replaces its device with that of the node it names:
+    `GraphIndex.colocation_listed`). `asked`: the distinct non-empty devices the other
+    members ask for, if the caller has them. `overridable`: members that joined only by
+    reading a handle of the group: one whose device conflicts with the rest's has it
+    overridden, as TF's placer does, not an error."""
+    devices, listed = graph.devices, graph.colocation_listed()
     if asked is None:
-        asked = set(map(devices.__getitem__, positions))
-        asked.discard("")
+        asked = _asked(devices, positions, listed)
     if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
-        return DeviceSpec.parse(asked.pop() if asked else ""), None
+        return DeviceSpec.parse(next(iter(asked)) if asked else ""), None
     merged = DeviceSpec()
     owner = None
     later = []  # handle readers: merged after the others, overridden where they conflict
     for position in positions:
-        if not devices[position]:
+        if not devices[position] or position in listed:
             continue
         if position in overridable:
             later.append(position)
@@ -122,6 +129,14 @@ def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | N
     return merged, None
 
 
+def _asked(devices: list[str], positions: list[int], listed: Container[int]) -> set[str]:
+    """The distinct devices the members at `positions` ask for themselves (see
+    `merge_requested`)."""
+    asked = {devices[p] for p in positions if p not in listed}
+    asked.discard("")
+    return asked
+
+
 def _conflict(merged: DeviceSpec, spec: DeviceSpec) -> str | None:
     """The fields (in TF's words: `jobs`, `device types`) on which two devices disagree."""
     for field, word in _FIELD_WORDS.items():
@@ -136,12 +151,11 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     """The colocation groups of a graph (by default only those that ask for a device;
     `variables_only`: only those holding a variable)."""
     out = []
-    devices = graph.devices
+    devices, listed = graph.devices, graph.colocation_listed()
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
     overridable = graph.handle_joined()
     for positions in every.values():
-        asked = set(map(devices.__getitem__, positions))
-        asked.discard("")
+        asked = _asked(devices, positions, listed)
         if asked or not with_request_only:
             out.append(Group(graph, positions,
                              *merge_requested(graph, positions, asked, overridable)))
@@ -168,8 +182,11 @@ def _problem(group: Group, graph: GraphIndex, targets: Sequence[str]) -> Placeme
     if group.conflict:
         # TF names the conflict first; what each member would meet once it is resolved is
         # said too, so that one pass finds both.
-        lacking = [node for node in group.members if group.asked_by(node) and not _has_kernel(
-            node, DeviceSpec.parse(group.asked_by(node)).device_type, graph.library_names)]
+        lacking = []
+        for node in group.members:
+            kind = DeviceSpec.parse(group.asked_by(node)).device_type
+            if kind and _lacks(node, kind, graph.library_names):
+                lacking.append(node)
         return PlacementProblem(group, group.first.name, group.conflict, lacking, "conflict")
     wanted = group.requested.device_type if group.requested else None
     if not wanted:
@@ -178,23 +195,45 @@ def _problem(group: Group, graph: GraphIndex, targets: Sequence[str]) -> Placeme
         node = _named_by_placer(group, graph)
         return PlacementProblem(group, node.name, _missing_device_message(
             node.name, group.requested, targets), [], "no-device")
-    if wanted.upper() == "GPU":
-        kernels.require_gpu_kernels()
-    library = graph.library_names
-    lacking = [n for n in group.members if not _has_kernel(n, wanted, library)]
+    lacking = _lacking(group, wanted, graph)
     if not lacking:
         return None
     node = _named_by_placer(group, graph)
     return PlacementProblem(group, node.name, _message(group, node, wanted), lacking)
 
 
-def _has_kernel(node, device_type: str | None, library: Container[str]) -> bool:
-    """Whether TF's placer finds `node` a kernel on `device_type`. A library function's op
-    runs anywhere, as TF says; so, here, does an op this TensorFlow registers no kernel
-    for at all (a custom op: its library, not this registry, decides)."""
-    if not device_type or node.op in library or not kernels.registered(node.op):
-        return True
-    return kernels.supports(node, device_type)
+def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) -> list:
+    """The members TF's placer finds no kernel for on `device_type`. A main-graph member
+    is read only where its op's kernels depend on its attrs (`kernels.verdict`)."""
+    kind = device_type.upper()
+    library = graph.library_names
+    if isinstance(group, BodyGroup):
+        return [node for node in group.members if _lacks(node, kind, library)]
+    if kind == "GPU":
+        kernels.require_gpu_kernels()
+    ops, node_at, verdict, supports = graph.ops, graph.node_at, kernels.verdict, kernels.supports
+    out = []
+    for position in group.positions:
+        op = ops[position]
+        supported = verdict(op, kind)
+        if supported is True or op in library:
+            continue
+        node = node_at(position)
+        if supported is False or not supports(node, kind):
+            out.append(node)
+    return out
+
+
+def _lacks(node, device_type: str, library: Container[str]) -> bool:
+    """Whether TF's placer finds `node` no kernel on `device_type`. A library function's op
+    runs anywhere, as TF says (see `kernels.verdict` for an op this TF has no kernel for)."""
+    kind = device_type.upper()
+    if kind == "GPU":
+        kernels.require_gpu_kernels()
+    if node.op in library:
+        return False
+    supported = kernels.verdict(node.op, kind)
+    return supported is False or (supported is None and not kernels.supports(node, kind))
 
 
 def _available(requested: DeviceSpec, targets: Sequence[str]) -> bool:
@@ -213,10 +252,20 @@ def _available(requested: DeviceSpec, targets: Sequence[str]) -> bool:
 
 
 def _missing_device_message(node: str, requested: DeviceSpec, targets: Sequence[str]) -> str:
-    return (f"Cannot assign a device for operation {node}: Could not satisfy explicit device "
-            f"specification '{requested.to_string()}' because no devices matching that "
-            f"specification are registered in this process; available devices: "
-            f"{', '.join(targets)}")
+    available = ["/job:localhost/replica:0/task:0/device:CPU:0"] + [
+        _fully_named(DeviceSpec.parse(target)) for target in targets]
+    return (f"Cannot assign a device for operation {node}: {{{{node {node}}}}} was explicitly "
+            f"assigned to {requested.to_string()} but available devices are "
+            f"[ {', '.join(available)} ]. Make sure the device specification refers to a "
+            f"valid device.")
+
+
+def _fully_named(spec: DeviceSpec) -> str:
+    """A device as TF lists a process's devices: every field set (`/job:localhost/...`)."""
+    return DeviceSpec("localhost" if spec.job is None else spec.job,
+                      0 if spec.replica is None else spec.replica,
+                      0 if spec.task is None else spec.task, spec.device_type,
+                      0 if spec.device_index is None else spec.device_index).to_string()
 
 
 # Ops that call library functions through function-valued attrs: functional control flow
@@ -253,6 +302,10 @@ class BodyGroup:
     @property
     def variables(self) -> list:
         return [node for node in self.members if node.op in VARIABLE_OPS]
+
+    @property
+    def holds_variable(self) -> bool:
+        return bool(self.variables)
 
     @property
     def anchor(self) -> str:
@@ -373,6 +426,13 @@ def _is_generator(node, signatures) -> bool:
     outputs = signatures.output_types(node)
     return (not any(text[:1] != "^" for text in node.input) and outputs is not None
             and len(outputs) == 1 and outputs[0] < REF_OFFSET)
+
+
+def first_refused(found: list[PlacementProblem], graph: GraphIndex) -> PlacementProblem:
+    """Of problems in graph order, the one TF's placer meets first (generators deferred, as
+    in `_named_by_placer`)."""
+    return next((p for p in found if not _is_generator(
+        _named_by_placer(p.group, graph), graph.signatures)), found[0])
 
 
 def _named_by_placer(group: "Group | BodyGroup", graph: GraphIndex):

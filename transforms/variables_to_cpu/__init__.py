@@ -13,21 +13,31 @@ Even where a GPU kernel exists, multi-GPU towers share their variables, and the 
 belong on the CPU (or a parameter server) — the `_variable_on_cpu` idiom of TF's CIFAR-10
 multi-GPU example.
 
-Found: in a graph, every colocation group holding a variable op (Variable, VariableV2,
-VarHandleOp, AutoReloadVariable, the mutable hash tables; optimizer slots are variables too)
-whose requested device is a GPU. TF's placer puts a whole group on one device, so the
-group is the unit: the variable, its initializer `Assign`, its `read`, the optimizer's
-`ApplyAdam`, anything `colocate_with` it. A group with no kernel on its device is an error
-(TF's own message); the others on one GPU are one warning (a tower pattern: towers share the
-variables tower 0 made), with their count.
+Found: in a graph, what TF's placer would refuse, group by group, and the variables towers
+share. TF's placer puts a whole colocation group on one device, so the group is the unit: a
+variable, its initializer `Assign`, its `read`, the optimizer's `ApplyAdam`, anything
+`colocate_with` it (or joined to it by a ref or resource edge). A group whose device type
+has no kernel for one of its members is an error with TF's own message, whatever its ops
+(variables, summaries, Saver ops, `tf.print`, hash tables, string `Const`s, queues), in the
+main graph and in every function body the graph calls (a `While` body, a `tf.function`;
+a body node asks for its call site's device, as TF's inliner gives it). A real conflict of
+requested devices is an error too, its members still checked; a device the target devices
+(`--target-devices`) do not have is one. The variable groups that place on a GPU are one
+warning per GPU (a tower pattern: towers share the variables tower 0 made), with their count.
+Variable ops: Variable, VariableV2, VarHandleOp, AutoReloadVariable, the mutable hash tables;
+optimizer slots are variables too.
 
-Fixed: each such group moves to the CPU of the same job/replica/task; only members that ask
-for a device are touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`).
+Fixed, in one pass: each GPU variable group and each group without a kernel on its GPU moves
+to the CPU of the same job/replica/task; only members that ask for a device are touched
+(`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`); in a function body
+every member of the group asks for `/device:CPU:0` (each call fills in its task). A conflict,
+a missing kernel on the CPU, or a compute group on a GPU the targets lack is reported, not
+moved.
 
 Parameters:
-    scope: `variables` (default) moves every variable group off the GPU; `no-kernel` moves
-        any group, variable or not, that has no kernel on its device (e.g. Saver's
-        `ShardedFilename` pinned to a GPU) and leaves float variables where they are.
+    scope: `all` (default) as above; `variables` moves the variable groups only (and does
+        not look into function bodies); `no-kernel` moves only the groups without a kernel
+        on their device and leaves float variables where they are.
 
 In source: variables created under a GPU `tf.device` scope (a literal or a string built
 at run time, `'/gpu:%d' % i`) are placed on the CPU: a statement that only creates
@@ -118,19 +128,28 @@ class VariablesToCpu(Transform):
         # anyway, unless the findings' words (`explain`: `check`, not `fix`) or the target
         # devices need it.
         asked = [g for g in every if g.conflict or not (
-            scope != "no-kernel" and g.variables and _on_gpu(g) and not ctx.explain
+            scope != "no-kernel" and g.holds_variable and _on_gpu(g) and not ctx.explain
             and not targets)]
         problems = {id(p.group): p for p in placement.problems(graph, asked, targets=targets,
                                                                functions=scope != "variables")}
         shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
+        missing: dict[str, list[placement.PlacementProblem]] = {}  # device -> its groups
         for group in every:
             problem = problems.pop(id(group), None)
-            if problem is not None:
+            if problem is not None and problem.kind == "no-device":
+                missing.setdefault(group.requested.to_string(), []).append(problem)
+            elif problem is not None:
                 yield self._error(problem, ctx)
-            elif scope != "no-kernel" and group.variables and _on_gpu(group):
+                continue
+            if scope != "no-kernel" and group.holds_variable and _on_gpu(group):
                 shared.setdefault(group.requested.to_string(), []).append(group)
         for problem in problems.values():  # (those of function bodies)
-            yield self._error(problem, ctx)
+            if problem.kind == "no-device":
+                missing.setdefault(problem.group.requested.to_string(), []).append(problem)
+            else:
+                yield self._error(problem, ctx)
+        for device, lacking in missing.items():
+            yield self._missing_device(device, lacking, graph, ctx)
         for requested, groups in shared.items():
             names = [g.anchor for g in groups[:3]]  # (the message names three)
             listed = ", ".join(names) + (", ..." if len(groups) > 3 else "")
@@ -143,14 +162,27 @@ class VariablesToCpu(Transform):
                           node=names[0], severity="warning",
                           edit=partial(self._move_to_cpu, groups, requested, ctx))
 
+    def _missing_device(self, device: str, lacking: list[placement.PlacementProblem],
+                        graph: GraphIndex, ctx: Context) -> Finding:
+        """One error for the groups that ask for a device the target devices lack (a tower
+        on /gpu:3 of a 2-GPU machine), with TF's message for the first. Re-placing compute
+        is the user's choice; the variable groups among them move with the shared variables."""
+        first = placement.first_refused(lacking, graph)
+        nodes = sum(len(p.group.members) for p in lacking)
+        return Finding(ctx.path, self.name,
+                       f"{first.message} ({len(lacking)} group(s), {nodes} node(s), ask for "
+                       f"{device}, which the target devices do not have)",
+                       node=first.group.anchor, severity="error", fixable=False,
+                       details={"kind": "no-device", "node": first.node, "device": device,
+                                "groups": [p.group.anchor for p in lacking],
+                                "no_kernel": []})
+
     def _error(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
         """TF's error for a group it cannot place, with the move that places it where there
-        is one: a group on a GPU goes to that task's CPU. A conflict, a group that lacks a
-        kernel on the CPU, or one that asks for a GPU the target devices do not have (not
-        a variable group) is the user's to resolve."""
+        is one: a group on a GPU goes to that task's CPU. A conflict or a group that lacks
+        a kernel on the CPU is the user's to resolve."""
         group = problem.group
-        movable = _on_gpu(group) and (problem.kind == "no-kernel" or (
-            problem.kind == "no-device" and group.variables))
+        movable = _on_gpu(group) and problem.kind == "no-kernel"
         detail = placement.explain(problem)
         if movable:
             requested = group.requested.to_string()
