@@ -252,3 +252,31 @@ def test_verify_passes_a_queue_under_the_gpu_that_tf_places(built):
 
 def test_verify_passes_a_graph_with_functional_control_flow(built):
     run_cli("verify", "--target-devices", TARGETS, built["colocated_ops"], check_exit=0)
+
+
+LOCAL = [name for name in FAST if not name.startswith("ps_worker")]
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_verify_passes_every_graph_tf_places_and_every_fixed_graph(built, verdicts, tmp_path,
+                                                                   name):
+    import graphfix
+
+    if verdicts[name].places:
+        result = graphfix.verify(built[name])
+        assert result.passed, result.to_lines()
+    fixed = tmp_path / f"fixed_{built[name].name}"
+    run_cli("fix", "--target-devices", TARGETS, "-o", fixed, built[name])
+    result = graphfix.verify(fixed, compare=built[name] if verdicts[name].places else None)
+    assert result.passed, result.to_lines()
+    if name == "queue_runners":  # its batches depend on the threads' timing: said, not compared
+        [compare] = [c for c in result.checks if c.name == "compare"]
+        assert compare.detail.startswith("not compared: queue runners fed the steps")
+
+
+@pytest.mark.parametrize("name", ["ps_worker_by_hand", "ps_worker_setter"])
+def test_verify_passes_the_ps_worker_graphs_on_a_local_cluster(built, tmp_path, name):
+    run_cli("verify", "--cluster", "ps=2,worker=1", built[name], check_exit=0)
+    fixed = tmp_path / f"fixed_{built[name].name}"
+    run_cli("fix", "-o", fixed, built[name])
+    run_cli("verify", "--cluster", "ps=2,worker=1", fixed, check_exit=0)
