@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def _kernels_module():
 @cache
 def _kernels_for(op: str) -> tuple:
     """(device type, label, ((attr, allowed types), ...)) per kernel registered for `op`."""
-    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels)
+    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels,
+                                     "kernels")
 
 
 def _as_kernels(kept: list) -> tuple:
@@ -64,7 +66,8 @@ def _registered_kernels(op: str) -> list:
 @cache
 def _op_defaults(op: str) -> dict:
     return _SNAPSHOT.opened().answer(_SNAPSHOT.defaults, op, _registered_defaults,
-                                     lambda known: {name: tuple(t) for name, t in known.items()})
+                                     lambda known: {name: tuple(t) for name, t in known.items()},
+                                     "defaults")
 
 
 def _registered_defaults(op: str) -> dict:
@@ -123,14 +126,21 @@ class _Snapshot:
             kernels, defaults = {}, {}  # none yet, or unreadable: asked anew, written anew
         self.kernels, self.defaults = kernels, defaults
 
-    def answer(self, table: dict, op: str, ask, read):
-        """`read(the answer kept in table for op)`; where none is kept, or one that makes
-        no sense (a hand-edited file), `ask(op)` TF and keep what it says."""
-        if op in table:
-            try:
-                return read(table[op])
-            except (TypeError, ValueError, AttributeError):
-                pass
+    def answer(self, table: dict, op: str, ask, read, kind: str):
+        """`read(the answer kept in table for op)`; else the bundled table's (its `kind`
+        part), where it was written from the installed TensorFlow; where neither has one,
+        or one that makes no sense (a hand-edited file), `ask(op)` TF and keep what it
+        says."""
+        for known in (table, _BUNDLED.answers()):
+            if op in known:
+                try:
+                    return read(known[op] if known is table else known[op][kind])
+                except (TypeError, ValueError, AttributeError, KeyError):
+                    pass
+            elif known is not table and known:
+                # The bundled table lists every op the installed TF registers: one it does
+                # not list has no kernels and no defaults in this TensorFlow.
+                return read([] if kind == "kernels" else {})
         table[op] = ask(op)
         self.learned = self.path is not None
         return read(table[op])
@@ -153,6 +163,83 @@ class _Snapshot:
 
 
 _SNAPSHOT = _Snapshot()
+
+# The device types whose kernels the bundled table keeps (graphfix places on CPUs and GPUs).
+BUNDLED_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
+LIVE_KERNELS_ENV = "GRAPHFIX_LIVE_KERNELS"
+
+
+class _Bundled:
+    """The registry's answers shipped with graphfix (`kernel_table.json`, written by
+    tools/gen_kernel_table.py), used only when the installed TensorFlow is the one they were
+    written from (`bundled_install`): a `fix` on that TF never imports its runtime."""
+
+    def __init__(self):
+        self._answers: dict | None = None
+
+    def answers(self) -> dict:
+        """op -> {"kernels": ..., "defaults": ...}, decoded per op on first use; empty where
+        the installed TensorFlow is not the table's, or GRAPHFIX_LIVE_KERNELS is set to 1
+        (ask the installed TF's own registry, as for any other TensorFlow)."""
+        if os.environ.get(LIVE_KERNELS_ENV, "").strip().lower() in ("1", "true", "yes"):
+            return {}
+        if self._answers is None:
+            self._answers = {}
+            path = Path(__file__).with_name("kernel_table.json")
+            try:
+                lines = path.read_text().splitlines()
+                head = json.loads(lines[0].removesuffix(',"ops":{') + "}")
+            except (OSError, ValueError, IndexError):
+                return self._answers
+            if head == bundled_install():
+                self._answers = _DecodedLines(lines[1:-1])
+        return self._answers
+
+
+class _DecodedLines(dict):
+    """op -> its entry, each line (`"Op":{...},`) decoded on first use."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__()
+        self._texts = {}
+        for line in lines:
+            name, _, entry = line.rstrip(",").partition(":")
+            self._texts[json.loads(name)] = entry
+
+    def __missing__(self, op: str) -> dict:
+        entry = self[op] = json.loads(self._texts[op])
+        return entry
+
+    def __contains__(self, op: object) -> bool:
+        return dict.__contains__(self, op) or op in self._texts
+
+    def __bool__(self) -> bool:
+        return bool(self._texts)
+
+
+_BUNDLED = _Bundled()
+
+
+def bundled_install() -> dict | None:
+    """What the bundled table's answers depend on, found without importing TF: the
+    distribution (the default `tensorflow` wheel, not `tensorflow-cpu`) and its version,
+    the platform, and TF_ENABLE_ONEDNN_OPTS. None where no such TensorFlow is installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    site = Path(list(spec.submodule_search_locations)[0]).parent
+    versions = [p.name[len("tensorflow-"):-len(".dist-info")]
+                for p in site.glob("tensorflow-*.dist-info")]
+    plugins = site / "tensorflow-plugins"  # (plug-ins register kernels of their own)
+    if len(versions) != 1 or (plugins.is_dir() and any(plugins.iterdir())):
+        return None
+    return {"tensorflow": versions[0], "platform": f"{sys.platform}-{os.uname().machine}",
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")}
 
 
 def use_snapshot(cache_dir: Path | None) -> None:
