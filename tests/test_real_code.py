@@ -21,7 +21,11 @@ WRONG_TODAY = {
     "bn_script_beside_plain_script": "issue 18: a batch norm in one script of a folder is "
     "credited to the train op of a neighbour that does not import it",
     "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
-    "on (create_train_op's form, in a helper module) are reported as not run",
+    "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
+    "run",
+    "grouped_with_first_clone_updates": "issue 18: the first clone's update ops grouped with "
+    "the gradient update, the train tensor depending on the group (model_deploy's form), are "
+    "reported as not run",
     "tower_calls_model_module": "issue 18: batch-norm variables made two calls deep, in an "
     "imported model module, under a tower's GPU scope are missed",
     "tower_calls_local_layers": "issue 18: tf.layers variables made by a function of the "
