@@ -8,11 +8,13 @@ flip when the project model lands."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from conftest import FIXTURES, run_cli
 
+MANIFEST = FIXTURES / "real_code" / "manifest.json"
 PATTERNS = FIXTURES / "real_code" / "patterns"
 TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-placement")
 
@@ -23,6 +25,8 @@ WRONG_TODAY = {
     "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
     "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
     "run",
+    "device_from_a_list_of_gpus": "issue 18: variables under tf.device(d), d looping over "
+    "a literal list of GPU names, are missed",
     "grouped_with_first_clone_updates": "issue 18: the first clone's update ops grouped with "
     "the gradient update, the train tensor depending on the group (model_deploy's form), are "
     "reported as not run",
@@ -51,6 +55,22 @@ def _cases():
         marks = ([pytest.mark.xfail(strict=True, reason=WRONG_TODAY[name])]
                  if name in WRONG_TODAY else [])
         yield pytest.param(name, marks=marks, id=name)
+
+
+def test_the_corpus_manifest_names_every_file_and_labels_it():
+    """Issue 18's floor (15 repositories, 50 files), and per file a full commit and a
+    label with its reason for every transform."""
+    files = json.loads(MANIFEST.read_text())["files"]
+    assert len(files) >= 50
+    assert len({f["repo"] for f in files}) >= 15
+    keys = [(f["repo"], f["commit"], f["path"]) for f in files]
+    assert len(set(keys)) == len(keys)
+    for entry in files:
+        assert re.fullmatch(r"[0-9a-f]{40}", entry["commit"]), entry
+        assert set(entry["labels"]) == set(TRANSFORMS), entry["path"]
+        for label in entry["labels"].values():
+            assert label["reason"].strip(), entry["path"]
+            assert all(isinstance(line, int) and line > 0 for line in label["lines"])
 
 
 def test_every_pattern_is_collected():
