@@ -121,6 +121,20 @@ def test_queue_runners_are_started_and_a_starving_queue_fails_in_time(tf):
     assert run.message, "TF's whole message is kept"
 
 
+def test_a_slow_step_that_waits_on_no_thread_is_not_cut_short(tf):
+    # A big model's step on a slow machine (slim VGG-16 with its weights on the CPU took
+    # over a minute here) cannot starve: only graphs that dequeue are bounded.
+    def build(tf1):
+        x = tf1.random_normal([400, 400], seed=1)
+        for _ in range(40):
+            x = tf.tanh(tf.matmul(x, x))
+        tf.identity(tf.reduce_sum(x), name="total")
+
+    result = graphfix.verify(_graph(tf, build).as_graph_def(), fetches=["total"], steps=3,
+                             step_timeout=0.001)
+    assert result.passed, result.to_lines()
+
+
 def test_a_saved_models_variables_are_restored(tmp_path):
     """A TF2 SavedModel: its variables come from its variables folder, not initializers."""
     code = ("import tensorflow as tf, sys\n"

@@ -36,7 +36,11 @@ _TABLE_INIT_OPS = frozenset({
     "InitializeTable", "InitializeTableV2", "InitializeTableFromTextFile",
     "InitializeTableFromTextFileV2", "InitializeTableFromDataset", "LookupTableImport",
     "LookupTableImportV2"})
-STEP_TIMEOUT = 60.0  # seconds a step may take (a starving queue would wait for ever)
+STEP_TIMEOUT = 60.0  # seconds a step that waits on other threads may take (see _may_starve)
+# Ops that wait for another thread to give them something: a queue's dequeue, a barrier's or
+# an accumulator's take, a staging area's unstage. Only a graph holding one can starve, so
+# only its steps are bounded (a big model's honest step on a slow machine is not).
+_WAITING_OPS = ("Dequeue", "TakeMany", "TakeGrad", "TakeIndexedSlices", "Unstage")
 SEED = 1234
 # Each task of a local cluster is a TF server in this process, with its own threads.
 MAX_CLUSTER_TASKS = 64
@@ -258,8 +262,9 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
 
     As a user's program runs it: variables initialized, or restored from `checkpoint` (a
     SavedModel's variables) through the graph's own Saver; tables initialized; queue runners
-    started before the steps and stopped after; no step waits longer than `step_timeout`
-    seconds (a queue that starves fails the run instead of hanging it)."""
+    started before the steps and stopped after; in a graph that waits on other threads
+    (`_may_starve`), no step takes longer than `step_timeout` seconds (a queue that starves
+    fails the run instead of hanging it)."""
     import tensorflow as tf
 
     seconds = {}
@@ -287,7 +292,8 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     devices: dict[str, str] = {}
     loss = None
     loss_tensor = graph.get_tensor_by_name(loss_name) if loss_name else None
-    bounded = tf1.RunOptions(timeout_in_ms=int(step_timeout * 1000))
+    bounded = (tf1.RunOptions(timeout_in_ms=int(step_timeout * 1000)) if _may_starve(graph)
+               else tf1.RunOptions())
     threads: list = []  # the queue runners' threads, once started
     try:
         with tf1.Session(target, graph=graph, config=config) as session:
@@ -309,6 +315,11 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
                     error_message=getattr(exc, "message", str(exc)))
     seconds["run"] = time.perf_counter() - clock
     return _Run(None, values, before, after, seconds, devices, loss, queue_threads=len(threads))
+
+
+def _may_starve(graph) -> bool:
+    """Whether a step can wait for ever on another thread (see `_WAITING_OPS`)."""
+    return any(any(mark in op.type for mark in _WAITING_OPS) for op in graph.get_operations())
 
 
 def _import(graph, graph_def, meta) -> None:
@@ -611,8 +622,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         available_devices: inject the device list instead of asking TF (for tests).
         label: the path to name in the report.
         tolerance: the allowed absolute and relative difference. Defaults to 1e-5.
-        step_timeout: seconds a step may take before the run fails (a starving input
-            queue). Defaults to STEP_TIMEOUT.
+        step_timeout: seconds a step of a graph that dequeues may take before the run fails
+            (a starving input queue). Defaults to STEP_TIMEOUT.
     """
     clock = time.perf_counter()
     import_runtime()  # (timed on its own: the fixed cost of every verify)
