@@ -224,15 +224,10 @@ def bundled_install() -> dict | None:
     """What the bundled table's answers depend on, found without importing TF: the
     distribution (the default `tensorflow` wheel, not `tensorflow-cpu`) and its version,
     the platform, and TF_ENABLE_ONEDNN_OPTS. None where no such TensorFlow is installed."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("tensorflow")
-    except (ImportError, ValueError):
+    package = _tensorflow_package()
+    if package is None:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    site = Path(list(spec.submodule_search_locations)[0]).parent
+    site = package.parent
     versions = [p.name[len("tensorflow-"):-len(".dist-info")]
                 for p in site.glob("tensorflow-*.dist-info")]
     plugins = site / "tensorflow-plugins"  # (plug-ins register kernels of their own)
@@ -259,11 +254,8 @@ def save_snapshot() -> None:
     _SNAPSHOT.save()
 
 
-def _install_fingerprint() -> str | None:
-    """What the registry depends on, found without importing TF: its package's place, its
-    version (the dist-info folder), the size and time of the libraries in the package and
-    its `python/` folder, and the plug-ins TF loads (`tensorflow-plugins/`)."""
-    import hashlib
+def _tensorflow_package() -> Path | None:
+    """The installed `tensorflow` package's folder, found without importing it."""
     import importlib.util
 
     try:
@@ -272,7 +264,18 @@ def _install_fingerprint() -> str | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    package = Path(list(spec.submodule_search_locations)[0])
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _install_fingerprint() -> str | None:
+    """What the registry depends on, found without importing TF: its package's place, its
+    version (the dist-info folder), the size and time of the libraries in the package and
+    its `python/` folder, and the plug-ins TF loads (`tensorflow-plugins/`)."""
+    import hashlib
+
+    package = _tensorflow_package()
+    if package is None:
+        return None
     site = package.parent
     parts = [str(package), os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")]
     try:
