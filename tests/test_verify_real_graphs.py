@@ -135,6 +135,23 @@ def test_a_slow_step_that_waits_on_no_thread_is_not_cut_short(tf):
     assert result.passed, result.to_lines()
 
 
+def test_a_table_whose_initializer_freezing_dropped_fails_in_tfs_telling_words(tf):
+    # Freezing keeps what the outputs need: a table's initializer is not among it.
+    def build(tf1):
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(["cat", "dog"]), tf.constant([0, 1], tf.int64)), -1)
+        label = table.lookup(tf.constant(["dog"]))
+        with tf.device("/gpu:0"):  # (its read across devices: TF reports two root errors)
+            tf.cast(label, tf.float32, name="score")
+
+    graph_def = _graph(tf, build).as_graph_def()
+    frozen = tf.compat.v1.graph_util.extract_sub_graph(graph_def, ["score"])
+    run = _checks(graphfix.verify(frozen, fetches=["score"]))["run"]
+    assert not run.passed
+    assert run.detail.endswith("Table not initialized."), run.detail
+    assert "Table not initialized" in run.message, "TF's whole message is kept"
+
+
 def test_a_saved_models_variables_are_restored(tmp_path):
     """A TF2 SavedModel: its variables come from its variables folder, not initializers."""
     code = ("import tensorflow as tf, sys\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 import socket
 import time
 import zlib
@@ -406,17 +407,22 @@ def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
 
 
 _FRAMING = ("Graph execution error", "Detected at node", "[[", "Node:", "Traceback", "File ")
+# "2 root error(s) found." lists each as "  (0) FAILED_PRECONDITION: Table not initialized."
+_ROOT_COUNT = re.compile(r"^\d+ root error\(s\) found\.$")
+_ROOT_ERROR = re.compile(r"^\s*\(\d+\)\s+([A-Z_]+: .*)$")
 
 
 def _first_line(exc) -> str:
     """The line of TF's error that says what went wrong (not its "Graph execution error:"
-    header, a traceback or a `[[node]]` line)."""
+    header, its count of root errors, a traceback or a `[[node]]` line): a placement
+    message first, else the first root error, else the first other line."""
     message = getattr(exc, "message", str(exc))
     lines = [ln for ln in message.splitlines() if ln.strip()]
     keep = [ln for ln in lines if "Cannot assign" in ln or "Could not satisfy" in ln]
+    roots = [m.group(1) for m in map(_ROOT_ERROR.match, lines) if m]
     telling = [ln for ln in lines if not ln.startswith((" ", "\t"))
-               and not ln.strip().startswith(_FRAMING)]
-    return (keep or telling or lines or [type(exc).__name__])[0].strip()
+               and not ln.strip().startswith(_FRAMING) and not _ROOT_COUNT.match(ln.strip())]
+    return (keep or roots or telling or lines or [type(exc).__name__])[0].strip()
 
 
 def _variable_reads(graph, variables) -> dict:
