@@ -57,12 +57,12 @@ class Finding(_Record):
 
     _fields = ("path", "transform", "message", "fixable", "line", "col", "node", "severity",
                "cell")
-    __slots__ = (*_fields, "edit")
+    __slots__ = (*_fields, "edit", "details")
 
     def __init__(self, path: str, transform: str, message: str, fixable: bool = True,
                  line: int | None = None, col: int | None = None, node: str | None = None,
                  severity: Severity = "error", cell: int | None = None,
-                 edit: Edit | None = None):
+                 edit: Edit | None = None, details: dict | None = None):
         if edit is not None and not fixable:
             raise ValueError(f"{transform}: a finding that is not fixable has no edit: {message}")
         self.edit = edit
@@ -75,6 +75,9 @@ class Finding(_Record):
         self.node = node
         self.severity = severity
         self.cell = cell
+        # The evidence behind the message, for JSON readers (a graph finding: the nodes it
+        # is about, the device they ask for); not compared: the message says the same.
+        self.details = {} if details is None else details
 
     def location(self) -> str:
         if self.node is not None:
@@ -100,6 +103,7 @@ class Finding(_Record):
             "message": self.message,
             "fixable": self.fixable,
             "severity": self.severity,
+            "details": self.details,
         }
 
 

@@ -62,6 +62,27 @@ def test_op_signature_snapshot_matches_installed_tensorflow(tf):
     assert changed == [], f"regenerate with tools/gen_op_signatures.py: {changed[:10]}"
 
 
+def test_kernel_table_matches_installed_tensorflow(tf):
+    """The bundled kernel registry answers (used instead of importing TF's runtime) are
+    what the installed TensorFlow's registry says, op by op."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from gen_kernel_table import TABLE, current_table
+
+    from graphfix.graph import kernels
+
+    lines = TABLE.read_text().splitlines()
+    assert json.loads(lines[0].removesuffix(',"ops":{') + "}") == kernels.bundled_install()
+    shipped = {json.loads(name): json.loads(entry) for name, _, entry in
+               (line.rstrip(",").partition(":") for line in lines[1:-1])}
+    live = current_table()
+    assert len(live) > 1500
+    changed = sorted(op for op in set(shipped) | set(live) if shipped.get(op) != live.get(op))
+    assert changed == [], f"regenerate with tools/gen_kernel_table.py: {changed[:10]}"
+
+
 def test_parse_input():
     assert parse_input("a/b:2") == ("a/b", 2)
     assert parse_input("^init") == ("init", -1)

@@ -490,12 +490,23 @@ print("TF loaded" if "tensorflow.python" in sys.modules else "TF not loaded", fi
 """
 
 
-def _check_seed(*extra):
+def _check_seed(*extra, live=True):
+    """`check` on the seed graph in a fresh process: (its JSON, whether TF was loaded).
+    `live`: the installed TF's own registry, as for a TensorFlow the bundled table is not
+    of (GRAPHFIX_LIVE_KERNELS)."""
     args = ["check", str(SEED_GRAPH), "--target-devices", "/gpu:0", "--format", "json", *extra]
+    env = {**os.environ, "GRAPHFIX_CACHE_DIR": "", "GRAPHFIX_LIVE_KERNELS": "1" if live else ""}
     result = subprocess.run([sys.executable, "-c", _CHECK_IN_PROCESS, *args],
-                            capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "GRAPHFIX_CACHE_DIR": ""})
+                            capture_output=True, text=True, timeout=300, env=env)
     return json.loads(result.stdout), result.stderr.strip().splitlines()[-1]
+
+
+def test_the_bundled_kernel_table_answers_without_tf(tmp_path):
+    bundled, loaded = _check_seed("--no-cache", live=False)
+    assert loaded == "TF not loaded"
+    live, loaded = _check_seed("--no-cache")
+    assert loaded == "TF loaded"
+    assert bundled == live
 
 
 def test_a_second_graph_check_asks_the_kept_registry_not_tf(tmp_path):
@@ -522,6 +533,8 @@ def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
         tf.compat.v1.Variable(2.0, name="weight")
         tf.io.matching_files("*.ckpt", name="files")  # CPU only
     nodes = list(graph.as_graph_def().node)
+    os.environ[kernels.LIVE_KERNELS_ENV] = "1"  # (as for a TF the bundled table is not of)
+    kernels.use_snapshot(None)
     live = [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU")) for n in nodes]
     assert ("count", False, True) in live and ("weight", True, True) in live
     try:
@@ -547,6 +560,7 @@ def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
         assert [(n.name, kernels.supports(n, "GPU"), kernels.supports(n, "CPU"))
                 for n in nodes] == live
     finally:
+        del os.environ[kernels.LIVE_KERNELS_ENV]
         kernels.use_snapshot(None)
 
 

@@ -121,6 +121,37 @@ def test_queue_runners_are_started_and_a_starving_queue_fails_in_time(tf):
     assert run.message, "TF's whole message is kept"
 
 
+def test_a_slow_step_that_waits_on_no_thread_is_not_cut_short(tf):
+    # A big model's step on a slow machine (slim VGG-16 with its weights on the CPU took
+    # over a minute here) cannot starve: only graphs that dequeue are bounded.
+    def build(tf1):
+        x = tf1.random_normal([400, 400], seed=1)
+        for _ in range(40):
+            x = tf.tanh(tf.matmul(x, x))
+        tf.identity(tf.reduce_sum(x), name="total")
+
+    result = graphfix.verify(_graph(tf, build).as_graph_def(), fetches=["total"], steps=3,
+                             step_timeout=0.001)
+    assert result.passed, result.to_lines()
+
+
+def test_a_table_whose_initializer_freezing_dropped_fails_in_tfs_telling_words(tf):
+    # Freezing keeps what the outputs need: a table's initializer is not among it.
+    def build(tf1):
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(["cat", "dog"]), tf.constant([0, 1], tf.int64)), -1)
+        label = table.lookup(tf.constant(["dog"]))
+        with tf.device("/gpu:0"):  # (its read across devices: TF reports two root errors)
+            tf.cast(label, tf.float32, name="score")
+
+    graph_def = _graph(tf, build).as_graph_def()
+    frozen = tf.compat.v1.graph_util.extract_sub_graph(graph_def, ["score"])
+    run = _checks(graphfix.verify(frozen, fetches=["score"]))["run"]
+    assert not run.passed
+    assert run.detail.endswith("Table not initialized."), run.detail
+    assert "Table not initialized" in run.message, "TF's whole message is kept"
+
+
 def test_a_saved_models_variables_are_restored(tmp_path):
     """A TF2 SavedModel: its variables come from its variables folder, not initializers."""
     code = ("import tensorflow as tf, sys\n"
@@ -180,8 +211,9 @@ def test_a_ps_worker_graph_without_a_cluster_names_the_cluster_to_give():
 
 def test_a_resource_readers_device_is_overridden_and_a_class_conflict_is_not(tf, tmp_path):
     """TF's placer overrides the device of a node that joined a variable's group only by
-    reading its handle (an assign_add under another device runs with the variable); two
-    nodes that `_class` binds to one group with different devices are an error."""
+    reading its handle (an assign_add under another device runs with the variable); TF's
+    Python importer gives a `_class` member the device of the node it names; two nodes
+    that a `_class` binds to one group with different devices are an error."""
     def build(tf1):
         with tf.device("/cpu:0"):
             v = tf1.get_variable("v", [2], use_resource=True)
@@ -191,14 +223,21 @@ def test_a_resource_readers_device_is_overridden_and_a_class_conflict_is_not(tf,
     result = graphfix.verify(_graph(tf, build).as_graph_def(), fetches=["bump"])
     assert result.passed, result.to_lines()
 
+    const = ('node { name: "%s" op: "Const" device: "%s" '
+             'attr { key: "dtype" value { type: DT_FLOAT } } '
+             'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } '
+             'float_val: 1 } } } }\n')
+    member = ('node { name: "b" op: "Identity" input: "a" device: "/device:CPU:0" '
+              'attr { key: "T" value { type: DT_FLOAT } } '
+              'attr { key: "_class" value { list { %s } } } }\n')
+    follows = tmp_path / "follows.pbtxt"
+    follows.write_text(const % ("a", "/device:GPU:0") + member % 's: "loc:@a"')
+    result = graphfix.verify(follows, fetches=["b"])
+    assert result.passed, result.to_lines()
+
     conflict = tmp_path / "conflict.pbtxt"
-    conflict.write_text(
-        'node { name: "a" op: "Const" device: "/device:GPU:0" '
-        'attr { key: "dtype" value { type: DT_FLOAT } } '
-        'attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { } float_val: 1 } } } }\n'
-        'node { name: "b" op: "Identity" input: "a" device: "/device:CPU:0" '
-        'attr { key: "T" value { type: DT_FLOAT } } '
-        'attr { key: "_class" value { list { s: "loc:@a" } } } }\n')
+    conflict.write_text(const % ("a", "/device:GPU:0") + const % ("c", "/device:CPU:0")
+                        + member % 's: "loc:@a" s: "loc:@c"')
     checks = _checks(graphfix.verify(conflict, fetches=["b"]))
     assert not checks["placement"].passed
-    assert checks["placement"].detail.startswith("Cannot colocate nodes a and b")
+    assert checks["placement"].detail.startswith("Cannot colocate nodes a and c")

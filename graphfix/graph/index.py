@@ -14,6 +14,7 @@ proves a whole graph).
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import cached_property
 from array import array
 from itertools import chain, compress, repeat
 from operator import sub
@@ -82,6 +83,7 @@ class GraphIndex:
         self._read: set[int] | None = None  # positions some node reads
         self._groups: ColocationGroups | None = None
         self._handle_joined: set[int] = set()  # (set with the groups: `handle_joined`)
+        self._listed: set[int] | None = None  # (`colocation_listed`)
         self._group_positions: dict[str, list[int]] | None = None
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []
@@ -120,6 +122,11 @@ class GraphIndex:
         if len(found) == 1:
             return list(found[0])
         return sorted(p for positions in found for p in positions)
+
+    @cached_property
+    def library_names(self) -> frozenset[str]:
+        """The names of the graph's library functions (a node whose op is one calls it)."""
+        return frozenset(f.signature.name for f in self.graph_def.library.function)
 
     def op_kinds(self) -> set[str]:
         """The distinct ops of the graph."""
@@ -259,9 +266,22 @@ class GraphIndex:
             # EnsureCompatibilityAcrossResourceEdge: requested devices are not an error).
             positions = self._positions
             sources = {positions[source] for source, _ in edges}
-            self._handle_joined = {positions[consumer] for _, consumer in edges} - sources - {
-                p for p in (*self._points_to, *self._classes)}
+            self._handle_joined = ({positions[consumer] for _, consumer in edges} - sources
+                                   - self.colocation_listed())
         return self._groups
+
+    def colocation_listed(self) -> set[int]:
+        """Positions of the nodes that have a `_class` attr. TF's Python importer
+        (`import_graph_def`, `import_meta_graph`) drops such a node's own device and gives it
+        that of the first node it names that has one: its own device never decides where
+        its group goes."""
+        if self._listed is None:
+            names = self.names
+            # (a node naming only itself names nothing: the importer skips its own name)
+            self._listed = {p for p, name in self._points_to.items() if name != names[p]}
+            self._listed.update(p for p, listed in self._classes.items()
+                                if any(name != names[p] for name in listed))
+        return self._listed
 
     def handle_joined(self) -> set[int]:
         """Positions of the nodes that are in their colocation group only because they read
@@ -454,6 +474,7 @@ class GraphIndex:
         if self._dangling_read:  # the new name may be what an input of the graph named
             self._drop_edge_tables()
         self._groups = self._group_positions = None  # its `_class` or handle inputs may join
+        self._listed = None
         self._unchecked_nodes.append(position)
         self._record_inputs(position, stored.input)
         return stored

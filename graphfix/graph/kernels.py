@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def _kernels_module():
 @cache
 def _kernels_for(op: str) -> tuple:
     """(device type, label, ((attr, allowed types), ...)) per kernel registered for `op`."""
-    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels)
+    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels,
+                                     "kernels")
 
 
 def _as_kernels(kept: list) -> tuple:
@@ -64,7 +66,8 @@ def _registered_kernels(op: str) -> list:
 @cache
 def _op_defaults(op: str) -> dict:
     return _SNAPSHOT.opened().answer(_SNAPSHOT.defaults, op, _registered_defaults,
-                                     lambda known: {name: tuple(t) for name, t in known.items()})
+                                     lambda known: {name: tuple(t) for name, t in known.items()},
+                                     "defaults")
 
 
 def _registered_defaults(op: str) -> dict:
@@ -123,14 +126,21 @@ class _Snapshot:
             kernels, defaults = {}, {}  # none yet, or unreadable: asked anew, written anew
         self.kernels, self.defaults = kernels, defaults
 
-    def answer(self, table: dict, op: str, ask, read):
-        """`read(the answer kept in table for op)`; where none is kept, or one that makes
-        no sense (a hand-edited file), `ask(op)` TF and keep what it says."""
-        if op in table:
-            try:
-                return read(table[op])
-            except (TypeError, ValueError, AttributeError):
-                pass
+    def answer(self, table: dict, op: str, ask, read, kind: str):
+        """`read(the answer kept in table for op)`; else the bundled table's (its `kind`
+        part), where it was written from the installed TensorFlow; where neither has one,
+        or one that makes no sense (a hand-edited file), `ask(op)` TF and keep what it
+        says."""
+        for known in (table, _BUNDLED.answers()):
+            if op in known:
+                try:
+                    return read(known[op] if known is table else known[op][kind])
+                except (TypeError, ValueError, AttributeError, KeyError):
+                    pass
+            elif known is not table and known:
+                # The bundled table lists every op the installed TF registers: one it does
+                # not list has no kernels and no defaults in this TensorFlow.
+                return read([] if kind == "kernels" else {})
         table[op] = ask(op)
         self.learned = self.path is not None
         return read(table[op])
@@ -154,6 +164,78 @@ class _Snapshot:
 
 _SNAPSHOT = _Snapshot()
 
+# The device types whose kernels the bundled table keeps (graphfix places on CPUs and GPUs).
+BUNDLED_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
+LIVE_KERNELS_ENV = "GRAPHFIX_LIVE_KERNELS"
+
+
+class _Bundled:
+    """The registry's answers shipped with graphfix (`kernel_table.json`, written by
+    tools/gen_kernel_table.py), used only when the installed TensorFlow is the one they were
+    written from (`bundled_install`): a `fix` on that TF never imports its runtime."""
+
+    def __init__(self):
+        self._answers: dict | None = None
+
+    def answers(self) -> dict:
+        """op -> {"kernels": ..., "defaults": ...}, decoded per op on first use; empty where
+        the installed TensorFlow is not the table's, or GRAPHFIX_LIVE_KERNELS is set to 1
+        (ask the installed TF's own registry, as for any other TensorFlow)."""
+        if os.environ.get(LIVE_KERNELS_ENV, "").strip().lower() in ("1", "true", "yes"):
+            return {}
+        if self._answers is None:
+            self._answers = {}
+            path = Path(__file__).with_name("kernel_table.json")
+            try:
+                lines = path.read_text().splitlines()
+                head = json.loads(lines[0].removesuffix(',"ops":{') + "}")
+            except (OSError, ValueError, IndexError):
+                return self._answers
+            if head == bundled_install():
+                self._answers = _DecodedLines(lines[1:-1])
+        return self._answers
+
+
+class _DecodedLines(dict):
+    """op -> its entry, each line (`"Op":{...},`) decoded on first use."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__()
+        self._texts = {}
+        for line in lines:
+            name, _, entry = line.rstrip(",").partition(":")
+            self._texts[json.loads(name)] = entry
+
+    def __missing__(self, op: str) -> dict:
+        entry = self[op] = json.loads(self._texts[op])
+        return entry
+
+    def __contains__(self, op: object) -> bool:
+        return dict.__contains__(self, op) or op in self._texts
+
+    def __bool__(self) -> bool:
+        return bool(self._texts)
+
+
+_BUNDLED = _Bundled()
+
+
+def bundled_install() -> dict | None:
+    """What the bundled table's answers depend on, found without importing TF: the
+    distribution (the default `tensorflow` wheel, not `tensorflow-cpu`) and its version,
+    the platform, and TF_ENABLE_ONEDNN_OPTS. None where no such TensorFlow is installed."""
+    package = _tensorflow_package()
+    if package is None:
+        return None
+    site = package.parent
+    versions = [p.name[len("tensorflow-"):-len(".dist-info")]
+                for p in site.glob("tensorflow-*.dist-info")]
+    plugins = site / "tensorflow-plugins"  # (plug-ins register kernels of their own)
+    if len(versions) != 1 or (plugins.is_dir() and any(plugins.iterdir())):
+        return None
+    return {"tensorflow": versions[0], "platform": f"{sys.platform}-{os.uname().machine}",
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")}
+
 
 def use_snapshot(cache_dir: Path | None) -> None:
     """Answer from, and add to, the registry snapshot in `cache_dir` for the TensorFlow
@@ -163,17 +245,17 @@ def use_snapshot(cache_dir: Path | None) -> None:
     _SNAPSHOT.path, _SNAPSHOT.learned = None, False
     _kernels_for.cache_clear()
     _op_defaults.cache_clear()
+    _plan.cache_clear()
+    verdict.cache_clear()
+    _gpu_kernels.cache_clear()
 
 
 def save_snapshot() -> None:
     _SNAPSHOT.save()
 
 
-def _install_fingerprint() -> str | None:
-    """What the registry depends on, found without importing TF: its package's place, its
-    version (the dist-info folder), the size and time of the libraries in the package and
-    its `python/` folder, and the plug-ins TF loads (`tensorflow-plugins/`)."""
-    import hashlib
+def _tensorflow_package() -> Path | None:
+    """The installed `tensorflow` package's folder, found without importing it."""
     import importlib.util
 
     try:
@@ -182,7 +264,18 @@ def _install_fingerprint() -> str | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    package = Path(list(spec.submodule_search_locations)[0])
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _install_fingerprint() -> str | None:
+    """What the registry depends on, found without importing TF: its package's place, its
+    version (the dist-info folder), the size and time of the libraries in the package and
+    its `python/` folder, and the plug-ins TF loads (`tensorflow-plugins/`)."""
+    import hashlib
+
+    package = _tensorflow_package()
+    if package is None:
+        return None
     site = package.parent
     parts = [str(package), os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")]
     try:
@@ -201,6 +294,11 @@ def _install_fingerprint() -> str | None:
 
 def gpu_kernels_registered() -> bool:
     """Whether this TensorFlow carries GPU kernels (the default wheel does, even on CPU)."""
+    return _gpu_kernels()
+
+
+@cache
+def _gpu_kernels() -> bool:
     return any(kind == "GPU" for kind, _, _ in _kernels_for("MatMul"))
 
 
@@ -212,44 +310,93 @@ def require_gpu_kernels() -> None:
         )
 
 
-def _node_types(node, op: str) -> dict[str, tuple[int, ...]]:
-    types = dict(_op_defaults(op))
-    for name, value in node.attr.items():
-        kind = value.WhichOneof("value")
-        if kind == "type":
-            types[name] = (value.type,)
-        elif kind == "list" and value.list.type:
-            types[name] = tuple(value.list.type)
-    return types
+def registered(op: str) -> bool:
+    """Whether this TensorFlow registers a kernel for `op` on any device. An op with none is
+    not TF's to judge here: a custom op whose library the program loads, or a library
+    function called by name (which TF's placer lets run anywhere)."""
+    return bool(_kernels_for(op))
 
 
-def _matches(constraints, label: str, types: dict, node_label: str) -> bool:
-    if label != node_label:
+class _Plan:
+    """How `supports` answers for one op on one device type: `always` (a kernel whatever
+    the attrs), `never` (none whatever the attrs), else the kernels to match and the few type
+    attrs they constrain, so a node's other attrs are never read."""
+
+    __slots__ = ("always", "never", "kernels", "attrs", "defaults", "answers")
+
+    def __init__(self, op: str, device_type: str):
+        kernels = [(kind, label, constraints) for kind, label, constraints in _kernels_for(op)
+                   if kind in (device_type, "DEFAULT")]
+        # TF's lookup tries the device type's kernels first, then DEFAULT's.
+        kernels.sort(key=lambda kernel: kernel[0] != device_type)
+        self.kernels = kernels
+        self.never = not kernels
+        self.always = any(not label and not constraints for _, label, constraints in kernels)
+        self.attrs = tuple(sorted({name for _, _, constraints in kernels
+                                   for name, _ in constraints}))
+        self.defaults = _op_defaults(op) if self.attrs else {}
+        self.answers: dict[tuple, bool] = {}  # (label, the attrs' types) -> supported
+
+    def supports(self, node) -> bool:
+        attrs = node.attr
+        label = attrs["_kernel"].s.decode() if "_kernel" in attrs else ""
+        if self.never or (self.always and not label):
+            return not self.never
+        key = [label]  # then each constrained attr's type (a list(type) attr: a tuple)
+        for name in self.attrs:
+            if name in attrs:
+                value = attrs[name]
+                key.append(value.type or tuple(value.list.type) or self.defaults.get(name))
+            else:
+                key.append(self.defaults.get(name))
+        key = tuple(key)
+        answer = self.answers.get(key)
+        if answer is None:
+            answer = self.answers[key] = self._matches(label, dict(zip(self.attrs, key[1:])))
+        return answer
+
+    def _matches(self, label: str, given: dict) -> bool:
+        for _, kernel_label, constraints in self.kernels:
+            if kernel_label != label:
+                continue
+            for name, allowed in constraints:
+                types = given[name]
+                if types is None:
+                    break
+                if not all(t in allowed for t in (types if isinstance(types, tuple)
+                                                   else (types,))):
+                    break
+            else:
+                return True
         return False
-    for name, allowed in constraints:
-        values = types.get(name)
-        if values is None or not all(v in allowed for v in values):
-            return False
-    return True
+
+
+@cache
+def _plan(op: str, device_type: str) -> _Plan:
+    return _Plan(op, device_type)
+
+
+@cache
+def verdict(op: str, device_type: str) -> bool | None:
+    """What the registry says of every node of `op` on `device_type` (upper case), without
+    reading one: True (a kernel whatever its attrs; also for an op with no kernel on any
+    device, which is not this TensorFlow's to judge: see `registered`), False (none
+    whatever its attrs), None (it depends on the node: ask `supports`). A `_kernel` label
+    is read only where the answer depends on the node."""
+    if not registered(op):
+        return True
+    plan = _plan(op, device_type)
+    return True if plan.always else False if plan.never else None
 
 
 def supports(node, device_type: str) -> bool:
-    """Whether a kernel is registered for `node` (its op and attrs) on `device_type`.
+    """Whether a kernel is registered for `node` (its op, type attrs and `_kernel` label)
+    on `device_type`.
 
     Like TF's `FindKernelRegistration`: kernels for the device type first, then those
     registered for DEFAULT as a fallback.
     """
-    kernels = _kernels_for(node.op)
-    types = _node_types(node, node.op)
-    label = node.attr["_kernel"].s.decode() if "_kernel" in node.attr else ""
-    device_type = device_type.upper()
-    for wanted in (device_type, "DEFAULT"):
-        if any(
-            kind == wanted and _matches(constraints, klabel, types, label)
-            for kind, klabel, constraints in kernels
-        ):
-            return True
-    return False
+    return _plan(node.op, device_type.upper()).supports(node)
 
 
 def describe_attrs(node) -> str:

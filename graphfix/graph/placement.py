@@ -9,9 +9,10 @@ what graphfix reports on a machine with no GPU is what TF says on the machine th
 
 from __future__ import annotations
 
-from typing import Container
+from typing import Container, Sequence
 
 from graphfix.graph import kernels
+from graphfix.graph.colocation import COLOCATION_ATTR, UnionFind, colocation_names
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.signatures import REF_OFFSET
@@ -52,6 +53,15 @@ class Group:
         return [self.graph.node_at(p) for p in self.positions if ops[p] in VARIABLE_OPS]
 
     @property
+    def holds_variable(self) -> bool:
+        ops = self.graph.ops
+        return any(ops[p] in VARIABLE_OPS for p in self.positions)
+
+    def asked_by(self, node) -> str:
+        """The device `node`, a member, asks for itself."""
+        return node.device
+
+    @property
     def anchor(self) -> str:
         """The name a finding or change about the group names: its first variable, else its
         first member."""
@@ -63,13 +73,18 @@ class Group:
 
 
 class PlacementProblem:
-    """A group TF's placer would reject, in TF's words."""
+    """A group TF's placer would reject, in TF's words. `kind`: `no-kernel` (a member has no
+    kernel for the group's device type), `conflict` (members ask for devices that cannot
+    merge; `no_kernel` then lists the members that lack one on the type they ask for
+    themselves), `no-device` (the group asks for a device the target devices do not have)."""
 
-    def __init__(self, group: Group, node: str, message: str, no_kernel: list):
+    def __init__(self, group: "Group | BodyGroup", node: str, message: str, no_kernel: list,
+                 kind: str = "no-kernel"):
         self.group = group
         self.node = node  # the node TF names in its error (the group's first in graph order)
         self.message = message
         self.no_kernel = no_kernel  # members with no kernel for the requested device type
+        self.kind = kind
 
     @property
     def is_variable_group(self) -> bool:
@@ -79,21 +94,23 @@ class PlacementProblem:
 def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None,
                     overridable: Container[int] = ()) -> tuple[DeviceSpec | None, str | None]:
     """Merge the requested devices of the nodes at `positions` as TF's placer does (no soft
-    placement): (the merged device, None), or (None, TF's message) when they conflict.
-    `asked`: the distinct non-empty device strings of those nodes, if the caller has them.
-    `overridable`: members that joined only by reading a handle of the group: one whose
-    device conflicts with the rest's has it overridden, as TF's placer does, not an error."""
-    devices = graph.devices
+    placement), after TF's Python importer: (the merged device, None), or (None, TF's
+    message) when they conflict. A member with a `_class` attr does not ask for a device of
+    its own (the importer replaces its device with that of the node it names:
+    `GraphIndex.colocation_listed`). `asked`: the distinct non-empty devices the other
+    members ask for, if the caller has them. `overridable`: members that joined only by
+    reading a handle of the group: one whose device conflicts with the rest's has it
+    overridden, as TF's placer does, not an error."""
+    devices, listed = graph.devices, graph.colocation_listed()
     if asked is None:
-        asked = set(map(devices.__getitem__, positions))
-        asked.discard("")
+        asked = _asked(devices, positions, listed)
     if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
-        return DeviceSpec.parse(asked.pop() if asked else ""), None
+        return DeviceSpec.parse(next(iter(asked)) if asked else ""), None
     merged = DeviceSpec()
     owner = None
     later = []  # handle readers: merged after the others, overridden where they conflict
     for position in positions:
-        if not devices[position]:
+        if not devices[position] or position in listed:
             continue
         if position in overridable:
             later.append(position)
@@ -112,6 +129,14 @@ def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | N
     return merged, None
 
 
+def _asked(devices: list[str], positions: list[int], listed: Container[int]) -> set[str]:
+    """The distinct devices the members at `positions` ask for themselves (see
+    `merge_requested`)."""
+    asked = {devices[p] for p in positions if p not in listed}
+    asked.discard("")
+    return asked
+
+
 def _conflict(merged: DeviceSpec, spec: DeviceSpec) -> str | None:
     """The fields (in TF's words: `jobs`, `device types`) on which two devices disagree."""
     for field, word in _FIELD_WORDS.items():
@@ -126,57 +151,302 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     """The colocation groups of a graph (by default only those that ask for a device;
     `variables_only`: only those holding a variable)."""
     out = []
-    devices = graph.devices
+    devices, listed = graph.devices, graph.colocation_listed()
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
     overridable = graph.handle_joined()
     for positions in every.values():
-        asked = set(map(devices.__getitem__, positions))
-        asked.discard("")
+        asked = _asked(devices, positions, listed)
         if asked or not with_request_only:
             out.append(Group(graph, positions,
                              *merge_requested(graph, positions, asked, overridable)))
     return out
 
 
-def problems(graph: GraphIndex, group_list: list[Group] | None = None) -> list[PlacementProblem]:
-    """Every group that TF's placer would refuse to place, with TF's wording."""
+def problems(graph: GraphIndex, group_list: list[Group] | None = None, *,
+             targets: Sequence[str] = (), functions: bool = True) -> list[PlacementProblem]:
+    """Every group that TF's placer would refuse to place, with TF's wording: those of
+    `group_list` (default: every group that asks for a device), then, with `functions`,
+    those of the function bodies the graph calls (`body_problems`). `targets`: the devices
+    the graph will run on, in TF's spelling (none given: any device the graph names)."""
     found = []
     for group in group_list if group_list is not None else groups(graph):
-        if group.conflict:
-            found.append(PlacementProblem(group, group.first.name, group.conflict, []))
-            continue
-        wanted = group.requested.device_type if group.requested else None
-        if not wanted:
-            continue
-        if wanted.upper() == "GPU":
-            kernels.require_gpu_kernels()
-        lacking = [n for n in group.members if not kernels.supports(n, wanted)]
-        if not lacking:
-            continue
-        node = _named_by_placer(group, graph)
-        found.append(PlacementProblem(group, node.name, _message(group, node, wanted), lacking))
+        problem = _problem(group, graph, targets)
+        if problem is not None:
+            found.append(problem)
+    if functions:
+        found.extend(body_problems(graph, targets))
     return found
 
 
-def _is_generator(node, graph: GraphIndex) -> bool:
-    outputs = graph.signatures.output_types(node)
-    return not graph.data_inputs(node) and outputs is not None and len(outputs) == 1 and (
-        outputs[0] < REF_OFFSET
-    )
+def _problem(group: Group, graph: GraphIndex, targets: Sequence[str]) -> PlacementProblem | None:
+    if group.conflict:
+        # TF names the conflict first; what each member would meet once it is resolved is
+        # said too, so that one pass finds both.
+        lacking = []
+        for node in group.members:
+            kind = DeviceSpec.parse(group.asked_by(node)).device_type
+            if kind and _lacks(node, kind, graph.library_names):
+                lacking.append(node)
+        return PlacementProblem(group, group.first.name, group.conflict, lacking, "conflict")
+    wanted = group.requested.device_type if group.requested else None
+    if not wanted:
+        return None
+    if targets and not _available(group.requested, targets):
+        node = _named_by_placer(group, graph)
+        return PlacementProblem(group, node.name, _missing_device_message(
+            node.name, group.requested, targets), [], "no-device")
+    lacking = _lacking(group, wanted, graph)
+    if not lacking:
+        return None
+    node = _named_by_placer(group, graph)
+    return PlacementProblem(group, node.name, _message(group, node, wanted), lacking)
 
 
-def _named_by_placer(group: Group, graph: GraphIndex):
+def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) -> list:
+    """The members TF's placer finds no kernel for on `device_type`. A main-graph member
+    is read only where its op's kernels depend on its attrs (`kernels.verdict`)."""
+    kind = device_type.upper()
+    library = graph.library_names
+    if isinstance(group, BodyGroup):
+        return [node for node in group.members if _lacks(node, kind, library)]
+    if kind == "GPU":
+        kernels.require_gpu_kernels()
+    ops, node_at, verdict, supports = graph.ops, graph.node_at, kernels.verdict, kernels.supports
+    out = []
+    for position in group.positions:
+        op = ops[position]
+        supported = verdict(op, kind)
+        if supported is True or op in library:
+            continue
+        node = node_at(position)
+        if supported is False or not supports(node, kind):
+            out.append(node)
+    return out
+
+
+def _lacks(node, device_type: str, library: Container[str]) -> bool:
+    """Whether TF's placer finds `node` no kernel on `device_type`. A library function's op
+    runs anywhere, as TF says (see `kernels.verdict` for an op this TF has no kernel for)."""
+    kind = device_type.upper()
+    if kind == "GPU":
+        kernels.require_gpu_kernels()
+    if node.op in library:
+        return False
+    supported = kernels.verdict(node.op, kind)
+    return supported is False or (supported is None and not kernels.supports(node, kind))
+
+
+def _available(requested: DeviceSpec, targets: Sequence[str]) -> bool:
+    """Whether `requested` matches a device of `targets` field by field, as TF matches a
+    requested device against a process's devices (a field either leaves unset matches);
+    every process has its one CPU."""
+    if (requested.device_type or "").upper() == "CPU":
+        return requested.device_index in (None, 0)
+    fields = ("job", "replica", "task", "device_type", "device_index")
+    for target in map(DeviceSpec.parse, targets):
+        pairs = ((getattr(requested, f), getattr(target, f)) for f in fields)
+        if all(ours is None or theirs is None or str(ours).upper() == str(theirs).upper()
+               for ours, theirs in pairs):
+            return True
+    return False
+
+
+def _missing_device_message(node: str, requested: DeviceSpec, targets: Sequence[str]) -> str:
+    available = ["/job:localhost/replica:0/task:0/device:CPU:0"] + [
+        _fully_named(DeviceSpec.parse(target)) for target in targets]
+    return (f"Cannot assign a device for operation {node}: {{{{node {node}}}}} was explicitly "
+            f"assigned to {requested.to_string()} but available devices are "
+            f"[ {', '.join(available)} ]. Make sure the device specification refers to a "
+            f"valid device.")
+
+
+def _fully_named(spec: DeviceSpec) -> str:
+    """A device as TF lists a process's devices: every field set (`/job:localhost/...`)."""
+    return DeviceSpec("localhost" if spec.job is None else spec.job,
+                      0 if spec.replica is None else spec.replica,
+                      0 if spec.task is None else spec.task, spec.device_type,
+                      0 if spec.device_index is None else spec.device_index).to_string()
+
+
+# Ops that call library functions through function-valued attrs: functional control flow
+# and the call ops. (tf.data's ops take functions too, but run them on the input pipeline's
+# CPU, not on the device of the call.)
+CALL_OPS = frozenset({"While", "StatelessWhile", "_While", "If", "StatelessIf", "_If", "Case",
+                      "StatelessCase", "PartitionedCall", "StatefulPartitionedCall", "For",
+                      "SymbolicGradient", "RemoteCall"})
+
+
+class BodyGroup:
+    """A colocation group inside a function body (its members joined by `_class`), with the
+    device it asks for once each member has inherited the device of its call site."""
+
+    __slots__ = ("function", "members", "asked", "requested", "conflict", "caller")
+
+    def __init__(self, function: str, members: list, asked: list[str],
+                 requested: DeviceSpec | None, conflict: str | None, caller: str):
+        self.function = function
+        self.members = members  # NodeDefs of the body, in its order
+        self.asked = dict(zip((node.name for node in members), asked))
+        self.requested = requested
+        self.conflict = conflict
+        self.caller = caller  # the node whose call placed the body (`fn/node` when nested)
+
+    def asked_by(self, node) -> str:
+        """The device `node`, a member, asks for once it inherits its call site's."""
+        return self.asked[node.name]
+
+    @property
+    def first(self):
+        return self.members[0]
+
+    @property
+    def variables(self) -> list:
+        return [node for node in self.members if node.op in VARIABLE_OPS]
+
+    @property
+    def holds_variable(self) -> bool:
+        return bool(self.variables)
+
+    @property
+    def anchor(self) -> str:
+        """`function/node`: the body's first variable, else its first member."""
+        return f"{self.function}/{(self.variables or self.members)[0].name}"
+
+
+def inherited_device(device: str, caller: str) -> str:
+    """The device a function body's node asks for once its call is inlined (TF's
+    `MultiDeviceFunctionBodyPlacer`): none of its own -> the call site's; a partial one
+    -> the call site's job, replica and task fill those it leaves unset."""
+    if not device:
+        return caller
+    if not caller:
+        return device
+    own, theirs = DeviceSpec.parse(device), DeviceSpec.parse(caller)
+    return own.replace(job=own.job if own.job is not None else theirs.job,
+                       replica=own.replica if own.replica is not None else theirs.replica,
+                       task=own.task if own.task is not None else theirs.task).to_string()
+
+
+def called_functions(node, library: Container[str]) -> list[str]:
+    """The library functions `node` calls: its op, or its function-valued attrs."""
+    out = [node.op] if node.op in library else []
+    if node.op in CALL_OPS:
+        for value in node.attr.values():
+            if value.HasField("func"):
+                out.append(value.func.name)
+            out.extend(f.name for f in value.list.func)
+    return [name for name in out if name in library]
+
+
+def body_groups(graph: GraphIndex) -> list[BodyGroup]:
+    """The colocation groups of every function body the graph calls, once per device a call
+    gives it (nested calls inherit from their own call node), that ask for a device."""
+    library = {f.signature.name: f for f in graph.graph_def.library.function}
+    if not library:
+        return []
+    pending = [(name, _requested_at(graph, position), graph.names[position])
+               for position in graph.positions_of(library.keys() | CALL_OPS)
+               for name in called_functions(graph.node_at(position), library)]
+    seen, out = set(), []
+    while pending:
+        name, caller, site = pending.pop(0)
+        if (name, caller) in seen:
+            continue
+        seen.add((name, caller))
+        nodes = list(library[name].node_def)
+        asked = [inherited_device(node.device, caller) for node in nodes]
+        for node, device in zip(nodes, asked):
+            pending.extend((called, device, f"{name}/{node.name}")
+                           for called in called_functions(node, library))
+        out.extend(_groups_of_body(name, nodes, asked, site))
+    return out
+
+
+def _requested_at(graph: GraphIndex, position: int) -> str:
+    """The device the node at `position` asks for: its own, else its group's."""
+    own = graph.devices[position]
+    if own:
+        return own
+    merged, _ = merge_requested(graph, graph.colocation_groups()[
+        graph.group_root(graph.names[position])])
+    return merged.to_string() if merged else ""
+
+
+def _groups_of_body(function: str, nodes: list, asked: list[str], caller: str
+                    ) -> list[BodyGroup]:
+    joins = UnionFind()
+    names = {node.name for node in nodes}
+    joins.union_all((other, node.name) for node in nodes if COLOCATION_ATTR in node.attr
+                    for other in colocation_names(node.attr[COLOCATION_ATTR].list.s)
+                    if other in names)
+    members: dict[str, list[int]] = {}
+    for k, node in enumerate(nodes):
+        members.setdefault(joins.find(node.name), []).append(k)
+    out = []
+    for positions in members.values():
+        devices = [asked[k] for k in positions if asked[k]]
+        if not devices:
+            continue
+        requested, conflict = _merged(devices, [nodes[k].name for k in positions if asked[k]])
+        out.append(BodyGroup(function, [nodes[k] for k in positions],
+                             [asked[k] for k in positions], requested, conflict, caller))
+    return out
+
+
+def _merged(devices: list[str], owners: list[str]) -> tuple[DeviceSpec | None, str | None]:
+    """The devices of a body group merged as `merge_requested` merges a main-graph group's."""
+    merged = DeviceSpec()
+    for device, owner in zip(devices, owners):
+        spec = DeviceSpec.parse(device)
+        conflict = _conflict(merged, spec)
+        if conflict is not None:
+            return None, (f"Cannot colocate nodes {owners[0]} and {owner}: Cannot merge "
+                          f"devices with incompatible {conflict}: '{merged}' and '{spec}'")
+        merged = merged.merge(spec)
+    return merged, None
+
+
+def body_problems(graph: GraphIndex, targets: Sequence[str] = ()) -> list[PlacementProblem]:
+    """The groups of function bodies that TF's placer would refuse (see `body_groups`),
+    each group once (the first call that makes it fail), the message naming the function."""
+    found, reported = [], set()
+    for group in body_groups(graph):
+        key = (group.function, group.first.name)
+        if key in reported:
+            continue
+        problem = _problem(group, graph, targets)
+        if problem is not None:
+            reported.add(key)
+            problem.message += f" (in the body of function {group.function}, called by {group.caller})"
+            found.append(problem)
+    return found
+
+
+def _is_generator(node, signatures) -> bool:
+    outputs = signatures.output_types(node)
+    return (not any(text[:1] != "^" for text in node.input) and outputs is not None
+            and len(outputs) == 1 and outputs[0] < REF_OFFSET)
+
+
+def first_refused(found: list[PlacementProblem], graph: GraphIndex) -> PlacementProblem:
+    """Of problems in graph order, the one TF's placer meets first (generators deferred, as
+    in `_named_by_placer`)."""
+    return next((p for p in found if not _is_generator(
+        _named_by_placer(p.group, graph), graph.signatures)), found[0])
+
+
+def _named_by_placer(group: "Group | BodyGroup", graph: GraphIndex):
     """The member TF's placer fails on first: it walks nodes in graph order but defers
     generators (no inputs, one non-ref output: Const, VarHandleOp) until their consumers."""
     for node in group.members:
-        if not _is_generator(node, graph):
+        if not _is_generator(node, graph.signatures):
             return node
     return group.first
 
 
 def _message(group: Group, node, device_type: str) -> str:
     merged = group.requested.to_string()
-    own = DeviceSpec.parse(node.device).to_string() if node.device else ""
+    own = DeviceSpec.parse(group.asked_by(node)).to_string() if group.asked_by(node) else ""
     if own == merged:
         reason = (
             f"Could not satisfy explicit device specification '{merged}' because no "
@@ -192,13 +462,20 @@ def _message(group: Group, node, device_type: str) -> str:
 
 
 def explain(problem: PlacementProblem) -> str:
-    """Which members lack the kernel and with what attrs: `VariableV2 Variable (dtype=DT_INT32)`."""
+    """Which members lack the kernel and with what attrs: `no GPU kernel for: VariableV2
+    Variable (dtype=DT_INT32); group of 3`; for a conflict, those that lack one on the
+    device they ask for themselves; "" where no member lacks one."""
+    if not problem.no_kernel:
+        return ""
     parts = [
         f"{n.op} {n.name} ({kernels.describe_attrs(n)})" if kernels.describe_attrs(n)
         else f"{n.op} {n.name}"
         for n in problem.no_kernel
     ]
     size = len(problem.group.members)
+    if problem.kind == "conflict":
+        return (f"and with no kernel on the device each asks for: {'; '.join(parts)}; "
+                f"group of {size}")
     return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"
 
 

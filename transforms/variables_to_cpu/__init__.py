@@ -13,21 +13,31 @@ Even where a GPU kernel exists, multi-GPU towers share their variables, and the 
 belong on the CPU (or a parameter server) — the `_variable_on_cpu` idiom of TF's CIFAR-10
 multi-GPU example.
 
-Found: in a graph, every colocation group holding a variable op (Variable, VariableV2,
-VarHandleOp, AutoReloadVariable, the mutable hash tables; optimizer slots are variables too)
-whose requested device is a GPU. TF's placer puts a whole group on one device, so the
-group is the unit: the variable, its initializer `Assign`, its `read`, the optimizer's
-`ApplyAdam`, anything `colocate_with` it. A group with no kernel on its device is an error
-(TF's own message); the others on one GPU are one warning (a tower pattern: towers share the
-variables tower 0 made), with their count.
+Found: in a graph, what TF's placer would refuse, group by group, and the variables towers
+share. TF's placer puts a whole colocation group on one device, so the group is the unit: a
+variable, its initializer `Assign`, its `read`, the optimizer's `ApplyAdam`, anything
+`colocate_with` it (or joined to it by a ref or resource edge). A group whose device type
+has no kernel for one of its members is an error with TF's own message, whatever its ops
+(variables, summaries, Saver ops, `tf.print`, hash tables, string `Const`s, queues), in the
+main graph and in every function body the graph calls (a `While` body, a `tf.function`;
+a body node asks for its call site's device, as TF's inliner gives it). A real conflict of
+requested devices is an error too, its members still checked; a device the target devices
+(`--target-devices`) do not have is one. The variable groups that place on a GPU are one
+warning per GPU (a tower pattern: towers share the variables tower 0 made), with their count.
+Variable ops: Variable, VariableV2, VarHandleOp, AutoReloadVariable, the mutable hash tables;
+optimizer slots are variables too.
 
-Fixed: each such group moves to the CPU of the same job/replica/task; only members that ask
-for a device are touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`).
+Fixed, in one pass: each GPU variable group and each group without a kernel on its GPU moves
+to the CPU of the same job/replica/task; only members that ask for a device are touched
+(`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`); in a function body
+every member of the group asks for `/device:CPU:0` (each call fills in its task). A conflict,
+a missing kernel on the CPU, or a compute group on a GPU the targets lack is reported, not
+moved.
 
 Parameters:
-    scope: `variables` (default) moves every variable group off the GPU; `no-kernel` moves
-        any group, variable or not, that has no kernel on its device (e.g. Saver's
-        `ShardedFilename` pinned to a GPU) and leaves float variables where they are.
+    scope: `all` (default) as above; `variables` moves the variable groups only (and does
+        not look into function bodies); `no-kernel` moves only the groups without a kernel
+        on their device and leaves float variables where they are.
 
 In source: variables created under a GPU `tf.device` scope (a literal or a string built
 at run time, `'/gpu:%d' % i`) are placed on the CPU: a statement that only creates
@@ -87,13 +97,15 @@ _CPU_OF = _CpuTwins()
 
 class VariablesToCpu(Transform):
     name = "variables-to-cpu"
-    summary = "move variables (with their colocation groups) off the GPU onto the CPU"
+    summary = "move variables, and whatever has no kernel on its GPU, onto the CPU"
     params = (
         Param(
             "scope",
-            "variables",
-            "variables: every variable group on a GPU; no-kernel: any group without a kernel there",
-            choices=("variables", "no-kernel"),
+            "all",
+            "all: every variable group on a GPU and every group without a kernel on its "
+            "device; variables: the variable groups only; no-kernel: only the groups without "
+            "a kernel (float variables stay)",
+            choices=("all", "variables", "no-kernel"),
         ),
     )
     # The source surface lives in source.py, loaded on first use (libcst is slow to
@@ -106,38 +118,38 @@ class VariablesToCpu(Transform):
     source_triggers = SourceTriggers(calls=DEVICE_CALLS, all_of=(("gpu", "GPU", "Gpu"),),
                                      where=_gpu_device_scope)
 
-    def _targets(self, graph: GraphIndex, ctx: Context, *, explain: bool):
-        """(group, placement problem or None) for each group this transform moves.
-
-        With scope=variables the kernel registry (and so the TF runtime) is consulted only
-        to explain findings (`explain`, `Context.explain`), never to decide what moves.
-        """
-        scope = ctx.options["scope"]
-        every = placement.groups(graph, variables_only=scope == "variables")
-        gpu_groups = [g for g in every if _on_gpu(g) and not g.conflict]
-        problems = {}
-        if explain or scope == "no-kernel":
-            problems = {id(p.group): p for p in placement.problems(graph, gpu_groups)}
-        for group in gpu_groups:
-            problem = problems.get(id(group))
-            if scope == "no-kernel" and problem is None:
-                continue
-            yield group, problem
-
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
-        """An error for each group TF cannot place; one warning per GPU for the groups that
-        place but hold variables the towers share (a tower pattern: one finding, a count)."""
+        """An error for each group TF cannot place (in the main graph and in the function
+        bodies it calls); one warning per GPU for the variable groups that place there but
+        hold what towers share (a tower pattern: one finding, a count)."""
+        scope, targets = ctx.options["scope"], ctx.target_devices
+        every = placement.groups(graph, variables_only=scope == "variables")
+        # TF's registry is asked about every group but a GPU variable group, which moves
+        # anyway, unless the findings' words (`explain`: `check`, not `fix`) or the target
+        # devices need it.
+        asked = [g for g in every if g.conflict or not (
+            scope != "no-kernel" and g.holds_variable and _on_gpu(g) and not ctx.explain
+            and not targets)]
+        problems = {id(p.group): p for p in placement.problems(graph, asked, targets=targets,
+                                                               functions=scope != "variables")}
         shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
-        for group, problem in self._targets(graph, ctx, explain=ctx.explain):
-            requested = group.requested.to_string()
-            if problem is None:
-                shared.setdefault(requested, []).append(group)
+        missing: dict[str, list[placement.PlacementProblem]] = {}  # device -> its groups
+        for group in every:
+            problem = problems.pop(id(group), None)
+            if problem is not None and problem.kind == "no-device":
+                missing.setdefault(group.requested.to_string(), []).append(problem)
+            elif problem is not None:
+                yield self._error(problem, ctx)
                 continue
-            to = _CPU_OF[requested]
-            yield Finding(ctx.path, self.name,
-                          f"{problem.message} ({placement.explain(problem)}; fix moves it to {to})",
-                          node=group.anchor, severity="error",
-                          edit=partial(self._move_to_cpu, [group], requested, ctx))
+            if scope != "no-kernel" and group.holds_variable and _on_gpu(group):
+                shared.setdefault(group.requested.to_string(), []).append(group)
+        for problem in problems.values():  # (those of function bodies)
+            if problem.kind == "no-device":
+                missing.setdefault(problem.group.requested.to_string(), []).append(problem)
+            else:
+                yield self._error(problem, ctx)
+        for device, lacking in missing.items():
+            yield self._missing_device(device, lacking, graph, ctx)
         for requested, groups in shared.items():
             names = [g.anchor for g in groups[:3]]  # (the message names three)
             listed = ", ".join(names) + (", ..." if len(groups) > 3 else "")
@@ -150,6 +162,47 @@ class VariablesToCpu(Transform):
                           node=names[0], severity="warning",
                           edit=partial(self._move_to_cpu, groups, requested, ctx))
 
+    def _missing_device(self, device: str, lacking: list[placement.PlacementProblem],
+                        graph: GraphIndex, ctx: Context) -> Finding:
+        """One error for the groups that ask for a device the target devices lack (a tower
+        on /gpu:3 of a 2-GPU machine), with TF's message for the first. Re-placing compute
+        is the user's choice; the variable groups among them move with the shared variables."""
+        first = placement.first_refused(lacking, graph)
+        nodes = sum(len(p.group.members) for p in lacking)
+        return Finding(ctx.path, self.name,
+                       f"{first.message} ({len(lacking)} group(s), {nodes} node(s), ask for "
+                       f"{device}, which the target devices do not have)",
+                       node=first.group.anchor, severity="error", fixable=False,
+                       details={"kind": "no-device", "node": first.node, "device": device,
+                                "groups": [p.group.anchor for p in lacking],
+                                "no_kernel": []})
+
+    def _error(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
+        """TF's error for a group it cannot place, with the move that places it where there
+        is one: a group on a GPU goes to that task's CPU. A conflict or a group that lacks
+        a kernel on the CPU is the user's to resolve."""
+        group = problem.group
+        movable = _on_gpu(group) and problem.kind == "no-kernel"
+        detail = placement.explain(problem)
+        if movable:
+            requested = group.requested.to_string()
+            detail = f"{detail}; fix moves it to {_CPU_OF[requested]}" if detail else (
+                f"fix moves it to {_CPU_OF[requested]}")
+        message = f"{problem.message} ({detail})" if detail else problem.message
+        edit = None
+        if movable:
+            move = (self._move_body_to_cpu if isinstance(group, placement.BodyGroup)
+                    else self._move_to_cpu)
+            edit = partial(move, [group], group.requested.to_string(), ctx)
+        details = {"kind": problem.kind, "node": problem.node,
+                   "device": group.requested.to_string() if group.requested else None,
+                   "no_kernel": [n.name for n in problem.no_kernel],
+                   "group_size": len(group.members)}
+        if isinstance(group, placement.BodyGroup):
+            details.update(function=group.function, called_by=group.caller)
+        return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
+                       fixable=edit is not None, edit=edit, details=details)
+
     def _move_to_cpu(self, groups: list[placement.Group], requested: str, ctx: Context,
                      graph: GraphIndex) -> list[Change]:
         after = _CPU_OF[requested]
@@ -157,11 +210,30 @@ class VariablesToCpu(Transform):
         for group in groups:
             moved = graph.set_devices(group.positions, _CPU_OF)
             if moved:
-                changes.append(Change(
-                    ctx.path, self.name,
-                    f"moved {len(moved)} node(s) of {group.anchor}'s colocation group from "
-                    f"{requested} to {after}",
-                    node=group.anchor,
-                    details={"from": requested, "to": after, "nodes": [names[p] for p in moved]},
-                ))
+                changes.append(self._moved(ctx, group.anchor, requested, after,
+                                           [names[p] for p in moved]))
         return changes
+
+    def _move_body_to_cpu(self, groups: list[placement.BodyGroup], requested: str,
+                          ctx: Context, graph: GraphIndex) -> list[Change]:
+        """Each member of a function body's group asks for the CPU itself; one that named
+        no device says only `/device:CPU:0`, so every call still fills in its own task."""
+        after = _CPU_OF[requested]
+        changes = []
+        for group in groups:
+            moved = []
+            for node in group.members:
+                device = _CPU_OF[node.device] if node.device else "/device:CPU:0"
+                if node.device != device:
+                    node.device = device
+                    moved.append(f"{group.function}/{node.name}")
+            if moved:
+                changes.append(self._moved(ctx, group.anchor, requested, after, moved))
+        return changes
+
+    def _moved(self, ctx: Context, anchor: str, requested: str, after: str,
+               nodes: list[str]) -> Change:
+        return Change(ctx.path, self.name,
+                      f"moved {len(nodes)} node(s) of {anchor}'s colocation group from "
+                      f"{requested} to {after}",
+                      node=anchor, details={"from": requested, "to": after, "nodes": nodes})

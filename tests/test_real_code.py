@@ -1,0 +1,94 @@
+"""Patterns learned from real TF1 training code (issue 18's corpus, fixtures/real_code/
+manifest.json): each a tiny project written here, in fixtures/real_code/patterns/<name>/,
+with expected.json naming the findings a correct tool gives (file, line, transform; an
+empty list: none). Checked with the CLI over the whole folder, as a user runs it. The
+patterns graphfix gets wrong today are strict xfails naming what it does instead; they
+flip when the project model lands."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+
+MANIFEST = FIXTURES / "real_code" / "manifest.json"
+PATTERNS = FIXTURES / "real_code" / "patterns"
+TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-placement")
+
+# What graphfix does with each pattern today, where that is wrong.
+WRONG_TODAY = {
+    "bn_script_beside_plain_script": "issue 18: a batch norm in one script of a folder is "
+    "credited to the train op of a neighbour that does not import it",
+    "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
+    "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
+    "run",
+    "device_from_a_list_of_gpus": "issue 18: variables under tf.device(d), d looping over "
+    "a literal list of GPU names, are missed",
+    "grouped_with_first_clone_updates": "issue 18: the first clone's update ops grouped with "
+    "the gradient update, the train tensor depending on the group (model_deploy's form), are "
+    "reported as not run",
+    "tower_calls_model_module": "issue 18: batch-norm variables made two calls deep, in an "
+    "imported model module, under a tower's GPU scope are missed",
+    "tower_calls_local_layers": "issue 18: tf.layers variables made by a function of the "
+    "same file called under a tower's GPU scope are missed",
+    "inherited_builder_under_gpu": "issue 18: variables made by an inherited method "
+    "(self.build_model from a base class in another module) under a GPU scope are missed",
+    "worker_local_variables": "issue 18: LOCAL_VARIABLES (and privately collected) "
+    "variables a worker keeps on purpose are reported as each worker's own copy",
+    "local_graph_beside_cluster_function": "issue 18: layers of a local evaluation "
+    "function are reported because another function of the file makes a ClusterSpec and "
+    "trains in a MonitoredTrainingSession",
+    "python2_script_with_feed": "issue 18: a Python 2 script with a feed, alone in a run, "
+    "crashes the run (KeyError: 'feed-to-assign' in the cross-file scan)",
+}
+
+
+def _pattern_names() -> list[str]:
+    return sorted(p.name for p in PATTERNS.iterdir() if (p / "expected.json").is_file())
+
+
+def _cases():
+    for name in _pattern_names():
+        marks = ([pytest.mark.xfail(strict=True, reason=WRONG_TODAY[name])]
+                 if name in WRONG_TODAY else [])
+        yield pytest.param(name, marks=marks, id=name)
+
+
+def test_the_corpus_manifest_names_every_file_and_labels_it():
+    """Issue 18's floor (15 repositories, 50 files), and per file a full commit and a
+    label with its reason for every transform."""
+    files = json.loads(MANIFEST.read_text())["files"]
+    assert len(files) >= 50
+    assert len({f["repo"] for f in files}) >= 15
+    keys = [(f["repo"], f["commit"], f["path"]) for f in files]
+    assert len(set(keys)) == len(keys)
+    for entry in files:
+        assert re.fullmatch(r"[0-9a-f]{40}", entry["commit"]), entry
+        assert set(entry["labels"]) == set(TRANSFORMS), entry["path"]
+        for label in entry["labels"].values():
+            assert label["reason"].strip(), entry["path"]
+            assert all(isinstance(line, int) and line > 0 for line in label["lines"])
+
+
+def test_every_pattern_is_collected():
+    """A pattern folder without expected.json would silently test nothing; every name
+    WRONG_TODAY lists is a real pattern."""
+    folders = sorted(p.name for p in PATTERNS.iterdir() if p.is_dir())
+    assert folders == _pattern_names()
+    assert set(WRONG_TODAY) <= set(folders)
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_pattern_gets_the_findings_a_correct_tool_gives(name):
+    root = PATTERNS / name
+    expected = {(f["file"], f["line"], f["transform"])
+                for f in json.loads((root / "expected.json").read_text())["findings"]}
+    result = run_cli("check", "--format", "json", "--no-cache", ".", cwd=root)
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    got = {(f["path"].removeprefix("./"), f["line"], f["transform"])
+           for f in report["findings"] if f["transform"] in TRANSFORMS}
+    assert got == expected
