@@ -20,8 +20,6 @@ TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-place
 
 # What graphfix does with each pattern today, where that is wrong.
 WRONG_TODAY = {
-    "bn_script_beside_plain_script": "issue 18: a batch norm in one script of a folder is "
-    "credited to the train op of a neighbour that does not import it",
     "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
     "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
     "run",
@@ -30,10 +28,6 @@ WRONG_TODAY = {
     "grouped_with_first_clone_updates": "issue 18: the first clone's update ops grouped with "
     "the gradient update, the train tensor depending on the group (model_deploy's form), are "
     "reported as not run",
-    "tower_calls_model_module": "issue 18: batch-norm variables made two calls deep, in an "
-    "imported model module, under a tower's GPU scope are missed",
-    "tower_calls_local_layers": "issue 18: tf.layers variables made by a function of the "
-    "same file called under a tower's GPU scope are missed",
     "inherited_builder_under_gpu": "issue 18: variables made by an inherited method "
     "(self.build_model from a base class in another module) under a GPU scope are missed",
     "worker_local_variables": "issue 18: LOCAL_VARIABLES (and privately collected) "
@@ -41,8 +35,6 @@ WRONG_TODAY = {
     "local_graph_beside_cluster_function": "issue 18: layers of a local evaluation "
     "function are reported because another function of the file makes a ClusterSpec and "
     "trains in a MonitoredTrainingSession",
-    "python2_script_with_feed": "issue 18: a Python 2 script with a feed, alone in a run, "
-    "crashes the run (KeyError: 'feed-to-assign' in the cross-file scan)",
 }
 
 
