@@ -9,7 +9,7 @@ what graphfix reports on a machine with no GPU is what TF says on the machine th
 
 from __future__ import annotations
 
-from typing import Container, Sequence
+from typing import Container, Iterable, Sequence
 
 from graphfix.graph import kernels
 from graphfix.graph.colocation import COLOCATION_ATTR, UnionFind, colocation_names
@@ -106,22 +106,11 @@ def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | N
         asked = _asked(devices, positions, listed)
     if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
         return DeviceSpec.parse(next(iter(asked)) if asked else ""), None
-    merged = DeviceSpec()
-    owner = None
-    later = []  # handle readers: merged after the others, overridden where they conflict
-    for position in positions:
-        if not devices[position] or position in listed:
-            continue
-        if position in overridable:
-            later.append(position)
-            continue
-        spec = DeviceSpec.parse(devices[position])
-        conflict = _conflict(merged, spec)
-        if conflict is not None:
-            return None, (f"Cannot colocate nodes {owner} and {graph.names[position]}: Cannot "
-                          f"merge devices with incompatible {conflict}: '{merged}' and '{spec}'")
-        merged = merged.merge(spec)
-        owner = owner or graph.names[position]
+    later = [p for p in positions if devices[p] and p not in listed and p in overridable]
+    merged, conflict = _merge_specs((devices[p], graph.names[p]) for p in positions
+                                    if devices[p] and p not in listed and p not in overridable)
+    if conflict is not None:
+        return None, conflict
     for position in later:
         spec = DeviceSpec.parse(devices[position])
         if _conflict(merged, spec) is None:
@@ -384,25 +373,27 @@ def _groups_of_body(function: str, nodes: list, asked: list[str], caller: str
         members.setdefault(joins.find(node.name), []).append(k)
     out = []
     for positions in members.values():
-        devices = [asked[k] for k in positions if asked[k]]
-        if not devices:
+        if not any(asked[k] for k in positions):
             continue
-        requested, conflict = _merged(devices, [nodes[k].name for k in positions if asked[k]])
+        requested, conflict = _merge_specs((asked[k], nodes[k].name) for k in positions if asked[k])
         out.append(BodyGroup(function, [nodes[k] for k in positions],
                              [asked[k] for k in positions], requested, conflict, caller))
     return out
 
 
-def _merged(devices: list[str], owners: list[str]) -> tuple[DeviceSpec | None, str | None]:
-    """The devices of a body group merged as `merge_requested` merges a main-graph group's."""
-    merged = DeviceSpec()
-    for device, owner in zip(devices, owners):
+def _merge_specs(requests: Iterable[tuple[str, str]]) -> tuple[DeviceSpec | None, str | None]:
+    """Merge (device, node name) requests in order, as TF's placer merges a colocation
+    group's: (the merged device, None), or (None, TF's "Cannot colocate nodes" message naming
+    the first requester and the one that conflicts)."""
+    merged, first = DeviceSpec(), None
+    for device, owner in requests:
         spec = DeviceSpec.parse(device)
         conflict = _conflict(merged, spec)
         if conflict is not None:
-            return None, (f"Cannot colocate nodes {owners[0]} and {owner}: Cannot merge "
-                          f"devices with incompatible {conflict}: '{merged}' and '{spec}'")
+            return None, (f"Cannot colocate nodes {first} and {owner}: Cannot merge devices "
+                          f"with incompatible {conflict}: '{merged}' and '{spec}'")
         merged = merged.merge(spec)
+        first = first or owner
     return merged, None
 
 
