@@ -3,6 +3,7 @@ package docstring for the bug and the fix)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 import libcst as cst
@@ -16,17 +17,8 @@ from libcst.metadata import (
 
 from graphfix.source.codemod import Example, SourceCodemod, TfNames, argument
 from graphfix.source.fixes import InsertBefore, Remove, Replace
-from graphfix.source.vocabulary import (
-    COLLECTION_GETTERS,
-    GLOBAL_STEP_GETTERS,
-    GLOBAL_STEP_MAKERS,
-    MONITORED_SESSIONS,
-    UNIQUE_VARIABLE_GETTER,
-    VARIABLE_COLLECTION_KEYS,
-    VARIABLE_CONSTRUCTORS,
-    VARIABLE_LISTS,
-)
-from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, NOT_TRAINED_DTYPES, combine
+from graphfix.source.vocabulary import MONITORED_SESSIONS
+from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, FeedFacts
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -83,13 +75,16 @@ def _has_effects(expr: cst.CSTNode) -> bool:
 class _Reader:
     """What the syntax says about expressions: TF names, bindings, variables, collections.
 
-    `attributes` and `updated` are the project model's facts of the files connected to
-    this one (`FileView.feed_facts`).
+    `updated` is the project model's fact of the files connected to this one
+    (`FileView.feed_facts`).
     """
 
-    def __init__(self, names: TfNames, scope, parent):
+    def __init__(self, names: TfNames, scope, parent, code_range, code: str,
+                 facts: FeedFacts | None):
         self.names, self.scope, self.parent = names, scope, parent
-        self.attributes: dict[str, set] = {}
+        self.code_range, self.lines = code_range, code.splitlines()
+        self.facts = facts  # the project model's reader of this file; None: not parsed
+        self._spans: dict[tuple, ast.expr] | None = None
         self.updated: set[str] = set()
 
     def canonical(self, node: cst.CSTNode) -> str | None:
@@ -113,22 +108,11 @@ class _Reader:
             return None
         return list(scope[name.value])
 
-    def bound_value(self, assignment) -> cst.BaseExpression | str | None:
+    def bound_value(self, assignment) -> cst.BaseExpression | None:
         """What an assignment binds: the value of `x = v` / `x: T = v`, the item of `with v
-        as x`, the loop of `for x in ...` (a For or CompFor node), `"import:NAME"` for an
-        import; None when the syntax does not show it (a parameter, part of a tuple)."""
-        if isinstance(assignment, ImportAssignment):
-            node = assignment.node
-            if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(
-                    node.names, cst.ImportStar):
-                for alias in node.names:
-                    bound = (alias.asname.name.value if alias.asname is not None
-                             and isinstance(alias.asname.name, cst.Name)
-                             else alias.evaluated_name.split(".")[0])
-                    if bound == assignment.name:
-                        return "import:" + alias.evaluated_name.rsplit(".", 1)[-1]
-            return None
-        if not isinstance(assignment, Assignment):
+        as x`; None when the syntax does not show it (an import, a loop, a parameter, part
+        of a tuple)."""
+        if not isinstance(assignment, Assignment) or isinstance(assignment, ImportAssignment):
             return None
         node = assignment.node
         if not isinstance(node, cst.Name):
@@ -144,132 +128,40 @@ class _Reader:
             item = self.parent(parent)
             if isinstance(item, cst.WithItem):
                 return item.item
-        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is node:
-            return parent
         return None
 
-    # -- kinds ------------------------------------------------------------------------------
+    def stdlib_node(self, expr: cst.BaseExpression | None) -> ast.expr | None:
+        """The node of the project model's tree (`facts.tree`, the same code) that spans what
+        `expr` does (libcst's positions, like the stdlib's, leave parentheses out)."""
+        if expr is None or self.facts is None:
+            return None
+        if self._spans is None:
+            self._spans = {(n.lineno, n.col_offset, n.end_lineno, n.end_col_offset): n
+                           for n in ast.walk(self.facts.tree) if isinstance(n, ast.expr)}
+        where = self.code_range(expr)
+        start, end = where.start, where.end
+        return self._spans.get((start.line, self._byte_column(start.line, start.column),
+                                end.line, self._byte_column(end.line, end.column)))
 
-    def kind(self, expr: cst.BaseExpression | None, depth: int = 0) -> str | None:
+    def _byte_column(self, line: int, column: int) -> int:
+        """libcst counts a line's characters; the stdlib's parser, its UTF-8 bytes."""
+        text = self.lines[line - 1] if line <= len(self.lines) else ""
+        return column if text.isascii() else len(text[:column].encode())
+
+    # -- kinds ------------------------------------------------------------------------------
+    #
+    # What a key holds is the project model's reading (`FileView.feed_reader`, on the stdlib
+    # tree of the same code): one reader of feed keys for the pre-filter and the codemod.
+
+    def kind(self, expr: cst.BaseExpression | None) -> str | None:
         """"variable" (a variable an optimizer may update), "frozen" (one no optimizer
         updates: `trainable=False`, a bool or int), "global_step", "other" (not a variable),
         or None (not known from the source)."""
-        if expr is None or depth > 5:
-            return None
-        if isinstance(expr, cst.Name):
-            if expr.value == "None":
-                return None
-            assignments = self.bindings(expr)
-            if not assignments:
-                return None
-            return combine(self._bound_kind(a, depth) for a in assignments)
-        if isinstance(expr, cst.Attribute):
-            if self.canonical(expr) is not None:
-                return "other"  # tf.something
-            return combine(self.attributes.get(expr.attr.value, ()))
-        if isinstance(expr, cst.Call):
-            name = self.canonical(expr.func)
-            if name in VARIABLE_CONSTRUCTORS:
-                return self._created(expr, name)
-            if name in GLOBAL_STEP_MAKERS or name in GLOBAL_STEP_GETTERS:
-                return "global_step"
-            if name == UNIQUE_VARIABLE_GETTER:
-                return "variable"
-            if self.builtin(expr.func, "next") and expr.args:
-                return self._comprehension(expr.args[0].value, depth) or "other"
-            return "other"
-        if isinstance(expr, cst.Subscript):
-            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-                found = (self.collection(expr.value, depth + 1)
-                         or self._comprehension(expr.value, depth))
-                if found:
-                    return found
-            return "other"
-        return "other"
+        return self.facts.kind(self.stdlib_node(expr)) if self.facts is not None else None
 
-    def _bound_kind(self, assignment, depth: int) -> str | None:
-        value = self.bound_value(assignment)
-        if isinstance(value, str):
-            return combine(self.attributes.get(value.removeprefix("import:"), ()))
-        if isinstance(value, (cst.For, cst.CompFor)):
-            return self.collection(value.iter, depth + 1)
-        return self.kind(value, depth + 1)
-
-    def _created(self, call: cst.Call, name: str) -> str:
-        trainable_default, trainable_at, dtype_at, value_at = VARIABLE_CONSTRUCTORS[name]
-        trainable = argument(call, "trainable", trainable_at)
-        if trainable is None:
-            if not trainable_default:
-                return "frozen"
-        elif isinstance(trainable, cst.Name) and trainable.value == "False":
-            return "frozen"
-        dtype = argument(call, "dtype", dtype_at)
-        if dtype is not None and self._dtype_name(dtype) in NOT_TRAINED_DTYPES:
-            return "frozen"
-        value = argument(call, "initial_value", value_at) if value_at is not None else None
-        if self._not_float(value):
-            return "frozen"
-        return "variable"
-
-    def _dtype_name(self, expr: cst.BaseExpression) -> str | None:
-        if isinstance(expr, cst.SimpleString):
-            value = expr.evaluated_value
-            return value if isinstance(value, str) else None
-        if isinstance(expr, cst.Attribute):
-            return expr.attr.value
-        if isinstance(expr, cst.Name):
-            return (self.canonical(expr) or expr.value).rsplit(".", 1)[-1]
-        return None
-
-    @staticmethod
-    def _not_float(value: cst.BaseExpression | None) -> bool:
-        """An initial value that makes an int or bool variable: `0`, `True`, `[1, 2]`."""
-        if isinstance(value, cst.Integer):
-            return True
-        if isinstance(value, cst.Name) and value.value in ("True", "False"):
-            return True
-        if isinstance(value, (cst.List, cst.Tuple)) and value.elements:
-            return all(_Reader._not_float(e.value) for e in value.elements)
-        return False
-
-    def collection(self, expr: cst.BaseExpression | None, depth: int = 0) -> str | None:
+    def collection(self, expr: cst.BaseExpression | None) -> str | None:
         """"variable"/"frozen" when `expr` is a list of variables from a collection."""
-        if expr is None or depth > 5:
-            return None
-        if isinstance(expr, cst.Name):
-            assignments = self.bindings(expr) or []
-            values = [self.bound_value(a) for a in assignments]
-            kinds = {self.collection(v, depth + 1) if isinstance(v, cst.BaseExpression) else None
-                     for v in values}
-            return kinds.pop() if len(kinds) == 1 else None
-        if not isinstance(expr, cst.Call):
-            return None
-        name = self.canonical(expr.func)
-        if name in VARIABLE_LISTS:
-            return VARIABLE_LISTS[name]
-        getter = name in COLLECTION_GETTERS or (
-            name is None and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in COLLECTION_GETTERS)
-        if getter:
-            key = argument(expr, "key", 0)
-            if isinstance(key, cst.Attribute):
-                return VARIABLE_COLLECTION_KEYS.get(key.attr.value)
-            if isinstance(key, cst.SimpleString):
-                return VARIABLE_COLLECTION_KEYS.get(str(key.evaluated_value))
-            return None
-        if any(self.builtin(expr.func, f) for f in ("list", "sorted", "tuple")) and expr.args:
-            return self.collection(expr.args[0].value, depth + 1)
-        return None
-
-    def _comprehension(self, expr: cst.BaseExpression, depth: int) -> str | None:
-        """`[v for v in COLLECTION if ...]` / `(v for v in COLLECTION ...)`: its kind."""
-        if not isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
-            return None
-        loop = expr.for_in
-        if (isinstance(expr.elt, cst.Name) and isinstance(loop.target, cst.Name)
-                and expr.elt.value == loop.target.value):
-            return self.collection(loop.iter, depth + 1)
-        return None
+        return self.facts.collection(self.stdlib_node(expr)) if self.facts is not None else None
 
     def runtime_collection(self, expr: cst.BaseExpression) -> bool:
         """A dict whose keys come from a variable collection: `{v: ... for v in
@@ -419,12 +311,13 @@ class FeedToAssignCodemod(SourceCodemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         reader = _Reader(self.tf_names, lambda n: self.get_metadata(ScopeProvider, n, None),
-                         self.parent)
+                         self.parent, self.code_range, self._tree.code,
+                         self.project.feed_reader())
         nodes = self.nodes(cst.Call)
         # What this file and the files its imports connect it to assign to attribute names
         # and update in place: the project model's.
         facts = self.project.feed_facts()
-        reader.attributes, reader.updated = facts["attributes"], facts["updated"]
+        reader.updated = facts["updated"]
         self._reader, self._facts = reader, facts
         named: dict[frozenset, list[_Run]] = {}
         for call in nodes:
