@@ -23,9 +23,12 @@ from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
+    GLOBAL_COLLECTION_KEYS,
     LAYER_CALLS,
+    LOCAL_VARIABLE_MAKERS,
     REPLICA_DEVICE_SETTER,
     V1_MODULES,
+    VARIABLE_COLLECTIONS_AT,
     VARIABLE_LISTS,
 )
 
@@ -306,6 +309,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
         placement ([(call, paths)])."""
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
+        # Variables a worker keeps (`_kept_on_the_worker`): a setter over them would send
+        # them to the ps, where every worker would share them.
+        self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
         statements_seen: set[cst.CSTNode] = set()
         for call in self._calls:
             name = self.tf_canonical(call.func)
@@ -315,7 +321,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     paths = self._paths(call, "slim" if slim else "variable")
-                    if {p.kind for p in paths} <= {"none", "job"}:
+                    if self._kept_on_the_worker(call, name):
+                        self._worker_locals.append((call, paths))
+                    elif {p.kind for p in paths} <= {"none", "job"}:
                         unplaced.append((call, paths))
             if name in _SHARED_STATE:
                 for path in self._paths(call, "op"):
@@ -334,6 +342,30 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
         return ps_ops, unplaced
+
+    def _kept_on_the_worker(self, call: cst.Call, name: str) -> bool:
+        """Whether a variable is made outside GLOBAL_VARIABLES (`tf.local_variable`,
+        `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): a worker's
+        own state on purpose (a local step, the local copy of an averaging algorithm),
+        which no other worker reads."""
+        if name in LOCAL_VARIABLE_MAKERS:
+            return True
+        if name not in VARIABLE_COLLECTIONS_AT:
+            return False
+        given = argument(call, "collections", VARIABLE_COLLECTIONS_AT[name])
+        if not isinstance(given, (cst.List, cst.Tuple, cst.Set)):
+            return False  # the default (GLOBAL_VARIABLES), or a list built elsewhere
+        for element in given.elements:
+            value = element.value
+            if isinstance(element, cst.StarredElement):
+                return False
+            if isinstance(value, cst.Attribute):
+                key = value.attr.value
+            else:
+                key = _string_value(value)
+            if key is None or key in GLOBAL_COLLECTION_KEYS:
+                return False  # a name whose value is not seen here may be global
+        return True
 
     def _creates_op(self, call: cst.Call, name: str | None) -> bool:
         if name is None:
@@ -788,7 +820,18 @@ class ReplicaPlacementCodemod(SourceCodemod):
         """The edit that makes a `with` item over `scope` the setter `text`."""
         return Replace(scope.item, lambda item: item.with_changes(item=cst.parse_expression(text)))
 
+    def _local_note(self, calls: list[cst.Call]) -> str:
+        """Why a setter over code holding the worker's own variables `calls` is no fix."""
+        lines = ", ".join(str(self.position(c)[0]) for c in calls)
+        return (f"; not fixed: the worker's own variables made there too (line {lines}: "
+                f"outside GLOBAL_VARIABLES) would move to the ps with the setter, shared by "
+                f"every worker; put the shared variables under "
+                f"tf.device(tf.train.replica_device_setter(...)) apart from them")
+
     def _plan_worker_scope(self, scope: _JobScope) -> tuple[str, Replace | None]:
+        locals_ = [c for c, paths in self._worker_locals if any(p.scope is scope for p in paths)]
+        if locals_:
+            return self._local_note(locals_), None
         with_node = self.parent(scope.item)
         given = device_argument(scope.call)
         text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
@@ -813,6 +856,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
         holding = [next(st for b, st in chain if b is block) for chain in chains]
         indices = [next(i for i, st in enumerate(body) if st is held) for held in holding]
         first, last = min(indices), max(indices)
+        moved = body[first : last + 1]
+        locals_ = [c for c, _ in self._worker_locals
+                   if any(held is c or self._inside(c, held) for held in moved)]
+        if locals_:
+            return self._local_note(locals_), None
         site = body[first]
         text, why = self._setter(site, None, self.position(site)[1] - 1,
                                  worker=self._worker_device(site))
@@ -820,6 +868,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
             return f"; not fixed: {why}" + hint, None
         return (f"; fix: the statements that create them move under {self._short(text)}",
                 WrapInWith(tuple(body[first : last + 1]), text))
+
+    def _inside(self, node: cst.CSTNode, outer: cst.CSTNode) -> bool:
+        current = self.parent(node)
+        while current is not None and current is not outer:
+            current = self.parent(current)
+        return current is outer
 
     def _blocks_of(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
         """(block, statement of it holding `node`), innermost first: in its function, then
