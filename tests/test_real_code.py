@@ -30,9 +30,6 @@ WRONG_TODAY = {
     "reported as not run",
     "inherited_builder_under_gpu": "issue 18: variables made by an inherited method "
     "(self.build_model from a base class in another module) under a GPU scope are missed",
-    "local_graph_beside_cluster_function": "issue 18: layers of a local evaluation "
-    "function are reported because another function of the file makes a ClusterSpec and "
-    "trains in a MonitoredTrainingSession",
 }
 
 

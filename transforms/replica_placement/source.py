@@ -290,6 +290,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._job_scopes: dict[cst.Call, _JobScope | str] = {}
         self._shared: dict[_JobScope, cst.Call] = {}  # a ps scope's first shared queue
         self._cluster = self._find_cluster()
+        self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
         ps_ops, unplaced = self._survey()
         self._plan_ps_scopes(ps_ops)
@@ -317,7 +318,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             name = self.tf_canonical(call.func)
             if self._in_variable_arguments(call):
                 continue  # an initial value: it goes where its variable's initializer goes
-            if name in CREATES_VARIABLES and self._cluster is not None:
+            if name in CREATES_VARIABLES and self._cluster_of(call) is not None:
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     paths = self._paths(call, "slim" if slim else "variable")
@@ -342,6 +343,15 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
         return ps_ops, unplaced
+
+    def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
+        """The cluster with a ps job that the code making `call` runs with, as the project
+        model says (`FileView.cluster_reaching`: made in its function, in one calling it,
+        or in another module along imports and calls); None: no cluster's program holds it
+        (a local evaluation graph beside the training function)."""
+        if call not in self._clusters_at:
+            self._clusters_at[call] = self.project.cluster_reaching(self.position(call)[0])
+        return self._clusters_at[call]
 
     def _kept_on_the_worker(self, call: cst.Call, name: str) -> bool:
         """Whether a variable is made outside GLOBAL_VARIABLES (`tf.local_variable`,
@@ -677,6 +687,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             cluster = self._spell_at(self._cluster.name, site)
         if cluster is None:
             count = self._cluster.ps_tasks if self._cluster is not None else None
+            count = count or next((c[2] for c in self._clusters_at.values() if c), None)
             count = count or self.options.get("ps_tasks") or ps_tasks
             if count is None:
                 return None, "cannot tell how many ps tasks the cluster has"
@@ -788,7 +799,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
             key = scopes.pop() if len(scopes) == 1 else "mixed"
             scope = key if isinstance(key, _JobScope) else None
             by_scope.setdefault(key, []).append((call, self._suppressed(call, scope)))
-        cluster_line = self.position(self._cluster.node)[0]
         for scope, variables in by_scope.items():
             live = [c for c, suppressed in variables if not suppressed]
             if not live:
@@ -810,10 +820,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
                              f"{self.position(self.parent(scope.item))[0]})")
                 else:
                     where = "on no parameter server"
+                path, line, _ = self._cluster_of(call)
+                cluster = f"line {line}" if path == self.project.label else f"{path}:{line}"
                 self.report(call, (
                     f"{self.code(call.func)} creates "
                     f"{'its variables' if layer else 'a variable'} "
-                    f"{where} though the cluster (line {cluster_line}) has a 'ps' job: each "
+                    f"{where} though the cluster ({cluster}) has a 'ps' job: each "
                     f"worker trains its own copy") + note, fix=fix, severity="warning")
 
     def _setter_edit(self, scope: _JobScope, text: str) -> Replace:
