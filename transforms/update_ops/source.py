@@ -408,6 +408,9 @@ class UpdateOpsCodemod(SourceCodemod):
         # What holds the train op: the statement's targets, and what they flow into.
         held = {name for small in (site.statement.body if site.statement else ())
                 for name in _assigned(small)}
+        # Lists of the update ops the train op was added to (`update_ops.append(train_op)`,
+        # model_deploy's form): a group of one runs both.
+        joined: set[str] = set()
         grew = bool(held)
         while grew:
             grew = False
@@ -421,14 +424,18 @@ class UpdateOpsCodemod(SourceCodemod):
                         and any(_words(a.value).names & held for a in call.args)):
                     owner = _dotted(call.func.value)
                     if owner is not None and owner not in held:
+                        if owner in scope.update_names:
+                            joined.add(owner)
                         held.add(owner)
                         grew = True
         if held:
             for call in scope.calls:  # tf.group(train_op, *update_ops)
                 if self._is(call, _TIES) and call is not site.call:
                     args = [a.value for a in call.args]
-                    if (any(_words(a).names & held for a in args) and any(
-                            _mentions_update_ops(a, scope.update_names, held) for a in args)):
+                    if any(_words(a).names & joined for a in args) or (
+                            any(_words(a).names & held for a in args) and any(
+                                _mentions_update_ops(a, scope.update_names, held)
+                                for a in args)):
                         return True, []
             # with control_dependencies([train_op]): result = tf.identity(loss), the loss
             # depending on the update ops (slim's create_train_op, its barrier on the loss)
