@@ -170,3 +170,5 @@ MONITORED_SESSIONS = frozenset(
 )
 DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
 REPLICA_DEVICE_SETTER = "train.replica_device_setter"
+# Words without which a file's text names no ps job (conservative, as the pre-filter).
+PS_JOB_WORDS = ("job:ps", "'ps'", '"ps"')

@@ -169,16 +169,22 @@ class ReplicaPlacementCodemod(SourceCodemod):
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
       variable), and a variable's own initial value;
     - a variable created with no ps placement (no device scope at all, or a string naming
-      another job: `tf.device('/job:worker/task:%d' % i)`) in a file whose cluster has a
-      `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a `'ps'` key given
-      to `ClusterSpec` or `Server`. Each worker then trains its own copy.
+      another job: `tf.device('/job:worker/task:%d' % i)`) in code that runs with a cluster
+      that has a `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a
+      `'ps'` key given to `ClusterSpec` or `Server`. Each worker then trains its own copy.
+      The project model says which code runs with it (`FileView.cluster_reaching`): the
+      function that makes it, the ones that call that one, and what they call, here or
+      in a module the file imports.
 
     Left alone: code under a device function (`replica_device_setter`, slim's
     `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
     slim variables under `arg_scope(..., device=...)` or given `device=`; variables the
     hand-written ps scopes already hold, with no op beside them (the seed as written);
     functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
-    unless they define the cluster themselves (a `main`).
+    unless they make the cluster, or call what makes it, themselves (a `main`); code no
+    cluster's program holds (a local evaluation graph beside the training function);
+    variables outside GLOBAL_VARIABLES (`tf.get_local_variable`, `collections=
+    [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): the worker's own on purpose.
 
     Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
     spelled through the file's own imports (TF2's `tf.device` takes no device function):
@@ -216,11 +222,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
     scope that also holds a queue or accumulator (state the workers share on the ps: the
     setter would give each worker its own) or names a device chosen at run time;
     variables under no scope that no single block holds; a scope of which another finding
-    is suppressed; no ps task count; no compat.v1 spelling.
+    is suppressed; no ps task count; no compat.v1 spelling; a setter over the worker's own
+    variables too (they would move to the ps, shared by every worker).
 
     Findings and fixes honour `# graphfix: ignore[replica-placement]` on the line, on an
     enclosing statement or on the `with` line of the scope. Not seen: device strings held in
-    variables, methods (`self.build()`), functions of other files, `with g.device(...)`.
+    variables, methods (`self.build()`), the device scopes of other files (a function
+    called from another module is not judged), `with g.device(...)`.
     """
 
     DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
@@ -583,6 +591,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return calls
 
     def _defines_cluster(self, function: cst.FunctionDef) -> bool:
+        """Whether `function` makes a cluster, or (a top-level one) gets one made, in this
+        file or another module (`FileView.gets_cluster`): an entry of the program."""
+        if (isinstance(self.parent(function), cst.Module)
+                and self.project.gets_cluster(self.position(function)[0])):
+            return True
         for call in self._calls:
             if self.tf_canonical(call.func) in (_CLUSTER_SPEC, *_SERVERS):
                 current = self.parent(call)

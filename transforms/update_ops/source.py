@@ -206,7 +206,9 @@ class UpdateOpsCodemod(SourceCodemod):
     `get_collection(GraphKeys.UPDATE_OPS)`, a name bound to one, a name that says so:
     `update_ops`, `bn_updates`), not in a function called inside such a block, and its
     result not tied to them afterwards in the same function (`tf.group(train_op,
-    *update_ops)`, also through `tower_ops.append(train_op)`, or rebuilt inside such a block:
+    *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
+    update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`; or
+    rebuilt inside such a block:
     `train_op = tf.group(train_op)`). `create_train_op` and `optimize_loss` run them
     themselves and are never touched. A block over the update ops opened *after* the train
     op was built does nothing for it; the finding says so.

@@ -435,10 +435,22 @@ class FileView:
         part = self.part
         if part is None:
             return None
-        programs = cluster_programs(self.project)
+        programs = cluster_programs(self.project).of
         units = [_unit_at(part, line)] if line is not None else list(part["units"])
         found = [programs[(self.label, u)] for u in units if (self.label, u) in programs]
         return min(found) if found else None
+
+    def gets_cluster(self, line: int) -> bool:
+        """Whether the unit at `line` of this file makes a cluster with a ps job or calls
+        the function that makes one: a cluster program's entry."""
+        part = self.part
+        return part is not None and (self.label, _unit_at(part, line)) in cluster_programs(
+            self.project).entries
+
+    def ps_scopes(self) -> list[int]:
+        """The lines of the file's device scopes on the ps job."""
+        part = self.part
+        return [] if part is None else list(part.get("ps_scopes", ()))
 
     def batch_norms(self) -> list[tuple[str, int]]:
         """The file's own batch norms that train and feed UPDATE_OPS: (name, line)."""

@@ -20,6 +20,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from graphfix.source.project.names import AstTfNames, argument
+from graphfix.source.syntax import call_arguments, strings_in, tail_name
 
 if TYPE_CHECKING:
     from graphfix.source.project import Project
@@ -55,6 +56,23 @@ def _ps_job(value: ast.expr | None, bound: dict[str, list[ast.expr]], depth: int
     return False, None
 
 
+def ps_scopes(tree: ast.Module) -> list[int]:
+    """The lines of the file's device scopes on the ps job (`with tf.device('/job:ps/...')`,
+    the job's name given by a format too): code there runs on the ps, cluster or not."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                call = item.context_expr
+                # (by its spelling: a `device` imported through a helper module counts)
+                if (isinstance(call, ast.Call) and tail_name(call.func) == "device"
+                        and any(text == "ps" or "job:ps" in text
+                                for arg in call_arguments(call) for text in strings_in(arg))):
+                    found.append(node.lineno)
+                    break
+    return sorted(found)
+
+
 def clusters(tree: ast.Module, names: AstTfNames) -> list[list]:
     """The file's clusters with a ps job: [line, ps task count or None] for every
     `ClusterSpec(...)` or `Server(...)` given one, in line order."""
@@ -83,29 +101,37 @@ def clusters(tree: ast.Module, names: AstTfNames) -> list[list]:
 
 # -- which code runs with a cluster ----------------------------------------------------------
 
+class ClusterPrograms:
+    """The code of a project that runs with a cluster: `of` maps every such unit to its
+    cluster (path, line, ps task count or None; the first by path and line where several
+    reach it); `entries` are the units that make one or get one made (the program's
+    entries: a `main` that no code of its file calls is one)."""
+
+    def __init__(self, project: Project):
+        from graphfix.source.project import _unit_at  # (the package imports this module)
+
+        made = sorted((label, line, tasks, _unit_at(part, line))
+                      for label, part in project.parts.items()
+                      for line, tasks in part.get("clusters", ()))
+        self.of: dict[tuple[str, str], tuple[str, int, int | None]] = {}
+        self.entries: set[tuple[str, str]] = set()
+        for label, line, tasks, unit in made:
+            maker = (label, unit)
+            starts = {maker} | {caller for caller in project.callers(maker)
+                                if maker in project.references(*caller)}
+            self.entries |= starts
+            for member in _called(project, starts):
+                self.of.setdefault(member, (label, line, tasks))
+
+
 _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def cluster_programs(project: Project) -> dict[tuple[str, str], tuple[str, int, int | None]]:
-    """Every unit of the project that runs with a cluster -> that cluster (path, line, ps
-    task count or None), the first by path and line where several reach it; computed once
-    per project."""
-    if project in _PROGRAMS:
-        return _PROGRAMS[project]
-    from graphfix.source.project import _unit_at  # (the package imports this module)
-
-    made = sorted((label, line, tasks, _unit_at(part, line))
-                  for label, part in project.parts.items()
-                  for line, tasks in part.get("clusters", ()))
-    programs: dict[tuple[str, str], tuple[str, int, int | None]] = {}
-    for label, line, tasks, unit in made:
-        maker = (label, unit)
-        starts = {maker} | {caller for caller in project.callers(maker)
-                            if maker in project.references(*caller)}
-        for member in _called(project, starts):
-            programs.setdefault(member, (label, line, tasks))
-    _PROGRAMS[project] = programs
-    return programs
+def cluster_programs(project: Project) -> ClusterPrograms:
+    """The project's `ClusterPrograms`, computed once per project."""
+    if project not in _PROGRAMS:
+        _PROGRAMS[project] = ClusterPrograms(project)
+    return _PROGRAMS[project]
 
 
 def _called(project: Project, starts: set[tuple[str, str]]) -> set[tuple[str, str]]:
