@@ -41,6 +41,7 @@ def _found(findings: list[dict], root: Path) -> list[tuple[str, int]]:
 @pytest.mark.parametrize("name, transform", [
     ("package_model", "update-ops"), ("library_train_op", "update-ops"),
     ("variables_through_calls", "variables-to-cpu"), ("feeds_across_modules", "feed-to-assign"),
+    ("cluster_across_modules", "replica-placement"),
 ])
 def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_finding_is(
         name: str, transform: str, tmp_path: Path):
@@ -50,7 +51,9 @@ def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_finding_is(
     same library is clean). variables-to-cpu: variables two calls below a GPU scope, in one
     file and in an imported model module (a `_variable_on_cpu` helper is clean); TF's alias
     imported from a helper module. feed-to-assign: a feed key bound in another module, a
-    variable in a namedtuple field. `fix` edits the files with findings, and only them."""
+    variable in a namedtuple field. replica-placement: a worker's variables under its own
+    scope, the cluster made in a module it imports (a script beside them that imports
+    neither is clean). `fix` edits the files with findings, and only them."""
     case = PROJECTS / name
     work = tmp_path / name
     shutil.copytree(case / "before", work)

@@ -74,6 +74,13 @@ VARIABLE_CONSTRUCTORS = {
     "slim.local_variable": VariableArgs(False, None, None, 0),
     "slim.global_variable": VariableArgs(False, None, None, 0),
 }
+# Where a constructor takes `collections=` (its position), for those that honour it; a
+# variable outside GLOBAL_VARIABLES is no model state the workers share.
+VARIABLE_COLLECTIONS_AT = {"Variable": 2, "VariableV1": 2, "get_variable": 6,
+                           "slim.variable": 6}
+LOCAL_VARIABLE_MAKERS = frozenset({"get_local_variable", "slim.local_variable"})
+# The collection keys (`tf.GraphKeys.X`, or the string) that make a variable global.
+GLOBAL_COLLECTION_KEYS = frozenset({"GLOBAL_VARIABLES", "VARIABLES", "variables"})
 # Initial value first (`Variable(initial_value, trainable, ...)`):
 VARIABLE_CALLS = frozenset(n for n, a in VARIABLE_CONSTRUCTORS.items() if a.value_at == 0)
 # Name first (`get_variable(name, shape, dtype, initializer, ...)`):
@@ -163,3 +170,5 @@ MONITORED_SESSIONS = frozenset(
 )
 DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
 REPLICA_DEVICE_SETTER = "train.replica_device_setter"
+# Words without which a file's text names no ps job (conservative, as the pre-filter).
+PS_JOB_WORDS = ("job:ps", "'ps'", '"ps"')

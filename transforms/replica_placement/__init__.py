@@ -33,12 +33,16 @@ Parameters:
 In source: a program that places its model by hand gets TF's setter instead. Ops created
 under a `tf.device('/job:ps/...')` string (`tf.add` in the seed) are warnings, and the scope
 becomes `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))` spelled with
-the file's own aliases: the variables stay on the ps, the ops go to the worker. In a file
-whose ClusterSpec has a `ps` job, variables under no scope or under a worker's
+the file's own aliases: the variables stay on the ps, the ops go to the worker. In code that
+runs with a cluster that has a `ps` job (the function making the ClusterSpec or Server, what
+calls it and what they call, in the file or across the modules it imports; not a local
+evaluation graph beside them), variables under no scope or under a worker's
 (`'/job:worker/task:%d' % i`) are warnings too, as each worker trains its own copy: the
 worker scope becomes the setter with that `worker_device`, unscoped variable statements move
 into a setter scope. The setter's `cluster=` and `worker_device=` come from the program's own
-ClusterSpec and `Server(..., task_index=...)`. Scopes that choose ps tasks by hand are
+ClusterSpec and `Server(..., task_index=...)`. Variables outside GLOBAL_VARIABLES (a local
+variable, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) are the
+worker's own on purpose and left alone. Scopes that choose ps tasks by hand are
 reported, not rewritten (round-robin may move a variable to another task). Device functions
 (a setter already, slim's `variables_device()`, a chooser) are left alone; see
 `ReplicaPlacementCodemod`.
@@ -55,9 +59,13 @@ from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.placement import variable_bytes
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
 
 if TYPE_CHECKING:
+    from graphfix.source.project import FileView
     from graphfix.source.syntax import Syntax
+
+_VARIABLE_MAKERS = last_names(CREATES_VARIABLES)
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
@@ -98,6 +106,23 @@ def _ps_scope_or_cluster(syntax: Syntax) -> bool:
     return clusters and "ps" in syntax.strings
 
 
+def _ps_scope_cluster_or_variables(syntax: Syntax) -> bool:
+    """This transform's pre-check: a ps scope or a cluster (`_ps_scope_or_cluster`), or a
+    call spelled like a variable's maker, which a cluster made in another module may reach
+    (the project model says: `_cluster_or_ps_scope`)."""
+    from graphfix.source.syntax import tail_name
+
+    return _ps_scope_or_cluster(syntax) or any(
+        tail_name(c.func) in _VARIABLE_MAKERS for c in syntax.calls)
+
+
+def _cluster_or_ps_scope(view: FileView) -> bool:
+    """Whether the file opens a device scope on the ps job, or a cluster with a ps job
+    reaches its code (made there, or along imports and calls:
+    `FileView.cluster_reaching`)."""
+    return bool(view.ps_scopes()) or view.cluster_reaching() is not None
+
+
 class ReplicaPlacement(Transform):
     name = "replica-placement"
     summary = "place variables on ps tasks and all else on the worker (replica_device_setter)"
@@ -113,9 +138,11 @@ class ReplicaPlacement(Transform):
     # import and the graph path never needs it).
     codemod = ".source:ReplicaPlacementCodemod"
     # A device scope on the ps job or a cluster with a ps job (`_ps_scope_or_cluster`: a
-    # call list cannot say "given a ps string", nor "a cluster call and a 'ps' string").
-    source_triggers = SourceTriggers(words=("job:ps", "'ps'", '"ps"'),
-                                     where=_ps_scope_or_cluster)
+    # call list cannot say "given a ps string", nor "a cluster call and a 'ps' string"), or
+    # variables that a cluster of another module reaches (the project model says).
+    source_triggers = SourceTriggers(words=(*PS_JOB_WORDS, *sorted(_VARIABLE_MAKERS)),
+                                     where=_ps_scope_cluster_or_variables,
+                                     in_project=_cluster_or_ps_scope)
 
     def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
         """The device every node should have (by position), and the bytes each ps task holds."""

@@ -23,9 +23,12 @@ from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
+    GLOBAL_COLLECTION_KEYS,
     LAYER_CALLS,
+    LOCAL_VARIABLE_MAKERS,
     REPLICA_DEVICE_SETTER,
     V1_MODULES,
+    VARIABLE_COLLECTIONS_AT,
     VARIABLE_LISTS,
 )
 
@@ -166,16 +169,22 @@ class ReplicaPlacementCodemod(SourceCodemod):
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
       variable), and a variable's own initial value;
     - a variable created with no ps placement (no device scope at all, or a string naming
-      another job: `tf.device('/job:worker/task:%d' % i)`) in a file whose cluster has a
-      `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a `'ps'` key given
-      to `ClusterSpec` or `Server`. Each worker then trains its own copy.
+      another job: `tf.device('/job:worker/task:%d' % i)`) in code that runs with a cluster
+      that has a `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a
+      `'ps'` key given to `ClusterSpec` or `Server`. Each worker then trains its own copy.
+      The project model says which code runs with it (`FileView.cluster_reaching`): the
+      function that makes it, the ones that call that one, and what they call, here or
+      in a module the file imports.
 
     Left alone: code under a device function (`replica_device_setter`, slim's
     `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
     slim variables under `arg_scope(..., device=...)` or given `device=`; variables the
     hand-written ps scopes already hold, with no op beside them (the seed as written);
     functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
-    unless they define the cluster themselves (a `main`).
+    unless they make the cluster, or call what makes it, themselves (a `main`); code no
+    cluster's program holds (a local evaluation graph beside the training function);
+    variables outside GLOBAL_VARIABLES (`tf.get_local_variable`, `collections=
+    [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): the worker's own on purpose.
 
     Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
     spelled through the file's own imports (TF2's `tf.device` takes no device function):
@@ -213,11 +222,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
     scope that also holds a queue or accumulator (state the workers share on the ps: the
     setter would give each worker its own) or names a device chosen at run time;
     variables under no scope that no single block holds; a scope of which another finding
-    is suppressed; no ps task count; no compat.v1 spelling.
+    is suppressed; no ps task count; no compat.v1 spelling; a setter over the worker's own
+    variables too (they would move to the ps, shared by every worker).
 
     Findings and fixes honour `# graphfix: ignore[replica-placement]` on the line, on an
     enclosing statement or on the `with` line of the scope. Not seen: device strings held in
-    variables, methods (`self.build()`), functions of other files, `with g.device(...)`.
+    variables, methods (`self.build()`), the device scopes of other files (a function
+    called from another module is not judged), `with g.device(...)`.
     """
 
     DESCRIPTION = "Place variables on ps tasks and all else on the worker (replica_device_setter)."
@@ -287,6 +298,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._job_scopes: dict[cst.Call, _JobScope | str] = {}
         self._shared: dict[_JobScope, cst.Call] = {}  # a ps scope's first shared queue
         self._cluster = self._find_cluster()
+        self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
         ps_ops, unplaced = self._survey()
         self._plan_ps_scopes(ps_ops)
@@ -306,16 +318,21 @@ class ReplicaPlacementCodemod(SourceCodemod):
         placement ([(call, paths)])."""
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
+        # Variables a worker keeps (`_kept_on_the_worker`): a setter over them would send
+        # them to the ps, where every worker would share them.
+        self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
         statements_seen: set[cst.CSTNode] = set()
         for call in self._calls:
             name = self.tf_canonical(call.func)
             if self._in_variable_arguments(call):
                 continue  # an initial value: it goes where its variable's initializer goes
-            if name in CREATES_VARIABLES and self._cluster is not None:
+            if name in CREATES_VARIABLES and self._cluster_of(call) is not None:
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     paths = self._paths(call, "slim" if slim else "variable")
-                    if {p.kind for p in paths} <= {"none", "job"}:
+                    if self._kept_on_the_worker(call, name):
+                        self._worker_locals.append((call, paths))
+                    elif {p.kind for p in paths} <= {"none", "job"}:
                         unplaced.append((call, paths))
             if name in _SHARED_STATE:
                 for path in self._paths(call, "op"):
@@ -334,6 +351,39 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
         return ps_ops, unplaced
+
+    def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
+        """The cluster with a ps job that the code making `call` runs with, as the project
+        model says (`FileView.cluster_reaching`: made in its function, in one calling it,
+        or in another module along imports and calls); None: no cluster's program holds it
+        (a local evaluation graph beside the training function)."""
+        if call not in self._clusters_at:
+            self._clusters_at[call] = self.project.cluster_reaching(self.position(call)[0])
+        return self._clusters_at[call]
+
+    def _kept_on_the_worker(self, call: cst.Call, name: str) -> bool:
+        """Whether a variable is made outside GLOBAL_VARIABLES (`tf.local_variable`,
+        `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): a worker's
+        own state on purpose (a local step, the local copy of an averaging algorithm),
+        which no other worker reads."""
+        if name in LOCAL_VARIABLE_MAKERS:
+            return True
+        if name not in VARIABLE_COLLECTIONS_AT:
+            return False
+        given = argument(call, "collections", VARIABLE_COLLECTIONS_AT[name])
+        if not isinstance(given, (cst.List, cst.Tuple, cst.Set)):
+            return False  # the default (GLOBAL_VARIABLES), or a list built elsewhere
+        for element in given.elements:
+            value = element.value
+            if isinstance(element, cst.StarredElement):
+                return False
+            if isinstance(value, cst.Attribute):
+                key = value.attr.value
+            else:
+                key = _string_value(value)
+            if key is None or key in GLOBAL_COLLECTION_KEYS:
+                return False  # a name whose value is not seen here may be global
+        return True
 
     def _creates_op(self, call: cst.Call, name: str | None) -> bool:
         if name is None:
@@ -541,6 +591,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return calls
 
     def _defines_cluster(self, function: cst.FunctionDef) -> bool:
+        """Whether `function` makes a cluster, or (a top-level one) gets one made, in this
+        file or another module (`FileView.gets_cluster`): an entry of the program."""
+        if (isinstance(self.parent(function), cst.Module)
+                and self.project.gets_cluster(self.position(function)[0])):
+            return True
         for call in self._calls:
             if self.tf_canonical(call.func) in (_CLUSTER_SPEC, *_SERVERS):
                 current = self.parent(call)
@@ -645,6 +700,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             cluster = self._spell_at(self._cluster.name, site)
         if cluster is None:
             count = self._cluster.ps_tasks if self._cluster is not None else None
+            count = count or next((c[2] for c in self._clusters_at.values() if c), None)
             count = count or self.options.get("ps_tasks") or ps_tasks
             if count is None:
                 return None, "cannot tell how many ps tasks the cluster has"
@@ -756,7 +812,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
             key = scopes.pop() if len(scopes) == 1 else "mixed"
             scope = key if isinstance(key, _JobScope) else None
             by_scope.setdefault(key, []).append((call, self._suppressed(call, scope)))
-        cluster_line = self.position(self._cluster.node)[0]
         for scope, variables in by_scope.items():
             live = [c for c, suppressed in variables if not suppressed]
             if not live:
@@ -778,17 +833,30 @@ class ReplicaPlacementCodemod(SourceCodemod):
                              f"{self.position(self.parent(scope.item))[0]})")
                 else:
                     where = "on no parameter server"
+                path, line, _ = self._cluster_of(call)
+                cluster = f"line {line}" if path == self.project.label else f"{path}:{line}"
                 self.report(call, (
                     f"{self.code(call.func)} creates "
                     f"{'its variables' if layer else 'a variable'} "
-                    f"{where} though the cluster (line {cluster_line}) has a 'ps' job: each "
+                    f"{where} though the cluster ({cluster}) has a 'ps' job: each "
                     f"worker trains its own copy") + note, fix=fix, severity="warning")
 
     def _setter_edit(self, scope: _JobScope, text: str) -> Replace:
         """The edit that makes a `with` item over `scope` the setter `text`."""
         return Replace(scope.item, lambda item: item.with_changes(item=cst.parse_expression(text)))
 
+    def _local_note(self, calls: list[cst.Call]) -> str:
+        """Why a setter over code holding the worker's own variables `calls` is no fix."""
+        lines = ", ".join(str(self.position(c)[0]) for c in calls)
+        return (f"; not fixed: the worker's own variables made there too (line {lines}: "
+                f"outside GLOBAL_VARIABLES) would move to the ps with the setter, shared by "
+                f"every worker; put the shared variables under "
+                f"tf.device(tf.train.replica_device_setter(...)) apart from them")
+
     def _plan_worker_scope(self, scope: _JobScope) -> tuple[str, Replace | None]:
+        locals_ = [c for c, paths in self._worker_locals if any(p.scope is scope for p in paths)]
+        if locals_:
+            return self._local_note(locals_), None
         with_node = self.parent(scope.item)
         given = device_argument(scope.call)
         text, why = self._setter(with_node, scope.call.func, self.position(with_node)[1] - 1,
@@ -813,6 +881,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
         holding = [next(st for b, st in chain if b is block) for chain in chains]
         indices = [next(i for i, st in enumerate(body) if st is held) for held in holding]
         first, last = min(indices), max(indices)
+        moved = body[first : last + 1]
+        locals_ = [c for c, _ in self._worker_locals
+                   if any(held is c or self._inside(c, held) for held in moved)]
+        if locals_:
+            return self._local_note(locals_), None
         site = body[first]
         text, why = self._setter(site, None, self.position(site)[1] - 1,
                                  worker=self._worker_device(site))
@@ -820,6 +893,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
             return f"; not fixed: {why}" + hint, None
         return (f"; fix: the statements that create them move under {self._short(text)}",
                 WrapInWith(tuple(body[first : last + 1]), text))
+
+    def _inside(self, node: cst.CSTNode, outer: cst.CSTNode) -> bool:
+        current = self.parent(node)
+        while current is not None and current is not outer:
+            current = self.parent(current)
+        return current is outer
 
     def _blocks_of(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
         """(block, statement of it holding `node`), innermost first: in its function, then

@@ -206,7 +206,9 @@ class UpdateOpsCodemod(SourceCodemod):
     `get_collection(GraphKeys.UPDATE_OPS)`, a name bound to one, a name that says so:
     `update_ops`, `bn_updates`), not in a function called inside such a block, and its
     result not tied to them afterwards in the same function (`tf.group(train_op,
-    *update_ops)`, also through `tower_ops.append(train_op)`, or rebuilt inside such a block:
+    *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
+    update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`; or
+    rebuilt inside such a block:
     `train_op = tf.group(train_op)`). `create_train_op` and `optimize_loss` run them
     themselves and are never touched. A block over the update ops opened *after* the train
     op was built does nothing for it; the finding says so.
@@ -408,6 +410,9 @@ class UpdateOpsCodemod(SourceCodemod):
         # What holds the train op: the statement's targets, and what they flow into.
         held = {name for small in (site.statement.body if site.statement else ())
                 for name in _assigned(small)}
+        # Lists of the update ops the train op was added to (`update_ops.append(train_op)`,
+        # model_deploy's form): a group of one runs both.
+        joined: set[str] = set()
         grew = bool(held)
         while grew:
             grew = False
@@ -421,14 +426,18 @@ class UpdateOpsCodemod(SourceCodemod):
                         and any(_words(a.value).names & held for a in call.args)):
                     owner = _dotted(call.func.value)
                     if owner is not None and owner not in held:
+                        if owner in scope.update_names:
+                            joined.add(owner)
                         held.add(owner)
                         grew = True
         if held:
             for call in scope.calls:  # tf.group(train_op, *update_ops)
                 if self._is(call, _TIES) and call is not site.call:
                     args = [a.value for a in call.args]
-                    if (any(_words(a).names & held for a in args) and any(
-                            _mentions_update_ops(a, scope.update_names, held) for a in args)):
+                    if any(_words(a).names & joined for a in args) or (
+                            any(_words(a).names & held for a in args) and any(
+                                _mentions_update_ops(a, scope.update_names, held)
+                                for a in args)):
                         return True, []
             # with control_dependencies([train_op]): result = tf.identity(loss), the loss
             # depending on the update ops (slim's create_train_op, its barrier on the loss)

@@ -24,6 +24,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from graphfix.source.project.cluster import cluster_programs
 from graphfix.source.project.feeds import FeedFacts, feed_facts
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
@@ -425,6 +426,31 @@ class FileView:
             return None
         return FeedFacts(tree, AstTfNames(tree),
                          {"attributes": _AttributeKinds(self.project, self.label)})
+
+    def cluster_reaching(self, line: int | None = None) -> tuple[str, int, int | None] | None:
+        """The cluster with a ps job (path, line, ps task count or None) that code at `line`
+        of this file (None: any of its code) runs with: made there, or by a unit whose
+        program it is in (`graphfix.source.project.cluster`); None if no cluster's program
+        holds it."""
+        part = self.part
+        if part is None:
+            return None
+        programs = cluster_programs(self.project).of
+        units = [_unit_at(part, line)] if line is not None else list(part["units"])
+        found = [programs[(self.label, u)] for u in units if (self.label, u) in programs]
+        return min(found) if found else None
+
+    def gets_cluster(self, line: int) -> bool:
+        """Whether the unit at `line` of this file makes a cluster with a ps job or calls
+        the function that makes one: a cluster program's entry."""
+        part = self.part
+        return part is not None and (self.label, _unit_at(part, line)) in cluster_programs(
+            self.project).entries
+
+    def ps_scopes(self) -> list[int]:
+        """The lines of the file's device scopes on the ps job."""
+        part = self.part
+        return [] if part is None else list(part.get("ps_scopes", ()))
 
     def batch_norms(self) -> list[tuple[str, int]]:
         """The file's own batch norms that train and feed UPDATE_OPS: (name, line)."""

@@ -9,11 +9,12 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from graphfix.source.project.cluster import CLUSTER_WORDS, clusters, ps_scopes
 from graphfix.source.project.facts import _Placement, _tf_bindings, batch_norms
 from graphfix.source.project.names import AstTfNames, argument, dotted
-from graphfix.source.vocabulary import CREATES_VARIABLES, last_names
+from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
 
-PART_FORMAT = 1  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 2  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
 
@@ -79,7 +80,9 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     one per top-level function and class, and `MODULE_BODY`), `globals` (the other names
     bound at module level: they are the module body's), `aliases` (module-level names bound
     to a function through `tf.make_template` or `functools.partial`), `tf` (the TF names it
-    binds at module level), `batch_norms` ([[name, line]]), `digest` (of the code: the
+    binds at module level), `batch_norms` ([[name, line]]), `clusters` (with a ps job:
+    [[line, ps tasks or None]], `graphfix.source.project.cluster`), `ps_scopes` (the lines
+    of its device scopes on the ps job), `digest` (of the code: the
     facts read only when asked, `Project.feeds`, depend on it); each unit also lists the variables it creates where
     its caller's device scope places them and the names it reads there. `code`, the text the
     tree was parsed from, lets facts whose words it lacks go unread."""
@@ -127,6 +130,8 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
             "tf": _tf_bindings(names, tree),
             "batch_norms": ([list(found) for found in batch_norms(tree, names)]
                             if _mentions(code, _BATCH_NORM_WORDS) else []),
+            "clusters": clusters(tree, names) if _mentions(code, CLUSTER_WORDS) else [],
+            "ps_scopes": ps_scopes(tree) if _mentions(code, PS_JOB_WORDS) else [],
             # (what the file's facts that are read when asked depend on: `Project.feeds`)
             "digest": None if code is None else hashlib.sha256(
                 code.encode("utf-8", "surrogateescape")).hexdigest()}
