@@ -23,13 +23,9 @@ WRONG_TODAY = {
     "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
     "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
     "run",
-    "device_from_a_list_of_gpus": "issue 18: variables under tf.device(d), d looping over "
-    "a literal list of GPU names, are missed",
     "grouped_with_first_clone_updates": "issue 18: the first clone's update ops grouped with "
     "the gradient update, the train tensor depending on the group (model_deploy's form), are "
     "reported as not run",
-    "inherited_builder_under_gpu": "issue 18: variables made by an inherited method "
-    "(self.build_model from a base class in another module) under a GPU scope are missed",
     "worker_local_variables": "issue 18: LOCAL_VARIABLES (and privately collected) "
     "variables a worker keeps on purpose are reported as each worker's own copy",
     "local_graph_beside_cluster_function": "issue 18: layers of a local evaluation "

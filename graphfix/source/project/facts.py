@@ -1,6 +1,7 @@
 """The facts a file's part records, per unit where a rule asks per unit: the batch norms
 that train and feed UPDATE_OPS, the variables created where the caller's device scope
-places them, the TF names the module binds for the modules importing it."""
+places them, what a unit binds names to (the instances its method calls go to), the TF
+names the module binds for the modules importing it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from graphfix.source.vocabulary import (
     BATCH_NORMS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
+    METRIC_CALLS,
     SLIM_NET_NAME,
     canonical_tf_name,
 )
@@ -253,7 +255,7 @@ class _Placement(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.names.canonical(node.func)
-        if name in CREATES_VARIABLES:
+        if name in CREATES_VARIABLES or name in METRIC_CALLS:
             placed = bool(self._placed) or (name.startswith(("slim.", "contrib.layers."))
                                             and argument(node, "device", None) is not None)
             self.variables.append([name, node.lineno, _explicit_dtype(node), placed])
@@ -270,6 +272,32 @@ class _Placement(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load) and not self._placed:
             self.free.add(node.id)
+
+
+def instances(*statements: ast.AST) -> dict[str, str]:
+    """The names the statements bind to what one call gives, as {name: the callee as
+    spelled} (`model = Model(cfg)` -> {"model": "Model"}): a method called on the name
+    (`model.build()`) is the class's, where the callee is one of the project's classes.
+    A name bound otherwise too (twice, by a loop, to another value) is left out; nested
+    functions and classes are theirs."""
+    made: dict[str, str | None] = {}
+    queue = [s for statement in statements
+             for s in (statement.body if isinstance(statement, (
+                 ast.FunctionDef, ast.AsyncFunctionDef)) else [statement])]
+    while queue:
+        node = queue.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
+            name, callee = node.targets[0].id, dotted(node.value.func)
+            made[name] = callee if made.get(name, callee) == callee else None
+            queue.extend(ast.iter_child_nodes(node.value))
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            made[node.id] = None
+        queue.extend(ast.iter_child_nodes(node))
+    return {name: callee for name, callee in sorted(made.items()) if callee is not None}
 
 
 def _explicit_dtype(call: ast.Call) -> str | None:

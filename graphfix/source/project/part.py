@@ -9,11 +9,11 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from graphfix.source.project.facts import _Placement, _tf_bindings, batch_norms
+from graphfix.source.project.facts import _Placement, _tf_bindings, batch_norms, instances
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.vocabulary import CREATES_VARIABLES, last_names
 
-PART_FORMAT = 1  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 2  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
 
@@ -66,7 +66,7 @@ def _imports(names: AstTfNames) -> list[list]:
 # The words without which a file's text holds none of a fact (conservative, as the
 # pre-filter): the facts' readers walk the whole tree, most files need none of them.
 _BATCH_NORM_WORDS = ("batch_norm", "BatchNormalization", "resnet", "inception", "mobilenet")
-_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES)))
+_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES) | {"metrics"}))  # tf.metrics.*
 
 
 def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
@@ -75,8 +75,11 @@ def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
 
 def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     """One file's part of the project model, as JSON data (cached with the file's survey):
-    `imports` (see `_imports`), `units` ({name: {"refs": [...], "spans": [[first, last]]}};
-    one per top-level function and class, and `MODULE_BODY`), `globals` (the other names
+    `imports` (see `_imports`), `units` ({name: {"kind", "refs": [...], "spans": [[first,
+    last]], "instances": {name: callee}}}; one per top-level function and class, one per
+    method of a top-level class (`Class.method`, kind "method", with its "class"; a class
+    lists its "bases" as spelled), and `MODULE_BODY`; `instances`: what a unit binds a name
+    to once, a call's callee, `self` to its class: see `facts.instances`), `globals` (the other names
     bound at module level: they are the module body's), `aliases` (module-level names bound
     to a function through `tf.make_template` or `functools.partial`), `tf` (the TF names it
     binds at module level), `batch_norms` ([[name, line]]), `digest` (of the code: the
@@ -89,24 +92,40 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     body: list[ast.AST] = []
     bound: set[str] = set()
     aliases: dict[str, str] = {}
+    placements = variables or "device" in (code or "")
+
+    def read(name: str, statement: ast.stmt, kind: str) -> dict:
+        unit = units.setdefault(name, {"kind": kind, "refs": set(), "spans": [],
+                                       "variables": [], "free": set(), "instances": {}})
+        unit["refs"].update(_references([statement]))
+        first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+        unit["spans"].append([first, statement.end_lineno or statement.lineno])
+        if kind == "class":
+            return unit
+        unit["instances"].update(instances(statement))
+        if not placements:
+            unit["free"].update(unit["refs"])  # no device scope to place a call
+            return unit
+        placement = _Placement(names)
+        for inner in statement.body:
+            placement.visit(inner)
+        unit["variables"].extend(placement.variables)
+        unit["free"].update(placement.free)
+        return unit
+
     for statement in tree.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            unit = units.setdefault(statement.name, {
-                "kind": "class" if isinstance(statement, ast.ClassDef) else "function",
-                "refs": set(), "spans": [], "variables": [], "free": set()})
-            unit["refs"].update(_references([statement]))
-            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
-            unit["spans"].append([first, statement.end_lineno or statement.lineno])
-            if isinstance(statement, ast.ClassDef):
-                continue
-            if not variables and "device" not in (code or ""):
-                unit["free"].update(unit["refs"])  # no device scope to place a call
-                continue
-            placement = _Placement(names)
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            read(statement.name, statement, "function")
+        elif isinstance(statement, ast.ClassDef):
+            read(statement.name, statement, "class")["bases"] = [
+                text for text in map(dotted, statement.bases) if text is not None]
             for inner in statement.body:
-                placement.visit(inner)
-            unit["variables"].extend(placement.variables)
-            unit["free"].update(placement.free)
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    method = read(f"{statement.name}.{inner.name}", inner, "method")
+                    method["class"] = statement.name
+                    if inner.args.posonlyargs or inner.args.args:
+                        first = (inner.args.posonlyargs or inner.args.args)[0].arg
+                        method["instances"][first] = statement.name  # `self`
         else:
             made = _made_from(statement, names)
             if made is not None:
@@ -118,7 +137,7 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
                 elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     bound.add(node.name)
     units[MODULE_BODY] = {"kind": "module", "refs": set(_references(body)), "spans": [],
-                          "variables": [], "free": set()}
+                          "variables": [], "free": set(), "instances": instances(*body)}
     for unit in units.values():
         unit["refs"] = sorted(unit["refs"])
         unit["free"] = sorted(unit["free"])
