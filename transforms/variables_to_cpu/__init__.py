@@ -39,8 +39,10 @@ Parameters:
         not look into function bodies); `no-kernel` moves only the groups without a kernel
         on their device and leaves float variables where they are.
 
-In source: variables created under a GPU `tf.device` scope (a literal or a string built
-at run time, `'/gpu:%d' % i`) are placed on the CPU: a statement that only creates
+In source: variables created under a GPU `tf.device` scope (a literal, a string built
+at run time, `'/gpu:%d' % i`, or a device looped over from a literal list), directly or
+through the project's functions, methods and classes called there, are placed on the CPU:
+a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
 function), so its compute stays on the GPU. Same errors and warnings as the graph surface;

@@ -155,6 +155,18 @@ def _classify_device(template: str) -> tuple[str, str, bool]:
     return "gpu", text, dynamic
 
 
+def _calls_in(function: cst.Lambda) -> list[cst.Call]:
+    """The calls in a lambda's body, outermost first."""
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(node)
+
+    function.body.visit(_Calls())
+    return found
+
+
 def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     """The value a small statement computes, for `x = v`, `x: T = v`, `v` and `return v`."""
     if isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
@@ -166,9 +178,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     """Place variables created under a GPU `tf.device` scope on `/cpu:0`.
 
     Found: a call that creates variables (`tf.Variable`, `tf.get_variable`, `tf.layers.*`,
-    slim layers and `slim.variable`/`slim.model_variable`, the global step; every import
-    alias and compat.v1 spelling) whose innermost device scope, in the same function, is a
-    GPU string: a literal, or one built with `%`, `+`, `str.format` or an f-string. An inner
+    slim layers and `slim.variable`/`slim.model_variable`, the global step, the local
+    variables of `tf.metrics.*`; every import alias and compat.v1 spelling) whose innermost
+    device scope, in the same function, is a GPU string: a literal, one built with `%`, `+`,
+    `str.format` or an f-string, or a name looped over a literal list of device strings
+    that names a GPU (`for d in ["/gpu:0", "/gpu:1"]: with tf.device(d):`). An inner
     `tf.device('/cpu:0')`, a device function (`replica_device_setter`, any non-string), a
     slim `arg_scope(..., device=...)` or `device=` argument, or no scope at all: left alone.
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
@@ -216,9 +230,15 @@ class VariablesToCpuCodemod(SourceCodemod):
     creates variables that no device scope of its own places, directly or through the
     functions it calls (the project model follows the calls, in the file and across
     modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
-    its own). It computes too, so it gets the device function.
-    Not seen: device strings held in variables, Keras layer objects, RNN cells, variables
-    that a class builds when its methods are called.
+    its own). So do the project's methods (`self.build_model()` inherited from a base class
+    in another module, `super().build_model()`, `model.build()` after `model = Model()`),
+    a class's constructor, and the functions a call is given one level deep (by name, or
+    called in a lambda: `run(lambda x: model_fn(x))`). A call passing `reuse=True` reuses
+    what an earlier call created and counts for nothing: the finding is at the creating call.
+    It computes too, so it gets the device function.
+    A metric's variables (float totals and counts) have GPU kernels: a warning.
+    Not seen: device strings held in variables otherwise, Keras layer objects, RNN cells,
+    methods of instances held in attributes (`self.model.build()`).
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
@@ -311,6 +331,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if name not in CREATES_VARIABLES and name not in METRIC_CALLS:
             through = self._created_through(node) if name is None else None
             if through is None:
+                through = self._created_by_arguments(node, name)
+            if through is None:
                 return
             name, where, dtype = through
         slim_family = name.startswith(("slim.", "contrib.layers."))
@@ -353,13 +375,44 @@ class VariablesToCpuCodemod(SourceCodemod):
         reuse = argument(call, "reuse", None)
         if isinstance(reuse, cst.Name) and reuse.value == "True":
             return None  # the call reuses what an earlier call (the first tower's) created
-        found = self.project.variables_created_by(callee, line=self.position(call)[0])
+        return self._described(self.project.variables_created_by(
+            callee, line=self.position(call)[0]))
+
+    def _described(self, found, passed: str | None = None
+                   ) -> tuple[str, str, str | None] | None:
         if found is None:
             return None
         path, name, line, dtype = found
         where = f"line {line}" if path == self.context.filename else f"{path}:{line}"
+        if passed is not None:
+            where += f", in {passed} passed to it"
         dtype = _DTYPE_ALIASES.get(dtype, dtype)
         return name, f"{name} at {where}", dtype if dtype in _DTYPES else None
+
+    def _created_by_arguments(self, call: cst.Call, name: str | None
+                              ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for the project's functions a call under a GPU scope is
+        given, one level deep: by name (`tf.map_fn(step, xs)`) or called in a lambda
+        (`model_with_buckets(..., lambda x, y: seq2seq_f(x, y, False))`); the callee runs
+        them while it builds, under the same scope. `make_template` and `partial` only keep
+        the function for later calls."""
+        if name == "make_template" or (get_full_name_for_node(call.func) or "").endswith(
+                "partial") or self._scope_of(call, False)[1] is None:
+            return None
+        line = self.position(call)[0]
+        for given in call.args:
+            if isinstance(given.value, cst.Lambda):
+                called = [inner.func for inner in _calls_in(given.value)]
+            else:
+                called = [given.value]
+            for function in called:
+                text = (get_full_name_for_node(function)
+                        if isinstance(function, (cst.Name, cst.Attribute)) else None)
+                found = None if text is None else self.project.variables_created_by(
+                    text, line=line)
+                if found is not None:
+                    return self._described(found, passed=text)
+        return None
 
     def _scope_of(self, call: cst.Call, slim_family: bool):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
