@@ -23,10 +23,6 @@ WRONG_TODAY = {
     "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
     "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
     "run",
-    "device_from_a_list_of_gpus": "issue 18: variables under tf.device(d), d looping over "
-    "a literal list of GPU names, are missed",
-    "inherited_builder_under_gpu": "issue 18: variables made by an inherited method "
-    "(self.build_model from a base class in another module) under a GPU scope are missed",
 }
 
 

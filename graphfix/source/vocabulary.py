@@ -134,6 +134,20 @@ LAYER_CALLS = frozenset(
         "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
 )
 CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_MAKERS | LAYER_CALLS
+# tf.metrics: each makes local variables (LOCAL_VARIABLES, METRIC_VARIABLES: float32 totals
+# and counts, float64 for the *_at_k ones and mean_iou's confusion matrix, all VariableV2 in
+# graph mode) and computes its value and update op. Not in CREATES_VARIABLES: a worker's
+# local variables are its own on purpose, no parameter server's.
+METRIC_CALLS = frozenset(f"metrics.{n}" for n in (
+    "accuracy", "auc", "average_precision_at_k", "false_negatives",
+    "false_negatives_at_thresholds", "false_positives", "false_positives_at_thresholds", "mean",
+    "mean_absolute_error", "mean_cosine_distance", "mean_iou", "mean_per_class_accuracy",
+    "mean_relative_error", "mean_squared_error", "mean_tensor", "percentage_below", "precision",
+    "precision_at_k", "precision_at_thresholds", "precision_at_top_k", "recall", "recall_at_k",
+    "recall_at_thresholds", "recall_at_top_k", "root_mean_squared_error",
+    "sensitivity_at_specificity", "sparse_average_precision_at_k", "sparse_precision_at_k",
+    "specificity_at_sensitivity", "true_negatives", "true_negatives_at_thresholds",
+    "true_positives", "true_positives_at_thresholds"))
 
 # -- batch norms ----------------------------------------------------------------------------
 

@@ -39,8 +39,10 @@ Parameters:
         not look into function bodies); `no-kernel` moves only the groups without a kernel
         on their device and leaves float variables where they are.
 
-In source: variables created under a GPU `tf.device` scope (a literal or a string built
-at run time, `'/gpu:%d' % i`) are placed on the CPU: a statement that only creates
+In source: variables created under a GPU `tf.device` scope (a literal, a string built
+at run time, `'/gpu:%d' % i`, or a device looped over from a literal list), directly or
+through the project's functions, methods and classes called there, are placed on the CPU:
+a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
 function), so its compute stays on the GPU. Same errors and warnings as the graph surface;
@@ -69,15 +71,28 @@ def _on_gpu(group: placement.Group) -> bool:
 
 
 def _gpu_device_scope(syntax: Syntax) -> bool:
-    """Whether a `with ...device(...)` is given a GPU string (this transform's pre-check)."""
+    """Whether a `with ...device(...)` is given a GPU string, or a name a loop binds in a
+    file that spells a GPU string (`for d in ["/gpu:0", "/gpu:1"]`): this transform's
+    pre-check."""
     import ast  # (here: a run over graphs never parses source)
 
     from graphfix.source.syntax import call_arguments, strings_in, tail_name
 
+    def looped(name: str) -> bool:  # (`for i, d in enumerate(...)` binds d too)
+        return name in syntax.loop_names or any(
+            isinstance(node, ast.For) and any(isinstance(bound, ast.Name) and bound.id == name
+                                              for bound in ast.walk(node.target))
+            for node in ast.walk(syntax.tree))
+
+    def gpu(arg: ast.expr) -> bool:
+        if isinstance(arg, ast.Name):
+            return (any("gpu" in text.lower() for text in syntax.strings)
+                    and looped(arg.id))
+        return any("gpu" in text.lower() for text in strings_in(arg))
+
     return any(isinstance(item.context_expr, ast.Call)
                and tail_name(item.context_expr.func) == "device"
-               and any("gpu" in text.lower() for arg in call_arguments(item.context_expr)
-                       for text in strings_in(arg))
+               and any(gpu(arg) for arg in call_arguments(item.context_expr))
                for block in syntax.withs for item in block.items)
 
 

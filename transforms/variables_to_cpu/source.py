@@ -24,6 +24,7 @@ from graphfix.source.vocabulary import (
     GET_VARIABLE_CALLS,
     GLOBAL_STEP_MAKERS,
     LAYER_CALLS,
+    METRIC_CALLS,
     SLIM_MODULES,
     V1_MODULES,
     VARIABLE_CALLS,
@@ -74,6 +75,8 @@ _DEVICE_FUNCTION = (
     'lambda op: "/cpu:0" if op.type in ("VariableV2", "VarHandleOp") else op.device'
 )
 _INT32_MAX = 2**31 - 1
+# Calls that create variables and compute too (a /cpu:0 scope would move the compute).
+_COMPUTES = LAYER_CALLS | METRIC_CALLS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +155,18 @@ def _classify_device(template: str) -> tuple[str, str, bool]:
     return "gpu", text, dynamic
 
 
+def _calls_in(function: cst.Lambda) -> list[cst.Call]:
+    """The calls in a lambda's body, outermost first."""
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(node)
+
+    function.body.visit(_Calls())
+    return found
+
+
 def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     """The value a small statement computes, for `x = v`, `x: T = v`, `v` and `return v`."""
     if isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
@@ -163,9 +178,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     """Place variables created under a GPU `tf.device` scope on `/cpu:0`.
 
     Found: a call that creates variables (`tf.Variable`, `tf.get_variable`, `tf.layers.*`,
-    slim layers and `slim.variable`/`slim.model_variable`, the global step; every import
-    alias and compat.v1 spelling) whose innermost device scope, in the same function, is a
-    GPU string: a literal, or one built with `%`, `+`, `str.format` or an f-string. An inner
+    slim layers and `slim.variable`/`slim.model_variable`, the global step, the local
+    variables of `tf.metrics.*`; every import alias and compat.v1 spelling) whose innermost
+    device scope, in the same function, is a GPU string: a literal, one built with `%`, `+`,
+    `str.format` or an f-string, or a name looped over a literal list of device strings
+    that names a GPU (`for d in ["/gpu:0", "/gpu:1"]: with tf.device(d):`). An inner
     `tf.device('/cpu:0')`, a device function (`replica_device_setter`, any non-string), a
     slim `arg_scope(..., device=...)` or `device=` argument, or no scope at all: left alone.
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
@@ -213,9 +230,15 @@ class VariablesToCpuCodemod(SourceCodemod):
     creates variables that no device scope of its own places, directly or through the
     functions it calls (the project model follows the calls, in the file and across
     modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
-    its own). It computes too, so it gets the device function.
-    Not seen: device strings held in variables, Keras layer objects, RNN cells, variables
-    that a class builds when its methods are called.
+    its own). So do the project's methods (`self.build_model()` inherited from a base class
+    in another module, `super().build_model()`, `model.build()` after `model = Model()`),
+    a class's constructor, and the functions a call is given one level deep (by name, or
+    called in a lambda: `run(lambda x: model_fn(x))`). A call passing `reuse=True` reuses
+    what an earlier call created and counts for nothing: the finding is at the creating call.
+    It computes too, so it gets the device function.
+    A metric's variables (float totals and counts) have GPU kernels: a warning.
+    Not seen: device strings held in variables otherwise, Keras layer objects, RNN cells,
+    methods of instances held in attributes (`self.model.build()`).
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
@@ -279,9 +302,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         gpus, self._towers = set(), False
         for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
-                given = device_argument(call)
-                template = None if given is None else device_template(given)
-                if template is not None:
+                for template in self._device_templates(call):
                     kind, device, dynamic = _classify_device(template)
                     if kind == "gpu":
                         gpus.add(device)
@@ -307,8 +328,10 @@ class VariablesToCpuCodemod(SourceCodemod):
         to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
         through = None
-        if name not in CREATES_VARIABLES:
+        if name not in CREATES_VARIABLES and name not in METRIC_CALLS:
             through = self._created_through(node) if name is None else None
+            if through is None:
+                through = self._created_by_arguments(node, name)
             if through is None:
                 return
             name, where, dtype = through
@@ -349,13 +372,47 @@ class VariablesToCpuCodemod(SourceCodemod):
         callee = get_full_name_for_node(call.func)
         if callee is None:
             return None
-        found = self.project.variables_created_by(callee)
+        reuse = argument(call, "reuse", None)
+        if isinstance(reuse, cst.Name) and reuse.value == "True":
+            return None  # the call reuses what an earlier call (the first tower's) created
+        return self._described(self.project.variables_created_by(
+            callee, line=self.position(call)[0]))
+
+    def _described(self, found, passed: str | None = None
+                   ) -> tuple[str, str, str | None] | None:
         if found is None:
             return None
         path, name, line, dtype = found
         where = f"line {line}" if path == self.context.filename else f"{path}:{line}"
+        if passed is not None:
+            where += f", in {passed} passed to it"
         dtype = _DTYPE_ALIASES.get(dtype, dtype)
         return name, f"{name} at {where}", dtype if dtype in _DTYPES else None
+
+    def _created_by_arguments(self, call: cst.Call, name: str | None
+                              ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for the project's functions a call under a GPU scope is
+        given, one level deep: by name (`tf.map_fn(step, xs)`) or called in a lambda
+        (`model_with_buckets(..., lambda x, y: seq2seq_f(x, y, False))`); the callee runs
+        them while it builds, under the same scope. `make_template` and `partial` only keep
+        the function for later calls."""
+        if name == "make_template" or (get_full_name_for_node(call.func) or "").endswith(
+                "partial") or self._scope_of(call, False)[1] is None:
+            return None
+        line = self.position(call)[0]
+        for given in call.args:
+            if isinstance(given.value, cst.Lambda):
+                called = [inner.func for inner in _calls_in(given.value)]
+            else:
+                called = [given.value]
+            for function in called:
+                text = (get_full_name_for_node(function)
+                        if isinstance(function, (cst.Name, cst.Attribute)) else None)
+                found = None if text is None else self.project.variables_created_by(
+                    text, line=line)
+                if found is not None:
+                    return self._described(found, passed=text)
+        return None
 
     def _scope_of(self, call: cst.Call, slim_family: bool):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
@@ -393,16 +450,60 @@ class VariablesToCpuCodemod(SourceCodemod):
             return "stop" if slim_family and has_device else "outer"
         if name not in DEVICE_CALLS:
             return "outer"
-        given = device_argument(expr)
-        template = None if given is None else device_template(given)
-        if template is None:
+        templates = self._device_templates(expr)
+        if not templates:
             return "stop"  # None, a device function, a name: not ours to judge
-        kind, device, dynamic = _classify_device(template)
-        if kind == "partial":
+        kinds = [_classify_device(template) for template in templates]
+        gpus = [(device, dynamic) for kind, device, dynamic in kinds if kind == "gpu"]
+        if gpus:  # (a loop over a list naming a GPU places on it in some turn)
+            device, dynamic = gpus[0]
+            return _GpuScope(expr, device, dynamic or len(templates) > 1)
+        if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
-        if kind == "gpu":
-            return _GpuScope(expr, device, dynamic)
         return "stop"
+
+    def _device_templates(self, call: cst.Call) -> list[str]:
+        """The device templates a `device(...)` call may be given: its string's, or for a
+        name a `for` loop binds, those of the literal list of strings it loops over
+        (`for d in ["/gpu:0", "/gpu:1"]`, `for i, d in enumerate(gpus)` with
+        `gpus = [...]` assigned once in the file); [] when the code does not show them."""
+        given = device_argument(call)
+        if given is None:
+            return []
+        template = device_template(given)
+        if template is not None:
+            return [template]
+        if not isinstance(given, cst.Name):
+            return []
+        listed = self._looped_over(given)
+        if isinstance(listed, cst.Name):
+            assigned = [node.value for node in self.nodes(cst.Assign)
+                        for a in node.targets if isinstance(a.target, cst.Name)
+                        and a.target.value == listed.value]
+            listed = assigned[0] if len(assigned) == 1 else None
+        if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
+            return []
+        templates = [device_template(e.value) for e in listed.elements]
+        return [] if None in templates else templates
+
+    def _looped_over(self, name: cst.Name) -> cst.BaseExpression | None:
+        """What the innermost `for` around `name` that binds it loops over (through
+        `enumerate`); None if no loop of its function binds it."""
+        child, parent = name, self.parent(name)
+        while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(parent, cst.For) and child is parent.body:
+                target, iterable = parent.target, parent.iter
+                if isinstance(target, cst.Name) and target.value == name.value:
+                    return iterable
+                if (isinstance(target, cst.Tuple) and len(target.elements) == 2
+                        and isinstance(target.elements[1].value, cst.Name)
+                        and target.elements[1].value.value == name.value
+                        and isinstance(iterable, cst.Call)
+                        and get_full_name_for_node(iterable.func) == "enumerate"
+                        and iterable.args):
+                    return iterable.args[0].value
+            child, parent = parent, self.parent(parent)
+        return None
 
     def _slim_module(self, func: cst.BaseExpression) -> str | None:
         """How the file spells the slim module in `func` (`slim` in `slim.conv2d`)."""
@@ -525,6 +626,10 @@ class VariablesToCpuCodemod(SourceCodemod):
         creates = "creates its variables" if variable.name in LAYER_CALLS else "creates a variable"
         if variable.through is not None:
             creates = f"creates variables ({variable.through})"
+        if variable.name in METRIC_CALLS:
+            through = "" if variable.through is None else f" ({variable.through})"
+            return (f"{what} creates a metric's local variables{through} {where}: TF has GPU "
+                    f"kernels for their float totals and counts, but variables belong on the CPU")
         if scope.dynamic or self._towers:
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
@@ -534,7 +639,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         """How to wrap a site's statement, and the note the findings end with."""
         variables = site.variables
         calls = {id(v.call) for v in variables  # (a project function computes too)
-                 if v.name not in LAYER_CALLS and v.through is None}
+                 if v.name not in _COMPUTES and v.through is None}
         smalls = (site.statement.body if isinstance(site.statement, (
             cst.SimpleStatementLine, cst.SimpleStatementSuite)) else [])
         if len(calls) == len(variables) and all(

@@ -2,12 +2,13 @@
 
 Each file gives a *part*, read by the stdlib's parser (no libcst) and cached with the file's
 survey (by its content and graphfix's code): what it imports, the units it defines (each
-top-level function and class, and the module body), the names each unit refers to, and the
+top-level function and class, each method of such a class, and the module body), the names each unit refers to, and the
 facts the rules ask about (the batch norms it builds). `Project` joins the parts: it
 resolves imports inside the run (packages and `__init__`, relative imports, `from a import
 b`, `import a.b as c`, re-exports, a script importing a sibling of its folder, as a
 `sys.path.append` next to it does) and references to the units they name (same file,
-imported modules, a class's methods through the class), and answers the rules' queries
+imported modules, a class's methods and its bases', `self.method`, `super().method`, a
+method of an instance the unit makes), and answers the rules' queries
 (`FileView`). A fact about file B reaches file A only along those edges: what A's code
 refers to (transitively), and what refers to the unit a finding is in (its callers, up to
 a fixed point); never because both files are in one run.
@@ -43,10 +44,13 @@ _FEED_WORDS = ("Variable", "variable", "assign", "global_step", "minimize", "app
 
 
 def _unit_at(part: dict, line: int) -> str:
+    """The innermost unit whose code holds `line` (a method before its class)."""
+    found, start = MODULE_BODY, -1
     for name, unit in part["units"].items():
-        if any(first <= line <= last for first, last in unit["spans"]):
-            return name
-    return MODULE_BODY
+        for first, last in unit["spans"]:
+            if first <= line <= last and first > start:
+                found, start = name, first
+    return found
 
 
 class Project:
@@ -150,8 +154,9 @@ class Project:
     def resolve(self, label: str, name: str, seen: frozenset = frozenset()
                 ) -> frozenset[tuple[str, str]]:
         """The units (label, unit name) a dotted `name` read in `label` may refer to: a
-        function or class of the file, the module body for its other globals, through
-        imports what the imported module defines (a module named whole: all its units)."""
+        function or class of the file (a class's method, its own or a base's: `Model.build`),
+        the module body for its other globals, through imports what the imported module
+        defines (a module named whole: all its units)."""
         key = (label, name)
         if key in self._resolved:
             return self._resolved[key]
@@ -165,7 +170,9 @@ class Project:
             if head in part["aliases"]:
                 found |= self.resolve(label, part["aliases"][head], seen)
             elif head in part["units"] and head != MODULE_BODY:
-                found.add((label, head))
+                member = (self.member((label, head), rest.split(".")[0])
+                          if rest and part["units"][head]["kind"] == "class" else None)
+                found.add(member or (label, head))
             elif head in part["globals"]:
                 found.add((label, MODULE_BODY))
             else:
@@ -205,15 +212,66 @@ class Project:
             return self.resolve(target, ".".join(rest), seen)
         return frozenset()
 
+    def resolve_in(self, label: str, unit: str, name: str) -> frozenset[tuple[str, str]]:
+        """`resolve`, for `name` read in `unit` of `label`: in a method, `self.build` is
+        the method its class or a base defines and `super().build` a base's; `model.build`
+        where the unit binds `model = Model(...)` is the class's method."""
+        part = self.parts.get(label)
+        of_unit = part["units"].get(unit) if part is not None else None
+        head, _, rest = name.partition(".")
+        if of_unit is not None and rest:
+            attribute = rest.split(".")[0]
+            if head == "super" and of_unit.get("class"):
+                found = {self.member(base, attribute)
+                         for base in self.bases((label, of_unit["class"]))}
+                return frozenset(found - {None})
+            made = of_unit.get("instances", {}).get(head)
+            if made is not None:
+                found = {self.member(target, attribute) for target in self.resolve(label, made)
+                         if self._kind(target) == "class"}
+                if found - {None}:
+                    return frozenset(found - {None})
+        return self.resolve(label, name)
+
+    def _kind(self, unit: tuple[str, str]) -> str:
+        return self.parts[unit[0]]["units"][unit[1]]["kind"]
+
+    def bases(self, cls: tuple[str, str]) -> list[tuple[str, str]]:
+        """The project's classes a class derives from, directly (its bases as it spells
+        them, resolved where it is written)."""
+        label, name = cls
+        return sorted(target for base in self.parts[label]["units"][name].get("bases", ())
+                      for target in self.resolve(label, base)
+                      if self._kind(target) == "class" and target != cls)
+
+    def member(self, cls: tuple[str, str], attribute: str, seen: frozenset = frozenset()
+               ) -> tuple[str, str] | None:
+        """The method unit `attribute` of a class is, its own or the first base's (depth
+        first, as Python's order for single inheritance); None if no project class in its
+        bases defines it (recursion-safe)."""
+        label, name = cls
+        if f"{name}.{attribute}" in self.parts[label]["units"]:
+            return label, f"{name}.{attribute}"
+        for base in self.bases(cls):
+            if base not in seen:
+                found = self.member(base, attribute, seen | {cls})
+                if found is not None:
+                    return found
+        return None
+
     def references(self, label: str, unit: str) -> frozenset[tuple[str, str]]:
-        """The units one unit refers to (its edges in the reference graph)."""
+        """The units one unit refers to (its edges in the reference graph); a class
+        refers to its methods."""
         key = (label, unit)
         if key not in self._edges:
             part = self.parts.get(label)
             found: set[tuple[str, str]] = set()
             if part is not None and unit in part["units"]:
                 for name in part["units"][unit]["refs"]:
-                    found |= self.resolve(label, name)
+                    found |= self.resolve_in(label, unit, name)
+                if part["units"][unit]["kind"] == "class":
+                    found.update((label, method) for method in part["units"]
+                                 if method.startswith(f"{unit}."))
             found.discard(key)
             self._edges[key] = frozenset(found)
         return self._edges[key]
@@ -296,12 +354,24 @@ class Project:
         return self._digests[component]
 
 
+def _called(project: Project, targets: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The functions and methods that calling `targets` runs: a function or method itself,
+    a class its `__init__` (its own or a base's). Module bodies are not called."""
+    found = set()
+    for target in targets:
+        kind = project._kind(target)
+        if kind in ("function", "method"):
+            found.add(target)
+        elif kind == "class":
+            found.add(project.member(target, "__init__"))
+    return found - {None}
+
+
 def _called_functions(project: Project, starts: Iterable[tuple[str, str]], placed_too: bool
                       ) -> set[tuple[str, str]]:
-    """The functions `starts` call (only where no device scope of theirs places them, unless
-    `placed_too`), and the ones those call so, transitively (classes and module bodies are
-    not followed: a class builds its variables when its methods are called, and a module's
-    globals are not called)."""
+    """`starts`, the functions and methods they call (only where no device scope of theirs
+    places them, unless `placed_too`), and the ones those call so, transitively
+    (recursion-safe)."""
     seen: set[tuple[str, str]] = set()
     queue = deque(sorted(starts))
     while queue:
@@ -311,9 +381,8 @@ def _called_functions(project: Project, starts: Iterable[tuple[str, str]], place
         seen.add((label, unit))
         unit_of = project.parts[label]["units"][unit]
         for name in unit_of["refs" if placed_too else "free"]:
-            for target in sorted(project.resolve(label, name)):
-                kind = project.parts[target[0]]["units"][target[1]]["kind"]
-                if kind == "function" and target not in seen:
+            for target in sorted(_called(project, project.resolve_in(label, unit, name))):
+                if target not in seen:
                     queue.append(target)
     return seen
 
@@ -356,15 +425,20 @@ class FileView:
     def part(self) -> dict | None:
         return self.project.parts.get(self.label)
 
-    def variables_created_by(self, callee: str, placed_too: bool = False
+    def variables_created_by(self, callee: str, placed_too: bool = False,
+                             line: int | None = None
                              ) -> tuple[str, str, int, str | None] | None:
-        """The first variable a call of `callee` (a dotted name as this file spells it)
-        creates in the project's functions, through the functions they call, where no device
+        """The first variable a call of `callee` (a dotted name as this file spells it, at
+        `line`: `self.build` in a method is its class's) creates in the project's functions
+        and methods (a class's: its `__init__`), through the ones they call, where no device
         scope of theirs places it (so the caller's does; `placed_too`: anywhere), as
         (path, name, line, dtype named or None); None if it creates none, or `callee` is no
-        function of the project."""
-        starts = {u for u in self.project.resolve(self.label, callee)
-                  if self.project.parts[u[0]]["units"][u[1]]["kind"] == "function"}
+        function, method or class of the project."""
+        part = self.part
+        if part is None:
+            return None
+        unit = _unit_at(part, line) if line is not None else MODULE_BODY
+        starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
         found = []
         for label, unit in _called_functions(self.project, starts, placed_too):
             for name, line, dtype, placed in self.project.parts[label]["units"][unit][

@@ -1,6 +1,7 @@
 """The facts a file's part records, per unit where a rule asks per unit: the batch norms
 that train and feed UPDATE_OPS, the variables created where the caller's device scope
-places them, the TF names the module binds for the modules importing it."""
+places them, what a unit binds names to (the instances its method calls go to), the TF
+names the module binds for the modules importing it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from graphfix.source.vocabulary import (
     BATCH_NORMS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
+    METRIC_CALLS,
     SLIM_NET_NAME,
     canonical_tf_name,
 )
@@ -217,20 +219,55 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
     return finder.finish()
 
 
-# -- variables a unit creates where its caller's device scope places them -------------------
+# -- what a unit reads, binds and creates: one walk ----------------------------------------
 
 
-class _Placement(ast.NodeVisitor):
-    """The variable-creating calls of a unit, as [name, line, dtype or None, placed], placed
-    where a device scope of its own places it (else the caller's scope does), and the names
-    it reads where none does. A `with ...device(...)` or slim `arg_scope(..., device=)`
-    places everything below it."""
+class UnitReader(ast.NodeVisitor):
+    """One walk of a unit's code (a function's, a method's, the module body's): the names
+    it reads (`refs`, dotted where they chain: `model.inference`), what it binds a name to
+    once (`instances`: see `instances`), and with `placements` the variable-creating calls,
+    as [name, line, dtype or None, placed], placed where a device scope of its own places
+    it (else the caller's scope does), and the names it reads where none does (`free`). A
+    `with ...device(...)` or slim `arg_scope(..., device=)` places everything below it."""
 
-    def __init__(self, names: AstTfNames):
-        self.names = names
+    def __init__(self, names: AstTfNames, placements: bool = True):
+        self.names, self.placements = names, placements
+        self.refs: set[str] = set()
         self.variables: list[list] = []
         self.free: set[str] = set()  # names read outside any device scope of the unit
+        self._made: dict[str, str | None] = {}  # name -> the callee it is bound to once
         self._placed = 0
+        self._nested = 0  # inside a nested def, class or lambda: its bindings are its own
+        self._running = True  # code the unit runs when called (not a def's decorators)
+
+    @property
+    def instances(self) -> dict[str, str]:
+        """{name: the callee as spelled} for `name = Callee(...)`, the name bound nowhere
+        else in the unit (`model = Model(cfg)` -> {"model": "Model"}): a method called on
+        it (`model.build()`) is the class's, where the callee is one of the project's
+        classes."""
+        return {name: callee for name, callee in sorted(self._made.items())
+                if callee is not None}
+
+    def read_def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        """A function's unit: its decorators, defaults and annotations are read (they run
+        where it is defined), its body is what a call runs."""
+        self._running = False
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self.visit(node.args)
+        if node.returns is not None:
+            self.visit(node.returns)
+        self._running = True
+        for statement in node.body:
+            self.visit(statement)
+
+    def read_outside(self, nodes) -> None:
+        """Code that is the unit's but not run by a call of it (a class's bases)."""
+        self._running = False
+        for node in nodes:
+            self.visit(node)
+        self._running = True
 
     def _places(self, item: ast.withitem) -> bool:
         call = item.context_expr
@@ -241,7 +278,7 @@ class _Placement(ast.NodeVisitor):
                                         and argument(call, "device", None) is not None)
 
     def _visit_with(self, node) -> None:
-        placed = any(self._places(item) for item in node.items)
+        placed = self.placements and any(self._places(item) for item in node.items)
         for item in node.items:
             self.visit(item)
         self._placed += placed
@@ -251,25 +288,48 @@ class _Placement(ast.NodeVisitor):
 
     visit_With = visit_AsyncWith = _visit_with
 
-    def visit_Call(self, node: ast.Call) -> None:
-        name = self.names.canonical(node.func)
-        if name in CREATES_VARIABLES:
-            placed = bool(self._placed) or (name.startswith(("slim.", "contrib.layers."))
-                                            and argument(node, "device", None) is not None)
-            self.variables.append([name, node.lineno, _explicit_dtype(node), placed])
+    def _visit_scope(self, node) -> None:
+        self._nested += 1
         self.generic_visit(node)
+        self._nested -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _visit_scope
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if (not self._nested and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
+            name, callee = node.targets[0].id, dotted(node.value.func)
+            self._made[name] = callee if self._made.get(name, callee) == callee else None
+            self.visit(node.value)
+            return
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if self.placements and self._running:
+            name = self.names.canonical(node.func)
+            if name in CREATES_VARIABLES or name in METRIC_CALLS:
+                placed = bool(self._placed) or (name.startswith(("slim.", "contrib.layers."))
+                                                and argument(node, "device", None) is not None)
+                self.variables.append([name, node.lineno, _explicit_dtype(node), placed])
+        self.generic_visit(node)
+
+    def _read(self, text: str) -> None:
+        self.refs.add(text)
+        if self._running and not self._placed:
+            self.free.add(text)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         text = dotted(node)
         if text is not None and isinstance(node.ctx, ast.Load):
-            if not self._placed:
-                self.free.add(text)
+            self._read(text)
             return
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load) and not self._placed:
-            self.free.add(node.id)
+        if isinstance(node.ctx, ast.Load):
+            self._read(node.id)
+        elif not self._nested:
+            self._made[node.id] = None  # bound otherwise: a loop, a tuple, `with ... as`
 
 
 def _explicit_dtype(call: ast.Call) -> str | None:

@@ -8,9 +8,9 @@ import ast
 from graphfix.source.vocabulary import canonical_tf_name
 
 
-
 def dotted(node: ast.AST) -> str | None:
-    """`a.b.c` for a chain of names (a subscript's value: `towers[i]` -> `towers`)."""
+    """`a.b.c` for a chain of names (a subscript's value: `towers[i]` -> `towers`;
+    `super().build` and `super(C, self).build` -> `super.build`, as libcst spells them)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -18,6 +18,9 @@ def dotted(node: ast.AST) -> str | None:
         return None if base is None else f"{base}.{node.attr}"
     if isinstance(node, ast.Subscript):
         return dotted(node.value)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "super"):
+        return "super"
     return None
 
 

@@ -1,47 +1,21 @@
 """One file's part of the project model, read by the stdlib's parser: its imports, its
-units (each top-level function and class, and the module body) with the names each reads,
-and the facts of `graphfix.source.project.facts`."""
+units (each top-level function and class, each method of such a class, and the module
+body) with the names each reads, and the facts of `graphfix.source.project.facts`."""
 
 from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Iterable
 from typing import Any
 
 from graphfix.source.project.cluster import CLUSTER_WORDS, clusters, ps_scopes
-from graphfix.source.project.facts import _Placement, _tf_bindings, batch_norms
+from graphfix.source.project.facts import UnitReader, _tf_bindings, batch_norms
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
 
-PART_FORMAT = 2  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 3  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
-
-
-class _References(ast.NodeVisitor):
-    """The names (dotted where they chain: `model.inference`) a unit reads."""
-
-    def __init__(self):
-        self.found: set[str] = set()
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        text = dotted(node)
-        if text is not None and isinstance(node.ctx, ast.Load):
-            self.found.add(text)
-            return
-        self.generic_visit(node)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self.found.add(node.id)
-
-
-def _references(nodes: Iterable[ast.AST]) -> list[str]:
-    walker = _References()
-    for node in nodes:
-        walker.visit(node)
-    return sorted(walker.found)
 
 
 def _imports(names: AstTfNames) -> list[list]:
@@ -67,7 +41,7 @@ def _imports(names: AstTfNames) -> list[list]:
 # The words without which a file's text holds none of a fact (conservative, as the
 # pre-filter): the facts' readers walk the whole tree, most files need none of them.
 _BATCH_NORM_WORDS = ("batch_norm", "BatchNormalization", "resnet", "inception", "mobilenet")
-_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES)))
+_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES) | {"metrics"}))  # tf.metrics.*
 
 
 def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
@@ -76,8 +50,11 @@ def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
 
 def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     """One file's part of the project model, as JSON data (cached with the file's survey):
-    `imports` (see `_imports`), `units` ({name: {"refs": [...], "spans": [[first, last]]}};
-    one per top-level function and class, and `MODULE_BODY`), `globals` (the other names
+    `imports` (see `_imports`), `units` ({name: {"kind", "refs": [...], "spans": [[first,
+    last]], "instances": {name: callee}}}; one per top-level function and class, one per
+    method of a top-level class (`Class.method`, kind "method", with its "class"; a class
+    lists its "bases" as spelled), and `MODULE_BODY`; `instances`: what a unit binds a name
+    to once, a call's callee, `self` to its class: see `UnitReader.instances`), `globals` (the other names
     bound at module level: they are the module body's), `aliases` (module-level names bound
     to a function through `tf.make_template` or `functools.partial`), `tf` (the TF names it
     binds at module level), `batch_norms` ([[name, line]]), `clusters` (with a ps job:
@@ -92,24 +69,47 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     body: list[ast.AST] = []
     bound: set[str] = set()
     aliases: dict[str, str] = {}
+    placements = variables or "device" in (code or "")
+
+    def unit_of(name: str, statement: ast.stmt, kind: str) -> dict:
+        unit = units.setdefault(name, {"kind": kind, "refs": set(), "spans": [],
+                                       "variables": [], "free": set(), "instances": {}})
+        first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
+        unit["spans"].append([first, statement.end_lineno or statement.lineno])
+        return unit
+
+    def read(name: str, statement: ast.FunctionDef | ast.AsyncFunctionDef, kind: str
+             ) -> dict:
+        unit = unit_of(name, statement, kind)
+        reader = UnitReader(names, placements)
+        reader.read_def(statement)
+        unit["refs"].update(reader.refs)
+        unit["instances"].update(reader.instances)
+        unit["variables"].extend(reader.variables)
+        # (no device scope to place a call: every name it reads is free)
+        unit["free"].update(reader.free if placements else reader.refs)
+        return unit
+
     for statement in tree.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            unit = units.setdefault(statement.name, {
-                "kind": "class" if isinstance(statement, ast.ClassDef) else "function",
-                "refs": set(), "spans": [], "variables": [], "free": set()})
-            unit["refs"].update(_references([statement]))
-            first = min([statement.lineno, *(d.lineno for d in statement.decorator_list)])
-            unit["spans"].append([first, statement.end_lineno or statement.lineno])
-            if isinstance(statement, ast.ClassDef):
-                continue
-            if not variables and "device" not in (code or ""):
-                unit["free"].update(unit["refs"])  # no device scope to place a call
-                continue
-            placement = _Placement(names)
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            read(statement.name, statement, "function")
+        elif isinstance(statement, ast.ClassDef):
+            cls = unit_of(statement.name, statement, "class")
+            cls["bases"] = [text for text in map(dotted, statement.bases) if text is not None]
+            rest = UnitReader(names, placements=False)  # its body but the methods
+            rest.read_outside([*statement.decorator_list, *statement.bases,
+                               *statement.keywords])
             for inner in statement.body:
-                placement.visit(inner)
-            unit["variables"].extend(placement.variables)
-            unit["free"].update(placement.free)
+                if not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    rest.visit(inner)
+                    continue
+                method = read(f"{statement.name}.{inner.name}", inner, "method")
+                method["class"] = statement.name
+                cls["refs"].update(method["refs"])
+                if inner.args.posonlyargs or inner.args.args:
+                    first = (inner.args.posonlyargs or inner.args.args)[0].arg
+                    method["instances"][first] = statement.name  # `self`
+            cls["refs"].update(rest.refs)
         else:
             made = _made_from(statement, names)
             if made is not None:
@@ -120,8 +120,11 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
                     bound.add(node.id)
                 elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     bound.add(node.name)
-    units[MODULE_BODY] = {"kind": "module", "refs": set(_references(body)), "spans": [],
-                          "variables": [], "free": set()}
+    module = UnitReader(names, placements=False)
+    for statement in body:
+        module.visit(statement)
+    units[MODULE_BODY] = {"kind": "module", "refs": module.refs, "spans": [],
+                          "variables": [], "free": set(), "instances": module.instances}
     for unit in units.values():
         unit["refs"] = sorted(unit["refs"])
         unit["free"] = sorted(unit["free"])
