@@ -35,6 +35,15 @@ WRONG_TODAY = {
     "local_graph_beside_cluster_function": "issue 18: layers of a local evaluation "
     "function are reported because another function of the file makes a ClusterSpec and "
     "trains in a MonitoredTrainingSession",
+    "frozen_step_set_by_feeding": "issue 18: a step counter no optimizer updates, fed in a "
+    "run that fetches only itself (the author means to set it; the train op's decayed rate "
+    "then reads the old value), is left alone as a frozen variable",
+    "global_step_outside_replica_setter": "issue 18: a global step made by "
+    "get_or_create_global_step in a constructor called outside replica_device_setter (it "
+    "lands on each worker) is missed",
+    "reused_tower_under_gpu": "issue 18: a tower rebuilt under a GPU scope in "
+    "variable_scope(reuse=True), whose get_variable calls return the CPU tower's variables, "
+    "is reported as creating variables on the GPU",
 }
 
 
