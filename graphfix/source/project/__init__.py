@@ -66,6 +66,9 @@ class Project:
         self._edges: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._callers: dict[tuple[str, str], set[tuple[str, str]]] | None = None
         self._modules: dict[tuple[str, str, int], str | None] = {}
+        self._folders: dict[str, str] = {}  # a label -> the real folder it is in
+        # a dotted name -> {folder: (label, is a package's __init__)}: see `_found_above`
+        self._module_index: dict[str, dict[str, tuple[str, bool]]] | None = None
         self._components: dict[str, int] | None = None
         self._digests: dict[int, str] = {}  # by component
 
@@ -125,7 +128,9 @@ class Project:
         return self._modules[key]
 
     def _find_module(self, label: str, module: str, level: int) -> str | None:
-        folder = os.path.dirname(os.path.realpath(label))
+        if label not in self._folders:
+            self._folders[label] = os.path.dirname(os.path.realpath(label))
+        folder = self._folders[label]
         parts = [p for p in module.split(".") if p]
         if level:
             for _ in range(level - 1):
@@ -135,10 +140,38 @@ class Project:
             return self._module_file(folder, parts)
         if not parts:
             return None
+        return self._found_above(folder, ".".join(parts))
+
+    def _found_above(self, folder: str, module: str) -> str | None:
+        """The file of `module` beside `folder`'s files, else in the nearest folder above
+        (`a/b.py` before `a/b/__init__.py` in one folder), found in an index of where each
+        dotted name is a project file: most imports name no project file at all."""
+        if self._module_index is None:
+            self._module_index = {}
+            for path, label in self._by_path.items():
+                folder_of, name = os.path.split(path)
+                stem = name[:-3] if name.endswith(".py") else None
+                if stem is None:
+                    continue
+                dotted = [] if stem == "__init__" else [stem]
+                while True:
+                    if dotted:
+                        found = self._module_index.setdefault(".".join(dotted), {})
+                        kept = found.get(folder_of)
+                        # (`a/b.py` before `a/b/__init__.py`, as `_module_file` looks)
+                        if kept is None or (stem != "__init__" and kept[1]):
+                            found[folder_of] = (label, stem == "__init__")
+                    parent, last = os.path.split(folder_of)
+                    if parent == folder_of or not last:
+                        break
+                    dotted.insert(0, last)
+                    folder_of = parent
+        where = self._module_index.get(module)
+        if where is None:
+            return None
         while True:
-            found = self._module_file(folder, parts)
-            if found is not None:
-                return found
+            if folder in where:
+                return where[folder][0]
             parent = os.path.dirname(folder)
             if parent == folder:
                 return None
