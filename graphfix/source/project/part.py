@@ -18,29 +18,30 @@ MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside it
 
 
 
-class _References(ast.NodeVisitor):
-    """The names (dotted where they chain: `model.inference`) a unit reads."""
-
-    def __init__(self):
-        self.found: set[str] = set()
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        text = dotted(node)
-        if text is not None and isinstance(node.ctx, ast.Load):
-            self.found.add(text)
-            return
-        self.generic_visit(node)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self.found.add(node.id)
-
-
 def _references(nodes: Iterable[ast.AST]) -> list[str]:
-    walker = _References()
-    for node in nodes:
-        walker.visit(node)
-    return sorted(walker.found)
+    """The names (dotted where they chain: `model.inference`) that `nodes` read. (A loop
+    over the tree, not an `ast.NodeVisitor`: every file's part walks all its code.)"""
+    found: set[str] = set()
+    todo = list(nodes)
+    while todo:
+        node = todo.pop()
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:
+                found.add(node.id)
+            continue
+        if kind is ast.Attribute and type(node.ctx) is ast.Load:
+            text = dotted(node)
+            if text is not None:
+                found.add(text)
+                continue
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                todo.append(value)
+            elif type(value) is list:
+                todo.extend(v for v in value if isinstance(v, ast.AST))
+    return sorted(found)
 
 
 def _imports(names: AstTfNames) -> list[list]:
