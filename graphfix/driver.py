@@ -248,10 +248,12 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     """[(Report, [Output])] for each source file, in order. Two passes over the files, by
     `jobs` forked processes: a survey without libcst (which codemods may have work in each
     file, and its part of the project model), then, once the model is joined here, the
-    codemods where they have work, in processes forked after it (so each has the model).
-    (A worker's peak memory is that of the biggest file it parses, so the run's is `jobs`
-    times that.) A file whose worker fails (crashes, or outlives `timeout` seconds) is that
-    file's error."""
+    codemods where they have work. The workers are forked once, before the model exists:
+    each file reaches its worker with the parts of the files its queries may read
+    (`Project.subproject`), sent once for a run of files that share them, so a worker holds
+    one closure's parts, never the whole model. (A worker's peak memory is that of the
+    biggest file it parses, so the run's is `jobs` times that.) A file whose worker fails
+    (crashes, or outlives `timeout` seconds) is that file's error."""
     if not sources:
         return []
     cache = None
@@ -263,36 +265,58 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     # The bar counts files checked: the survey before it is the short part.
     tick = progress(len(sources)) if progress is not None else None
     _JOB.clear()
-    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, cache=cache, project=None)
-    try:
-        # (a run the cache answers whole, a warm check, forks no workers to read it)
-        surveys = []
-        for item in sources if cache is not None else ():
-            survey = _cached_survey(item)
-            if survey is None:
-                break
-            surveys.append(survey)
-        if len(surveys) < len(sources):
-            with _Workers(workers, timeout, _failed_pass(selected)) as pool:
+    _JOB.update(selected=selected, fix=fix, want_diff=want_diff, cache=cache, parts=None,
+                project=None, paths=dict(sources))
+    with contextlib.ExitStack() as stack:
+        try:
+            # (a run the cache answers whole, a warm check, forks no workers to read it)
+            surveys = []
+            for item in sources if cache is not None else ():
+                survey = _cached_survey(item)
+                if survey is None:
+                    break
+                surveys.append(survey)
+            pool = None
+            if len(surveys) < len(sources):
+                pool = stack.enter_context(_Workers(workers, timeout, _failed_pass(selected)))
                 surveys = pool.map(_survey_one, sources)
-        from graphfix.source.project import Project
+            from graphfix.source.project import Project
 
-        # The model, built once here: the workers of the codemods, forked below, share it.
-        paths = dict(sources)
-        project = Project({label: survey.part for (label, _), survey in zip(sources, surveys)},
-                          lambda label: _source_code(paths[label]))
-        items = [(label, path, survey.work) for (label, path), survey in zip(sources, surveys)]
-        for label, _, work in items:
-            if work:
-                project.context_digest(label)  # (computed once, before the fork)
-        _JOB["project"] = project
-        answered = cache is not None and all(_cached_result(item) for item in items)
-        with _Workers(1 if answered else workers, timeout, _failed_pass(selected)) as pool:
-            return pool.map(_source_one, items, tick)
-    finally:
-        _JOB.clear()
-        if cache is not None:
-            cache.prune()  # (at most once a day: entries no run used for 30 days)
+            project = Project({label: survey.part
+                               for (label, _), survey in zip(sources, surveys)})
+            items = [(label, path, survey.work,
+                      project.context_digest(label) if survey.work else "")
+                     for (label, path), survey in zip(sources, surveys)]
+            answered = cache is not None and all(_cached_result(item) for item in items)
+            if answered or pool is None:
+                pool = stack.enter_context(_Workers(1 if answered else workers, timeout,
+                                                    _failed_pass(selected)))
+            states: dict[int, dict] = {}  # one state a closure (workers are sent it once)
+
+            def state(item) -> dict:
+                parts = project.subproject(item[0])
+                return states.setdefault(id(parts), {"parts": parts})
+
+            return pool.map(_source_one, items, tick, state=state)
+        finally:
+            _JOB.clear()
+            if cache is not None:
+                cache.prune()  # (at most once a day: entries no run used for 30 days)
+
+
+def _project():
+    """The project model of the file at hand, built from the parts it came with (once for
+    a run of files that came with the same parts)."""
+    from graphfix.source.project import Project
+
+    parts = _JOB.get("parts")
+    if parts is None:
+        return None
+    if _JOB.get("project_of") is not parts:
+        paths = _JOB["paths"]
+        _JOB["project"] = Project(parts, lambda label: _source_code(paths[label]))
+        _JOB["project_of"] = parts
+    return _JOB["project"]
 
 
 def _work_in_project(project, label: str, work: tuple[str, ...], selected: Selected
@@ -362,7 +386,7 @@ class _Workers:
             for worker in self.running:
                 if not worker.in_flight and waiting:
                     taken = [waiting.popleft() for _ in range(min(chunk, len(waiting)))]
-                    worker.send(taken, [calls[i] for i in taken])
+                    worker.send(taken, [worker.unless_sent(calls[i]) for i in taken])
             busy = [w for w in self.running if w.in_flight]
             if not busy:
                 return results
@@ -421,6 +445,16 @@ class _Worker:
         theirs.close()
         self.in_flight: collections.deque[int] = collections.deque()
         self.since = 0.0  # when its current item began
+        self.last_state = None  # the state it was sent last (`unless_sent`)
+
+    def unless_sent(self, call):
+        """`call` without its state where the state is the one this worker was sent last
+        (it keeps it: a closure's parts travel once for a run of its files)."""
+        function, state, item = call
+        if state is not None and state is self.last_state:
+            return function, None, item
+        self.last_state = state
+        return call
 
     def send(self, indices: list[int], calls: list) -> None:
         import time
@@ -589,11 +623,11 @@ def _code_text(path: Path, raw: bytes) -> str | None:
 
 
 def _source_one(item) -> tuple[Report, list[Output]]:
-    label, path, work = item
+    label, path, work, context = item
     report, outputs = Report(), []
     try:
         _run_source(label, path, _JOB["selected"], _JOB["fix"], report, outputs,
-                    _JOB["want_diff"], _JOB["cache"], work)
+                    _JOB["want_diff"], _JOB["cache"], work, context)
     except Exception as exc:  # a codemod's bug must not hide the other files' results
         report = Report(failed=[{"path": label,
                                  "error": f"internal error: {type(exc).__name__}: {exc}"}])
@@ -670,38 +704,30 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _result_key(label: str, raw: bytes, code: str | None, work: tuple[str, ...]):
-    """The cache key of a file's result: its bytes, the survey's work, what it may read of
-    the project model (`Project.context_digest`)."""
-    project = _JOB.get("project")
-    context = project.context_digest(label) if project is not None and work else ""
-    return _JOB["cache"].result_key(label, raw, code, work, context)
-
-
 def _cached_result(item) -> bool:
     """Whether the cache holds what `_run_source` would give for `item`."""
-    label, path, work = item
+    label, path, work, context = item
     try:
         raw = path.read_bytes()
     except OSError:
         return False
-    key = _result_key(label, raw, _code_text(path, raw), work)
+    key = _JOB["cache"].result_key(label, raw, _code_text(path, raw), work, context)
     cached = _JOB["cache"].load_result(key) if key is not None else None
     return cached is not None and (not _JOB["fix"] or cached.nothing_to_fix)
 
 
-def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, work):
+def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, work,
+                context=""):
     """Check or fix one source file with the codemods that have `work` in it (the survey's;
     the project model may leave fewer, asked only where the cache does not answer: what it
-    says follows from the parts the key holds)."""
+    says follows from the parts the key holds, `context`: `Project.context_digest`)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
     code = _code_text(path, raw)
-    project = _JOB.get("project")
-    key = _result_key(label, raw, code, work) if cache is not None else None
+    key = cache.result_key(label, raw, code, work, context) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
     if cached is not None and (not fix or cached.nothing_to_fix):
         report.cached_paths.append(label)
@@ -711,6 +737,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
         return
+    project = _project()  # (built where the cache does not answer)
     if code is not None:
         work = _work_in_project(project, label, work, selected)
     if code is not None and not work:
@@ -723,7 +750,6 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
     from graphfix.source.notebooks import run_notebook
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
-    project = _JOB.get("project")
     result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
                      project=project.view(label) if project else None)
     # A fix that changed nothing found what check finds (every codemod saw the file as it

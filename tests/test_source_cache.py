@@ -217,6 +217,27 @@ def test_cross_file_facts_decide_whether_an_unchanged_file_is_checked_again(tmp_
     assert back == lines and doc["summary"]["cached"] == 2
 
 
+def test_a_module_named_through_its_package_re_checks_the_file_importing_it(tmp_path):
+    """`import nets.model` binds `nets` alone; `nets.model.build` is found in
+    nets/model.py all the same (a namespace package, no `__init__`): editing that file
+    re-checks train.py, and the same with a checker per file (`--jobs 2`)."""
+    (tmp_path / "nets").mkdir()
+    model = tmp_path / "nets" / "model.py"
+    model.write_text("import tensorflow as tf\n"
+                     "def build(x):\n    return tf.layers.batch_normalization(x, training=True)\n")
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nimport nets.model\n"
+        "train_op = tf.train.AdamOptimizer().minimize(tf.reduce_sum(nets.model.build(x)))\n")
+    for jobs in ("1", "2"):
+        cache = tmp_path / f"cache-{jobs}"
+        model.write_text(model.read_text().replace("training=False", "training=True"))
+        cold = _run("check", ".", "--jobs", jobs, cache=cache, cwd=tmp_path)
+        assert [f["path"] for f in cold["findings"]] == ["train.py"]
+        model.write_text(model.read_text().replace("training=True", "training=False"))
+        edited = _run("check", ".", "--jobs", jobs, cache=cache, cwd=tmp_path)
+        assert edited["findings"] == [] and edited["summary"]["cached"] == 0, edited
+
+
 def test_cross_file_facts_of_feed_to_assign(tmp_path):
     """train.py feeds `model.word_vectors`; whether that is a variable is model.py's fact."""
     tree = tmp_path / "multi"

@@ -71,8 +71,13 @@ class Project:
         self._edges: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._callers: dict[tuple[str, str], set[tuple[str, str]]] | None = None
         self._modules: dict[tuple[str, str, int], str | None] = {}
+        self._folders: dict[str, str] = {}  # a label -> the real folder it is in
+        # a dotted name -> {folder: (label, is a package's __init__)}: see `_found_above`
+        self._module_index: dict[str, dict[str, tuple[str, bool]]] | None = None
         self._components: dict[str, int] | None = None
-        self._digests: dict[int, str] = {}  # by component
+        self._closures: dict[str, frozenset[str]] | None = None  # see `closure`
+        self._digests: dict[frozenset[str], str] = {}  # by closure
+        self._subprojects: dict[frozenset[str], dict[str, dict]] = {}  # by closure
 
     @classmethod
     def of_code(cls, label: str, code: str) -> Project:
@@ -129,8 +134,14 @@ class Project:
             self._modules[key] = self._find_module(label, module, level)
         return self._modules[key]
 
+    def _folder(self, label: str) -> str:
+        """The real folder file `label` is in."""
+        if label not in self._folders:
+            self._folders[label] = os.path.dirname(os.path.realpath(label))
+        return self._folders[label]
+
     def _find_module(self, label: str, module: str, level: int) -> str | None:
-        folder = os.path.dirname(os.path.realpath(label))
+        folder = self._folder(label)
         parts = [p for p in module.split(".") if p]
         if level:
             for _ in range(level - 1):
@@ -140,14 +151,45 @@ class Project:
             return self._module_file(folder, parts)
         if not parts:
             return None
+        return self._found_above(folder, ".".join(parts))
+
+    def _found_above(self, folder: str, module: str) -> str | None:
+        """The file of `module` beside `folder`'s files, else in the nearest folder above
+        (`a/b.py` before `a/b/__init__.py` in one folder), found in an index of where each
+        dotted name is a project file: most imports name no project file at all."""
+        where = self._modules_named(module)
         while True:
-            found = self._module_file(folder, parts)
-            if found is not None:
-                return found
+            if folder in where:
+                return where[folder][0]
             parent = os.path.dirname(folder)
             if parent == folder:
                 return None
             folder = parent
+
+    def _modules_named(self, module: str) -> dict[str, tuple[str, bool]]:
+        """{folder: (label, whether it is a package's `__init__`)} of the project files
+        that are module `module` seen from that folder."""
+        if self._module_index is None:
+            self._module_index = {}
+            for path, label in self._by_path.items():
+                folder_of, name = os.path.split(path)
+                stem = name[:-3] if name.endswith(".py") else None
+                if stem is None:
+                    continue
+                dotted = [] if stem == "__init__" else [stem]
+                while True:
+                    if dotted:
+                        found = self._module_index.setdefault(".".join(dotted), {})
+                        kept = found.get(folder_of)
+                        # (`a/b.py` before `a/b/__init__.py`, as `_module_file` looks)
+                        if kept is None or (stem != "__init__" and kept[1]):
+                            found[folder_of] = (label, stem == "__init__")
+                    parent, last = os.path.split(folder_of)
+                    if parent == folder_of or not last:
+                        break
+                    dotted.insert(0, last)
+                    folder_of = parent
+        return self._module_index.get(module, {})
 
     # -- references ------------------------------------------------------------------------
 
@@ -341,17 +383,96 @@ class Project:
             return {label}
         return {x for x in self.parts if self._components[x] == component}
 
+    def closure(self, label: str) -> frozenset[str]:
+        """Every file a query about `label` may read, `label` included: the files an import
+        in any of them may name (the module, its package's `__init__`, every file below the
+        package or module it names; in the importing file's folder and in every folder
+        above), and the files whose imports may name any of them, transitively. A superset
+        of `connected`, which follows only what the imports name exactly: the project of
+        these files alone (`subproject`) answers every query about `label` as this one."""
+        if self._closures is None:
+            self._closures = _closures(self)
+        return self._closures.get(label, frozenset({label}))
+
+    def subproject(self, label: str) -> dict[str, dict]:
+        """The parts of `closure(label)`, by label: the whole model of `label`'s queries
+        (one dict for all the files of one closure)."""
+        closure = self.closure(label)
+        if closure not in self._subprojects:
+            self._subprojects[closure] = {m: self.parts[m] for m in sorted(closure)
+                                          if m in self.parts}
+        return self._subprojects[closure]
+
     def context_digest(self, label: str) -> str:
-        """A digest of every part a query about `label` may read: the files connected to
-        it by imports (what its cached result depends on besides its own content)."""
-        component = self._component_of(label)
-        if component not in self._digests:
+        """A digest of every part a query about `label` may read (`closure`): what its
+        cached result depends on besides its own content."""
+        closure = self.closure(label)
+        if closure not in self._digests:
             digest = hashlib.sha256()
-            for member in sorted(self.connected(label)):
+            for member in sorted(closure):
                 digest.update(member.encode("utf-8", "surrogateescape"))
                 digest.update(json.dumps(self.parts.get(member), sort_keys=True).encode())
-            self._digests[component] = digest.hexdigest()
-        return self._digests[component]
+            self._digests[closure] = digest.hexdigest()
+        return self._digests[closure]
+
+
+def _closures(project: Project) -> dict[str, frozenset[str]]:
+    """`Project.closure` of every file of `project`, by label (one frozenset a closure)."""
+    below: dict[str, dict[str, list[str]]] = {}  # dotted name -> {folder: files at or below}
+    for path, label in project._by_path.items():
+        folder, name = os.path.split(path)
+        if not name.endswith(".py"):
+            continue
+        dotted = [] if name == "__init__.py" else [name[:-3]]
+        while True:
+            for cut in range(1, len(dotted) + 1):
+                below.setdefault(".".join(dotted[:cut]), {}).setdefault(folder, []).append(
+                    label)
+            parent, last = os.path.split(folder)
+            if parent == folder or not last:
+                break
+            dotted.insert(0, last)
+            folder = parent
+
+    def named(folders: list[str], dotted: str) -> list[str]:
+        if not dotted:
+            return []
+        where = below.get(dotted, {})
+        return [label for folder in folders for label in where.get(folder, ())]
+
+    parent = {label: label for label in project.parts}
+
+    def root(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for label in sorted(project.parts):
+        above = [project._folder(label)]
+        while os.path.dirname(above[-1]) != above[-1]:
+            above.append(os.path.dirname(above[-1]))
+        for _, module, imported, level in project.parts[label]["imports"]:
+            folders = above[min(level - 1, len(above) - 1):][:1] if level else above
+            module = module.strip(".")
+            targets = set()
+            if imported is None:  # `import a.b`: anything below `a.b`
+                targets.update(named(folders, module))
+            else:  # `from a import b`: `a` itself, and anything below `a.b`
+                if module:
+                    exact = project._modules_named(module)
+                    targets.update(exact[where][0] for where in folders if where in exact)
+                else:
+                    targets.add(project._file(os.path.join(folders[0], "__init__.py")))
+                if imported != "*":
+                    targets.update(named(folders, f"{module}.{imported}".strip(".")))
+            for target in targets - {None}:
+                parent[root(target)] = root(label)
+    members: dict[str, set[str]] = {}
+    for label in parent:
+        members.setdefault(root(label), set()).add(label)
+    closures = {r: frozenset(m) for r, m in members.items()}
+    return {label: closures[root(label)] for label in parent}
 
 
 def _called(project: Project, targets: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:

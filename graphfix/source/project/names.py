@@ -4,6 +4,7 @@ read by the project model's facts (no libcst)."""
 from __future__ import annotations
 
 import ast
+from collections import deque
 
 from graphfix.source.vocabulary import canonical_tf_name
 
@@ -24,6 +25,22 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.Module):
+    """The statements of `tree` (and the except handlers and match cases between them), in
+    `ast.walk`'s breadth-first order, without walking the expressions, which hold none."""
+    queue = deque([tree])
+    while queue:
+        node = queue.popleft()
+        yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                queue.extend(v for v in value if isinstance(v, _HOLDS_STATEMENTS))
+
+
 class AstTfNames:
     """The TF symbols one file's expressions name, through its imports and module-level
     aliases (`slim = tf.contrib.slim`): `graphfix.source.codemod.TfNames` for the stdlib
@@ -31,9 +48,9 @@ class AstTfNames:
 
     def __init__(self, tree: ast.Module):
         self.imports: dict[str, set[str]] = {}  # bound name -> qualified names it may hold
-        # Every import statement of the file, in the walk's order (one walk, read twice).
+        # Every import statement of the file, in `ast.walk`'s order (read twice).
         self.import_nodes: list[ast.Import | ast.ImportFrom] = [
-            node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+            node for node in _statements(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
         for node in self.import_nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
