@@ -136,7 +136,8 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
           cache_dir: opt.CacheDir = None,
           timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
-          severity: opt.MinSeverity = None) -> int:
+          severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
+          until: opt.Until = None, timeout: opt.TraceTimeout = 300.0) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -145,6 +146,11 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
+    if trace:
+        from graphfix.cli.tracing import check_traced
+
+        return check_traced(paths, selected, fix=False, fmt=fmt, report_path=report_path,
+                            least=least, runs=runs, until=until, timeout=timeout)
     try:
         with progress() as shown:
             report, _ = run(paths, selected, fix=False, excludes=excludes, jobs=_jobs(jobs),
@@ -165,7 +171,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
         cache_dir: opt.CacheDir = None,
         timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
-        severity: opt.MinSeverity = None) -> int:
+        severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
+        until: opt.Until = None, timeout: opt.TraceTimeout = 300.0) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
@@ -178,6 +185,12 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
+    if trace:
+        from graphfix.cli.tracing import check_traced
+
+        return check_traced(paths, selected, fix=True, fmt=fmt, report_path=report_path,
+                            least=least, runs=runs, until=until, timeout=timeout, out=out,
+                            dry_run=dry_run or diff)
     writing = not (diff or dry_run)
     has_graphs = any(graphfile.is_graph_path(Path(p)) for p in paths)
     if writing and has_graphs and not out and not in_place:
