@@ -25,6 +25,8 @@ SEED000 = HERE / "seed000.py"
 SLIM_TOWERS = HERE / "slim_towers_bn.py"
 FEED_VARIABLE = HERE / "feed_variable.py"
 TOWERS_ARGS = HERE / "towers_args.py"
+MONITORED = HERE / "monitored_session.py"
+MISSES_ONE = HERE / "codemod_misses_one.py"
 BAD = HERE / "bad"
 SYNTAX_ERROR = "import tensorflow as tf\n\nx = tf.constant(1))\n"
 
@@ -35,6 +37,7 @@ TRACES = {
     "seed000": (SEED000, (), {}),
     "slim_towers": (SLIM_TOWERS, (), {}),
     "feed_variable": (FEED_VARIABLE, (), {}),
+    "monitored": (MONITORED, (), {}),
     "towers_runs": (TOWERS_ARGS, ("--towers", "2"), {"runs": 2}),
     "towers_until": (TOWERS_ARGS, ("--towers", "3"), {"until": "towers_args.py:17"}),
     "missing_data": (BAD / "missing_data.py", (), {}),
@@ -119,6 +122,15 @@ def test_slim_towers_stop_at_the_train_op_and_the_missing_updates_are_found_at_a
     assert by_transform["variables-to-cpu"].line == line_of(SLIM_TOWERS, "net = slim.conv2d(")
 
 
+def test_a_monitored_session_is_traced_to_its_first_train_op_run_never_run(traces):
+    captured = traces["monitored"]
+    *before, train = captured.runs
+    assert before and all(r.executed and not r.train for r in before)  # its own set-up runs
+    assert train.train and not train.executed
+    assert train.site.line == line_of(MONITORED, "sess.run(train_op)")
+    assert "Momentum" in train.fetches
+
+
 def test_a_variable_fed_in_the_train_run_is_found_at_its_line_with_the_feeding_run(traces):
     captured = traces["feed_variable"]
     (found,) = findings_of(captured, ["feed-to-assign"])
@@ -180,13 +192,17 @@ def test_trace_writes_the_graph_and_sites_and_a_bad_script_writes_nothing(tmp_pa
     assert not (tmp_path / "bad.trace").exists()
 
 
-def test_check_trace_reports_at_the_line_and_fix_trace_writes_a_graph_that_checks_clean(
+def test_check_trace_at_the_lines_with_the_codemods_disagreement_and_fix_trace_writes_a_clean_graph(
         tmp_path):
-    shown = run_cli("check", "--trace", SEED000, "--format", "json", check_exit=1).stdout
-    (found,) = json.loads(shown)["findings"]
-    assert (found["path"], found["line"], found["col"], found["transform"]) == (
-        str(SEED000), line_of(SEED000, "d = tf.Variable(2)"), 13, "variables-to-cpu")
-    assert found["details"]["nodes"] == ["Variable_2"]
+    shown = json.loads(run_cli("check", "--trace", MISSES_ONE, "--format", "json",
+                               check_exit=1).stdout)
+    steps, epochs = (line_of(MISSES_ONE, f'name="{name}"') for name in ("steps", "epochs"))
+    assert [(f["path"], f["line"], f["col"], f["transform"], f["details"]["nodes"])
+            for f in shown["findings"]] == [
+        (str(MISSES_ONE), steps, 13, "variables-to-cpu", ["steps"]),
+        (str(MISSES_ONE), epochs, 14, "variables-to-cpu", ["epochs"])]
+    assert f"{MISSES_ONE}: variables-to-cpu: the codemod finds line(s) {steps}; the trace " \
+           f"finds line(s) {steps}, {epochs}" in shown["notes"]
 
     fixed = tmp_path / "fixed.meta"
     shown = run_cli("fix", "--trace", TOWERS_ARGS, "-o", fixed, "--", "--towers", "2",
@@ -203,3 +219,32 @@ def test_the_parent_never_imports_the_tf_runtime_and_graphfix_trace_is_callable(
     result = subprocess.run([sys.executable, "-c", code, str(SEED000)], capture_output=True,
                             text=True, cwd=REPO, timeout=300)
     assert result.stdout.split() == ["4", "False"], result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("script,written", [(SEED000, True), (MISSES_ONE, False)])
+def test_fix_verify_writes_the_fix_only_if_the_fixed_script_graph_checks_clean_and_runs(
+        tmp_path, script, written):
+    copy = tmp_path / script.name
+    copy.write_bytes(script.read_bytes())
+    result = run_cli("fix", "--verify", copy, "--target-devices", "/gpu:0",
+                     check_exit=1 if written else 2)
+    if written:
+        assert "with tf.device(\"/cpu:0\"):\n            d = tf.Variable(2)" in copy.read_text()
+        assert "  pass  placement: every colocation group has a kernel on its device" in \
+            result.stdout.splitlines()
+        assert "verified" in result.stdout.splitlines()
+    else:
+        assert copy.read_bytes() == script.read_bytes()  # nothing written
+        (said,) = error_lines(result.stderr)
+        line = line_of(script, 'name="epochs"') + 1  # (in the fixed script: one line above)
+        assert said.startswith(f"graphfix: error: {copy}: not written: the fixed script's graph "
+                               f"still has 1 finding(s), the first: {copy}:{line}:")
+        assert said.endswith("(a line of the fixed script)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [script.name]  # no copy left
+
+
+def test_verify_script_verifies_the_graph_the_script_builds():
+    result = run_cli("verify", SEED000, check_exit=1)
+    assert result.stdout.startswith(f"verify {SEED000}: ")
+    assert any(line.startswith("  FAIL  placement: Cannot assign a device for operation "
+                               "Variable_2") for line in result.stdout.splitlines())

@@ -107,6 +107,10 @@ Runs = Annotated[Optional[int], typer.Option(
 Until = Annotated[Optional[str], typer.Option(
     "--until", metavar="FILE:LINE", rich_help_panel=TRACE,
     help="stop the traced script when it reaches FILE:LINE (before that line runs)")]
+VerifyFix = Annotated[bool, typer.Option(
+    "--verify", rich_help_panel=TRACE,
+    help="fix the script PATH (further words are its arguments, after --) only if the fixed "
+         "script, run, builds a graph that checks clean and verifies (this runs its code)")]
 TraceTimeout = Annotated[float, typer.Option(
     "--timeout", metavar="SECONDS", rich_help_panel=TRACE,
     help="stop the traced script after this long, and say where it was")]

@@ -94,7 +94,8 @@ class Trace:
 
 
 def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
-          until: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Trace:
+          until: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+          label: str | None = None) -> Trace:
     """Run the script at `path` (with `sys.argv` = [path, *args], in its own folder, by this
     Python in a child process) until its first run of a train op, `runs` runs, or the line
     `until` ("FILE:LINE"), and return what it built. This runs the user's code.
@@ -102,21 +103,22 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     TF1 scripts run unchanged on TF 2: in the user's files `import tensorflow` gives
     `tensorflow.compat.v1` with v2 behaviour disabled (unless the file asks for compat
     itself) and `tf.contrib.slim` is `tf_slim`. Sessions run on the CPU with soft
-    placement; the graph keeps the devices the script asked for.
+    placement; the graph keeps the devices the script asked for. `label` names the script
+    in what the trace says (default: `path` as given).
 
     Raises:
         TraceError: one line, when there is no graph: the script raised (where, and what),
             never ran a session, or ran longer than `timeout` seconds (where it was).
     """
-    script = Path(path)
+    script, label = Path(path), str(path) if label is None else label
     if not script.is_file():
-        raise TraceError(f"{path}: no such script" if not script.exists()
-                         else f"{path}: not a file")
+        raise TraceError(f"{label}: no such script" if not script.exists()
+                         else f"{label}: not a file")
     if until is not None and not re.fullmatch(r".+:\d+", until):
         raise TraceError(f"--until must be FILE:LINE, not {until!r}")
     with tempfile.TemporaryDirectory(prefix="graphfix-trace-") as out:
-        _run_child(script, list(args), out, runs, until, timeout)
-        return _read(str(path), script, Path(out))
+        _run_child(script, label, list(args), out, runs, until, timeout)
+        return _read(label, script, Path(out))
 
 
 def _child_environment() -> dict[str, str]:
@@ -130,7 +132,8 @@ def _child_environment() -> dict[str, str]:
     return env
 
 
-def _run_child(script: Path, args: list[str], out: str, runs, until, timeout) -> None:
+def _run_child(script: Path, label: str, args: list[str], out: str, runs, until, timeout
+               ) -> None:
     command = [sys.executable, "-m", "graphfix.trace.child", out, str(script.resolve()),
                "" if runs is None else str(runs), until or "", *args]
     with open(os.path.join(out, "output.txt"), "wb") as output:
@@ -140,15 +143,15 @@ def _run_child(script: Path, args: list[str], out: str, runs, until, timeout) ->
         try:
             child.wait(timeout)
         except subprocess.TimeoutExpired:
-            where = _where_it_was(child, Path(out), str(script))
-            raise TraceError(f"{script}: still running after {timeout:g} s (--timeout), "
+            where = _where_it_was(child, Path(out), script, label)
+            raise TraceError(f"{label}: still running after {timeout:g} s (--timeout), "
                              f"stopped{where}; nothing written") from None
         except BaseException:
             _kill(child)
             raise
     if child.returncode != 0 and not os.path.exists(os.path.join(out, "failure.json")) \
             and not os.path.exists(os.path.join(out, "trace.json")):
-        raise TraceError(f"{script}: the traced script's process ended with exit code "
+        raise TraceError(f"{label}: the traced script's process ended with exit code "
                          f"{child.returncode} before saying why: {_last_line(out)}")
 
 
@@ -161,7 +164,7 @@ def _kill(child: subprocess.Popen) -> None:
     child.wait()
 
 
-def _where_it_was(child: subprocess.Popen, out: Path, script_label: str) -> str:
+def _where_it_was(child: subprocess.Popen, out: Path, script: Path, script_label: str) -> str:
     """' at FILE:LINE in FUNCTION': the innermost frame in the user's files of the child's
     main thread, asked of it (faulthandler, on SIGUSR1) before it is killed."""
     try:
@@ -184,7 +187,7 @@ def _where_it_was(child: subprocess.Popen, out: Path, script_label: str) -> str:
     if not (out / "started.json").exists():
         return " before the script started (TensorFlow was still loading)"
     frames = _main_thread_frames(text, main)
-    script_real = os.path.realpath(script_label)
+    script_real = os.path.realpath(script)
     library = _library_roots()
     for filename, line, function in frames:  # (innermost first)
         real = os.path.realpath(filename)

@@ -27,9 +27,10 @@ import threading
 import traceback
 import types
 
-# A file that asks for TF's compat API itself keeps its `import tensorflow` as it is.
-_ASKS_FOR_COMPAT = re.compile(r"compat\.v1|compat import v1|disable_v2_behavior"
-                              r"|disable_eager_execution")
+# A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
+# `import tensorflow` as it is (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too).
+_ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflow\.compat"
+                              r"(\.v1)?\s+import|disable_v2_behavior|disable_eager_execution")
 # The kernels optimizers apply gradients with (TF's training_ops: ApplyAdam,
 # ResourceApplyGradientDescent, SparseApplyMomentum, ...).
 _TRAINING_OP_TYPE = re.compile(r"(Resource)?(Sparse)?Apply[A-Z]\w*")
