@@ -26,6 +26,7 @@ SLIM_TOWERS = HERE / "slim_towers_bn.py"
 FEED_VARIABLE = HERE / "feed_variable.py"
 TOWERS_ARGS = HERE / "towers_args.py"
 MONITORED = HERE / "monitored_session.py"
+TRAIN_GRADS = HERE / "slim_towers_create_train_grads.py"
 MISSES_ONE = HERE / "codemod_misses_one.py"
 BAD = HERE / "bad"
 SYNTAX_ERROR = "import tensorflow as tf\n\nx = tf.constant(1))\n"
@@ -38,6 +39,7 @@ TRACES = {
     "slim_towers": (SLIM_TOWERS, (), {}),
     "feed_variable": (FEED_VARIABLE, (), {}),
     "monitored": (MONITORED, (), {}),
+    "train_grads": (TRAIN_GRADS, (), {}),
     "towers_runs": (TOWERS_ARGS, ("--towers", "2"), {"runs": 2}),
     "towers_until": (TOWERS_ARGS, ("--towers", "3"), {"until": "towers_args.py:17"}),
     "missing_data": (BAD / "missing_data.py", (), {}),
@@ -120,6 +122,17 @@ def test_slim_towers_stop_at_the_train_op_and_the_missing_updates_are_found_at_a
     assert updates.line == line_of(SLIM_TOWERS, "train_op = opt.apply_gradients(")
     assert "does not run 4 of 4 update op(s)" in updates.message
     assert by_transform["variables-to-cpu"].line == line_of(SLIM_TOWERS, "net = slim.conv2d(")
+
+
+def test_the_create_train_grads_variant_imports_slim_by_name_and_still_misses_the_updates(
+        traces):
+    captured = traces["train_grads"]
+    assert captured.runs[-1].train and not captured.runs[-1].executed
+    updates = [f for f in findings_of(captured, ["update-ops"])]
+    assert [f.line for f in updates] == [
+        line_of(TRAIN_GRADS, "grad_updates = opt.apply_gradients(grads)"),
+        line_of(TRAIN_GRADS, "train_op = control_flow_ops.with_dependencies(")]
+    assert all("does not run 4 of 4 update op(s)" in f.message for f in updates)
 
 
 def test_a_monitored_session_is_traced_to_its_first_train_op_run_never_run(traces):

@@ -116,9 +116,21 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
                          else f"{label}: not a file")
     if until is not None and not re.fullmatch(r".+:\d+", until):
         raise TraceError(f"--until must be FILE:LINE, not {until!r}")
+    _compiles(script, label)  # (said here: no TF to load for a script that cannot start)
     with tempfile.TemporaryDirectory(prefix="graphfix-trace-") as out:
         _run_child(script, label, list(args), out, runs, until, timeout)
         return _read(label, script, Path(out))
+
+
+def _compiles(script: Path, label: str) -> None:
+    """TraceError, as the child would say it, if Python cannot compile the script."""
+    try:
+        compile(script.read_bytes(), str(script), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TraceError(f"{label}:{exc.lineno}: SyntaxError: {exc.msg} (raised by the "
+                         "traced script; nothing written)") from None
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"{label}: cannot read: {exc}") from None
 
 
 def _child_environment() -> dict[str, str]:
@@ -186,13 +198,14 @@ def _where_it_was(child: subprocess.Popen, out: Path, script: Path, script_label
         main = None
     if not (out / "started.json").exists():
         return " before the script started (TensorFlow was still loading)"
-    frames = _main_thread_frames(text, main)
-    script_real = os.path.realpath(script)
-    library = _library_roots()
-    for filename, line, function in frames:  # (innermost first)
-        real = os.path.realpath(filename)
-        if os.path.isfile(real) and not real.startswith(library):
-            return f" at {_label(real, script_real, script_label)}:{line} in {function}"
+    from graphfix.trace.user_files import UserFiles
+
+    files = UserFiles()
+    for filename, line, function in _main_thread_frames(text, main):  # (innermost first)
+        real = files.real(filename)
+        if real is not None:
+            where = _label(real, os.path.realpath(script), script_label)
+            return f" at {where}:{line} in {function}"
     return ""
 
 
@@ -207,16 +220,6 @@ def _main_thread_frames(dump: str, ident: int | None) -> list[tuple[str, int, st
             chosen = block
     return [(m.group(1), int(m.group(2)), m.group(3))
             for m in re.finditer(r'File "(.+?)", line (\d+) in (\S+)', chosen)]
-
-
-def _library_roots() -> tuple[str, ...]:
-    import site
-    import sysconfig
-
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.update(site.getsitepackages())
-    roots.add(str(Path(__file__).resolve().parents[1]))
-    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 
 def _last_line(out: str) -> str:

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import builtins
 import faulthandler
+import importlib
+import importlib.abc
+import importlib.util
 import json
 import os
 import re
@@ -26,6 +29,8 @@ import sys
 import threading
 import traceback
 import types
+
+from graphfix.trace.user_files import UserFiles
 
 # A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
 # `import tensorflow` as it is (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too).
@@ -39,43 +44,6 @@ _TRAINING_OP_TYPE = re.compile(r"(Resource)?(Sparse)?Apply[A-Z]\w*")
 class StopTrace(BaseException):
     """Raised in the script where the trace stops (not an Exception: the script's own
     `except Exception` must not swallow it)."""
-
-
-class UserFiles:
-    """Which files are the user's: everything but the standard library, installed packages
-    and graphfix itself."""
-
-    def __init__(self):
-        import site
-        import sysconfig
-
-        roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib",
-                                                     "platlib")}
-        roots.update(site.getsitepackages())
-        roots.add(site.getusersitepackages())
-        roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.roots = tuple(os.path.realpath(r) + os.sep for r in roots if r)
-        self.known: dict[str, str | None] = {}
-
-    def real(self, filename: str | None) -> str | None:
-        """The real path of `filename` if it is a user's file, else None."""
-        if not filename:
-            return None
-        if filename not in self.known:
-            real = os.path.realpath(filename)
-            mine = (not filename.startswith("<") and os.path.isfile(real)
-                    and not real.startswith(self.roots))
-            self.known[filename] = real if mine else None
-        return self.known[filename]
-
-    def innermost(self, frames) -> list | None:
-        """[path, line, function] of the innermost user frame of `frames` (outermost first:
-        a traceback's order), or None."""
-        for frame in reversed(list(frames)):
-            real = self.real(frame.filename)
-            if real is not None:
-                return [real, frame.lineno, frame.name]
-        return None
 
 
 class Tracer:
@@ -104,6 +72,7 @@ class Tracer:
             v1.disable_v2_behavior()
             v1.contrib = _contrib_module()
             sys.modules.setdefault("tensorflow.contrib", v1.contrib)
+            sys.meta_path.insert(0, SlimAlias())
             self._redirect_imports(v1)
         original_init, original_run = session.BaseSession.__init__, session.BaseSession.run
         tracer = self
@@ -278,7 +247,7 @@ def _write_json(out: str, name: str, doc: dict) -> None:
 
 def _contrib_module() -> types.ModuleType:
     """`tf.contrib` as TF 2 has it: gone, but for `slim`, which is `tf_slim` where that is
-    installed."""
+    installed (`SlimAlias` makes `import tensorflow.contrib.slim...` find it)."""
 
     class Contrib(types.ModuleType):
         def __getattr__(self, name: str):
@@ -286,16 +255,48 @@ def _contrib_module() -> types.ModuleType:
                 raise AttributeError(name)
             if name == "slim":
                 try:
-                    import tf_slim
+                    return importlib.import_module(SlimAlias.ALIAS)
                 except ImportError:
                     raise AttributeError("tf.contrib.slim needs tf_slim, which is not "
                                          "installed") from None
-                sys.modules.setdefault("tensorflow.contrib.slim", tf_slim)
-                return tf_slim
             raise AttributeError(f"tf.contrib.{name} was removed in TensorFlow 2 (of "
                                  "tf.contrib, a trace has only slim, as tf_slim)")
 
-    return Contrib("tensorflow.contrib")
+    contrib = Contrib("tensorflow.contrib")
+    contrib.__path__ = []  # (a package: `tensorflow.contrib.slim` is imported beneath it)
+    return contrib
+
+
+class SlimAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`tensorflow.contrib.slim` and its modules are `tf_slim`'s, the same module objects
+    (imported once, whatever name the script uses)."""
+
+    ALIAS, REAL = "tensorflow.contrib.slim", "tf_slim"
+
+    def __init__(self):
+        self.specs: dict[str, object] = {}
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.ALIAS and not fullname.startswith(self.ALIAS + "."):
+            return None
+        real = self.REAL + fullname[len(self.ALIAS):]
+        try:
+            found = importlib.util.find_spec(real)
+        except ImportError:
+            return None
+        if found is None:
+            return None
+        return importlib.util.spec_from_loader(
+            fullname, self, is_package=found.submodule_search_locations is not None)
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.REAL + spec.name[len(self.ALIAS):])
+        self.specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module) -> None:
+        # (the import system gave the module the alias's spec: it keeps its own)
+        module.__spec__ = self.specs.pop(module.__spec__.name)
 
 
 def alias_legacy_tf_layers() -> None:
@@ -303,8 +304,6 @@ def alias_legacy_tf_layers() -> None:
     `tf_keras.legacy_tf_layers`, which tf_keras ships as `tf_keras.src.legacy_tf_layers`;
     the package and its modules are aliased under the name TF imports (nothing if tf_keras
     is absent or already has it)."""
-    import importlib
-    import importlib.util
     import pkgutil
 
     alias, real = "tf_keras.legacy_tf_layers", "tf_keras.src.legacy_tf_layers"
