@@ -1,5 +1,5 @@
 """The traced side of `graphfix trace`: run as `python -m graphfix.trace.child OUT SCRIPT
-[ARGS...]` in a process of its own, it runs the user's script as `python SCRIPT ARGS` would,
+RUNS UNTIL [ARGS...]` (RUNS and UNTIL empty where not given) in a process of its own, it runs the user's script as `python SCRIPT ARGS` would,
 with TensorFlow hooked, and writes what the script built into the folder OUT:
 
 - `graph.meta`: the graph as a MetaGraphDef (devices and collections kept);
@@ -49,13 +49,12 @@ class StopTrace(BaseException):
 class Tracer:
     """The hooks and what they saw."""
 
-    def __init__(self, out: str, script: str, runs: int | None, until: str | None):
-        self.out, self.script, self.max_runs = out, os.path.realpath(script), runs
-        self.until = until
+    def __init__(self, out: str, runs: int | None, until: str | None):
+        self.out, self.max_runs, self.until = out, runs, until
         self.files = UserFiles()
         self.runs: list[dict] = []
         self.graph = None  # the graph of the last session run
-        self.training_ops: dict[int, frozenset] = {}
+        self.answered: dict[tuple, bool] = {}  # `_is_training`'s, while the graph is as it was
         self.tf = None
 
     # -- set-up -----------------------------------------------------------------------
@@ -92,8 +91,8 @@ class Tracer:
             self._stop_at_line()
 
     def on_cpu(self, config):
-        """A session's config with soft placement and no GPU: the script's runs go on
-        whatever devices its graph names."""
+        """A session's config with soft placement and no GPU: whatever devices the graph
+        names, its runs go on the CPU."""
         from tensorflow.core.protobuf import config_pb2
 
         copy = config_pb2.ConfigProto()
@@ -185,6 +184,14 @@ class Tracer:
             except (TypeError, ValueError, KeyError):
                 continue
             todo.append(getattr(element, "op", element))
+        # (a loop running the same fetches before it trains walks the graph once)
+        key = (id(graph), graph.version, len(marked), tuple(op.name for op in todo))
+        if key not in self.answered:
+            self.answered[key] = self._reaches(todo, marked)
+        return self.answered[key]
+
+    @staticmethod
+    def _reaches(todo: list, marked: set) -> bool:
         seen = set()
         while todo:
             op = todo.pop()
@@ -338,7 +345,7 @@ def _failure(out: str, files: UserFiles, exc: BaseException) -> None:
 
 def main(argv: list[str]) -> None:
     out, script, runs, until, *args = argv
-    tracer = Tracer(out, script, int(runs) if runs else None, until or None)
+    tracer = Tracer(out, int(runs) if runs else None, until or None)
     # --timeout: the parent asks where the script is (SIGUSR1) before it stops it.
     stack_file = open(os.path.join(out, "stack.txt"), "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
