@@ -7,6 +7,7 @@ The public API, for export pipelines::
     fixed, changes = graphfix.fix_graph(graph_def)       # same kind back: GraphDef here
     new_code, changes = graphfix.fix_source(code)
     result = graphfix.verify(fixed)
+    captured = graphfix.trace("train.py", ["--gpus", "2"])  # runs the script: its graph
 
 Graph functions take a path, bytes, a GraphDef / MetaGraphDef / SavedModel message or a
 `tf.Graph`, and give back the kind they were given. Nothing here imports the TF runtime
@@ -34,10 +35,12 @@ _EXPORTS = {
     "all_transforms": "graphfix.registry",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "trace"])
 
 
 def __getattr__(name: str):
+    if name == "trace":  # the package, callable as `graphfix.trace(path)` (its `trace`)
+        return importlib.import_module("graphfix.trace")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

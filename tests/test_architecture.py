@@ -26,10 +26,13 @@ ALLOWED = {
     "graphfix.config": ("graphfix.registry",),  # `set` is checked as --set is
     "graphfix.driver": ("graphfix.graph", "graphfix.source", "graphfix.registry"),
     "graphfix.api": ("graphfix.graph", "graphfix.source", "graphfix.registry", "graphfix.driver",
-                     "graphfix.verification"),
+                     "graphfix.verification", "graphfix.trace"),
     "graphfix.runtime": ("graphfix.graph",),
+    # Trace: the child runs the script; the parent reads what it wrote as the graph side
+    # does, and runs the graph transforms on it as the driver does.
+    "graphfix.trace": ("graphfix.graph", "graphfix.registry", "graphfix.driver"),
     "graphfix.cli": ("graphfix.graph", "graphfix.source", "graphfix.registry", "graphfix.driver",
-                     "graphfix.verification", "graphfix.api"),
+                     "graphfix.verification", "graphfix.api", "graphfix.trace"),
     "graphfix.__main__": ("graphfix.cli",),
     # The transforms: the core and the graph and source sides, never the driver, the API,
     # verification or the command line.

@@ -16,7 +16,7 @@ def test_top_help_lists_every_command_with_its_summary():
     assert top.startswith("usage: graphfix ")
     for command, summary in [("list", "List the transforms"), ("check", "Report findings"),
                              ("fix", "Apply fixes"), ("verify", "Re-import a graph"),
-                             ("demo", "The seed bugs end to end")]:
+                             ("demo", "The seed bugs end to end"), ("trace", "Run a script")]:
         assert any(line.split()[1:3] == [command, summary.split()[0]]
                    for line in top.splitlines() if len(line.split()) > 2), (command, top)
     for option in ("--version", "--install-completion", "--show-completion"):
@@ -58,7 +58,7 @@ def test_version():
 def test_usage_errors_are_one_line_naming_the_command():
     for args, said in [
         (["nope"], "graphfix: error: argument COMMAND: invalid choice: 'nope' (choose from "
-                   "'list', 'check', 'fix', 'verify', 'demo') (see graphfix --help)"),
+                   "'list', 'check', 'fix', 'verify', 'demo', 'trace') (see graphfix --help)"),
         (["check"], "graphfix: error: check: the following arguments are required: PATH "
                     "(see graphfix check --help)"),
         (["check", "x.pb", "--jobs", "0"], "graphfix: error: check: argument --jobs/-j: must "

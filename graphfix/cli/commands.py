@@ -136,7 +136,8 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
           cache_dir: opt.CacheDir = None,
           timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
-          severity: opt.MinSeverity = None) -> int:
+          severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
+          until: opt.Until = None, timeout: opt.TraceTimeout = 300.0) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -145,6 +146,11 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
+    if trace:
+        from graphfix.cli.tracing import check_traced
+
+        return check_traced(paths, selected, fix=False, fmt=fmt, report_path=report_path,
+                            least=least, runs=runs, until=until, timeout=timeout)
     try:
         with progress() as shown:
             report, _ = run(paths, selected, fix=False, excludes=excludes, jobs=_jobs(jobs),
@@ -165,7 +171,9 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
         cache_dir: opt.CacheDir = None,
         timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
-        severity: opt.MinSeverity = None) -> int:
+        severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
+        until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
+        verify: opt.VerifyFix = False) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
@@ -178,6 +186,18 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
+    if trace:
+        from graphfix.cli.tracing import check_traced
+
+        return check_traced(paths, selected, fix=True, fmt=fmt, report_path=report_path,
+                            least=least, runs=runs, until=until, timeout=timeout, out=out,
+                            dry_run=dry_run or diff)
+    if verify:
+        from graphfix.cli.tracing import fix_verified
+
+        return fix_verified(paths, selected, fmt=fmt, report_path=report_path, runs=runs,
+                            until=until, timeout=timeout, force=force, diff=diff,
+                            dry_run=dry_run)
     writing = not (diff or dry_run)
     has_graphs = any(graphfile.is_graph_path(Path(p)) for p in paths)
     if writing and has_graphs and not out and not in_place:
@@ -214,7 +234,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
 def verify(graph: opt.Graph, steps: opt.Steps = 1, fetch: opt.Fetch = None,
            feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
            target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
-           report_path: opt.ReportPath = None) -> int:
+           report_path: opt.ReportPath = None, runs: opt.Runs = None, until: opt.Until = None,
+           timeout: opt.TraceTimeout = 300.0) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
     import json
 
@@ -222,6 +243,12 @@ def verify(graph: opt.Graph, steps: opt.Steps = 1, fetch: opt.Fetch = None,
     from graphfix.verification.run import VerifyError, verify_path
 
     check_format(fmt)
+    if graph.endswith(".py"):  # a script: the graph it builds
+        from graphfix.cli.tracing import verify_traced
+
+        return verify_traced(graph, steps=steps, fetches=fetch or [],
+                             target_devices=_devices(target_devices), fmt=fmt,
+                             report_path=report_path, runs=runs, until=until, timeout=timeout)
     try:
         result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                              compare=compare, target_devices=_devices(target_devices),

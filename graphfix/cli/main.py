@@ -14,6 +14,7 @@ import typer
 import typer.main
 
 import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
+import graphfix.cli.tracing  # noqa: F401  (and `trace`)
 from graphfix import registry
 from graphfix.cli.app import app
 from graphfix.cli.output import fail

@@ -90,3 +90,31 @@ Compare = Annotated[Optional[str], typer.Option(
 Cluster = Annotated[Optional[str], typer.Option(
     "--cluster", metavar="ps=N,worker=M", rich_help_panel=VERIFY,
     help="run on a local TF cluster on loopback")]
+
+TRACE = "Tracing a script"
+Script = Annotated[str, typer.Argument(
+    metavar="SCRIPT", show_default=False, help="the Python script to run (this runs its code)")]
+ScriptArgs = Annotated[Optional[list[str]], typer.Argument(
+    metavar="ARGS", show_default=False, help="the script's arguments (after --)")]
+Trace = Annotated[bool, typer.Option(
+    "--trace", rich_help_panel=TRACE,
+    help="run the script PATH (further words are its arguments, after --) and check the "
+         "graph it builds, findings at the lines that made the ops (this runs its code)")]
+Runs = Annotated[Optional[int], typer.Option(
+    "--runs", metavar="N", min=1, rich_help_panel=TRACE,
+    help="stop the traced script after N Session.run calls (default: at its first run of "
+         "a train op, never run)")]
+Until = Annotated[Optional[str], typer.Option(
+    "--until", metavar="FILE:LINE", rich_help_panel=TRACE,
+    help="stop the traced script when it reaches FILE:LINE (before that line runs)")]
+VerifyFix = Annotated[bool, typer.Option(
+    "--verify", rich_help_panel=TRACE,
+    help="fix the script PATH (further words are its arguments, after --) only if the fixed "
+         "script, run, builds a graph that checks clean and verifies (this runs its code)")]
+TraceTimeout = Annotated[float, typer.Option(
+    "--timeout", metavar="SECONDS", rich_help_panel=TRACE,
+    help="stop the traced script after this long, and say where it was")]
+TraceOut = Annotated[Optional[Path], typer.Option(
+    "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+    help="the folder to write graph.meta and trace.json into (default: SCRIPT's name with "
+         ".trace, in the working directory)")]

@@ -1,0 +1,311 @@
+"""Trace: build the graph a script builds, by running it, and know the line that made each op.
+
+`trace(SCRIPT)` runs the user's script (this runs the user's code) in a child process
+(`graphfix.trace.child`, the one part of a trace that imports the TF runtime) until it
+starts training, and gives back a `Trace`: the MetaGraphDef it built, each node's creation
+site, each `Session.run` seen. `graphfix.trace.at_sites` turns the graph transforms'
+findings on it into findings at those sites.
+
+Imports: the core and the graph side here; the driver in `at_sites` (the graph path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Sequence
+
+DEFAULT_TIMEOUT = 300.0  # seconds: a script is stopped if it runs this long before training
+
+
+class TraceError(Exception):
+    """Why a script gave no graph, in one line (the script raised, never ran a session,
+    outlived the timeout, or is not there)."""
+
+
+class Site:
+    """Where the user's code made something: path (as the trace labels it), line, column
+    (1-based, of the call on that line, where the file can be read), function."""
+
+    __slots__ = ("path", "line", "col", "function")
+
+    def __init__(self, path: str, line: int, col: int | None, function: str | None):
+        self.path, self.line, self.col, self.function = path, line, col, function
+
+    def key(self) -> tuple:
+        return (self.path, self.line, self.col)
+
+    def location(self) -> str:
+        return f"{self.path}:{self.line}:{self.col or 1}"
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "line": self.line, "col": self.col,
+                "function": self.function}
+
+
+class Run:
+    """One `Session.run` the script called: what it fetched, the tensors its `feed_dict`
+    fed, where it was called, whether it ran (the train op's first run never does)."""
+
+    __slots__ = ("fetches", "feeds", "site", "executed", "train")
+
+    def __init__(self, fetches: list[str], feeds: list[str], site: Site | None,
+                 executed: bool, train: bool = False):
+        self.fetches, self.feeds, self.site = fetches, feeds, site
+        self.executed, self.train = executed, train
+
+    def to_json(self) -> dict:
+        return {"fetches": self.fetches, "feeds": self.feeds,
+                "site": self.site.to_json() if self.site else None,
+                "executed": self.executed, "train": self.train}
+
+
+class Trace:
+    """What a traced script built: `meta_graph` (a MetaGraphDef, devices and collections
+    kept), `sites` (node name -> `Site`, for the nodes the user's files made), `runs`
+    (every `Session.run` seen, in order), `stopped` (why the trace ended, said for a
+    person), `script` (the path as given)."""
+
+    def __init__(self, script: str, meta_graph, sites: dict[str, Site], runs: list[Run],
+                 stopped: str, meta_bytes: bytes, trace_doc: dict):
+        self.script, self.meta_graph, self.sites, self.runs = script, meta_graph, sites, runs
+        self.stopped = stopped
+        self._meta_bytes, self._trace_doc = meta_bytes, trace_doc
+
+    def summary(self) -> str:
+        ran = sum(r.executed for r in self.runs)
+        return (f"{self.script}: traced {len(self.meta_graph.graph_def.node)} node(s), "
+                f"{len(self.sites)} made by the script's files; {len(self.runs)} "
+                f"Session.run call(s), {ran} run; stopped: {self.stopped}")
+
+    def files(self) -> dict[str, bytes]:
+        """The files `graphfix trace -o OUT` writes into OUT: `graph.meta` (the
+        MetaGraphDef), `trace.json` (sites and runs, as the child wrote them)."""
+        return {"graph.meta": self._meta_bytes,
+                "trace.json": (json.dumps(self._trace_doc, indent=1) + "\n").encode()}
+
+
+def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
+          until: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+          label: str | None = None) -> Trace:
+    """Run the script at `path` (with `sys.argv` = [path, *args], in its own folder, by this
+    Python in a child process) until its first run of a train op, `runs` runs, or the line
+    `until` ("FILE:LINE"), and return what it built. This runs the user's code.
+
+    TF1 scripts run unchanged on TF 2: in the user's files `import tensorflow` gives
+    `tensorflow.compat.v1` with v2 behaviour disabled (unless the file asks for compat
+    itself) and `tf.contrib.slim` is `tf_slim`. Sessions run on the CPU with soft
+    placement; the graph keeps the devices the script asked for. `label` names the script
+    in what the trace says (default: `path` as given).
+
+    Raises:
+        TraceError: one line, when there is no graph: the script raised (where, and what),
+            never ran a session, or ran longer than `timeout` seconds (where it was).
+    """
+    script, label = Path(path), str(path) if label is None else label
+    if not script.is_file():
+        raise TraceError(f"{label}: no such script" if not script.exists()
+                         else f"{label}: not a file")
+    if until is not None and not re.fullmatch(r".+:\d+", until):
+        raise TraceError(f"--until must be FILE:LINE, not {until!r}")
+    _compiles(script, label)  # (said here: no TF to load for a script that cannot start)
+    with tempfile.TemporaryDirectory(prefix="graphfix-trace-") as out:
+        _run_child(script, label, list(args), out, runs, until, timeout)
+        return _read(label, script, Path(out))
+
+
+def _compiles(script: Path, label: str) -> None:
+    """TraceError, as the child would say it, if Python cannot compile the script."""
+    try:
+        compile(script.read_bytes(), str(script), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise TraceError(f"{label}:{exc.lineno}: SyntaxError: {exc.msg} (raised by the "
+                         "traced script; nothing written)") from None
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"{label}: cannot read: {exc}") from None
+
+
+def _child_environment() -> dict[str, str]:
+    """This environment, with the graphfix in use importable by the child, TF quiet, and
+    tf.keras as Keras 2 (tf_keras: what TF1 layers and tf_slim need), unless set."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    return env
+
+
+def _run_child(script: Path, label: str, args: list[str], out: str, runs, until, timeout
+               ) -> None:
+    command = [sys.executable, "-m", "graphfix.trace.child", out, str(script.resolve()),
+               "" if runs is None else str(runs), until or "", *args]
+    with open(os.path.join(out, "output.txt"), "wb") as output:
+        child = subprocess.Popen(command, cwd=script.resolve().parent, stdout=output,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=_child_environment(), start_new_session=True)
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            where = _where_it_was(child, Path(out), script, label)
+            raise TraceError(f"{label}: still running after {timeout:g} s (--timeout), "
+                             f"stopped{where}; nothing written") from None
+        except BaseException:
+            _kill(child)
+            raise
+    if child.returncode != 0 and not os.path.exists(os.path.join(out, "failure.json")) \
+            and not os.path.exists(os.path.join(out, "trace.json")):
+        raise TraceError(f"{label}: the traced script's process ended with exit code "
+                         f"{child.returncode} before saying why: {_last_line(out)}")
+
+
+def _kill(child: subprocess.Popen) -> None:
+    """The child and whatever it started (its own session: `start_new_session`)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    child.wait()
+
+
+def _where_it_was(child: subprocess.Popen, out: Path, script: Path, script_label: str) -> str:
+    """' at FILE:LINE in FUNCTION': the innermost frame in the user's files of the child's
+    main thread, asked of it (faulthandler, on SIGUSR1) before it is killed."""
+    try:
+        child.send_signal(signal.SIGUSR1)
+    except OSError:
+        pass
+    # (faulthandler writes the dump at once; a moment more lets the file be complete)
+    deadline, text = time.monotonic() + 5, ""
+    while time.monotonic() < deadline and "File " not in text:
+        time.sleep(0.2)
+        try:
+            text = (out / "stack.txt").read_text(errors="replace")
+        except OSError:
+            text = ""
+    _kill(child)
+    try:
+        main = json.loads((out / "main_thread.json").read_text())["ident"]
+    except (OSError, ValueError, KeyError):
+        main = None
+    if not (out / "started.json").exists():
+        return " before the script started (TensorFlow was still loading)"
+    from graphfix.trace.user_files import UserFiles
+
+    files = UserFiles()
+    for filename, line, function in _main_thread_frames(text, main):  # (innermost first)
+        real = files.real(filename)
+        if real is not None:
+            where = _label(real, os.path.realpath(script), script_label)
+            return f" at {where}:{line} in {function}"
+    return ""
+
+
+def _main_thread_frames(dump: str, ident: int | None) -> list[tuple[str, int, str]]:
+    """(file, line, function) of the main thread's stack in a faulthandler dump,
+    innermost first."""
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump)
+    chosen = blocks[0] if blocks else ""
+    for block in blocks:
+        head = re.match(r"(?:Current thread|Thread) (0x[0-9a-f]+)", block)
+        if head and ident is not None and int(head.group(1), 16) == ident:
+            chosen = block
+    return [(m.group(1), int(m.group(2)), m.group(3))
+            for m in re.finditer(r'File "(.+?)", line (\d+) in (\S+)', chosen)]
+
+
+def _last_line(out: str) -> str:
+    try:
+        lines = Path(out, "output.txt").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no output)"
+    return lines[-1] if lines else "(no output)"
+
+
+def _label(real: str, script_real: str | None, script_label: str | None) -> str:
+    """How a user's file is named in findings: the script as given, else relative to the
+    working directory where it lies beneath it, else its real path."""
+    if script_real is not None and real == script_real:
+        return script_label
+    try:
+        return os.path.relpath(real) if not os.path.relpath(real).startswith("..") else real
+    except ValueError:
+        return real
+
+
+class _Columns:
+    """The column of the first call on a line of a file (1-based), read with `ast` once
+    per file; None where the file cannot be parsed or the line has no call."""
+
+    def __init__(self):
+        self.files: dict[str, dict[int, int]] = {}
+
+    def of(self, path: str, line: int) -> int | None:
+        if path not in self.files:
+            import ast
+
+            columns: dict[int, int] = {}
+            try:
+                tree = ast.parse(Path(path).read_bytes())
+            except (OSError, SyntaxError, ValueError):
+                tree = None
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.Call):
+                    known = columns.get(node.lineno)
+                    if known is None or node.col_offset < known:
+                        columns[node.lineno] = node.col_offset
+            self.files[path] = columns
+        col = self.files[path].get(line)
+        return None if col is None else col + 1
+
+
+def _read(label: str, script: Path, out: Path) -> Trace:
+    script_real = os.path.realpath(script)
+    columns = _Columns()
+
+    def site_of(raw) -> Site | None:
+        if not raw:
+            return None
+        real, line, function = raw
+        return Site(_label(real, script_real, label), line, columns.of(real, line) if line
+                    else None, function)
+
+    failure = out / "failure.json"
+    if failure.exists():
+        doc = json.loads(failure.read_text())
+        if doc["kind"] == "no_session":
+            raise TraceError(f"{label}: {doc['message']}; nothing written")
+        where = site_of(doc.get("site"))
+        at = f"{where.path}:{where.line}" if where else label
+        raise TraceError(f"{at}: {doc['message']} (raised by the traced script; nothing "
+                         "written)")
+    from graphfix.graph.proto import pb
+
+    meta_bytes = (out / "graph.meta").read_bytes()
+    meta = pb().meta_graph_pb2.MetaGraphDef()
+    meta.ParseFromString(meta_bytes)
+    doc = json.loads((out / "trace.json").read_text())
+    sites = {name: site_of(raw) for name, raw in doc["sites"].items()}
+    runs = [Run(r["fetches"], r["feeds"], site_of(r["site"]), r["executed"],
+                r.get("train", False)) for r in doc["runs"]]
+    return Trace(label, meta, sites, runs, doc["stop"]["said"], meta_bytes, doc)
+
+
+class _CallablePackage(types.ModuleType):
+    """This package, callable: `graphfix.trace(path, ...)` is `graphfix.trace.trace` (the
+    issue's API name is the package's name, and a package binds its name in `graphfix`
+    when it is imported)."""
+
+    def __call__(self, *args, **kwargs) -> Trace:
+        return trace(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -1,0 +1,381 @@
+"""The traced side of `graphfix trace`: run as `python -m graphfix.trace.child OUT SCRIPT
+RUNS UNTIL [ARGS...]` (RUNS and UNTIL empty where not given) in a process of its own, it runs the user's script as `python SCRIPT ARGS` would,
+with TensorFlow hooked, and writes what the script built into the folder OUT:
+
+- `graph.meta`: the graph as a MetaGraphDef (devices and collections kept);
+- `trace.json`: every node's creation site, every `Session.run` seen, why it stopped;
+- or `failure.json` instead: why nothing was captured (the script raised, never ran a
+  session).
+
+This is the only part of graphfix that imports the TF runtime for a trace; the parent reads
+what it wrote without it (`graphfix.trace`). Runs before the stop point execute on the CPU
+with soft placement, so a script whose graph cannot be placed on the devices it names still
+goes on; the first run of a train op is never executed (see `_is_training`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import faulthandler
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import re
+import runpy
+import signal
+import sys
+import threading
+import traceback
+import types
+
+from graphfix.trace.user_files import UserFiles
+
+# A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
+# `import tensorflow` as it is (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too).
+_ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflow\.compat"
+                              r"(\.v1)?\s+import|disable_v2_behavior|disable_eager_execution")
+# The kernels optimizers apply gradients with (TF's training_ops: ApplyAdam,
+# ResourceApplyGradientDescent, SparseApplyMomentum, ...).
+_TRAINING_OP_TYPE = re.compile(r"(Resource)?(Sparse)?Apply[A-Z]\w*")
+
+
+class StopTrace(BaseException):
+    """Raised in the script where the trace stops (not an Exception: the script's own
+    `except Exception` must not swallow it)."""
+
+
+class Tracer:
+    """The hooks and what they saw."""
+
+    def __init__(self, out: str, runs: int | None, until: str | None):
+        self.out, self.max_runs, self.until = out, runs, until
+        self.files = UserFiles()
+        self.runs: list[dict] = []
+        self.graph = None  # the graph of the last session run
+        self.answered: dict[tuple, bool] = {}  # `_is_training`'s, while the graph is as it was
+        self.tf = None
+
+    # -- set-up -----------------------------------------------------------------------
+    def install(self, compat: bool) -> None:
+        """Import TF and hook it: sessions, and (unless the script asks for compat itself)
+        `import tensorflow` in the user's files."""
+        alias_legacy_tf_layers()
+        import tensorflow as tf
+        from tensorflow.python.client import session
+
+        self.tf = tf
+        v1 = tf.compat.v1
+        if not compat:
+            v1.disable_v2_behavior()
+            v1.contrib = _contrib_module()
+            sys.modules.setdefault("tensorflow.contrib", v1.contrib)
+            sys.meta_path.insert(0, SlimAlias())
+            self._redirect_imports(v1)
+        original_init, original_run = session.BaseSession.__init__, session.BaseSession.run
+        tracer = self
+
+        def __init__(self, target="", graph=None, config=None):
+            original_init(self, target, graph, tracer.on_cpu(config))
+
+        def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+            tracer.before_run(self, fetches, feed_dict)
+            result = original_run(self, fetches, feed_dict, options, run_metadata)
+            tracer.after_run()
+            return result
+
+        session.BaseSession.__init__ = __init__
+        session.BaseSession.run = run
+        if self.until:
+            self._stop_at_line()
+
+    def on_cpu(self, config):
+        """A session's config with soft placement and no GPU: whatever devices the graph
+        names, its runs go on the CPU."""
+        from tensorflow.core.protobuf import config_pb2
+
+        copy = config_pb2.ConfigProto()
+        if config is not None:
+            copy.CopyFrom(config)
+        copy.allow_soft_placement = True
+        copy.device_count["GPU"] = 0
+        return copy
+
+    def _redirect_imports(self, v1) -> None:
+        original = builtins.__import__
+        files = self.files
+        asks: dict[str, bool] = {}
+
+        def tf1_file(filename) -> bool:
+            real = files.real(filename)
+            if real is None:
+                return False
+            if real not in asks:
+                try:
+                    with open(real, encoding="utf-8", errors="replace") as f:
+                        asks[real] = bool(_ASKS_FOR_COMPAT.search(f.read()))
+                except OSError:
+                    asks[real] = True
+            return not asks[real]
+
+        def __import__(name, globals=None, locals=None, fromlist=(), level=0):
+            module = original(name, globals, locals, fromlist, level)
+            if (level == 0 and globals and (name == "tensorflow" or (
+                    not fromlist and name.startswith("tensorflow.contrib")))
+                    and tf1_file(globals.get("__file__"))):
+                return v1
+            return module
+
+        builtins.__import__ = __import__
+
+    def _stop_at_line(self) -> None:
+        """Stop when the script reaches `--until FILE:LINE` (before that line runs)."""
+        path, _, line = self.until.rpartition(":")
+        line = int(line)
+        wanted = os.path.realpath(path)
+        tail = os.sep + os.path.normpath(path).lstrip(os.sep + ".")
+
+        def matches(filename: str) -> bool:
+            real = self.files.real(filename)
+            return real is not None and (real == wanted or real.endswith(tail))
+
+        def local(frame, event, arg):
+            if event == "line" and frame.f_lineno == line:
+                self.stop("until", f"reached {self.until}")
+            return local
+
+        def calls(frame, event, arg):
+            return local if matches(frame.f_code.co_filename) else None
+
+        threading.settrace(calls)
+        sys.settrace(calls)
+
+    # -- the runs ---------------------------------------------------------------------
+    def before_run(self, session, fetches, feed_dict) -> None:
+        graph = session.graph
+        self.graph = graph
+        names = [_name(f) for f in _flat(self.tf, fetches)]
+        feeds = [_name(k) for k in _flat(self.tf, list((feed_dict or {}).keys()))]
+        site = self.files.innermost(traceback.extract_stack())
+        record = {"fetches": names, "feeds": feeds, "site": site, "executed": False}
+        self.runs.append(record)
+        if self._is_training(graph, fetches):
+            record["train"] = True
+            self.stop("train_op", "the first run of a train op (not run)")
+
+    def after_run(self) -> None:
+        self.runs[-1]["executed"] = True
+        if self.max_runs is not None and len(self.runs) >= self.max_runs:
+            self.stop("runs", f"after {len(self.runs)} run(s) (--runs)")
+
+    def _is_training(self, graph, fetches) -> bool:
+        """Whether the run's fetches reach a train op: an op of the TRAIN_OP collection
+        (where TF's optimizers put what `minimize`/`apply_gradients` return), or one of
+        TF's gradient-applying kernels, through data or control inputs."""
+        tf = self.tf
+        marked = set()
+        for item in graph.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP):
+            marked.add(getattr(item, "op", item))
+        todo = []
+        for fetch in _flat(tf, fetches):
+            try:
+                element = graph.as_graph_element(fetch, allow_tensor=True, allow_operation=True)
+            except (TypeError, ValueError, KeyError):
+                continue
+            todo.append(getattr(element, "op", element))
+        # (a loop running the same fetches before it trains walks the graph once)
+        key = (id(graph), graph.version, len(marked), tuple(op.name for op in todo))
+        if key not in self.answered:
+            self.answered[key] = self._reaches(todo, marked)
+        return self.answered[key]
+
+    @staticmethod
+    def _reaches(todo: list, marked: set) -> bool:
+        seen = set()
+        while todo:
+            op = todo.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            if op in marked or _TRAINING_OP_TYPE.fullmatch(op.type):
+                return True
+            todo.extend(t.op for t in op.inputs)
+            todo.extend(op.control_inputs)
+        return False
+
+    # -- the end ----------------------------------------------------------------------
+    def stop(self, reason: str, said: str) -> None:
+        sys.settrace(None)
+        threading.settrace(None)
+        self.write(reason, said)
+        raise StopTrace(reason)
+
+    def write(self, reason: str, said: str) -> None:
+        tf = self.tf
+        graph = self.graph if self.graph is not None else (
+            tf.compat.v1.get_default_graph() if reason == "until" else None)
+        if graph is None:
+            _write_json(self.out, "failure.json", {
+                "kind": "no_session", "message": "the script never ran a session "
+                "(tf.Session.run): there is no graph to check (give --until FILE:LINE "
+                "to capture the graph built by then)"})
+            return
+        meta = tf.compat.v1.train.export_meta_graph(graph=graph, clear_devices=False)
+        with open(os.path.join(self.out, "graph.meta"), "wb") as f:
+            f.write(meta.SerializeToString(deterministic=True))
+        sites = {}
+        for op in graph.get_operations():
+            site = self.files.innermost(op.traceback)
+            if site is not None:
+                sites[op.name] = site
+        _write_json(self.out, "trace.json", {"sites": sites, "runs": self.runs,
+                                             "stop": {"reason": reason, "said": said}})
+
+
+def _flat(tf, structure) -> list:
+    from tensorflow.python.util import nest
+
+    try:
+        return nest.flatten(structure)
+    except (TypeError, ValueError):
+        return [structure]
+
+
+def _name(item) -> str:
+    name = getattr(item, "name", None)
+    return name if isinstance(name, str) else str(item)
+
+
+def _write_json(out: str, name: str, doc: dict) -> None:
+    with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+
+
+def _contrib_module() -> types.ModuleType:
+    """`tf.contrib` as TF 2 has it: gone, but for `slim`, which is `tf_slim` where that is
+    installed (`SlimAlias` makes `import tensorflow.contrib.slim...` find it)."""
+
+    class Contrib(types.ModuleType):
+        def __getattr__(self, name: str):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if name == "slim":
+                try:
+                    return importlib.import_module(SlimAlias.ALIAS)
+                except ImportError:
+                    raise AttributeError("tf.contrib.slim needs tf_slim, which is not "
+                                         "installed") from None
+            raise AttributeError(f"tf.contrib.{name} was removed in TensorFlow 2 (of "
+                                 "tf.contrib, a trace has only slim, as tf_slim)")
+
+    contrib = Contrib("tensorflow.contrib")
+    contrib.__path__ = []  # (a package: `tensorflow.contrib.slim` is imported beneath it)
+    return contrib
+
+
+class SlimAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`tensorflow.contrib.slim` and its modules are `tf_slim`'s, the same module objects
+    (imported once, whatever name the script uses)."""
+
+    ALIAS, REAL = "tensorflow.contrib.slim", "tf_slim"
+
+    def __init__(self):
+        self.specs: dict[str, object] = {}
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.ALIAS and not fullname.startswith(self.ALIAS + "."):
+            return None
+        real = self.REAL + fullname[len(self.ALIAS):]
+        try:
+            found = importlib.util.find_spec(real)
+        except ImportError:
+            return None
+        if found is None:
+            return None
+        return importlib.util.spec_from_loader(
+            fullname, self, is_package=found.submodule_search_locations is not None)
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.REAL + spec.name[len(self.ALIAS):])
+        self.specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module) -> None:
+        # (the import system gave the module the alias's spec: it keeps its own)
+        module.__spec__ = self.specs.pop(module.__spec__.name)
+
+
+def alias_legacy_tf_layers() -> None:
+    """tf_slim under TF 2.16+: TF's `tensorflow/python/layers` shims import
+    `tf_keras.legacy_tf_layers`, which tf_keras ships as `tf_keras.src.legacy_tf_layers`;
+    the package and its modules are aliased under the name TF imports (nothing if tf_keras
+    is absent or already has it)."""
+    import pkgutil
+
+    alias, real = "tf_keras.legacy_tf_layers", "tf_keras.src.legacy_tf_layers"
+    try:
+        if importlib.util.find_spec("tf_keras") is None or importlib.util.find_spec(alias):
+            return
+    except ImportError:
+        pass
+    try:
+        package = importlib.import_module(real)
+    except ImportError:
+        return
+    sys.modules[alias] = package
+    for info in pkgutil.iter_modules(package.__path__):
+        sub = importlib.import_module(f"{real}.{info.name}")
+        sys.modules[f"{alias}.{info.name}"] = sub
+        setattr(package, info.name, sub)
+    sys.modules["tf_keras"].legacy_tf_layers = package
+
+
+def _failure(out: str, files: UserFiles, exc: BaseException) -> None:
+    """failure.json for an exception the script raised: where, in the user's files, and
+    what."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    site = files.innermost(frames)
+    if isinstance(exc, SyntaxError) and exc.filename:
+        site = [os.path.realpath(exc.filename), exc.lineno, None]
+    message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else \
+        type(exc).__name__
+    _write_json(out, "failure.json", {"kind": "raised", "site": site, "message": message})
+
+
+def main(argv: list[str]) -> None:
+    out, script, runs, until, *args = argv
+    tracer = Tracer(out, int(runs) if runs else None, until or None)
+    # --timeout: the parent asks where the script is (SIGUSR1) before it stops it.
+    stack_file = open(os.path.join(out, "stack.txt"), "w")
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    _write_json(out, "main_thread.json", {"ident": threading.main_thread().ident})
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    try:
+        with open(script, "rb") as f:
+            compat = bool(_ASKS_FOR_COMPAT.search(f.read().decode("utf-8", "replace")))
+        tracer.install(compat)
+        _write_json(out, "started.json", {})  # (the parent's word for a timeout: where)
+        runpy.run_path(script, run_name="__main__")
+        tracer.stop("ended", "the script ended")
+    except StopTrace:
+        pass
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            _failure(out, tracer.files, exc)
+        else:
+            try:
+                tracer.stop("ended", "the script exited")
+            except StopTrace:
+                pass
+    except BaseException as exc:  # the script's own error, whatever it is
+        _failure(out, tracer.files, exc)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The script's threads (queue runners, coordinators) must not keep the trace alive.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
