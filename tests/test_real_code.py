@@ -20,9 +20,6 @@ TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-place
 
 # What graphfix does with each pattern today, where that is wrong.
 WRONG_TODAY = {
-    "barrier_through_the_loss": "issue 18: update ops run through a barrier the loss waits "
-    "on (create_train_op's with_dependencies form, in a helper module) are reported as not "
-    "run",
     "frozen_step_set_by_feeding": "issue 18: a step counter no optimizer updates, fed in a "
     "run that fetches only itself (the author means to set it; the train op's decayed rate "
     "then reads the old value), is left alone as a frozen variable",
