@@ -74,7 +74,7 @@ class Project:
         self._folders: dict[str, str] = {}  # a label -> the real folder it is in
         # a dotted name -> {folder: (label, is a package's __init__)}: see `_found_above`
         self._module_index: dict[str, dict[str, tuple[str, bool]]] | None = None
-        self._components: dict[str, int] | None = None
+        self._components: dict[str, frozenset[str]] | None = None
         self._closures: dict[str, frozenset[str]] | None = None  # see `closure`
         self._digests: dict[frozenset[str], str] = {}  # by closure
         self._subprojects: dict[frozenset[str], dict[str, dict]] = {}  # by closure
@@ -352,36 +352,24 @@ class Project:
 
     # -- what a file's result depends on ---------------------------------------------------
 
-    def _component_of(self, label: str) -> int:
-        """The files connected to `label` by imports, either way (an id shared by them)."""
+    def _component_of(self, label: str) -> frozenset[str]:
+        """The files connected to `label` by imports, either way (empty: not in the run)."""
         if self._components is None:
-            parent = {label: label for label in self.parts}
-
-            def root(x):
-                while parent[x] != x:
-                    parent[x] = parent[parent[x]]
-                    x = parent[x]
-                return x
-
-            for label_ in sorted(self.parts):
+            def import_edges(label_: str):
                 for _, module, imported, level in self.parts[label_]["imports"]:
                     targets = {self.module(label_, module, level)}
                     if imported not in (None, "*"):
                         targets.add(self.module(label_, f"{module}.{imported}".strip("."),
                                                 level))
-                    for target in targets - {None}:
-                        parent[root(target)] = root(label_)
-            roots = sorted({root(x) for x in parent})
-            numbers = {r: i for i, r in enumerate(roots)}
-            self._components = {x: numbers[root(x)] for x in parent}
-        return self._components.get(label, -1)
+                    yield from ((label_, target) for target in targets - {None})
+
+            self._components = _joined(self.parts, (edge for label_ in sorted(self.parts)
+                                                    for edge in import_edges(label_)))
+        return self._components.get(label, frozenset())
 
     def connected(self, label: str) -> set[str]:
         """The files connected to `label` by imports, either way, transitively, and it."""
-        component = self._component_of(label)
-        if component < 0:
-            return {label}
-        return {x for x in self.parts if self._components[x] == component}
+        return set(self._component_of(label)) or {label}
 
     def closure(self, label: str) -> frozenset[str]:
         """Every file a query about `label` may read, `label` included: the files an import
@@ -416,6 +404,26 @@ class Project:
         return self._digests[closure]
 
 
+def _joined(labels: Iterable[str], edges: Iterable[tuple[str, str]]
+            ) -> dict[str, frozenset[str]]:
+    """Each label's set of the `labels` that `edges` join, either way, transitively."""
+    parent = {label: label for label in labels}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        parent[root(b)] = root(a)
+    members: dict[str, set[str]] = {}
+    for label in parent:
+        members.setdefault(root(label), set()).add(label)
+    sets = {r: frozenset(m) for r, m in members.items()}
+    return {label: sets[root(label)] for label in parent}
+
+
 def _closures(project: Project) -> dict[str, frozenset[str]]:
     """`Project.closure` of every file of `project`, by label (one frozenset a closure)."""
     below: dict[str, dict[str, list[str]]] = {}  # dotted name -> {folder: files at or below}
@@ -440,15 +448,12 @@ def _closures(project: Project) -> dict[str, frozenset[str]]:
         where = below.get(dotted, {})
         return [label for folder in folders for label in where.get(folder, ())]
 
-    parent = {label: label for label in project.parts}
+    def edges():
+        for label in sorted(project.parts):
+            yield from import_edges(label)
 
-    def root(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for label in sorted(project.parts):
+    def import_edges(label: str):
+        # (label, a file one of its imports may name), for each
         above = [project._folder(label)]
         while os.path.dirname(above[-1]) != above[-1]:
             above.append(os.path.dirname(above[-1]))
@@ -466,13 +471,9 @@ def _closures(project: Project) -> dict[str, frozenset[str]]:
                     targets.add(project._file(os.path.join(folders[0], "__init__.py")))
                 if imported != "*":
                     targets.update(named(folders, f"{module}.{imported}".strip(".")))
-            for target in targets - {None}:
-                parent[root(target)] = root(label)
-    members: dict[str, set[str]] = {}
-    for label in parent:
-        members.setdefault(root(label), set()).add(label)
-    closures = {r: frozenset(m) for r, m in members.items()}
-    return {label: closures[root(label)] for label in parent}
+            yield from ((label, target) for target in targets - {None})
+
+    return _joined(project.parts, edges())
 
 
 def _called(project: Project, targets: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
