@@ -9,7 +9,7 @@ from pathlib import Path
 from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import check_format, echo, emit, fail, progress, write_report
+from graphfix.cli.output import check_format, echo, emit, fail, progress, show_verify
 from graphfix.findings import at_least
 
 
@@ -255,14 +255,7 @@ def verify(graph: opt.Graph, steps: opt.Steps = 1, fetch: opt.Fetch = None,
                              cluster=cluster)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
-    doc = result.to_json()
-    if report_path is not None:
-        write_report(report_path, doc)
-    if fmt == "json":
-        echo(json.dumps(doc, indent=2))
-    else:
-        for line in result.to_lines():
-            echo(line)
+    show_verify(result, fmt, report_path)
     return 0 if result.passed else 1
 
 

@@ -47,6 +47,18 @@ def write_report(path: Path, doc: dict) -> None:
         fail(str(exc))
 
 
+def show_verify(result, fmt: str, report_path: Path | None) -> None:
+    """Print a verify result (text lines or JSON) and write its report file if asked."""
+    doc = result.to_json()
+    if report_path is not None:
+        write_report(report_path, doc)
+    if fmt == "json":
+        echo(json.dumps(doc, indent=2))
+    else:
+        for line in result.to_lines():
+            echo(line)
+
+
 def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
          extra_lines: list[str] = ()) -> None:
     """Print a check's or a fix's report in `fmt` (text, json, sarif), and write it to

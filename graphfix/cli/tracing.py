@@ -7,7 +7,7 @@ from pathlib import Path
 
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import check_format, echo, emit, fail
+from graphfix.cli.output import check_format, echo, emit, fail, show_verify
 from graphfix.findings import Report, at_least
 
 
@@ -128,7 +128,7 @@ def verify_traced(script: str, *, steps: int, fetches, target_devices, fmt: str,
     run on the target devices)."""
     result = _verified(traced(script, [], runs, until, timeout), script, steps=steps,
                        fetches=fetches, target_devices=target_devices)
-    _show_verify(result, fmt, report_path)
+    show_verify(result, fmt, report_path)
     return 0 if result.passed else 1
 
 
@@ -142,21 +142,6 @@ def _verified(captured, label: str, **options):
         return verify_graph(graph_file, label=label, **options)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
-
-
-def _show_verify(result, fmt: str, report_path) -> None:
-    import json
-
-    from graphfix.cli.output import write_report
-
-    doc = result.to_json()
-    if report_path is not None:
-        write_report(report_path, doc)
-    if fmt == "json":
-        echo(json.dumps(doc, indent=2))
-    else:
-        for line in result.to_lines():
-            echo(line)
 
 
 def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, until, timeout,
