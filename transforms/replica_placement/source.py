@@ -24,6 +24,7 @@ from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
     GLOBAL_COLLECTION_KEYS,
+    GLOBAL_STEP_MAKERS,
     LAYER_CALLS,
     LOCAL_VARIABLE_MAKERS,
     REPLICA_DEVICE_SETTER,
@@ -329,11 +330,19 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if name in CREATES_VARIABLES and self._cluster_of(call) is not None:
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
-                    paths = self._paths(call, "slim" if slim else "variable")
+                    step = name in GLOBAL_STEP_MAKERS
+                    paths = self._paths(call, "step" if step else "slim" if slim else "variable")
+                    kinds = {p.kind for p in paths}
                     if self._kept_on_the_worker(call, name):
                         self._worker_locals.append((call, paths))
-                    elif {p.kind for p in paths} <= {"none", "job"}:
+                    elif kinds <= {"none", "job"}:
                         unplaced.append((call, paths))
+                    elif step and kinds & {"none", "job"}:
+                        # The global step is what every worker must share (the optimizer
+                        # counts on it, hooks stop at it): one chain of callers making it
+                        # off the ps is enough to give that worker its own count, even where
+                        # the other chains (a shared net built under the setter) are fine.
+                        unplaced.append((call, [p for p in paths if p.kind in ("none", "job")]))
             if name in _SHARED_STATE:
                 for path in self._paths(call, "op"):
                     if path.kind == "ps":
@@ -566,6 +575,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if function in seen or len(seen) > 8:
             return [_Path("other")]
         calls = self._call_sites(function)
+        if calls is None and what == "step":
+            calls = self._constructions(function)
         if not calls:  # the program's entry (it makes the cluster: `tf.app.run(main)`), or
             # called from where we cannot see
             return [_Path("none" if self._defines_cluster(function) else "other")]
@@ -582,6 +593,27 @@ class ReplicaPlacementCodemod(SourceCodemod):
         calls = []
         for assignment in scope.assignments[function.name.value]:
             if getattr(assignment, "node", None) is not function:
+                continue
+            for access in assignment.references:
+                parent = self.parent(access.node)
+                if not (isinstance(parent, cst.Call) and parent.func is access.node):
+                    return None
+                calls.append(parent)
+        return calls
+
+    def _constructions(self, function: cst.FunctionDef) -> list[cst.Call] | None:
+        """The file's calls of the class whose `__init__` `function` is (`Net(...)`); None
+        if it is no constructor or the class is also used otherwise (subclassed, passed on).
+        Asked for the global step only: where a constructor makes it decides whose it is."""
+        klass = self.parent(self.parent(function) or function)
+        if function.name.value != "__init__" or not isinstance(klass, cst.ClassDef):
+            return None
+        scope = self.get_metadata(ScopeProvider, klass, None)
+        if scope is None:
+            return None
+        calls = []
+        for assignment in scope.assignments[klass.name.value]:
+            if getattr(assignment, "node", None) is not klass:
                 continue
             for access in assignment.references:
                 parent = self.parent(access.node)
@@ -835,11 +867,14 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     where = "on no parameter server"
                 path, line, _ = self._cluster_of(call)
                 cluster = f"line {line}" if path == self.project.label else f"{path}:{line}"
+                step = self.tf_canonical(call.func) in GLOBAL_STEP_MAKERS
+                made = ("the global step" if step else
+                        "its variables" if layer else "a variable")
+                harm = ("each worker counts its own steps instead of sharing one on the ps"
+                        if step else "each worker trains its own copy")
                 self.report(call, (
-                    f"{self.code(call.func)} creates "
-                    f"{'its variables' if layer else 'a variable'} "
-                    f"{where} though the cluster ({cluster}) has a 'ps' job: each "
-                    f"worker trains its own copy") + note, fix=fix, severity="warning")
+                    f"{self.code(call.func)} creates {made} {where} though the cluster "
+                    f"({cluster}) has a 'ps' job: {harm}") + note, fix=fix, severity="warning")
 
     def _setter_edit(self, scope: _JobScope, text: str) -> Replace:
         """The edit that makes a `with` item over `scope` the setter `text`."""
