@@ -870,8 +870,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 step = self.tf_canonical(call.func) in GLOBAL_STEP_MAKERS
                 made = ("the global step" if step else
                         "its variables" if layer else "a variable")
-                harm = ("each worker counts its own steps instead of sharing one on the ps"
-                        if step else "each worker trains its own copy")
+                harm = "each worker trains its own copy" + (
+                    ", counting its own steps instead of sharing one on the ps" if step else "")
                 self.report(call, (
                     f"{self.code(call.func)} creates {made} {where} though the cluster "
                     f"({cluster}) has a 'ps' job: {harm}") + note, fix=fix, severity="warning")
