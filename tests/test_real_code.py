@@ -23,9 +23,6 @@ WRONG_TODAY = {
     "frozen_step_set_by_feeding": "issue 18: a step counter no optimizer updates, fed in a "
     "run that fetches only itself (the author means to set it; the train op's decayed rate "
     "then reads the old value), is left alone as a frozen variable",
-    "global_step_outside_replica_setter": "issue 18: a global step made by "
-    "get_or_create_global_step in a constructor called outside replica_device_setter (it "
-    "lands on each worker) is missed",
     "schedule_read_at_a_fed_step": "issue 18: a decay schedule evaluated at a fed global "
     "step, in runs that do not train, is reported, and the fix would load the fed step into "
     "the variable for good (training would start at step 1000)",

@@ -142,7 +142,7 @@ def _called(project: Project, starts: set[tuple[str, str]]) -> set[tuple[str, st
     while queue:
         for target in sorted(project.references(*queue.popleft())):
             kind = project.parts[target[0]]["units"][target[1]]["kind"]
-            if kind in ("function", "class") and target not in seen:
+            if kind in ("function", "class", "method") and target not in seen:
                 seen.add(target)
                 queue.append(target)
     return seen
