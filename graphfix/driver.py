@@ -374,11 +374,13 @@ class _Workers:
         order, whatever worker ran it; a failed item gives `failed(function, item, error)`."""
         import collections
         import time
-        from multiprocessing.connection import wait
 
         calls = [(function, state(item), item) for item in items]
         if not self.running:
             return [_ticked(self._here(call), tick) for call in calls]
+        # Imported only with workers running: a warm run, all cached, forks none.
+        from multiprocessing.connection import wait
+
         results: list = [None] * len(calls)
         waiting = collections.deque(range(len(calls)))
         chunk = max(1, min(16, len(calls) // (self.workers * 4)))

@@ -77,6 +77,7 @@ class Project:
         self._components: dict[str, frozenset[str]] | None = None
         self._closures: dict[str, frozenset[str]] | None = None  # see `closure`
         self._digests: dict[frozenset[str], str] = {}  # by closure
+        self._part_digests: dict[str, bytes] = {}  # by label: each part serialized once
         self._subprojects: dict[frozenset[str], dict[str, dict]] = {}  # by closure
 
     @classmethod
@@ -399,9 +400,17 @@ class Project:
             digest = hashlib.sha256()
             for member in sorted(closure):
                 digest.update(member.encode("utf-8", "surrogateescape"))
-                digest.update(json.dumps(self.parts.get(member), sort_keys=True).encode())
+                digest.update(self._part_digest(member))
             self._digests[closure] = digest.hexdigest()
         return self._digests[closure]
+
+    def _part_digest(self, label: str) -> bytes:
+        """The digest of one file's part (None: it has none), computed once a run: a part
+        is in many closures, and serializing it is most of a warm run's digest time."""
+        if label not in self._part_digests:
+            text = json.dumps(self.parts.get(label), sort_keys=True).encode()
+            self._part_digests[label] = hashlib.sha256(text).digest()
+        return self._part_digests[label]
 
 
 def _joined(labels: Iterable[str], edges: Iterable[tuple[str, str]]
