@@ -587,19 +587,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         stored, a method) so that we cannot see every caller."""
         if isinstance(self.parent(self.parent(function) or function), cst.ClassDef):
             return None
-        scope = self.get_metadata(ScopeProvider, function, None)
-        if scope is None:
-            return None
-        calls = []
-        for assignment in scope.assignments[function.name.value]:
-            if getattr(assignment, "node", None) is not function:
-                continue
-            for access in assignment.references:
-                parent = self.parent(access.node)
-                if not (isinstance(parent, cst.Call) and parent.func is access.node):
-                    return None
-                calls.append(parent)
-        return calls
+        return self._calls_of(function)
 
     def _constructions(self, function: cst.FunctionDef) -> list[cst.Call] | None:
         """The file's calls of the class whose `__init__` `function` is (`Net(...)`); None
@@ -608,12 +596,17 @@ class ReplicaPlacementCodemod(SourceCodemod):
         klass = self.parent(self.parent(function) or function)
         if function.name.value != "__init__" or not isinstance(klass, cst.ClassDef):
             return None
-        scope = self.get_metadata(ScopeProvider, klass, None)
+        return self._calls_of(klass)
+
+    def _calls_of(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.Call] | None:
+        """The file's calls of a function or class by its name; None if the name is also
+        used otherwise (passed on, stored, subclassed), so that not every caller is seen."""
+        scope = self.get_metadata(ScopeProvider, definition, None)
         if scope is None:
             return None
         calls = []
-        for assignment in scope.assignments[klass.name.value]:
-            if getattr(assignment, "node", None) is not klass:
+        for assignment in scope.assignments[definition.name.value]:
+            if getattr(assignment, "node", None) is not definition:
                 continue
             for access in assignment.references:
                 parent = self.parent(access.node)
