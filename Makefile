@@ -24,8 +24,10 @@ install: $(STAMP)
 demo: install
 	$(BIN)/graphfix demo
 
+# One test process per core (a test file stays in one process: its module fixtures, such as
+# the real graphs a BACKGROUND_SCRIPT builds, are built once).
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 bench: install
 	$(BIN)/python fixtures/bench/run_bench.py

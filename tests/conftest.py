@@ -17,9 +17,12 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The CLI caches source results in the project root by default: the tests' runs cache into
-# one folder of their own (test_source_cache.py covers the default place).
-if "GRAPHFIX_CACHE_DIR" not in os.environ:
-    os.environ["GRAPHFIX_CACHE_DIR"] = tempfile.mkdtemp(prefix="graphfix-test-cache-")
+# one folder of their own (test_source_cache.py covers the default place), one per test
+# process (pytest-xdist's workers inherit the folder of the process that started them).
+_TEST_CACHE_PREFIX = "graphfix-test-cache-"
+if (os.environ.get("GRAPHFIX_CACHE_DIR") is None
+        or pathlib.Path(os.environ["GRAPHFIX_CACHE_DIR"]).name.startswith(_TEST_CACHE_PREFIX)):
+    os.environ["GRAPHFIX_CACHE_DIR"] = tempfile.mkdtemp(prefix=_TEST_CACHE_PREFIX)
     atexit.register(shutil.rmtree, os.environ["GRAPHFIX_CACHE_DIR"], True)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

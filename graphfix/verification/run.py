@@ -384,24 +384,39 @@ def _devices_from(metadata) -> dict[str, str]:
     return out
 
 
-def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
-    """A value for every placeholder: the given feed (checked), else a seeded synthetic one."""
-    rng = np.random.default_rng(SEED)
-    placeholders = {op.name: op.outputs[0] for op in graph.get_operations()
-                    if op.type == "Placeholder"}
-    for name in feeds:
-        if name.split(":")[0] not in placeholders:
+def _check_feeds(index: GraphIndex, feeds: dict[str, np.ndarray]) -> None:
+    """VerifyError for a feed that names no placeholder of the graph or whose shape does not
+    fit the placeholder's, read off the GraphDef: said before TF is imported."""
+    placeholders = {index.names[p]: p for p in index.positions_of(training.FED_OPS)}
+    for name, value in feeds.items():
+        position = placeholders.get(name.split(":")[0])
+        if position is None:
             raise VerifyError(f"--feed {name}: no placeholder of that name; the graph has: "
                               f"{', '.join(sorted(placeholders)) or 'none'}")
+        shape = index.node_at(position).attr["shape"].shape
+        if shape.unknown_rank:
+            continue
+        dims = [d.size for d in shape.dim]
+        if len(dims) != value.ndim or any(d not in (-1, v) for d, v in zip(dims, value.shape)):
+            said = "(" + ", ".join("None" if d == -1 else str(d) for d in dims) + \
+                ("," if len(dims) == 1 else "") + ")"
+            raise VerifyError(f"--feed {name}: shape {list(value.shape)} does not fit the "
+                              f"placeholder's {said}")
+
+
+def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
+    """A value for every placeholder: the given feed (`_check_feeds` has checked it), else a
+    seeded synthetic one."""
+    rng = np.random.default_rng(SEED)
     feed_dict = {}
-    for name, tensor in placeholders.items():
-        value = feeds.get(name, feeds.get(tensor.name))
+    for op in graph.get_operations():
+        if op.type not in training.FED_OPS:
+            continue
+        tensor = op.outputs[0]
+        value = feeds.get(op.name, feeds.get(tensor.name))
         if value is None:
             shape = tensor.shape.as_list() if tensor.shape.rank is not None else []
             value = synthetic_value(tensor.dtype, shape, rng)
-        elif not tensor.shape.is_compatible_with(value.shape):
-            raise VerifyError(f"--feed {name}: shape {list(value.shape)} does not fit the "
-                              f"placeholder's {tensor.shape}")
         feed_dict[tensor] = value
     return feed_dict
 
@@ -631,12 +646,13 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         step_timeout: seconds a step of a graph that dequeues may take before the run fails
             (a starving input queue). Defaults to STEP_TIMEOUT.
     """
+    graph_def, meta = _first_graph(graph_file)
+    index = index_for(graph_def, meta)
+    _check_feeds(index, feeds or {})
     clock = time.perf_counter()
     import_runtime()  # (timed on its own: the fixed cost of every verify)
 
     seconds = {"tensorflow_import": time.perf_counter() - clock}
-    graph_def, meta = _first_graph(graph_file)
-    index = index_for(graph_def, meta)
     fetches = tuple(fetches) or default_fetches(index)
     real_gpus = gpu_devices(available_devices)
     mapping, simulated, cpu_count = plan_devices(index, real_gpus)
@@ -767,6 +783,7 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     index = index_for(graph_def, meta)
     fetches = tuple(fetches) or default_fetches(index)
     _check_cluster_covers(index, cluster)
+    _check_feeds(index, feeds or {})
     mapping, simulated, cpu_count = plan_devices(index, [])
     described = ", ".join(f"{j}={n}" for j, n in cluster.items())
     result = VerifyResult(label or str(graph_file.path), [f"local cluster {described}"],
