@@ -28,6 +28,7 @@ TOWERS_ARGS = HERE / "towers_args.py"
 MONITORED = HERE / "monitored_session.py"
 TRAIN_GRADS = HERE / "slim_towers_create_train_grads.py"
 MISSES_ONE = HERE / "codemod_misses_one.py"
+FED_PATH = HERE / "fed_file_path.py"
 BAD = HERE / "bad"
 SYNTAX_ERROR = "import tensorflow as tf\n\nx = tf.constant(1))\n"
 
@@ -38,6 +39,7 @@ TRACES = {
     "seed000": (SEED000, (), {}),
     "slim_towers": (SLIM_TOWERS, (), {}),
     "feed_variable": (FEED_VARIABLE, (), {}),
+    "fed_path": (FED_PATH, (), {}),
     "monitored": (MONITORED, (), {}),
     "train_grads": (TRAIN_GRADS, (), {}),
     "towers_runs": (TOWERS_ARGS, ("--towers", "2"), {"runs": 2}),
@@ -261,3 +263,31 @@ def test_verify_script_verifies_the_graph_the_script_builds():
     assert result.stdout.startswith(f"verify {SEED000}: ")
     assert any(line.startswith("  FAIL  placement: Cannot assign a device for operation "
                                "Variable_2") for line in result.stdout.splitlines())
+
+
+def test_verify_script_passes_the_arguments_after_the_double_dash():
+    result = run_cli("verify", TOWERS_ARGS, "--", "--towers", "3", check_exit=1)
+    failed = [line for line in result.stdout.splitlines() if line.startswith("  FAIL  placement")]
+    # counter_2 exists only when the script was given --towers 3
+    assert any("counter_2" in line for line in failed), result.stdout
+    graph = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
+    bad = run_cli("verify", graph, "--", "--towers", "3", check_exit=2)
+    assert error_lines(bad.stderr) == [
+        f"graphfix: error: {graph}: a graph takes no arguments (--towers 3): only a script "
+        f"(SCRIPT.py -- ARGS) does"]
+
+
+def test_verify_script_feeds_what_the_script_fed(traces):
+    captured = traces["fed_path"]
+    data = str(HERE / "fed_file_path.csv")
+    assert {name: value.tolist() for name, value in captured.feeds.items()} == {
+        "path:0": data.encode()}
+    assert "feeds.npz" in captured.files()
+    # The graph alone gets a made-up string for the path, which names no file ...
+    alone = graphfix.verify(captured.meta_graph)
+    (run,) = [c for c in alone.checks if c.name == "run"]
+    assert not run.passed and "No such file or directory" in run.detail
+    # ... fed what the script fed, it runs; `verify SCRIPT` does so.
+    assert graphfix.verify(captured.meta_graph, feeds=captured.feeds).passed
+    result = run_cli("verify", FED_PATH, check_exit=0)
+    assert "  pass  run: initialized, then 1 step(s) ran" in result.stdout.splitlines()

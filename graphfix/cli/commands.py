@@ -231,7 +231,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
 
 
 @app.command(cls=Command)
-def verify(graph: opt.Graph, steps: opt.Steps = 1, fetch: opt.Fetch = None,
+def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
+           fetch: opt.Fetch = None,
            feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
            target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
            report_path: opt.ReportPath = None, runs: opt.Runs = None, until: opt.Until = None,
@@ -246,9 +247,12 @@ def verify(graph: opt.Graph, steps: opt.Steps = 1, fetch: opt.Fetch = None,
     if graph.endswith(".py"):  # a script: the graph it builds
         from graphfix.cli.tracing import verify_traced
 
-        return verify_traced(graph, steps=steps, fetches=fetch or [],
+        return verify_traced(graph, list(args or []), steps=steps, fetches=fetch or [],
                              target_devices=_devices(target_devices), fmt=fmt,
                              report_path=report_path, runs=runs, until=until, timeout=timeout)
+    if args:
+        fail(f"{graph}: a graph takes no arguments ({' '.join(args)}): only a script "
+             f"(SCRIPT.py -- ARGS) does")
     try:
         result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                              compare=compare, target_devices=_devices(target_devices),

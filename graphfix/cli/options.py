@@ -75,7 +75,8 @@ DryRun = Annotated[bool, typer.Option(
     "--dry-run", rich_help_panel=OUTPUT, help="report changes; write nothing")]
 
 Graph = Annotated[str, typer.Argument(
-    metavar="GRAPH", show_default=False, help="the graph to import and run")]
+    metavar="GRAPH", show_default=False,
+    help="the graph to import and run, or a script (SCRIPT.py -- ARGS): the graph it builds")]
 Steps = Annotated[int, typer.Option(
     "--steps", metavar="STEPS", rich_help_panel=VERIFY,
     help="steps of the train op (or fetches) to run")]

@@ -122,24 +122,25 @@ def _disagreements(script: str, selected, traced_findings) -> list[str]:
     return notes
 
 
-def verify_traced(script: str, *, steps: int, fetches, target_devices, fmt: str, report_path,
-                  runs, until, timeout) -> int:
-    """`verify SCRIPT`: trace the script, then verify the graph it built (import, place,
-    run on the target devices)."""
-    result = _verified(traced(script, [], runs, until, timeout), script, steps=steps,
+def verify_traced(script: str, args: list[str], *, steps: int, fetches, target_devices,
+                  fmt: str, report_path, runs, until, timeout) -> int:
+    """`verify SCRIPT [-- ARGS]`: trace the script, then verify the graph it built (import,
+    place, run on the target devices)."""
+    result = _verified(traced(script, args, runs, until, timeout), script, steps=steps,
                        fetches=fetches, target_devices=target_devices)
     show_verify(result, fmt, report_path)
     return 0 if result.passed else 1
 
 
 def _verified(captured, label: str, **options):
+    """Verify the graph a trace captured, its placeholders fed what the script fed them."""
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.verification.run import VerifyError, verify_graph
 
     graph_file = graphfile.GraphFile(Path(label), "metagraph", False, captured.meta_graph)
     try:
-        return verify_graph(graph_file, label=label, **options)
+        return verify_graph(graph_file, label=label, feeds=captured.feeds, **options)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 

@@ -88,6 +88,8 @@ def update_ops(index: GraphIndex) -> tuple[list[str], str]:
 
 # Ops a run cannot compute unless the caller feeds them (PlaceholderWithDefault has a value).
 FED_OPS = frozenset({"Placeholder", "PlaceholderV2"})
+# Ops a run may be given a value for (a feed replaces PlaceholderWithDefault's default).
+FEEDABLE_OPS = FED_OPS | {"PlaceholderWithDefault"}
 
 
 def needing_other_feeds(index: GraphIndex, target: str, names: list[str]) -> set[str]:

@@ -72,13 +72,26 @@ class Trace:
     """What a traced script built: `meta_graph` (a MetaGraphDef, devices and collections
     kept), `sites` (node name -> `Site`, for the nodes the user's files made), `runs`
     (every `Session.run` seen, in order), `stopped` (why the trace ended, said for a
-    person), `script` (the path as given)."""
+    person), `script` (the path as given), `feeds` (placeholder tensor name -> the value
+    the last run seen fed it: what `verify SCRIPT` feeds)."""
 
     def __init__(self, script: str, meta_graph, sites: dict[str, Site], runs: list[Run],
-                 stopped: str, meta_bytes: bytes, trace_doc: dict):
+                 stopped: str, meta_bytes: bytes, trace_doc: dict, feeds_bytes: bytes = b""):
         self.script, self.meta_graph, self.sites, self.runs = script, meta_graph, sites, runs
         self.stopped = stopped
-        self._meta_bytes, self._trace_doc = meta_bytes, trace_doc
+        self._meta_bytes, self._trace_doc, self._feeds_bytes = meta_bytes, trace_doc, feeds_bytes
+
+    @property
+    def feeds(self) -> dict:
+        """Placeholder tensor name -> the array the script fed it in the last run seen."""
+        if not self._feeds_bytes:
+            return {}
+        import io
+
+        import numpy as np
+
+        with np.load(io.BytesIO(self._feeds_bytes), allow_pickle=False) as arrays:
+            return {name: arrays[name] for name in arrays.files}
 
     def summary(self) -> str:
         ran = sum(r.executed for r in self.runs)
@@ -88,9 +101,13 @@ class Trace:
 
     def files(self) -> dict[str, bytes]:
         """The files `graphfix trace -o OUT` writes into OUT: `graph.meta` (the
-        MetaGraphDef), `trace.json` (sites and runs, as the child wrote them)."""
-        return {"graph.meta": self._meta_bytes,
-                "trace.json": (json.dumps(self._trace_doc, indent=1) + "\n").encode()}
+        MetaGraphDef), `trace.json` (sites and runs, as the child wrote them), `feeds.npz`
+        (the placeholders' values of the last run, where there are any)."""
+        files = {"graph.meta": self._meta_bytes,
+                 "trace.json": (json.dumps(self._trace_doc, indent=1) + "\n").encode()}
+        if self._feeds_bytes:
+            files["feeds.npz"] = self._feeds_bytes
+        return files
 
 
 def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
@@ -296,7 +313,9 @@ def _read(label: str, script: Path, out: Path) -> Trace:
     sites = {name: site_of(raw) for name, raw in doc["sites"].items()}
     runs = [Run(r["fetches"], r["feeds"], site_of(r["site"]), r["executed"],
                 r.get("train", False)) for r in doc["runs"]]
-    return Trace(label, meta, sites, runs, doc["stop"]["said"], meta_bytes, doc)
+    feeds = out / "feeds.npz"
+    return Trace(label, meta, sites, runs, doc["stop"]["said"], meta_bytes, doc,
+                 feeds.read_bytes() if feeds.exists() else b"")
 
 
 class _CallablePackage(types.ModuleType):

@@ -4,6 +4,9 @@ with TensorFlow hooked, and writes what the script built into the folder OUT:
 
 - `graph.meta`: the graph as a MetaGraphDef (devices and collections kept);
 - `trace.json`: every node's creation site, every `Session.run` seen, why it stopped;
+- `feeds.npz`: the values the last run seen fed its placeholders (what `verify SCRIPT`
+  feeds the graph, instead of synthetic values), where they are arrays of numbers, bools or
+  bytes and FEEDS_KEPT_BYTES at most in all;
 - or `failure.json` instead: why nothing was captured (the script raised, never ran a
   session).
 
@@ -30,6 +33,7 @@ import threading
 import traceback
 import types
 
+from graphfix.graph.training import FEEDABLE_OPS
 from graphfix.trace.user_files import UserFiles
 
 # A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
@@ -39,6 +43,9 @@ _ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflo
 # The kernels optimizers apply gradients with (TF's training_ops: ApplyAdam,
 # ResourceApplyGradientDescent, SparseApplyMomentum, ...).
 _TRAINING_OP_TYPE = re.compile(r"(Resource)?(Sparse)?Apply[A-Z]\w*")
+# A batch of images of a real script is tens of MiB; past this the feeds are not kept (a
+# trace's folder stays small) and verify feeds synthetic values, as for a graph file.
+FEEDS_KEPT_BYTES = 256 << 20
 
 
 class StopTrace(BaseException):
@@ -54,6 +61,7 @@ class Tracer:
         self.files = UserFiles()
         self.runs: list[dict] = []
         self.graph = None  # the graph of the last session run
+        self.feed_dict = None  # the last session run's (as given: read only at the stop)
         self.answered: dict[tuple, bool] = {}  # `_is_training`'s, while the graph is as it was
         self.tf = None
 
@@ -154,7 +162,7 @@ class Tracer:
     # -- the runs ---------------------------------------------------------------------
     def before_run(self, session, fetches, feed_dict) -> None:
         graph = session.graph
-        self.graph = graph
+        self.graph, self.feed_dict = graph, feed_dict
         names = [_name(f) for f in _flat(self.tf, fetches)]
         feeds = [_name(k) for k in _flat(self.tf, list((feed_dict or {}).keys()))]
         site = self.files.innermost(traceback.extract_stack())
@@ -229,8 +237,48 @@ class Tracer:
             site = self.files.innermost(op.traceback)
             if site is not None:
                 sites[op.name] = site
+        feeds, not_kept = _placeholder_feeds(graph, self.feed_dict)
+        if feeds:
+            import numpy as np
+
+            np.savez(os.path.join(self.out, "feeds.npz"), **feeds)
         _write_json(self.out, "trace.json", {"sites": sites, "runs": self.runs,
-                                             "stop": {"reason": reason, "said": said}})
+                                             "stop": {"reason": reason, "said": said},
+                                             "feeds_kept": sorted(feeds),
+                                             "feeds_not_kept": not_kept})
+
+
+def _placeholder_feeds(graph, feed_dict) -> tuple[dict, dict[str, str]]:
+    """The placeholders' values of a run's `feed_dict` (tensor name -> array), and why each
+    other placeholder feed is not kept. Variables fed (feed-to-assign's) are not kept: verify
+    feeds placeholders only."""
+    import numpy as np
+
+    kept, not_kept = {}, {}
+    for key, value in (feed_dict or {}).items():
+        try:
+            tensor = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+        except (TypeError, ValueError, KeyError):
+            continue  # (a SparseTensor or a feed TF itself would refuse)
+        if tensor.op.type not in FEEDABLE_OPS:
+            continue
+        try:
+            array = np.asarray(value)
+            if tensor.dtype.is_numpy_compatible and tensor.dtype.as_numpy_dtype is not object:
+                array = array.astype(tensor.dtype.as_numpy_dtype, copy=False)
+            elif array.dtype.kind in "OU":
+                array = array.astype(bytes)
+        except (TypeError, ValueError) as exc:
+            not_kept[tensor.name] = f"not an array ({exc})"
+            continue
+        if array.dtype.kind not in "biufcS":
+            not_kept[tensor.name] = f"an array of {array.dtype}"
+            continue
+        kept[tensor.name] = array
+    if sum(a.nbytes for a in kept.values()) > FEEDS_KEPT_BYTES:
+        return {}, {name: f"the run's feeds are over {FEEDS_KEPT_BYTES >> 20} MiB"
+                    for name in kept} | not_kept
+    return kept, not_kept
 
 
 def _flat(tf, structure) -> list:

@@ -387,7 +387,7 @@ def _devices_from(metadata) -> dict[str, str]:
 def _check_feeds(index: GraphIndex, feeds: dict[str, np.ndarray]) -> None:
     """VerifyError for a feed that names no placeholder of the graph or whose shape does not
     fit the placeholder's, read off the GraphDef: said before TF is imported."""
-    placeholders = {index.names[p]: p for p in index.positions_of(training.FED_OPS)}
+    placeholders = {index.names[p]: p for p in index.positions_of(training.FEEDABLE_OPS)}
     for name, value in feeds.items():
         position = placeholders.get(name.split(":")[0])
         if position is None:
@@ -410,10 +410,12 @@ def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
     rng = np.random.default_rng(SEED)
     feed_dict = {}
     for op in graph.get_operations():
-        if op.type not in training.FED_OPS:
+        if op.type not in training.FEEDABLE_OPS:
             continue
         tensor = op.outputs[0]
         value = feeds.get(op.name, feeds.get(tensor.name))
+        if value is None and op.type not in training.FED_OPS:
+            continue  # (its default)
         if value is None:
             shape = tensor.shape.as_list() if tensor.shape.rank is not None else []
             value = synthetic_value(tensor.dtype, shape, rng)
