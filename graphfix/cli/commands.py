@@ -250,9 +250,8 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
         return verify_traced(graph, list(args or []), steps=steps, fetches=fetch or [],
                              target_devices=_devices(target_devices), fmt=fmt,
                              report_path=report_path, runs=runs, until=until, timeout=timeout)
-    if args:
-        fail(f"{graph}: a graph takes no arguments ({' '.join(args)}): only a script "
-             f"(SCRIPT.py -- ARGS) does")
+    if args:  # (only a script takes arguments)
+        fail(f"verify: unrecognized arguments: {' '.join(args)} (see graphfix verify --help)")
     try:
         result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                              compare=compare, target_devices=_devices(target_devices),
