@@ -50,8 +50,16 @@ from graphfix.graph.signatures import is_handle_type
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
 
-_FLOAT_REF_ERROR = ("feeding it while an optimizer updates it fails: \"Input 0 of node "
-                    "... was passed float from _arg_...:0 incompatible with expected float_ref\"")
+
+
+def fed_variable_error(dtype: str = "float", updated: str = "an optimizer updates it") -> str:
+    """What TF says when a run feeds a variable it also updates: the updating op gets the
+    fed value (a `dtype`) where it needs the variable itself (a `dtype`_ref)."""
+    return (f"feeding it while {updated} fails: \"Input 0 of node ... was passed {dtype} from "
+            f"_arg_...:0 incompatible with expected {dtype}_ref\"")
+
+
+_FLOAT_REF_ERROR = fed_variable_error()
 _RESOURCE_READS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd"})
 _SAVE_OPS = frozenset({"SaveV2", "Save", "SaveSlices"})
 
@@ -83,6 +91,15 @@ def _signature_bindings(graph: GraphIndex) -> list[tuple[str, str, str]]:
             if variable is not None:
                 found.append((key, input_key, variable))
     return found
+
+
+def _dtype_name(variable) -> str:
+    """A variable node's value type as TF's messages name it (DT_FLOAT -> "float")."""
+    from graphfix.graph.proto import pb
+
+    if "dtype" not in variable.attr:
+        return "float"
+    return pb().types_pb2.DataType.Name(variable.attr["dtype"].type).removeprefix("DT_").lower()
 
 
 def _fed_variables(graph: GraphIndex, ctx: Context) -> dict[str, str]:
@@ -146,7 +163,8 @@ class FeedToAssign(Transform):
             if f"{variable}/feed_assign" in graph:
                 continue  # already fixed
             yield Finding(ctx.path, self.name,
-                          f"variable {variable} is fed ({why}); {_FLOAT_REF_ERROR}",
+                          f"variable {variable} is fed ({why}); "
+                          f"{fed_variable_error(_dtype_name(graph.node(variable)))}",
                           node=variable, edit=partial(self._feed_through_assign, variable, ctx))
         # Then, once every feed is made, an edit no finding reports: the signature inputs
         # bound to a fed variable (fed now or by an earlier fix) are rebound to its feed.

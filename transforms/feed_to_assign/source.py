@@ -7,7 +7,7 @@ import ast
 import dataclasses
 
 import libcst as cst
-from graphfix.transforms.feed_to_assign import _FLOAT_REF_ERROR
+from graphfix.transforms.feed_to_assign import _FLOAT_REF_ERROR, fed_variable_error
 from libcst.metadata import (
     Assignment,
     ImportAssignment,
@@ -27,6 +27,12 @@ from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, FeedFacts
 # collection lookup, or an attribute that every file of the run assigns only from those.
 
 _VARIABLES_ERROR = _FLOAT_REF_ERROR.replace("feeding it", "feeding a variable", 1)
+# A step or counter (no optimizer's: it is moved only where it is updated in place) fails
+# with its own type: int64 for the global step, whatever it was made with otherwise.
+_ERRORS_OF_KIND = {
+    "global_step": fed_variable_error("int64", "the optimizer counts it (global_step=)"),
+    "frozen": fed_variable_error("<its type>", "the run updates it in place"),
+}
 _HEADERS = {cst.If: "an `if` condition", cst.While: "a `while` condition",
             cst.For: "a `for` header", cst.With: "a `with` header"}
 def _to_none(arg: cst.Arg) -> cst.Arg:
@@ -442,6 +448,10 @@ class FeedToAssignCodemod(SourceCodemod):
             return ("by-name", op)
         return None
 
+    def _error(self, key: cst.BaseExpression) -> str:
+        """What TF says when the run feeds the variable `key` while it updates it."""
+        return _ERRORS_OF_KIND.get(self._reader.kind(key), _FLOAT_REF_ERROR)
+
     def _entries(self, run: _Run, literal: cst.Dict) -> list[cst.DictElement]:
         """The entries of a dict literal to move; variables fed by name are reported."""
         moves = []
@@ -497,7 +507,7 @@ class FeedToAssignCodemod(SourceCodemod):
                     line = self.position(key)[0]
                     self.report(key, f"variable `{self.code(key)}` is put into `{name}` "
                                      f"(line {line}), which is fed to {self._runs_text(runs)}; "
-                                     f"{_FLOAT_REF_ERROR}; not fixed: the dict is changed "
+                                     f"{self._error(key)}; not fixed: the dict is changed "
                                      f"after it is built; {_LOAD_HELP}")
         if not moves:
             return
@@ -624,7 +634,7 @@ class FeedToAssignCodemod(SourceCodemod):
         for element in moves:
             inline = element in runs[0].feed.elements if isinstance(runs[0].feed, cst.Dict) else False
             message = (f"variable `{self.code(element.key)}` is fed to "
-                       f"{self._runs_text(runs, not inline)}; {_FLOAT_REF_ERROR}")
+                       f"{self._runs_text(runs, not inline)}; {self._error(element.key)}")
             if problem:
                 message += f"; not fixed: {problem}; {_LOAD_HELP}"
             else:
