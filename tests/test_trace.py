@@ -291,3 +291,41 @@ def test_verify_script_feeds_what_the_script_fed(traces):
     assert graphfix.verify(captured.meta_graph, feeds=captured.feeds).passed
     result = run_cli("verify", FED_PATH, check_exit=0)
     assert "  pass  run: initialized, then 1 step(s) ran" in result.stdout.splitlines()
+
+
+PS_SERVER = """
+import sys
+import tensorflow as tf
+ps, worker = sys.argv[1:]
+cluster = tf.train.ClusterSpec({"ps": ["localhost:" + ps], "worker": ["localhost:" + worker]})
+tf.compat.v1.train.Server(cluster, job_name="ps", task_index=0).join()
+"""
+
+
+def test_ps_worker_script_found_at_its_line_fixed_and_verified_on_a_local_cluster(tmp_path):
+    from graphfix.verification.run import free_ports
+
+    ps_port, worker_port = free_ports(2)
+    ports = ["--", "--ps_port", str(ps_port), "--worker_port", str(worker_port)]
+    # The script's ps task, as TF runs one; the traced worker connects to it.
+    ps = subprocess.Popen([sys.executable, "-c", PS_SERVER, str(ps_port), str(worker_port)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        script = HERE / "seed003_ps_worker.py"
+        checked = run_cli("check", "--trace", script, "--runs", "2", *ports, check_exit=1)
+        line = line_of(script, "res = tf.add(c, 1)")
+        assert checked.stdout.startswith(f"{script}:{line}:"), checked.stdout
+        assert "replica-placement" in checked.stdout.splitlines()[0]
+        assert "runs on the parameter server" in checked.stdout.splitlines()[0]
+
+        copy = tmp_path / script.name
+        copy.write_bytes(script.read_bytes())
+        fixed = run_cli("fix", "--verify", copy, "--runs", "2", *ports, check_exit=1)
+        lines = fixed.stdout.splitlines()
+        assert "replica_device_setter" in copy.read_text()
+        assert "  pass  run: initialized, then 1 step(s) ran from /job:worker/task:0" in lines
+        assert any(line.startswith("  pass  variables: myc on /job:ps/") for line in lines)
+        assert "verified" in lines, fixed.stdout
+    finally:
+        ps.kill()
+        ps.wait()

@@ -132,15 +132,27 @@ def verify_traced(script: str, args: list[str], *, steps: int, fetches, target_d
     return 0 if result.passed else 1
 
 
-def _verified(captured, label: str, **options):
-    """Verify the graph a trace captured, its placeholders fed what the script fed them."""
+def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()):
+    """Verify the graph a trace captured, its placeholders fed what the script fed them: on
+    a local cluster of the jobs its devices name (a ps/worker script's: the script made its
+    cluster), else in this process on the target devices."""
     from graphfix.graph import graphfile
+    from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
-    from graphfix.verification.run import VerifyError, verify_graph
+    from graphfix.verification.run import (VerifyError, jobs_named, verify_graph,
+                                           verify_on_cluster)
 
     graph_file = graphfile.GraphFile(Path(label), "metagraph", False, captured.meta_graph)
+    # What the script ran where the trace stopped: its train run, else its last run.
+    stop_run = ([r for r in captured.runs if r.train] or captured.runs[-1:] or [None])[0]
+    fetches = tuple(fetches) or (tuple(stop_run.fetches) if stop_run else ())
     try:
-        return verify_graph(graph_file, label=label, feeds=captured.feeds, **options)
+        jobs = jobs_named(index_for(captured.meta_graph.graph_def, captured.meta_graph))
+        if jobs:
+            return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
+                                     feeds=captured.feeds, label=label)
+        return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
+                            fetches=fetches, target_devices=target_devices)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 

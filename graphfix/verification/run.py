@@ -609,7 +609,7 @@ def _maybe_dead(graph) -> set[str]:
     return dead
 
 
-def _jobs_named(index: GraphIndex) -> dict[str, int]:
+def jobs_named(index: GraphIndex) -> dict[str, int]:
     """{job: tasks} of the jobs the graph's devices name (`localhost` aside, the job of a
     single process)."""
     tasks: dict[str, int] = {}
@@ -661,7 +661,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     devices = real_gpus or sorted({f"/device:GPU:{k} -> /device:{v}" for k, v in mapping.items()})
     result = VerifyResult(label or str(graph_file.path), devices, simulated, seconds=seconds,
                           placement=placement.summary(index))
-    jobs = _jobs_named(index)
+    jobs = jobs_named(index)
     if jobs:  # one process has only /job:localhost: such a graph runs on a cluster
         cluster = ",".join(f"{job}={count}" for job, count in sorted(jobs.items()))
         result.checks.append(Check("cluster", False, (
@@ -742,7 +742,7 @@ def _check_cluster_covers(index: GraphIndex, cluster: dict[str, int]) -> None:
                 "does not have")
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Ports on 127.0.0.1 the OS has just handed out (loopback only)."""
     sockets = []
     try:
@@ -761,7 +761,7 @@ def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
     process; they cannot be stopped, so start one cluster per verify)."""
     tf = import_runtime()
 
-    ports = iter(_free_ports(sum(cluster.values())))
+    ports = iter(free_ports(sum(cluster.values())))
     spec = {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in cluster.items()}
     config = tf.compat.v1.ConfigProto(device_count={"CPU": cpu_count})
     servers = {
@@ -804,8 +804,9 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran "
                                             "from /job:worker/task:0"))
     variables = sorted(n.name for n in index if n.op in VARIABLE_OPS)
-    lived = {v: run.devices.get(v, "?") for v in variables}
-    where = ", ".join(f"{v} on {d}" for v, d in lived.items())
+    lived = {v: run.devices[v] for v in variables if v in run.devices}
+    where = ", ".join([f"{v} on {d}" for v, d in lived.items()]
+                      + [f"{v} not run by the step" for v in variables if v not in lived])
     # Shared by every worker only where a ps task holds it: else each worker trains its own.
     off_ps = [v for v, d in lived.items() if "ps" in cluster and DeviceSpec.parse(d).job != "ps"]
     if off_ps:
