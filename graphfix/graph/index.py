@@ -479,6 +479,42 @@ class GraphIndex:
         self._record_inputs(position, stored.input)
         return stored
 
+    def replace_node(self, node_def):
+        """Put `node_def` in the place of the node of its name (its position, so its readers
+        read it still) and return the stored NodeDef: an edit that changes a node's op."""
+        position = self.position(node_def.name)
+        stored = self._node_defs[position]
+        old_op = self.ops[position]
+        stored.CopyFrom(node_def)
+        self._points_to.pop(position, None)
+        self._classes.pop(position, None)
+        read = NodeColumns()
+        read.read([stored], position)
+        self.ops[position], self.devices[position] = read.ops[0], read.devices[0]
+        self._points_to.update(read.points_to)
+        self._classes.update(read.classes)
+        self._kinds = None
+        self._by_op.pop(old_op, None)
+        self._by_op.pop(self.ops[position], None)
+        self._inputs_changed(position, stored.input)
+        self._unchecked_nodes.append(position)
+        return stored
+
+    def replace_input(self, node, k: int, text: str) -> None:
+        """Make input `k` of `node` read `text` (`name`, `name:1`, `^name`) instead."""
+        position = self.position(node)
+        self._node_defs[position].input[k] = text
+        self._inputs_changed(position, [text])
+
+    def _inputs_changed(self, position: int, texts: Iterable[str]) -> None:
+        """An edge was taken away: the tables are read again when next needed (an edit
+        adding edges only extends them, `_record_inputs`), the groups formed again (a
+        handle edge may have moved), and the new inputs checked by `check_changes`."""
+        self._drop_edge_tables()
+        self._groups = self._group_positions = None
+        self._listed = None
+        self._unchecked_inputs.extend((position, text) for text in texts)
+
     def add_control_input(self, node, source: str) -> bool:
         """Make `node` run after `source`; return whether an edge was added."""
         position = self.position(node)
