@@ -57,6 +57,7 @@ from graphfix.graph.gradients import SparseGradient, TowerAverage
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Transform
+from graphfix.source.prefilter import SourceTriggers
 
 DT_FLOAT, DT_DOUBLE, DT_INT32 = 1, 2, 3
 # A gradient descent step on a sparse gradient, as TF's optimizer builds it: the scatter
@@ -68,7 +69,11 @@ _SPARSE_DESCENT = {"ApplyGradientDescent": "ScatterSub",
 class AverageGradients(Transform):
     name = "average-gradients"
     summary = "average tower gradients sparse and correct: skip None, keep IndexedSlices, one variable"
-    codemod = None  # (step 2: the source rule)
+    # The source surface lives in source.py, loaded on first use (libcst is slow to
+    # import and the graph path never needs it).
+    codemod = ".source:AverageGradientsCodemod"
+    # A loop over `zip(*tower_grads)` that averages: the function the rule reads.
+    source_triggers = SourceTriggers(words=("zip(*",), all_of=(("reduce_mean", "add_n"),))
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         for average in gradients.tower_averages(graph):

@@ -608,6 +608,15 @@ class FileView:
             return None
         return None
 
+    def connected_code(self) -> dict[str, str]:
+        """The code of this file and of the files its imports connect it to, either way
+        (`Project.connected`), by path, for a rule that reads a fact no part holds (which
+        models make sparse or unshared variables) once it has work; unreadable ones left
+        out."""
+        codes = {label: self.project._code_of(label)
+                 for label in sorted(self.project.connected(self.label))}
+        return {label: code for label, code in codes.items() if code is not None}
+
     def feed_facts(self) -> dict:
         """What the files connected to this one by imports (either way, this one
         included) say about the names a feed key may hold (`graphfix.source.project.feeds`),
