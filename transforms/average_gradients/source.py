@@ -11,6 +11,7 @@ import libcst as cst
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
 from graphfix.source.project.names import AstTfNames
+from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -33,6 +34,8 @@ _SPARSE_MAKERS = frozenset({
     "contrib.layers.embedding_lookup_unique", "layers.embed_sequence",
     "contrib.layers.embed_sequence", "keras.layers.Embedding",
 })
+_GATHERS = frozenset({"gather", "compat.v1.gather"})
+_VARIABLE_MAKERS = VARIABLE_CALLS | GET_VARIABLE_CALLS
 # Python calls the recipe's loop may make (the rewrite keeps nothing else of it).
 _PLAIN_CALLS = frozenset({"append", "len", "zip", "list", "range", "float"})
 
@@ -79,8 +82,10 @@ class _Recipe:
 
 def model_risks(codes: dict[str, str]) -> tuple[str | None, str | None]:
     """(where a trainable `tf.Variable` is made, where a gradient is an IndexedSlices) in
-    `codes` (path -> code), each as `path:line` (the first), or None."""
-    unshared = sparse = None
+    `codes` (path -> code), each as `path:line` (the first), or None. A `gather` counts
+    where it reads a name its function (or the module) binds to a variable; a lookup
+    (`embedding_lookup`, `nce_loss`, ...) always does."""
+    unshared = sparse = None  # (path, line): the first of the first file that has one
     for path, code in codes.items():
         if "Variable" not in code and not any(w in code for w in ("embed", "gather", "nce_",
                                                                  "sampled_softmax")):
@@ -90,15 +95,49 @@ def model_risks(codes: dict[str, str]) -> tuple[str | None, str | None]:
         except (SyntaxError, ValueError):
             continue
         names = AstTfNames(tree)
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            name = names.canonical(node.func)
-            if name == "Variable" and unshared is None and _trainable(node):
-                unshared = f"{path}:{node.lineno}"
-            elif name in _SPARSE_MAKERS and sparse is None:
-                sparse = f"{path}:{node.lineno}"
-    return unshared, sparse
+        for scope in [tree, *(n for n in ast.walk(tree)
+                              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+            variables = _bound_to_variables(scope, names)
+            for node in _own_nodes(scope):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = names.canonical(node.func)
+                here = (path, node.lineno)
+                if name == "Variable" and _trainable(node):
+                    unshared = _first(unshared, here)
+                elif name in _SPARSE_MAKERS and (name not in _GATHERS
+                                                 or _reads(node, variables)):
+                    sparse = _first(sparse, here)
+    return tuple(None if at is None else f"{at[0]}:{at[1]}" for at in (unshared, sparse))
+
+
+def _first(found: tuple[str, int] | None, here: tuple[str, int]) -> tuple[str, int]:
+    return here if found is None or (found[0] == here[0] and here[1] < found[1]) else found
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions nested in it."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _bound_to_variables(scope: ast.AST, names: AstTfNames) -> set[str]:
+    """The names `scope` assigns a variable constructor's result to."""
+    bound = set()
+    for node in _own_nodes(scope):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and names.canonical(node.value.func) in _VARIABLE_MAKERS):
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return bound
+
+
+def _reads(call: ast.Call, variables: set[str]) -> bool:
+    params = call.args[0] if call.args else None
+    return isinstance(params, ast.Name) and params.id in variables
 
 
 def _trainable(call: ast.Call) -> bool:
