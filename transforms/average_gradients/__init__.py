@@ -33,7 +33,7 @@ Found, in the gradient sub-graph between the towers' gradients and the optimizer
 A `None` gradient never reaches a graph (building it raises); the source rule fixes it.
 
 Fixed: the average is rebuilt sparse, `IndexedSlices(concat(values) / n, concat(indices))`,
-as three nodes beside it (`<average>/sparse/values`, `/indices`, `/average`). A gradient
+as nodes beside it (`<average>/sparse/values`, `/indices`, `/towers`, `/average`). A gradient
 descent update (`ApplyGradientDescent`, its resource form) becomes the scatter TF's optimizer
 builds for a sparse gradient (`ScatterSub` / `ResourceScatterSub` of `lr * values`, under the
 same name); any other dense update reads the one dense tensor of the sparse average
@@ -42,8 +42,15 @@ copies; a sparse update reads the concatenated values and indices in place of to
 
 In source (`AverageGradientsCodemod`): a function shaped like `average_gradients` (a loop
 over `zip(*tower_grads)` that averages with `reduce_mean` of `concat`/`stack`, or `add_n` over
-the count) is rewritten to skip `None` gradients, keep `IndexedSlices` sparse as above, and
-raise where a tuple names more than one variable.
+the count) that does not handle `None` or `IndexedSlices`, where the code of the run (the file
+and the files its imports connect it to) shows the model it averages for breaking it: a
+trainable `tf.Variable` (not shared by a reusing scope, so another tower's loss does not reach
+it: a `None` gradient) or a lookup of a variable (`embedding_lookup`, `nce_loss`, a `gather`
+of one: an `IndexedSlices`). A dense model of shared, reached variables is right as it is and
+left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,
+and raise where the towers' lists differ in length or a tuple names more than one variable
+(towers that do not share their variables: `shared-variables` fixes those); a function doing
+more than the recipe (a summary in its loop) is reported, not rewritten.
 """
 
 from __future__ import annotations
