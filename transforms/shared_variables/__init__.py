@@ -42,13 +42,17 @@ from __future__ import annotations
 
 import re
 from functools import partial
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from graphfix.findings import Change, Finding
 from graphfix.graph import training
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.towers import Tower, TowerSet, find_towers
 from graphfix.registry import Context, Transform
+from graphfix.source.prefilter import SourceTriggers
+
+if TYPE_CHECKING:
+    from graphfix.source.project import FileView
 
 # The variable ops a tower can hold a copy of (hash tables are not weights).
 _VARIABLES = frozenset({"Variable", "VariableV2", "VarHandleOp"})
@@ -136,9 +140,20 @@ def _updates_of(graph: GraphIndex, variables: set[str]) -> dict[str, list[str]]:
     return out
 
 
+def _reuse_reaches(view: FileView) -> bool:
+    """Whether some of the file's code runs under a variable scope that reuses."""
+    return bool(view.reusing_regions())
+
+
 class SharedVariables(Transform):
     name = "shared-variables"
     summary = "make towers share one set of weights (tf.Variable does not reuse)"
+    # The source surface lives in source.py, loaded on first use (libcst is slow to import
+    # and the graph path never needs it).
+    codemod = ".source:SharedVariablesCodemod"
+    # A `Variable(...)` call, in a file whose code the project model says runs under a
+    # variable scope that reuses (its own, or a caller's in another file).
+    source_triggers = SourceTriggers(calls=frozenset({"Variable"}), in_project=_reuse_reaches)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         variables = [graph.names[p] for p in graph.positions_of(_VARIABLES)]
