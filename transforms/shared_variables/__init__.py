@@ -172,8 +172,8 @@ class SharedVariables(Transform):
                  if any(graph.run_before([c.name], apply) for apply in updates.get(c.original, ()))]
         untrained = [c.name for c in copies if c.name not in updates]
         if mixed:
-            effect = (f"the averaged update of {first}'s variables mixes in {tower.scope}'s "
-                      f"gradients, of its own copies ({len(mixed)} of {len(copies)})")
+            effect = (f"the averaged update applied to {first}'s variables mixes in {tower.scope}'s "
+                      f"gradients for its copies ({len(mixed)} of {len(copies)})")
         else:
             effect = "no update mixes them"
         effect += (f"; {tower.scope}'s copies never train" if len(untrained) == len(copies)
