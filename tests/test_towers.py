@@ -60,3 +60,21 @@ def test_unnumbered_first_member_and_placement_make_replicas(tf):
                 tf.matmul(x, tf.Variable(tf.ones([3, 1]), name="w"))
     (found,) = _towers(graph)
     assert [t.scope for t in found.towers] == ["model", "model_1"]
+
+
+def test_towers_that_read_tower_0s_regularizers_are_towers(tf):
+    """slim builds a variable's regularization loss where the variable is made, in tower 0;
+    every tower's total loss reads it. Towers all the same; a chain of them is not."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope()):
+            for i in range(3):
+                with tf.name_scope(f"tower_{i}"):
+                    w = tf.compat.v1.get_variable("w", [3, 1])
+                    if i == 0:
+                        penalty = tf.reduce_sum(w * w, name="l2")
+                    tf.add(tf.reduce_sum(tf.matmul(x, w)), penalty, name="total_loss")
+                    tf.compat.v1.get_variable_scope().reuse_variables()
+    (found,) = _towers(graph)
+    assert [t.scope for t in found.towers] == ["tower_0", "tower_1", "tower_2"]

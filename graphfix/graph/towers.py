@@ -10,8 +10,8 @@ scopes that
   placement (each member asks for a different device),
 - are parallel: no node of one member reads a node of another directly (what tells towers
   from a repeated layer, `conv3/conv3_1` -> `conv3/conv3_2`, which is a chain), and
-- build the same sub-graph: most node names, relative to their member's scope, are in
-  both the first member and each other one.
+- build the same sub-graph: at least half the node names, relative to their member's
+  scope, are in both the first member and each other one.
 
 The tower notion lives here once: `tower_of` (a name's tower number, from its scope alone)
 and `find_towers` (the tower sets of a graph, checked against the graph). Transforms that
@@ -33,7 +33,7 @@ _TOWER_WORDS = frozenset({"tower", "clone", "replica", "gpu"})
 # The last component of a scope: `<base>_<N>` (TF's uniquifier, or the author's `%s_%d`).
 _NUMBERED = re.compile(r"^(.*?)_?(\d+)$")
 # Of each member's relative names, the share that must be in the first member's (and back).
-_SAME_SUBGRAPH = 0.8
+_SAME_SUBGRAPH = 0.5
 
 
 def tower_of(name: str) -> int | None:
@@ -89,23 +89,62 @@ class TowerSet:
 
 
 def find_towers(index: "GraphIndex", names: Iterable[str] | None = None) -> list[TowerSet]:
-    """The tower sets of the graph, in the order of their first member's scope.
+    """The tower sets of the graph, in the order of their (parent, base).
 
     `names` narrows where candidate families are looked for (a transform that only cares
     about variables passes the variables' names: a graph whose variables lie in no numbered
     scope then costs one pass over those few names); each candidate is checked against the
-    whole graph. Without `names`, every node's scope is a candidate."""
+    whole graph, all of them in one pass over its names."""
     if names is None:
         names = index.names
     candidates = _numbered_families(names)
     if not candidates:
         return []
-    found = []
-    for (parent, base), members in sorted(candidates.items()):
-        tower_set = _checked(index, parent, base, members)
+    families = sorted(candidates.items())
+    # member scope -> [(family, place of the member)]: a node's scopes are looked up as its
+    # name is walked, one pass for every family at once.
+    owner: dict[str, list[tuple[int, int]]] = {}
+    for f, (_, members) in enumerate(families):
+        for k, number in enumerate(sorted(members)):
+            owner.setdefault(members[number], []).append((f, k))
+    seen = [_Seen(len(members)) for _, members in families]
+    all_devices = index.devices
+    for position, name in enumerate(index.names):
+        if "/" not in name:
+            continue
+        parts = name.split("/")
+        scope = parts[0]
+        for depth in range(1, len(parts)):
+            found = owner.get(scope)
+            if found is not None:
+                rest = "/".join(parts[depth:])
+                for f, k in found:
+                    seen[f].add(k, position, rest, all_devices[position])
+            scope = f"{scope}/{parts[depth]}"
+    out = []
+    for ((parent, base), members), facts in zip(families, seen):
+        tower_set = _checked(index, parent, base, members, facts)
         if tower_set is not None:
-            found.append(tower_set)
-    return found
+            out.append(tower_set)
+    return out
+
+
+class _Seen:
+    """What one pass saw of a family's members: each member's relative names and devices,
+    and which member each node is in."""
+
+    __slots__ = ("member_of", "relative", "devices")
+
+    def __init__(self, size: int):
+        self.member_of: dict[int, int] = {}
+        self.relative: list[set[str]] = [set() for _ in range(size)]
+        self.devices: list[Counter] = [Counter() for _ in range(size)]
+
+    def add(self, k: int, position: int, rest: str, device: str) -> None:
+        self.member_of[position] = k
+        self.relative[k].add(rest)
+        if device:
+            self.devices[k][device] += 1
 
 
 def _numbered_families(names: Iterable[str]) -> dict[tuple[str, str], dict[int, str]]:
@@ -133,45 +172,32 @@ def _numbered_families(names: Iterable[str]) -> dict[tuple[str, str], dict[int, 
     return out
 
 
-def _checked(index: "GraphIndex", parent: str, base: str,
-             members: dict[int, str]) -> TowerSet | None:
+def _checked(index: "GraphIndex", parent: str, base: str, members: dict[int, str],
+             seen: _Seen) -> TowerSet | None:
     """The family as a TowerSet if it is one (replicas, parallel, the same sub-graph)."""
     numbers = sorted(members)
-    member_of = {}  # position -> place of its member in `numbers`
-    relative: list[set[str]] = [set() for _ in numbers]
-    devices: list[Counter] = [Counter() for _ in numbers]
-    prefixes = {members[n] + "/": k for k, n in enumerate(numbers)}
-    own = [members[n] + "/" for n in numbers]
-    start = (parent + "/") if parent else ""
-    depth = start.count("/") + 1  # components up to and including the member's own
-    all_devices = index.devices
-    for position, name in enumerate(index.names):
-        if not name.startswith(start):
-            continue
-        parts = name.split("/", depth)
-        if len(parts) <= depth:
-            continue
-        k = prefixes.get("/".join(parts[:depth]) + "/")
-        if k is None:
-            continue
-        member_of[position] = k
-        # (a member's gradients name its scope again: `tower_1/gradients/tower_1/...`)
-        relative[k].add(parts[depth].replace(own[k], "<tower>/"))
-        if all_devices[position]:
-            devices[k][all_devices[position]] += 1
-    if sum(1 for names in relative if names) < 2:
+    if sum(1 for names in seen.relative if names) < 2:
         return None
-    placed = [d.most_common(1)[0][0] if d else "" for d in devices]
+    placed = [d.most_common(1)[0][0] if d else "" for d in seen.devices]
     by_name = base.lower() in _TOWER_WORDS
     by_device = all(placed) and len(set(placed)) == len(placed)
     if not (by_name or by_device):
         return None
-    if not _same_subgraph(relative):
+    if not _same_subgraph(_normalized(seen.relative, [members[n] for n in numbers], base)):
         return None
-    if _chained(index, member_of):
+    if _chained(index, seen.member_of, from_first_too=not by_name):
         return None
     return TowerSet(parent, base, [Tower(n, members[n], placed[k])
-                                   for k, n in enumerate(numbers) if relative[k]])
+                                   for k, n in enumerate(numbers) if seen.relative[k]])
+
+
+def _normalized(relative: list[set[str]], scopes: list[str], base: str) -> list[set[str]]:
+    """Relative names with every member's scope written `<tower>`: a tower's gradients name
+    towers again (`tower_1/gradients/tower_1/...`, `.../gradients/tower_0/...` where tower
+    0's regularizers feed every tower's loss)."""
+    pattern = re.compile("(?:^|(?<=/))(?:" + "|".join(map(re.escape, scopes)) + ")/")
+    return [{pattern.sub("<tower>/", name) if base in name else name for name in names}
+            for names in relative]
 
 
 def _same_subgraph(relative: list[set[str]]) -> bool:
@@ -188,13 +214,15 @@ def _same_subgraph(relative: list[set[str]]) -> bool:
     return True
 
 
-def _chained(index: "GraphIndex", member_of: dict[int, int]) -> bool:
-    """Whether a node of one member reads a node of another directly (a chain of layers,
-    not towers)."""
+def _chained(index: "GraphIndex", member_of: dict[int, int], from_first_too: bool) -> bool:
+    """Whether a node of one member reads a node of another directly: a chain of layers,
+    not towers. Reads from the first member are allowed where the family is named as
+    towers (`from_first_too` False): what tower 0 builds once, such as the regularization
+    losses made with the variables, every tower's total loss reads."""
     get = member_of.get
     for position, k in member_of.items():
         for source in index.sources(position):
             other = get(source)
-            if other is not None and other != k:
+            if other is not None and other != k and (other != 0 or from_first_too):
                 return True
     return False

@@ -58,7 +58,7 @@ class SharedVariablesCodemod(SourceCodemod):
     `constraint`, `use_resource`, `synchronization`, `aggregation` kept; a `lambda:`
     initial value becomes its body (get_variable would call it with a shape). Reported, not
     fixed: a call with no name to give it (`return tf.Variable(...)`), two calls that would
-    get one name in one function, a call in a loop inside the reusing scope (one name would
+    get one name in one variable scope, a call in a loop inside the reusing scope (one name would
     share every pass's variable), positional arguments past `trainable`, `*args` /
     `**kwargs`, and arguments get_variable lacks (`variable_def`, `import_scope`).
     """
@@ -122,14 +122,22 @@ class SharedVariablesCodemod(SourceCodemod):
         for call, _ in sites:
             name = self._name_of(call)
             if isinstance(name, str):
-                named.setdefault((self._function_of(call), name), []).append(call)
+                named.setdefault((self._scope_of(call), name), []).append(call)
         for call, (first, _, why) in sites:
             self._judge(call, first, why, spelling, named)
 
     # -- reading a call --------------------------------------------------------------------
 
-    def _function_of(self, node: cst.CSTNode) -> cst.CSTNode:
+    def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Where a get_variable name must be unique: the innermost `with variable_scope(...)`
+        block holding `node` in its function, else the function (or the module)."""
+        node = self.parent(node)
         while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(node, cst.With) and any(
+                    isinstance(item.item, cst.Call) and (self.tf_canonical(item.item.func)
+                                                         or "").endswith("variable_scope")
+                    for item in node.items):
+                return node
             node = self.parent(node)
         return node if node is not None else self._tree
 
@@ -203,8 +211,9 @@ class SharedVariablesCodemod(SourceCodemod):
             return "no initial value"
         if name is None:
             return "no name to give it: pass name= (get_variable needs one, unique in its scope)"
-        if isinstance(name, str) and len(named.get((self._function_of(call), name), ())) > 1:
-            return f"two variables would be named {name!r} in one function: name them apart"
+        if isinstance(name, str) and len(named.get((self._scope_of(call), name), ())) > 1:
+            return (f"two variables would be named {name!r} in one variable scope: name "
+                    "them apart")
         if isinstance(name, str) and self._in_inner_loop(call, region_first):
             return ("made in a loop inside the reusing scope: one name would share every "
                     "pass's variable; give each its own name")
