@@ -61,7 +61,7 @@ def test_what_breaks_the_recipe_is_said():
     assert "Converting sparse IndexedSlices to a dense Tensor" in findings[0].message
     findings = graphfix.check_source((SOURCE / "unshared_variable" / "before.py").read_text(),
                                      only=[NAME])
-    assert "tf.Variable at <string>:13 is not shared" in findings[0].message
+    assert "tf.Variable at <string>:13 is made anew in every tower" in findings[0].message
     assert "None values not supported" in findings[0].message
 
 

@@ -6,7 +6,7 @@ runtime: `graphfix.graph.signatures`), and the colocation groups exactly as TF's
 forms them (`graphfix.graph.colocation`). What it reads of every node is kept in columns
 (`graphfix.graph.columns`) and an edge table (`graphfix.graph.edges`).
 
-Edits go through the index (`set_device`, `add_node`, `add_control_input`) so it stays
+Edits go through the index (`set_device`, `add_node`, `add_control_input`, `replace_input`) so it stays
 consistent, and `check_changes` proves the edits left it well formed (`check_structure`
 proves a whole graph).
 """
@@ -500,16 +500,11 @@ class GraphIndex:
         self._unchecked_nodes.append(position)
         return stored
 
-    def replace_input(self, node, k: int, text: str) -> None:
-        """Make input `k` of `node` read `text` (`name`, `name:1`, `^name`) instead."""
-        position = self.position(node)
-        self._node_defs[position].input[k] = text
-        self._inputs_changed(position, [text])
-
     def _inputs_changed(self, position: int, texts: Iterable[str]) -> None:
-        """An edge was taken away: the tables are read again when next needed (an edit
-        adding edges only extends them, `_record_inputs`), the groups formed again (a
-        handle edge may have moved), and the new inputs checked by `check_changes`."""
+        """An edge was taken away: the tables are read again when next needed (one read for
+        all the edits of a fix; an edit adding edges only extends them, `_record_inputs`),
+        the groups formed again (a handle edge may have moved), and the new inputs checked
+        by `check_changes`."""
         self._drop_edge_tables()
         self._groups = self._group_positions = None
         self._listed = None
@@ -525,6 +520,25 @@ class GraphIndex:
         self._node_defs[position].input.append(text)
         self._record_inputs(position, [text])
         return True
+
+    def replace_input(self, node, source: str, replacement: str) -> int:
+        """Make `node` read `replacement` wherever it reads the node `source`: each data
+        input `source:k` becomes `replacement:k`, a control input `^source` becomes
+        `^replacement`. Returns how many inputs changed. The replacement must give what the
+        input takes (same dtype, ref or resource): the caller's to know, `check_changes`
+        proves the new edges name nodes and close no cycle."""
+        position = self.position(node)
+        stored = self._node_defs[position].input
+        changed = []
+        for k, text in enumerate(stored):
+            name, index = parse_input(text)
+            if name != source:
+                continue
+            stored[k] = tensor_name(replacement, index)
+            changed.append(stored[k])
+        if changed:
+            self._inputs_changed(position, changed)
+        return len(changed)
 
     def unique_name(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... whichever is free."""

@@ -44,7 +44,8 @@ In source (`AverageGradientsCodemod`): a function shaped like `average_gradients
 over `zip(*tower_grads)` that averages with `reduce_mean` of `concat`/`stack`, or `add_n` over
 the count) that does not handle `None` or `IndexedSlices`, where the code of the run (the file
 and the files its imports connect it to) shows the model it averages for breaking it: a
-trainable `tf.Variable` (not shared by a reusing scope, so another tower's loss does not reach
+trainable `tf.Variable` made under a reusing variable scope (the project model's
+`FileView.reusing_regions`: made anew in every tower, so another tower's loss does not reach
 it: a `None` gradient) or a lookup of a variable (`embedding_lookup`, `nce_loss`, a `gather`
 of one: an `IndexedSlices`). A dense model of shared, reached variables is right as it is and
 left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,
@@ -137,7 +138,7 @@ class AverageGradients(Transform):
         added = _add_sparse_average(graph, average, sparse)
         values, indices = added[-1], added[1]
         rows = sparse[0].rows
-        described = []
+        described, dense = [], None
         for reader, position, _ in graph.consumers(average.node):
             if position < 0:
                 continue
@@ -147,7 +148,7 @@ class AverageGradients(Transform):
                 added += _scatter_descent(graph, node, descent, values, indices)
                 described.append(f"{reader} is a {descent}")
                 continue
-            if f"{average.node}/sparse/dense" not in graph:
+            if dense is None:  # one dense form, for every dense update that reads it
                 dense = _node(graph, f"{average.node}/sparse/dense", "UnsortedSegmentSum",
                               [values, indices, rows], graph.node(average.node).device)
                 _copy_attr(dense, graph.node(average.node), "T")
@@ -157,7 +158,7 @@ class AverageGradients(Transform):
                            fallback=DT_INT32)
                 graph.add_node(dense)
                 added.append(dense.name)
-            graph.replace_input(reader, position, f"{average.node}/sparse/dense")
+            graph.replace_input(reader, average.node, dense.name)
             described.append(f"{reader} reads its one dense form")
         return [Change(
             ctx.path, self.name,
@@ -171,17 +172,17 @@ class AverageGradients(Transform):
         one_tower = next(s.indices for s in sparse if s.indices in graph.ancestors([update]))
         computing_values = graph.ancestors([average.node]) | {average.node}
         on_the_way = graph.ancestors([update]) | {update}
-        index_readers = [(reader, position) for reader, position, _ in graph.consumers(one_tower)
+        index_readers = [reader for reader, position, _ in graph.consumers(one_tower)
                          if position >= 0 and reader in on_the_way
                          and reader not in computing_values]
-        value_readers = [(reader, position) for reader, position, _ in graph.consumers(average.node)
+        value_readers = [reader for reader, position, _ in graph.consumers(average.node)
                          if position >= 0]
         added = _add_sparse_average(graph, average, sparse)
         values, indices = added[-1], added[1]
-        for reader, position in value_readers:
-            graph.replace_input(reader, position, values)
-        for reader, position in index_readers:
-            graph.replace_input(reader, position, indices)
+        for reader in dict.fromkeys(value_readers):
+            graph.replace_input(reader, average.node, values)
+        for reader in dict.fromkeys(index_readers):
+            graph.replace_input(reader, one_tower, indices)
         return [Change(
             ctx.path, self.name,
             f"sparse update {update} now applies concat(values) / {len(sparse)} at every "

@@ -10,6 +10,7 @@ import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
+from graphfix.source.project import FileView
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
 
@@ -80,13 +81,15 @@ class _Recipe:
     rewritable: bool
 
 
-def model_risks(codes: dict[str, str]) -> tuple[str | None, str | None]:
-    """(where a trainable `tf.Variable` is made, where a gradient is an IndexedSlices) in
-    `codes` (path -> code), each as `path:line` (the first), or None. A `gather` counts
-    where it reads a name its function (or the module) binds to a variable; a lookup
-    (`embedding_lookup`, `nce_loss`, ...) always does."""
+def model_risks(view: FileView) -> tuple[str | None, str | None]:
+    """(where a trainable `tf.Variable` is made under a reusing variable scope, where a
+    gradient is an IndexedSlices), in the file of `view` and the files its imports connect
+    it to, each as `path:line` (the first), or None. The reusing scopes are the project
+    model's (`FileView.reusing_regions`: a tower loop's reuse reaches the model functions it
+    calls); a `gather` counts where it reads a name its function (or the module) binds to
+    a variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does."""
     unshared = sparse = None  # (path, line): the first of the first file that has one
-    for path, code in codes.items():
+    for path, code in view.connected_code().items():
         if "Variable" not in code and not any(w in code for w in ("embed", "gather", "nce_",
                                                                  "sampled_softmax")):
             continue
@@ -95,6 +98,7 @@ def model_risks(codes: dict[str, str]) -> tuple[str | None, str | None]:
         except (SyntaxError, ValueError):
             continue
         names = AstTfNames(tree)
+        regions = None  # asked once a tf.Variable is found
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
             variables = _bound_to_variables(scope, names)
@@ -104,7 +108,10 @@ def model_risks(codes: dict[str, str]) -> tuple[str | None, str | None]:
                 name = names.canonical(node.func)
                 here = (path, node.lineno)
                 if name == "Variable" and _trainable(node):
-                    unshared = _first(unshared, here)
+                    if regions is None:
+                        regions = view.project.view(path).reusing_regions()
+                    if any(first <= node.lineno <= last for first, last, _ in regions):
+                        unshared = _first(unshared, here)
                 elif name in _SPARSE_MAKERS and (name not in _GATHERS
                                                  or _reads(node, variables)):
                     sparse = _first(sparse, here)
@@ -246,7 +253,7 @@ class AverageGradientsCodemod(SourceCodemod):
         recipes = [r for r in recipes if not (r.skips_none and r.keeps_sparse)]
         if not recipes:
             return
-        unshared, sparse = model_risks(self.project.connected_code())
+        unshared, sparse = model_risks(self.project)
         for recipe in recipes:
             breaks = []
             if sparse and not recipe.keeps_sparse:
@@ -254,9 +261,10 @@ class AverageGradientsCodemod(SourceCodemod):
                               "which expand_dims/concat densify to a whole [vocab, dim] tensor "
                               "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
             if unshared and not recipe.skips_none:
-                breaks.append(f"the tf.Variable at {unshared} is not shared by a reusing scope, "
-                              "so another tower's loss does not reach it: its gradient is None "
-                              "and expand_dims raises \"None values not supported\"")
+                breaks.append(f"the tf.Variable at {unshared} is made anew in every tower (a "
+                              "reusing scope does not share it), so another tower's loss does "
+                              "not reach it: its gradient is None and expand_dims raises "
+                              "\"None values not supported\"")
             if not breaks:
                 continue
             function = recipe.function
