@@ -122,3 +122,18 @@ def test_a_variable_one_tower_does_not_reach_crashes_the_recipe():
         graph = tf.Graph()
         with graph.as_default():
             recipes.cifar10([[(None, tf.compat.v1.get_variable("v", [1]))]])
+
+
+def test_every_average_of_a_batch_norm_tower_graph_is_of_one_variable():
+    # Seed 003's two slim towers (conv, fused and unfused batch norm, dense): each average's
+    # gradients are read back to the one variable they are of, the batch norms' offsets included.
+    from graphfix.graph import gradients
+    from graphfix.graph import graphfile as graphio
+
+    before = graphio.load(FIXTURES / "update_ops" / "two_tower_slim_bn" / "before.pbtxt").message
+    index = index_for(before)
+    averages = gradients.tower_averages(index)
+    variables = [{gradients.gradient_variable(index, g) for g in a.per_tower} for a in averages]
+    assert len(averages) == 6 and all(len(v) == 1 and None not in v for v in variables)
+    assert {"conv1/BatchNorm/beta", "conv2/BatchNorm/beta"} <= set().union(*variables)
+    assert graphfix.check_graph(before, only=ONLY) == []

@@ -25,6 +25,7 @@ SPARSE_UPDATE_PREFIXES = ("SparseApply", "ResourceSparseApply", "Scatter", "Reso
 DENSE_APPLY_PREFIXES = ("Apply", "ResourceApply")
 # `gradients/<forward op>_grad/...`: the forward op a gradient node differentiates.
 _GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
+_TUPLE_OUTPUT = re.compile(r"_grad/tuple/control_dependency(?:_(\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -152,48 +153,77 @@ def sparse_gradient(index: GraphIndex, tensor: str) -> SparseGradient | None:
     return densified(index, tensor) or gather_gradient(index, tensor)
 
 
+def variable_read(index: GraphIndex, tensor: str) -> str | None:
+    """The variable an input reads directly (through Identity-like ops: `var/read`, a
+    resource variable's `ReadVariableOp`, or the handle itself), else None."""
+    source = producer(index, tensor)
+    if source.op in VARIABLE_OPS:
+        return source.name
+    if source.op in _PASS_THROUGH and source.input:  # `producer` stopped early
+        first = index.node(parse_input(source.input[0])[0])
+        if first.op in VARIABLE_OPS:
+            return first.name
+    return None
+
+
 def variable_reads(index: GraphIndex, node) -> set[str]:
-    """The variables a node reads directly (through Identity-like ops: `var/read`, a
-    resource variable's `ReadVariableOp`, or the handle itself)."""
-    found = set()
-    for text in _data_inputs(node):
-        source = producer(index, text)
-        if source.op in VARIABLE_OPS:
-            found.add(source.name)
-        elif source.op in _PASS_THROUGH and source.input:  # the loop above stopped early
-            first = index.node(parse_input(source.input[0])[0])
-            if first.op in VARIABLE_OPS:
-                found.add(first.name)
-    return found
+    """The variables a node reads directly (`variable_read` of each data input)."""
+    return {v for v in (variable_read(index, t) for t in _data_inputs(node)) if v is not None}
 
 
 def gradient_variable(index: GraphIndex, tensor: str) -> str | None:
     """The variable a gradient tensor is the gradient of, read from the gradient sub-graph
-    `tf.gradients` builds: `gradients/<forward op>_grad/...` differentiates a forward op
-    that reads one variable; an `AddN` sums the gradients of one variable read twice.
-    None where that does not say one variable."""
+    `tf.gradients` builds: `gradients/<forward op>_grad/tuple/control_dependency_k` is the
+    gradient of the forward op's input k (a batch norm's offset, beside its input); another
+    `gradients/<forward op>_grad/...` node differentiates a forward op that reads one
+    variable; an `AddN` sums the gradients of one variable read twice. None where that does
+    not say one variable."""
+    own = parse_input(tensor)[0]
+    tuple_output = _TUPLE_OUTPUT.search(own)
+    if tuple_output is not None:  # before following the Identity: it names the input
+        forward = _GRADIENT_OF.search(own)
+        if forward is None or forward.group(1) not in index:
+            return None
+        inputs = _data_inputs(index.node(forward.group(1)))
+        k = int(tuple_output.group(1) or 0)
+        return variable_read(index, inputs[k]) if k < len(inputs) else None
     node = producer(index, tensor)
     if node.op == "UnsortedSegmentSum":  # a densified sparse gradient: its values say
-        node = producer(index, node.input[0])
+        return gradient_variable(index, node.input[0])
     match = _GRADIENT_OF.search(node.name)
     if match is None:
         if node.op != "AddN":
             return None
         found = {gradient_variable(index, part) for part in _data_inputs(node)}
         return found.pop() if len(found) == 1 else None
-    forward = match.group(1)
-    if forward not in index:
+    if match.group(1) not in index:
         return None
-    reads = variable_reads(index, index.node(forward))
+    reads = variable_reads(index, index.node(match.group(1)))
     return reads.pop() if len(reads) == 1 else None
+
+
+# How far below an average the optimizer's update of it may be: a sparse update reads it
+# through the optimizer's own ops (Neg, Mul by the rate, deduplication's UnsortedSegmentSum).
+_UPDATE_DEPTH = 6
 
 
 def updates_reading(index: GraphIndex, average: str) -> list:
     """The optimizer's updates of a variable (dense Apply ops, sparse ones and scatters)
-    that run on the average `average`, in graph order."""
-    kinds = {op for op in index.op_kinds()
-             if op.startswith(DENSE_APPLY_PREFIXES + SPARSE_UPDATE_PREFIXES)}
-    if not kinds:
-        return []
-    below = index.descendants([average])
-    return [index.node_at(p) for p in index.positions_of(kinds) if index.names[p] in below]
+    that read the average `average` directly or through the optimizer's few ops between
+    (`_UPDATE_DEPTH` data edges at most), in graph order. A walk of the few nodes below it,
+    not of the whole graph below: a training graph has an average per variable."""
+    found, seen, frontier = set(), {average}, [average]
+    for _ in range(_UPDATE_DEPTH):
+        below = []
+        for name in frontier:
+            for reader, _, output in index.consumers(name):
+                if output < 0 or reader in seen:
+                    continue
+                seen.add(reader)
+                if index.ops[index.position(reader)].startswith(
+                        DENSE_APPLY_PREFIXES + SPARSE_UPDATE_PREFIXES):
+                    found.add(reader)
+                else:
+                    below.append(reader)
+        frontier = below
+    return [index.node(name) for name in sorted(found, key=index.position)]
