@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
@@ -60,6 +61,13 @@ def producer(index: GraphIndex, tensor: str):
     return node
 
 
+def _attr(node, name: str):
+    """A node's attr, or the empty default where it has none, read without adding it (a
+    missing key of a protobuf map would be added by reading it): TF's defaults are the
+    empty values for the attrs read here (keep_dims false, axis 0)."""
+    return node.attr[name] if name in node.attr else _EMPTY_ATTR
+
+
 def _data_inputs(node) -> list[str]:
     return [text for text in node.input if not text.startswith("^")]
 
@@ -68,6 +76,8 @@ def constant_value(index: GraphIndex, tensor: str) -> float | int | None:
     """The one number a Const holds (a scalar or a one-element list), else None."""
     node = producer(index, tensor)
     if node.op != "Const":
+        return None
+    if "value" not in node.attr:  # (reading a missing key of a map would add it)
         return None
     proto = node.attr["value"].tensor
     for field in ("int_val", "int64_val", "float_val", "double_val"):
@@ -93,7 +103,7 @@ def tower_averages(index: GraphIndex) -> list[TowerAverage]:
     for position in index.positions_of({"Mean"}):
         node = index.node_at(position)
         inputs = _data_inputs(node)
-        if (len(inputs) != 2 or node.attr["keep_dims"].b or not _is_zero(index, inputs[1])
+        if (len(inputs) != 2 or _attr(node, "keep_dims").b or not _is_zero(index, inputs[1])
                 or index.is_sink(node.name)):
             continue
         stacked = index.node(parse_input(inputs[0])[0])
@@ -104,7 +114,7 @@ def tower_averages(index: GraphIndex) -> list[TowerAverage]:
                     and all(e.op == "ExpandDims" and _is_zero(index, e.input[1]) for e in expanded)):
                 found.append(TowerAverage(node.name, "concat",
                                           tuple(e.input[0] for e in expanded)))
-        elif stacked.op == "Pack" and stacked.attr["axis"].i == 0 and len(stacked.input) >= 2:
+        elif stacked.op == "Pack" and _attr(stacked, "axis").i == 0 and len(stacked.input) >= 2:
             found.append(TowerAverage(node.name, "stack", tuple(_data_inputs(stacked))))
     for position in index.positions_of({"RealDiv", "Div", "TrueDiv"}):
         node = index.node_at(position)
@@ -201,6 +211,8 @@ def gradient_variable(index: GraphIndex, tensor: str) -> str | None:
     reads = variable_reads(index, index.node(match.group(1)))
     return reads.pop() if len(reads) == 1 else None
 
+
+_EMPTY_ATTR = SimpleNamespace(b=False, i=0)
 
 # How far below an average the optimizer's update of it may be: a sparse update reads it
 # through the optimizer's own ops (Neg, Mul by the rate, deduplication's UnsortedSegmentSum).

@@ -85,50 +85,69 @@ class AverageGradients(Transform):
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         for average in gradients.tower_averages(graph):
-            variables = [gradients.gradient_variable(graph, g) for g in average.per_tower]
-            known = [v for v in variables if v is not None]
             updates = gradients.updates_reading(graph, average.node)
             if not updates:
                 continue  # not a gradient the optimizer applies
-            if len(set(known)) > 1:
-                yield Finding(
-                    ctx.path, self.name,
-                    f"average {average.node} mixes gradients of different variables "
-                    f"({', '.join(dict.fromkeys(known))}) and is applied to "
-                    f"{_target(graph, updates[0])}: each tuple of zip(*tower_grads) must name "
-                    "one variable (towers that share their variables, gradient lists in "
-                    "one order)", fixable=False, node=average.node)
+            variables = {gradients.gradient_variable(graph, g) for g in average.per_tower}
+            variables.discard(None)
+            if len(variables) > 1:
+                yield self._mixed(average, sorted(variables), updates[0], graph, ctx)
                 continue
-            sparse = [gradients.densified(graph, g) for g in average.per_tower]
-            if all(sparse):
-                yield Finding(
-                    ctx.path, self.name,
-                    f"average {average.node} densifies {len(sparse)} towers' IndexedSlices "
-                    f"gradients of {_target(graph, updates[0])} (one dense copy of the "
-                    "variable per tower, \"Converting sparse IndexedSlices to a dense "
-                    "Tensor\"); rebuilt sparse: concat(values) / n at concat(indices)",
-                    severity="warning", node=average.node,
-                    edit=partial(self._average_sparse, average, sparse, ctx))
+            densified = [gradients.densified(graph, g) for g in average.per_tower]
+            if all(densified):
+                yield self._densified(average, densified, updates[0], graph, ctx)
                 continue
-            sparse = [gradients.gather_gradient(graph, g) for g in average.per_tower]
-            if not all(sparse):
+            gathered = [gradients.gather_gradient(graph, g) for g in average.per_tower]
+            if all(gathered):
+                yield from self._one_tower_indices(average, gathered, updates, graph, ctx)
+
+    def _mixed(self, average: TowerAverage, variables: list[str], update, graph: GraphIndex,
+               ctx: Context) -> Finding:
+        """An average of different variables' gradients: not fixable here (which pairs
+        were meant is the program's)."""
+        return Finding(
+            ctx.path, self.name,
+            f"average {average.node} mixes gradients of different variables "
+            f"({', '.join(variables)}) and is applied to {_target(graph, update)}: each "
+            "tuple of zip(*tower_grads) must name one variable (towers that share their "
+            "variables, gradient lists in one order)", fixable=False, node=average.node)
+
+    def _densified(self, average: TowerAverage, sparse: list[SparseGradient], update,
+                   graph: GraphIndex, ctx: Context) -> Finding:
+        """An average of densified sparse gradients: right, with a dense copy per tower."""
+        message = (f"average {average.node} densifies {len(sparse)} towers' IndexedSlices "
+                   f"gradients of {_target(graph, update)} (one dense copy of the variable "
+                   "per tower, \"Converting sparse IndexedSlices to a dense Tensor\")")
+        if not _divisible(graph, average):
+            return Finding(ctx.path, self.name, message + " (not a float or double average: "
+                           "not rebuilt)", fixable=False, severity="warning", node=average.node)
+        return Finding(ctx.path, self.name,
+                       message + "; rebuilt sparse: concat(values) / n at concat(indices)",
+                       severity="warning", node=average.node,
+                       edit=partial(self._average_sparse, average, sparse, ctx))
+
+    def _one_tower_indices(self, average: TowerAverage, sparse: list[SparseGradient],
+                           updates: list, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
+        """A sparse update of the towers' averaged values at one tower's indices."""
+        indices = {s.indices for s in sparse}
+        for update in updates:
+            if not update.op.startswith(gradients.SPARSE_UPDATE_PREFIXES):
                 continue
-            sparse_updates = [u for u in updates
-                              if u.op.startswith(gradients.SPARSE_UPDATE_PREFIXES)]
-            indices = {s.indices for s in sparse}
-            for update in sparse_updates:
-                used = indices & graph.ancestors([update.name])
-                if len(used) == 1:
-                    tower = next(k for k, s in enumerate(sparse) if s.indices in used)
-                    yield Finding(
-                        ctx.path, self.name,
-                        f"sparse update {update.name} applies the average {average.node} "
-                        f"of {len(sparse)} towers' values at tower {tower}'s indices only "
-                        "(the other towers' rows land on the wrong ids); rebuilt: "
-                        "concat(values) / n at concat(indices)",
-                        node=update.name,
-                        edit=partial(self._average_at_every_index, average, sparse,
-                                     update.name, ctx))
+            used = indices & graph.ancestors([update.name])
+            if len(used) != 1:
+                continue  # every tower's indices (the correct average), or none
+            tower = next(k for k, s in enumerate(sparse) if s.indices in used)
+            message = (f"sparse update {update.name} applies the average {average.node} of "
+                       f"{len(sparse)} towers' values at tower {tower}'s indices only (the "
+                       "other towers' rows land on the wrong ids)")
+            if not _divisible(graph, average):
+                yield Finding(ctx.path, self.name, message + " (not a float or double "
+                              "average: not rebuilt)", fixable=False, node=update.name)
+                continue
+            yield Finding(ctx.path, self.name,
+                          message + "; rebuilt: concat(values) / n at concat(indices)",
+                          node=update.name, edit=partial(self._average_at_every_index,
+                                                         average, sparse, update.name, ctx))
 
     # -- fixes -----------------------------------------------------------------------------
 
@@ -188,6 +207,13 @@ class AverageGradients(Transform):
             f"sparse update {update} now applies concat(values) / {len(sparse)} at every "
             f"tower's indices ({indices}), not at {one_tower}'s", node=update,
             details={"added_nodes": added})]
+
+
+def _divisible(graph: GraphIndex, average: TowerAverage) -> bool:
+    """Whether the rebuilt average can divide by the tower count: a float or double one
+    (the Const it divides by is written for those two)."""
+    attrs = graph.node(average.node).attr
+    return "T" in attrs and attrs["T"].type in (DT_FLOAT, DT_DOUBLE)
 
 
 def _target(graph: GraphIndex, update) -> str:
