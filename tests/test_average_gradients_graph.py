@@ -14,7 +14,7 @@ import pytest
 import graphfix
 from graphfix.graph.index import index_for
 
-from conftest import FIXTURES
+from conftest import FIXTURES, run_cli
 
 sys.path.insert(0, str(FIXTURES / "average_gradients"))
 import recipes  # noqa: E402  (two-tower graphs averaged by the recipes seen in the wild)
@@ -137,3 +137,12 @@ def test_every_average_of_a_batch_norm_tower_graph_is_of_one_variable():
     assert len(averages) == 6 and all(len(v) == 1 and None not in v for v in variables)
     assert {"conv1/BatchNorm/beta", "conv2/BatchNorm/beta"} <= set().union(*variables)
     assert graphfix.check_graph(before, only=ONLY) == []
+
+
+def test_cli_fixes_the_densified_average(tmp_path):
+    case = FIXTURES / "average_gradients" / "cifar10_embedding"
+    out = tmp_path / "fixed.pbtxt"
+    result = run_cli("fix", case / "before.pbtxt", "-o", out, "--only", "average-gradients")
+    assert result.returncode == 1, result.stderr  # findings, fixed
+    assert "average Mean rebuilt sparse over 2 towers" in result.stdout
+    assert out.read_bytes() == (case / "after.pbtxt").read_bytes()
