@@ -101,13 +101,29 @@ def test_what_reuses(scope: str, reuses: bool):
     assert [f.line for f in findings] == ([6] if reuses else [])
 
 
+def test_strict_reuse_is_reported_not_fixed():
+    """Under reuse=True, or after reuse_variables() in the first pass, get_variable finds
+    only what was made before: a tf.Variable made nowhere before cannot become one."""
+    code = ("import tensorflow.compat.v1 as tf\n"
+            "with tf.variable_scope('s', reuse=True):\n"
+            "    b = tf.Variable([0.5], name='bias')\n"
+            "with tf.variable_scope('t') as scope:\n"
+            "    w = tf.Variable(1.0)\n"
+            "    scope.reuse_variables()\n"
+            "    u = tf.Variable(2.0)\n")
+    fixed, findings = graphfix.fix_source(code, only=[NAME])
+    assert [(f.line, f.fixable) for f in findings] == [(3, False), (7, False)]
+    assert all("get_variable would find no variable to reuse" in f.message for f in findings)
+    assert fixed == code
+
+
 def test_spellings_follow_the_file():
     """The fix reaches compat.v1 as the file does; a name= given is kept as written."""
     for header, spelled in [("import tensorflow as tf\n", "tf.compat.v1.get_variable"),
                             ("import tensorflow.compat.v1 as tf\n", "tf.get_variable"),
                             ("from tensorflow.compat import v1 as tf1\n", "tf1.get_variable")]:
         alias = spelled.split(".")[0]
-        code = (header + f"with {alias}.variable_scope('s', reuse=True):\n"
+        code = (header + f"with {alias}.variable_scope('s', reuse={alias}.AUTO_REUSE):\n"
                 f"    k = {alias}.Variable({alias}.zeros([2]), name=prefix + '_k')\n")
         fixed, findings = graphfix.fix_source(code, only=[NAME])
         assert len(findings) == 1 and findings[0].fixable, header

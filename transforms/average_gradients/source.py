@@ -110,7 +110,7 @@ def model_risks(view: FileView) -> tuple[str | None, str | None]:
                 if name == "Variable" and _trainable(node):
                     if regions is None:
                         regions = view.project.view(path).reusing_regions()
-                    if any(first <= node.lineno <= last for first, last, _ in regions):
+                    if any(region[0] <= node.lineno <= region[1] for region in regions):
                         unshared = _first(unshared, here)
                 elif name in _SPARSE_MAKERS and (name not in _GATHERS
                                                  or _reads(node, variables)):

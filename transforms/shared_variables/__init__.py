@@ -24,7 +24,10 @@ counterpart (the same name relative to its tower's scope) is a variable of the f
 of the same op, dtype and shape, and which the tower's ops read, is a copy. The finding says
 which copies, and whether an averaged update mixes them (the update of the first tower's
 variable runs after the copy: it is fed by the copy's tower's gradients) or each copy trains
-alone. Optimizer slots (`w/Momentum`) are the optimizer's, not copies.
+alone. Optimizer slots (`w/Momentum`) are the optimizer's, not copies. Sibling scopes that
+are neither named nor placed as replicas (the seed's `my_0`, `my_1` on one device) are a
+model's own parts in a graph, which says nothing of the reuse meant: the source surface,
+which sees the reusing scope, finds those.
 
 Fixed (graph): every tower reads the first tower's variable. Each reader of a copy (a ref
 variable's `read` identity's readers, a resource handle's `ReadVariableOp`s) reads the first

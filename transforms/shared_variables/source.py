@@ -57,10 +57,13 @@ class SharedVariablesCodemod(SourceCodemod):
     `w`, `a`); `trainable`, `collections`, `dtype`, `validate_shape`, `caching_device`,
     `constraint`, `use_resource`, `synchronization`, `aggregation` kept; a `lambda:`
     initial value becomes its body (get_variable would call it with a shape). Reported, not
-    fixed: a call with no name to give it (`return tf.Variable(...)`), two calls that would
-    get one name in one variable scope, a call in a loop inside the reusing scope (one name would
-    share every pass's variable), positional arguments past `trainable`, `*args` /
-    `**kwargs`, and arguments get_variable lacks (`variable_def`, `import_scope`).
+    fixed: a call where reuse is on already the first time it runs (in `reuse=True`, or
+    after `reuse_variables()` in its first pass: get_variable would find nothing to
+    reuse), a call with no name to give it (`return tf.Variable(...)`), two calls that
+    would get one name in one variable scope, a call in a loop inside the reusing scope
+    (one name would share every pass's variable), positional arguments past `trainable`,
+    `*args` / `**kwargs`, and arguments get_variable lacks (`variable_def`,
+    `import_scope`).
     """
 
     DESCRIPTION = "Make tf.Variable under a reusing variable scope a shared get_variable."
@@ -123,8 +126,9 @@ class SharedVariablesCodemod(SourceCodemod):
             name = self._name_of(call)
             if isinstance(name, str):
                 named.setdefault((self._scope_of(call), name), []).append(call)
-        for call, (first, _, why) in sites:
-            self._judge(call, first, why, spelling, named)
+        for call, (first, _, why, strict) in sites:
+            reusing = strict is not None and self.position(call)[0] >= strict
+            self._judge(call, first, why, spelling, named, reusing)
 
     # -- reading a call --------------------------------------------------------------------
 
@@ -180,12 +184,16 @@ class SharedVariablesCodemod(SourceCodemod):
     # -- finding and fix -------------------------------------------------------------------
 
     def _judge(self, call: cst.Call, region_first: int, why: str, spelling: str | None,
-               named: dict) -> None:
+               named: dict, reusing_already: bool) -> None:
         message = (f"tf.Variable under a reusing variable scope ({why}) is not shared: each "
                    "call makes a new variable, one per tower (seed 003); reuse applies to "
                    "get_variable only")
         name = self._name_of(call)
         problem = self._problem(call, name, region_first, spelling, named)
+        if problem is None and reusing_already:
+            problem = ("reuse is on already where it is first made, so get_variable would "
+                       "find no variable to reuse; make it with get_variable before the "
+                       "scope reuses, or reuse=tf.AUTO_REUSE")
         if problem is not None:
             self.report(call, f"{message}; not fixed: {problem}")
             return

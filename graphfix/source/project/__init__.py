@@ -556,11 +556,11 @@ class _AttributeKinds:
         return self._kinds[name] or set(default)
 
 
-def _reached_with(project: Project, starts: dict[tuple[str, str], str]
-                  ) -> dict[tuple[str, str], str]:
-    """Every unit `starts` reach (`Project.reached`), each with the why of a start that
-    reaches it (the first, in order)."""
-    out: dict[tuple[str, str], str] = {}
+def _reached_with(project: Project, starts: dict[tuple[str, str], tuple]
+                  ) -> dict[tuple[str, str], tuple]:
+    """Every unit `starts` reach (`Project.reached`), each with what is said of a start
+    that reaches it (the first, in order)."""
+    out: dict[tuple[str, str], tuple] = {}
     for start, why in sorted(starts.items()):
         for unit in project.reached([start]):
             out.setdefault(unit, why)
@@ -657,28 +657,30 @@ class FileView:
                 merged[key].update(facts[key])
         return merged
 
-    def reusing_regions(self) -> list[tuple[int, int, str]]:
+    def reusing_regions(self) -> list[tuple[int, int, str, int | None]]:
         """The regions of this file whose code runs under a variable scope that reuses, as
-        (first line, last line, why), in line order: its own (`Project.reuse`), and the
+        (first line, last line, why, strict), in line order (`strict`: the line from which
+        on reuse is on already on the first pass, None where it is not; see
+        `graphfix.source.project.facts.reuse_facts`): its own (`Project.reuse`), and the
         code of its units that code under such a scope calls, in this file or one connected
         to it by imports, transitively (a tower loop's `tower_loss(scope)` in train.py
         runs model.py's `inference` under the loop's reuse)."""
         project, own = self.project, self.label
         found = [tuple(region) for region in project.reuse(own)["regions"]]
-        called: dict[tuple[str, str], str] = {}
+        called: dict[tuple[str, str], tuple[str, bool]] = {}
         for label in sorted(project.connected(own)):
             part = project.parts.get(label)
             if part is None:
                 continue
-            for line, callee, why in project.reuse(label)["calls"]:
+            for line, callee, why, strict in project.reuse(label)["calls"]:
                 for target in project.resolve_in(label, _unit_at(part, line), callee):
-                    called.setdefault(target, f"called at {label}:{line} under {why}")
+                    called.setdefault(target, (f"called at {label}:{line} under {why}", strict))
         if called:
-            for (label, unit), why in sorted(_reached_with(project, called).items()):
+            for (label, unit), (why, strict) in sorted(_reached_with(project, called).items()):
                 if label == own:
                     for first, last in project.parts[label]["units"][unit]["spans"]:
-                        found.append((first, last, why))
-        return sorted(set(found))
+                        found.append((first, last, why, first if strict else None))
+        return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
 
     def feed_reader(self) -> FeedFacts | None:
         """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of

@@ -409,7 +409,11 @@ class _ReuseReader(ast.NodeVisitor):
                 opens = True
                 why = _reuse_given(call, self.names)
                 if why is not None:
-                    self.regions.append([node.lineno, node.end_lineno or node.lineno, why])
+                    # reuse=True reuses from its first line on; AUTO_REUSE makes what is
+                    # missing; an expression is taken to be False on the first pass.
+                    strict = node.lineno if why == "reuse=True" else None
+                    self.regions.append([node.lineno, node.end_lineno or node.lineno, why,
+                                         strict])
         if opens:
             self._scopes.append(node)
         self.generic_visit(node)
@@ -443,27 +447,33 @@ class _ReuseReader(ast.NodeVisitor):
             # The outermost loop begun inside the scope that reuses: its next pass reuses.
             loops = [loop for loop, open_scopes in self._loops if open_scopes >= depth]
             first = loops[0].lineno if loops else node.lineno
-            self.regions.append([first, end, f"after reuse_variables() at line {node.lineno}"])
+            self.regions.append([first, end, f"after reuse_variables() at line {node.lineno}",
+                                 node.lineno])
         self.generic_visit(node)
 
 
 def reuse_facts(tree: ast.Module, names: AstTfNames) -> dict:
     """Where a module's code runs under a variable scope that reuses, and what it calls
-    there: {"regions": [[first line, last line, why]], "calls": [[line, callee as spelled,
-    why]]}, in line order. `tf.get_variable` (and the layers on it) reuses there; a
+    there: {"regions": [[first line, last line, why, strict]], "calls": [[line, callee as
+    spelled, why, strict]]}, in line order. `strict` is where reuse is on already on the
+    first pass (a region's line from which on, None: nowhere; a call's: whether it is):
+    code there finds only variables made before it (`reuse=True`; what follows
+    `reuse_variables()` in its first pass), where `AUTO_REUSE` and a scope re-entered with
+    `reuse=<expression>` make them the first time. `tf.get_variable` (and the layers on it) reuses there; a
     `tf.Variable` made there is new each time (seed 003). A callee's own code reuses too
     when called there: `FileView.reusing_regions` follows the calls."""
     last = max((getattr(n, "end_lineno", 0) or 0 for n in tree.body), default=0)
     reader = _ReuseReader(names, last)
     reader.visit(tree)
-    regions = sorted(reader.regions)
+    regions = sorted(reader.regions, key=lambda r: (r[0], r[1], r[2], r[3] or 0))
     calls = []
     if regions:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or names.canonical(node.func) is not None:
                 continue
             callee = dotted(node.func)
-            why = next((w for first, end, w in regions if first <= node.lineno <= end), None)
-            if callee is not None and why is not None:
-                calls.append([node.lineno, callee, why])
+            region = next((r for r in regions if r[0] <= node.lineno <= r[1]), None)
+            if callee is not None and region is not None:
+                strict = region[3] is not None and node.lineno >= region[3]
+                calls.append([node.lineno, callee, region[2], strict])
     return {"regions": regions, "calls": sorted(calls)}
