@@ -328,25 +328,20 @@ class AverageGradientsCodemod(SourceCodemod):
         return True
 
     def _rewritten(self, recipe: _Recipe):
-        indent = self.module_indent
+        """The change that gives the function the correct body (its docstring kept),
+        indented as the file indents."""
+        indent = self._tree.default_indent
         lines = _BODY.format(towers=recipe.towers, averaged=recipe.averaged,
                              tf=recipe.tf).splitlines()
-        docstring = recipe.function.body.body[0] if _is_docstring(
-            recipe.function.body.body[0]) else None
+        text = "def f():\n" + "".join(f"{indent * (1 + _depth(line))}{line.lstrip()}\n"
+                                      for line in lines)
+        body = list(cst.parse_statement(text, config=self._tree.config_for_parsing).body.body)
+        keeps_docstring = _is_docstring(recipe.function.body.body[0])
 
         def change(updated: cst.FunctionDef) -> cst.FunctionDef:
-            text = "def f():\n" + "".join(
-                f"{indent * (1 + _depth(line))}{line.lstrip()}\n" for line in lines)
-            body = cst.parse_statement(text, config=self._tree.config_for_parsing).body
-            statements = list(body.body)
-            if docstring is not None:
-                statements.insert(0, updated.body.body[0])
+            statements = [updated.body.body[0], *body] if keeps_docstring else body
             return updated.with_changes(body=updated.body.with_changes(body=statements))
         return change
-
-    @property
-    def module_indent(self) -> str:
-        return self._tree.default_indent
 
 
 def _depth(line: str) -> int:
