@@ -14,4 +14,7 @@ def test_demo_finds_fixes_and_verifies_every_seed():
     assert "all 4 update-op variable(s) changed" in out
     assert "incompatible with expected float_ref" in out
     assert "found, fixed, verified: seed 003 Q&A (feed-to-assign)" in out
+    assert "tower_1/w unchanged after the step" in out
+    assert "tower tower_1 holds its own copy of 2 variable(s) of tower_0" in out
+    assert "found, fixed, verified: seed 003 sharing (shared-variables)" in out
     assert "FAILED" not in out

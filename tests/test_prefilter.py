@@ -66,10 +66,11 @@ def test_one_parse_is_shared_by_the_rules_the_text_let_through():
         train = tf.train.GradientDescentOptimizer(0.1).minimize(w)
         """)
     found = prefilter.prefilter(code, _source_rules())
-    # (replica-placement too: a cluster of another module may reach the variable, which
-    # the project model says once it is built: `SourceTriggers.in_project`)
+    # (replica-placement and shared-variables too: a cluster, or a reusing scope, of
+    # another module may reach the variable, which the project model says once it is
+    # built: `SourceTriggers.in_project`)
     assert {t.name for t in found.work} == {"variables-to-cpu", "update-ops",
-                                            "replica-placement"}
+                                            "replica-placement", "shared-variables"}
     assert isinstance(found.syntax, Syntax)
 
 

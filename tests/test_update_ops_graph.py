@@ -10,6 +10,7 @@ import pytest
 import graphfix
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import training
+from graphfix.graph.towers import tower_of
 from graphfix.graph.index import index_for
 
 from conftest import FIXTURES
@@ -50,7 +51,7 @@ def test_seed003_resnet_v2_update_ops_run_and_train(resnet_v2_graph, meta):
     fixed, changes = graphfix.fix_graph(original, only=["update-ops"])
     updates = _assert_train_runs_every_update(fixed)
     assert len(updates) == 52  # 13 batch norms x 2 statistics x 2 towers
-    towers = {training.tower_of(n.name) for n in (fixed.graph_def if meta else fixed).node if n.name in updates}
+    towers = {tower_of(n.name) for n in (fixed.graph_def if meta else fixed).node if n.name in updates}
     assert towers == {0, 1}
     assert [c.node for c in changes] == ["train"]
     assert graphfix.check_graph(fixed, only=["update-ops"]) == []

@@ -28,6 +28,7 @@ DEMO_FIXTURES = {
     "seed000_int32_variable_on_gpu.pbtxt": "variables_to_cpu/seed000_ref/before.pbtxt",
     "seed003_two_tower_batch_norm.pbtxt": "update_ops/two_tower_slim_bn/before.pbtxt",
     "seed003_fed_embeddings.pbtxt": "feed_to_assign/embeddings_ref/before.pbtxt",
+    "seed003_tower_variables.pbtxt": "shared_variables/two_tower_variables/before.pbtxt",
 }
 
 
@@ -154,6 +155,55 @@ def seed003_feed(workdir: Path) -> bool:
     return error is not None and "float_ref" in error and error_after is None and moved and kept
 
 
+def seed003_sharing(workdir: Path) -> bool:
+    """Seed 003's sharing experiment in the tower recipe: tf.Variable in each tower of a
+    reusing variable scope makes one copy per tower; the averaged step trains tower 0's."""
+    import numpy as np
+
+    from graphfix.graph import graphfile as graphio
+    from graphfix.tf_runtime import import_runtime
+
+    tf = import_runtime()
+    tf1 = tf.compat.v1
+
+    _say("== seed 003 sharing: tf.Variable in two towers of a reusing variable scope ==")
+    before = workdir / "towers.pbtxt"
+    before.write_bytes(_fixture("seed003_tower_variables.pbtxt").read_bytes())
+    feed = {"images:0": np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4),
+            "labels:0": np.arange(8, dtype=np.int32) % 3}
+    losses = ["tower_0/loss:0", "tower_1/loss:0"]
+
+    def step(path: Path) -> tuple[list, bool]:
+        """The towers' losses, and whether tower 1's own weights moved in one step."""
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.import_graph_def(graphio.load(path).message, name="")
+        config = tf1.ConfigProto(allow_soft_placement=True)
+        with tf1.Session(graph=graph, config=config) as session:
+            session.run("init")
+            first = session.run("tower_1/w:0")
+            values = session.run(losses, feed)
+            session.run("train", feed)
+            return values, not np.allclose(session.run("tower_1/w:0"), first)
+
+    only = ["shared-variables"]
+    _say("$ sess.run([tower_0/loss, tower_1/loss]); sess.run(train)")
+    unfixed, moved = step(before)
+    _say(f"  losses on one batch: {unfixed[0]:.4f} vs {unfixed[1]:.4f}; "
+         f"tower_1/w {'moved' if moved else 'unchanged'} after the step")
+    _say("$ graphfix check towers.pbtxt --only shared-variables")
+    findings = _check(before, only)
+    _show((finding.to_text() for finding in findings), workdir)
+    fixed = workdir / "towers.fixed.pbtxt"
+    _say("$ graphfix fix towers.pbtxt -o towers.fixed.pbtxt --only shared-variables")
+    _show((change.to_text() for change in _fix(before, fixed, only)), workdir)
+    _say("$ sess.run([tower_0/loss, tower_1/loss])  # the fixed graph")
+    shared, _ = step(fixed)
+    _say(f"  losses on one batch: {shared[0]:.4f} vs {shared[1]:.4f} (one set of weights)")
+    return (not moved and not np.isclose(*unfixed) and bool(findings)
+            and bool(np.isclose(*shared)))
+
+
 def run_demo() -> int:
     """Run every seed case; exit 0 when each was found, fixed and verified."""
     start = time.perf_counter()
@@ -162,6 +212,7 @@ def run_demo() -> int:
             "seed 000 (variables-to-cpu)": seed000(Path(tmp)),
             "seed 003 (update-ops)": seed003(Path(tmp)),
             "seed 003 Q&A (feed-to-assign)": seed003_feed(Path(tmp)),
+            "seed 003 sharing (shared-variables)": seed003_sharing(Path(tmp)),
         }
     _say()
     for name, ok in outcomes.items():

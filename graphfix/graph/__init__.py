@@ -7,7 +7,8 @@ groups (`colocation`), the columns read of every node (`columns`), input strings
 table (`edges`); device strings (`devices`), TF's kernel registry
 (`kernels`, the one module here that loads the TF runtime, and only when asked), placement as
 TF's placer would do it (`placement`) and training-graph queries (`training`: update ops,
-train ops, towers).
+train ops, towers) and the gradient sub-graph between the towers and the optimizer
+(`gradients`: tower averages, sparse gradients, the variable a gradient is of).
 
 May import: the standard library, protobuf, `graphfix.findings`, `graphfix.storage`,
 `graphfix.tf_runtime`.

@@ -6,7 +6,7 @@ runtime: `graphfix.graph.signatures`), and the colocation groups exactly as TF's
 forms them (`graphfix.graph.colocation`). What it reads of every node is kept in columns
 (`graphfix.graph.columns`) and an edge table (`graphfix.graph.edges`).
 
-Edits go through the index (`set_device`, `add_node`, `add_control_input`) so it stays
+Edits go through the index (`set_device`, `add_node`, `add_control_input`, `replace_input`) so it stays
 consistent, and `check_changes` proves the edits left it well formed (`check_structure`
 proves a whole graph).
 """
@@ -479,6 +479,37 @@ class GraphIndex:
         self._record_inputs(position, stored.input)
         return stored
 
+    def replace_node(self, node_def):
+        """Put `node_def` in the place of the node of its name (its position, so its readers
+        read it still) and return the stored NodeDef: an edit that changes a node's op."""
+        position = self.position(node_def.name)
+        stored = self._node_defs[position]
+        old_op = self.ops[position]
+        stored.CopyFrom(node_def)
+        self._points_to.pop(position, None)
+        self._classes.pop(position, None)
+        read = NodeColumns()
+        read.read([stored], position)
+        self.ops[position], self.devices[position] = read.ops[0], read.devices[0]
+        self._points_to.update(read.points_to)
+        self._classes.update(read.classes)
+        self._kinds = None
+        self._by_op.pop(old_op, None)
+        self._by_op.pop(self.ops[position], None)
+        self._inputs_changed(position, stored.input)
+        self._unchecked_nodes.append(position)
+        return stored
+
+    def _inputs_changed(self, position: int, texts: Iterable[str]) -> None:
+        """An edge was taken away: the tables are read again when next needed (one read for
+        all the edits of a fix; an edit adding edges only extends them, `_record_inputs`),
+        the groups formed again (a handle edge may have moved), and the new inputs checked
+        by `check_changes`."""
+        self._drop_edge_tables()
+        self._groups = self._group_positions = None
+        self._listed = None
+        self._unchecked_inputs.extend((position, text) for text in texts)
+
     def add_control_input(self, node, source: str) -> bool:
         """Make `node` run after `source`; return whether an edge was added."""
         position = self.position(node)
@@ -489,6 +520,25 @@ class GraphIndex:
         self._node_defs[position].input.append(text)
         self._record_inputs(position, [text])
         return True
+
+    def replace_input(self, node, source: str, replacement: str) -> int:
+        """Make `node` read `replacement` wherever it reads the node `source`: each data
+        input `source:k` becomes `replacement:k`, a control input `^source` becomes
+        `^replacement`. Returns how many inputs changed. The replacement must give what the
+        input takes (same dtype, ref or resource): the caller's to know, `check_changes`
+        proves the new edges name nodes and close no cycle."""
+        position = self.position(node)
+        stored = self._node_defs[position].input
+        changed = []
+        for k, text in enumerate(stored):
+            name, index = parse_input(text)
+            if name != source:
+                continue
+            stored[k] = tensor_name(replacement, index)
+            changed.append(stored[k])
+        if changed:
+            self._inputs_changed(position, changed)
+        return len(changed)
 
     def unique_name(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... whichever is free."""

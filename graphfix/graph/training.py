@@ -11,6 +11,7 @@ import re
 
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.towers import tower_of  # noqa: F401  (the tower notion: towers.py)
 
 ASSIGN_OPS = frozenset({
     "Assign", "AssignAdd", "AssignSub",
@@ -20,7 +21,6 @@ ASSIGN_OPS = frozenset({
 _MOVING_STAT = re.compile(r"(^|/)(moving_mean|moving_variance|renorm_mean|renorm_stddev"
                           r"|renorm_mean_weight|renorm_stddev_weight)$")
 _MOVING_STAT_LINE = re.compile(_MOVING_STAT.pattern, re.MULTILINE)
-_TOWER = re.compile(r"(?:^|/)(?:tower|clone|replica|gpu)_?(\d+)(?:/|$)", re.IGNORECASE)
 _APPLY_PREFIXES = ("Apply", "ResourceApply", "SparseApply", "ResourceSparseApply")
 _NOT_TRAIN = re.compile(r"(^|/)(save|restore|init|report_uninitialized|summaries?)(_\d+)?(/|$)")
 
@@ -127,14 +127,6 @@ def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[s
     if listed:
         return listed, "collection"
     return detect_train_ops(index), "detected"
-
-
-def tower_of(name: str) -> int | None:
-    """The tower a node belongs to, from its name scope (`tower_1/`, `clone_0/`) or GPU."""
-    match = _TOWER.search(name)
-    if match:
-        return int(match.group(1))
-    return None
 
 
 _GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")

@@ -42,6 +42,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import training
+from graphfix.graph.towers import tower_of
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 def _wanted_update_ops(graph: GraphIndex, towers: str) -> list[str]:
     names, _ = training.update_ops(graph)
     if towers == "first":
-        by_tower = {name: training.tower_of(name) for name in names}
+        by_tower = {name: tower_of(name) for name in names}
         numbered = [t for t in by_tower.values() if t is not None]
         if numbered:
             first = min(numbered)
@@ -68,7 +69,7 @@ def _first_tower_convention(updates: list[str], covered: set[str]) -> bool:
     the slim `model_deploy` convention, a choice the author made, not the bug."""
     if not covered:
         return False
-    towers = {u: training.tower_of(u) for u in updates}
+    towers = {u: tower_of(u) for u in updates}
     numbered = [t for t in towers.values() if t is not None]
     if not numbered:
         return False

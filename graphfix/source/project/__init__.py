@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from graphfix.source.project.cluster import cluster_programs
+from graphfix.source.project.facts import REUSE_WORDS, reuse_facts
 from graphfix.source.project.feeds import FeedFacts, feed_facts
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
@@ -64,6 +65,7 @@ class Project:
         self._read_code = code_of or (lambda label: None)
         self._codes: dict[str, str | None] = {}
         self._feeds: dict[str, dict] = {}
+        self._reuse: dict[str, dict] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
             self._by_path.setdefault(os.path.realpath(label), label)
@@ -115,6 +117,20 @@ class Project:
                     facts = feed_facts(tree, AstTfNames(tree))
             self._feeds[label] = facts
         return self._feeds[label]
+
+    def reuse(self, label: str) -> dict:
+        """Where file `label`'s code runs under a variable scope that reuses, and what it
+        calls there (`graphfix.source.project.facts.reuse_facts`), read from its code when
+        first asked (as `feeds`: few files are asked)."""
+        if label not in self._reuse:
+            facts = {"regions": [], "calls": []}
+            code = self._code_of(label) if label in self.parts else None
+            if code is not None and any(word in code for word in REUSE_WORDS):
+                tree = parsed(code)
+                if tree is not None:
+                    facts = reuse_facts(tree, AstTfNames(tree))
+            self._reuse[label] = facts
+        return self._reuse[label]
 
     # -- modules ---------------------------------------------------------------------------
 
@@ -540,6 +556,17 @@ class _AttributeKinds:
         return self._kinds[name] or set(default)
 
 
+def _reached_with(project: Project, starts: dict[tuple[str, str], tuple]
+                  ) -> dict[tuple[str, str], tuple]:
+    """Every unit `starts` reach (`Project.reached`), each with what is said of a start
+    that reaches it (the first, in order)."""
+    out: dict[tuple[str, str], tuple] = {}
+    for start, why in sorted(starts.items()):
+        for unit in project.reached([start]):
+            out.setdefault(unit, why)
+    return out
+
+
 class FileView:
     """The project model as one file's rules ask it."""
 
@@ -608,6 +635,15 @@ class FileView:
             return None
         return None
 
+    def connected_code(self) -> dict[str, str]:
+        """The code of this file and of the files its imports connect it to, either way
+        (`Project.connected`), by path, for a rule that reads a fact no part holds (which
+        models make sparse or unshared variables) once it has work; unreadable ones left
+        out."""
+        codes = {label: self.project._code_of(label)
+                 for label in sorted(self.project.connected(self.label))}
+        return {label: code for label, code in codes.items() if code is not None}
+
     def feed_facts(self) -> dict:
         """What the files connected to this one by imports (either way, this one
         included) say about the names a feed key may hold (`graphfix.source.project.feeds`),
@@ -620,6 +656,31 @@ class FileView:
             for key in ("updated", "monitored", "names"):
                 merged[key].update(facts[key])
         return merged
+
+    def reusing_regions(self) -> list[tuple[int, int, str, int | None]]:
+        """The regions of this file whose code runs under a variable scope that reuses, as
+        (first line, last line, why, strict), in line order (`strict`: the line from which
+        on reuse is on already on the first pass, None where it is not; see
+        `graphfix.source.project.facts.reuse_facts`): its own (`Project.reuse`), and the
+        code of its units that code under such a scope calls, in this file or one connected
+        to it by imports, transitively (a tower loop's `tower_loss(scope)` in train.py
+        runs model.py's `inference` under the loop's reuse)."""
+        project, own = self.project, self.label
+        found = [tuple(region) for region in project.reuse(own)["regions"]]
+        called: dict[tuple[str, str], tuple[str, bool]] = {}
+        for label in sorted(project.connected(own)):
+            part = project.parts.get(label)
+            if part is None:
+                continue
+            for line, callee, why, strict in project.reuse(label)["calls"]:
+                for target in project.resolve_in(label, _unit_at(part, line), callee):
+                    called.setdefault(target, (f"called at {label}:{line} under {why}", strict))
+        if called:
+            for (label, unit), (why, strict) in sorted(_reached_with(project, called).items()):
+                if label == own:
+                    for first, last in project.parts[label]["units"][unit]["spans"]:
+                        found.append((first, last, why, first if strict else None))
+        return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
 
     def feed_reader(self) -> FeedFacts | None:
         """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of

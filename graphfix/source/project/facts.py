@@ -359,3 +359,121 @@ def _tf_bindings(names: AstTfNames, tree: ast.Module) -> dict[str, str]:
                 break
     out.update(names.aliases)
     return out
+
+
+# -- variable scopes that reuse ---------------------------------------------------------------
+
+# Words without which a file opens no scope that reuses (the pre-filter's kind of look):
+# `reuse=` and `reuse_variables()` both say it (reuse as variable_scope's ninth positional
+# argument is not read).
+REUSE_WORDS = ("reuse",)
+
+
+def _reuse_given(call: ast.Call, names: AstTfNames) -> str | None:
+    """How a `variable_scope(...)` call reuses, in words (`reuse=True`, `reuse=AUTO_REUSE`,
+    `reuse=i > 0`: an expression may be True, the tower loop's re-entered scope); None for
+    no reuse given, or a literal False / None."""
+    given = argument(call, "reuse", None)
+    if given is None:
+        return None
+    if isinstance(given, ast.Constant):
+        return "reuse=True" if given.value else None
+    if names.canonical(given) == "AUTO_REUSE":
+        return "reuse=AUTO_REUSE"
+    return f"reuse={ast.unparse(given)}"
+
+
+def _is_variable_scope(call: ast.AST, names: AstTfNames) -> bool:
+    return (isinstance(call, ast.Call)
+            and (names.canonical(call.func) or "").rsplit(".", 1)[-1] == "variable_scope")
+
+
+class _ReuseReader(ast.NodeVisitor):
+    """The regions of a module whose code runs under a variable scope that reuses: a
+    `with variable_scope(..., reuse=...)` body, and what follows a `reuse_variables()` call
+    to the end of the variable scope it is in (from the start of the loop it is in, inside
+    that scope: the loop's next pass reuses what this one made)."""
+
+    def __init__(self, names: AstTfNames, last_line: int):
+        self.names = names
+        self.regions: list[list] = []  # [first line, last line, why]
+        self._scopes: list[ast.With] = []  # enclosing `with variable_scope(...)`, this def's
+        self._loops: list[tuple[ast.stmt, int]] = []  # (loop, scopes open when it began)
+        self._end = [last_line]  # where the innermost function ends
+
+    def _visit_with(self, node) -> None:
+        opens = False
+        for item in node.items:
+            call = item.context_expr
+            if _is_variable_scope(call, self.names):
+                opens = True
+                why = _reuse_given(call, self.names)
+                if why is not None:
+                    # reuse=True reuses from its first line on; AUTO_REUSE makes what is
+                    # missing; an expression is taken to be False on the first pass.
+                    strict = node.lineno if why == "reuse=True" else None
+                    self.regions.append([node.lineno, node.end_lineno or node.lineno, why,
+                                         strict])
+        if opens:
+            self._scopes.append(node)
+        self.generic_visit(node)
+        if opens:
+            self._scopes.pop()
+
+    visit_With = visit_AsyncWith = _visit_with
+
+    def _visit_loop(self, node) -> None:
+        self._loops.append((node, len(self._scopes)))
+        self.generic_visit(node)
+        self._loops.pop()
+
+    visit_For = visit_AsyncFor = visit_While = _visit_loop
+
+    def _visit_def(self, node) -> None:
+        outer = self._scopes, self._loops
+        self._scopes, self._loops = [], []
+        self._end.append(node.end_lineno or node.lineno)
+        self.generic_visit(node)
+        self._end.pop()
+        self._scopes, self._loops = outer
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_def
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "reuse_variables"
+                and not node.args):
+            depth = len(self._scopes)
+            end = (self._scopes[-1].end_lineno if self._scopes else None) or self._end[-1]
+            # The outermost loop begun inside the scope that reuses: its next pass reuses.
+            loops = [loop for loop, open_scopes in self._loops if open_scopes >= depth]
+            first = loops[0].lineno if loops else node.lineno
+            self.regions.append([first, end, f"after reuse_variables() at line {node.lineno}",
+                                 node.lineno])
+        self.generic_visit(node)
+
+
+def reuse_facts(tree: ast.Module, names: AstTfNames) -> dict:
+    """Where a module's code runs under a variable scope that reuses, and what it calls
+    there: {"regions": [[first line, last line, why, strict]], "calls": [[line, callee as
+    spelled, why, strict]]}, in line order. `strict` is where reuse is on already on the
+    first pass (a region's line from which on, None: nowhere; a call's: whether it is):
+    code there finds only variables made before it (`reuse=True`; what follows
+    `reuse_variables()` in its first pass), where `AUTO_REUSE` and a scope re-entered with
+    `reuse=<expression>` make them the first time. `tf.get_variable` (and the layers on it) reuses there; a
+    `tf.Variable` made there is new each time (seed 003). A callee's own code reuses too
+    when called there: `FileView.reusing_regions` follows the calls."""
+    last = max((getattr(n, "end_lineno", 0) or 0 for n in tree.body), default=0)
+    reader = _ReuseReader(names, last)
+    reader.visit(tree)
+    regions = sorted(reader.regions, key=lambda r: (r[0], r[1], r[2], r[3] or 0))
+    calls = []
+    if regions:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or names.canonical(node.func) is not None:
+                continue
+            callee = dotted(node.func)
+            region = next((r for r in regions if r[0] <= node.lineno <= r[1]), None)
+            if callee is not None and region is not None:
+                strict = region[3] is not None and node.lineno >= region[3]
+                calls.append([node.lineno, callee, region[2], strict])
+    return {"regions": regions, "calls": sorted(calls)}

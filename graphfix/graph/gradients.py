@@ -1,0 +1,241 @@
+"""The gradient sub-graph of a multi-tower training step: the towers' gradients, how they are
+averaged, and the sparse gradients (`IndexedSlices`) among them.
+
+A graph holds no `IndexedSlices`: a sparse gradient is a pair of tensors, its values and its
+indices, built by the gradient of a gather (`tf.gather`, `tf.nn.embedding_lookup`), and it is
+densified by an `UnsortedSegmentSum(values, indices, rows)` wherever a dense op reads it
+("Converting sparse IndexedSlices to a dense Tensor"). The CIFAR-10 multi-GPU average,
+`reduce_mean(concat([expand_dims(g, 0) ...]), 0)`, is one of those ops. This module reads
+these shapes; `average-gradients` decides what is wrong with them.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from graphfix.graph.edges import parse_input
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+
+# Ops that only pass a tensor on (a gradient's `tuple/control_dependency` is an Identity).
+_PASS_THROUGH = frozenset({"Identity", "RefIdentity", "ReadVariableOp"})
+# The optimizer's update of a variable from a sparse gradient: (values, indices) inputs.
+SPARSE_UPDATE_PREFIXES = ("SparseApply", "ResourceSparseApply", "Scatter", "ResourceScatter")
+DENSE_APPLY_PREFIXES = ("Apply", "ResourceApply")
+# `gradients/<forward op>_grad/...`: the forward op a gradient node differentiates.
+_GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
+_TUPLE_OUTPUT = re.compile(r"_grad/tuple/control_dependency(?:_(\d+))?$")
+
+
+@dataclass(frozen=True)
+class TowerAverage:
+    """An average over the towers: `node` computes it from one gradient per tower,
+    `per_tower` (input strings, tower order), in the `form` of the recipe that built it:
+    `concat` (`reduce_mean(concat(expand_dims(g, 0)), 0)`, CIFAR-10), `stack`
+    (`reduce_mean(stack(g), 0)`) or `add_n` (`add_n(g) / n`)."""
+
+    node: str
+    form: str
+    per_tower: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SparseGradient:
+    """An `IndexedSlices` as the graph holds it: its values and indices tensors, and
+    `rows` (the dense tensor's first dimension, a tensor) where the graph computes it."""
+
+    values: str
+    indices: str
+    rows: str | None = None
+
+
+def producer(index: GraphIndex, tensor: str):
+    """The node that computes `tensor` (an input string), through Identity-like ops."""
+    node = index.node(parse_input(tensor)[0])
+    for _ in range(8):
+        if node.op not in _PASS_THROUGH or not node.input:
+            break
+        node = index.node(parse_input(node.input[0])[0])
+    return node
+
+
+def _attr(node, name: str):
+    """A node's attr, or the empty default where it has none, read without adding it (a
+    missing key of a protobuf map would be added by reading it): TF's defaults are the
+    empty values for the attrs read here (keep_dims false, axis 0)."""
+    return node.attr[name] if name in node.attr else _EMPTY_ATTR
+
+
+def _data_inputs(node) -> list[str]:
+    return [text for text in node.input if not text.startswith("^")]
+
+
+def constant_value(index: GraphIndex, tensor: str) -> float | int | None:
+    """The one number a Const holds (a scalar or a one-element list), else None."""
+    node = producer(index, tensor)
+    if node.op != "Const":
+        return None
+    if "value" not in node.attr:  # (reading a missing key of a map would add it)
+        return None
+    proto = node.attr["value"].tensor
+    for field in ("int_val", "int64_val", "float_val", "double_val"):
+        values = getattr(proto, field)
+        if len(values) == 1:
+            return values[0]
+    content = proto.tensor_content
+    formats = {3: "<i", 9: "<q", 1: "<f", 2: "<d"}  # int32, int64, float, double
+    fmt = formats.get(proto.dtype)
+    if fmt and len(content) == struct.calcsize(fmt):
+        return struct.unpack(fmt, content)[0]
+    return None
+
+
+def _is_zero(index: GraphIndex, tensor: str) -> bool:
+    return constant_value(index, tensor) == 0
+
+
+def tower_averages(index: GraphIndex) -> list[TowerAverage]:
+    """Every average of two or more gradients in the graph that some node reads, in the
+    three forms of `TowerAverage`."""
+    found = []
+    for position in index.positions_of({"Mean"}):
+        node = index.node_at(position)
+        inputs = _data_inputs(node)
+        if (len(inputs) != 2 or _attr(node, "keep_dims").b or not _is_zero(index, inputs[1])
+                or index.is_sink(node.name)):
+            continue
+        stacked = index.node(parse_input(inputs[0])[0])
+        if stacked.op == "ConcatV2":
+            parts = _data_inputs(stacked)
+            expanded = [index.node(parse_input(p)[0]) for p in parts[:-1]]
+            if (_is_zero(index, parts[-1]) and len(expanded) >= 2
+                    and all(e.op == "ExpandDims" and _is_zero(index, e.input[1]) for e in expanded)):
+                found.append(TowerAverage(node.name, "concat",
+                                          tuple(e.input[0] for e in expanded)))
+        elif stacked.op == "Pack" and _attr(stacked, "axis").i == 0 and len(stacked.input) >= 2:
+            found.append(TowerAverage(node.name, "stack", tuple(_data_inputs(stacked))))
+    for position in index.positions_of({"RealDiv", "Div", "TrueDiv"}):
+        node = index.node_at(position)
+        inputs = _data_inputs(node)
+        summed = index.node(parse_input(inputs[0])[0])
+        if summed.op != "AddN" or index.is_sink(node.name):
+            continue
+        parts = _data_inputs(summed)
+        if len(parts) >= 2 and constant_value(index, inputs[1]) == len(parts):
+            found.append(TowerAverage(node.name, "add_n", tuple(parts)))
+    return found
+
+
+def densified(index: GraphIndex, tensor: str) -> SparseGradient | None:
+    """The sparse gradient that `tensor` is the dense form of (an `UnsortedSegmentSum` of
+    values by indices: what converting an `IndexedSlices` to a tensor builds), else None."""
+    node = producer(index, tensor)
+    if node.op != "UnsortedSegmentSum":
+        return None
+    values, indices, rows = _data_inputs(node)[:3]
+    return SparseGradient(values, indices, rows)
+
+
+def gather_gradient(index: GraphIndex, values: str) -> SparseGradient | None:
+    """The sparse gradient whose values are `values`, when they are the values of a gather's
+    gradient: `Reshape(grad, concat([count, ...]))` beside its indices `Reshape(ids, count)`,
+    `count` being `expand_dims(size(ids), 0)` (TF's `_GatherGrad` / `_GatherV2Grad`; the size
+    a Const where the batch has a static size)."""
+    node = producer(index, values)
+    if node.op != "Reshape":
+        return None
+    shape = index.node(parse_input(node.input[1])[0])
+    if shape.op != "ConcatV2":
+        return None
+    count = index.node(parse_input(shape.input[0])[0])
+    if count.op != "ExpandDims":
+        return None
+    for reader, position, _ in index.consumers(count.name):
+        if reader != node.name and position == 1 and index.node(reader).op == "Reshape":
+            return SparseGradient(values, reader)
+    return None
+
+
+def sparse_gradient(index: GraphIndex, tensor: str) -> SparseGradient | None:
+    """`tensor` as a sparse gradient: the dense form of one, or a gather gradient's values."""
+    return densified(index, tensor) or gather_gradient(index, tensor)
+
+
+def variable_read(index: GraphIndex, tensor: str) -> str | None:
+    """The variable an input reads directly (through Identity-like ops: `var/read`, a
+    resource variable's `ReadVariableOp`, or the handle itself), else None."""
+    source = producer(index, tensor)
+    if source.op in VARIABLE_OPS:
+        return source.name
+    if source.op in _PASS_THROUGH and source.input:  # `producer` stopped early
+        first = index.node(parse_input(source.input[0])[0])
+        if first.op in VARIABLE_OPS:
+            return first.name
+    return None
+
+
+def variable_reads(index: GraphIndex, node) -> set[str]:
+    """The variables a node reads directly (`variable_read` of each data input)."""
+    return {v for v in (variable_read(index, t) for t in _data_inputs(node)) if v is not None}
+
+
+def gradient_variable(index: GraphIndex, tensor: str) -> str | None:
+    """The variable a gradient tensor is the gradient of, read from the gradient sub-graph
+    `tf.gradients` builds: `gradients/<forward op>_grad/tuple/control_dependency_k` is the
+    gradient of the forward op's input k (a batch norm's offset, beside its input); another
+    `gradients/<forward op>_grad/...` node differentiates a forward op that reads one
+    variable; an `AddN` sums the gradients of one variable read twice. None where that does
+    not say one variable."""
+    own = parse_input(tensor)[0]
+    tuple_output = _TUPLE_OUTPUT.search(own)
+    if tuple_output is not None:  # before following the Identity: it names the input
+        forward = _GRADIENT_OF.search(own)
+        if forward is None or forward.group(1) not in index:
+            return None
+        inputs = _data_inputs(index.node(forward.group(1)))
+        k = int(tuple_output.group(1) or 0)
+        return variable_read(index, inputs[k]) if k < len(inputs) else None
+    node = producer(index, tensor)
+    if node.op == "UnsortedSegmentSum":  # a densified sparse gradient: its values say
+        return gradient_variable(index, node.input[0])
+    match = _GRADIENT_OF.search(node.name)
+    if match is None:
+        if node.op != "AddN":
+            return None
+        found = {gradient_variable(index, part) for part in _data_inputs(node)}
+        return found.pop() if len(found) == 1 else None
+    if match.group(1) not in index:
+        return None
+    reads = variable_reads(index, index.node(match.group(1)))
+    return reads.pop() if len(reads) == 1 else None
+
+
+_EMPTY_ATTR = SimpleNamespace(b=False, i=0)
+
+# How far below an average the optimizer's update of it may be: a sparse update reads it
+# through the optimizer's own ops (Neg, Mul by the rate, deduplication's UnsortedSegmentSum).
+_UPDATE_DEPTH = 6
+
+
+def updates_reading(index: GraphIndex, average: str) -> list:
+    """The optimizer's updates of a variable (dense Apply ops, sparse ones and scatters)
+    that read the average `average` directly or through the optimizer's few ops between
+    (`_UPDATE_DEPTH` data edges at most), in graph order. A walk of the few nodes below it,
+    not of the whole graph below: a training graph has an average per variable."""
+    found, seen, frontier = set(), {average}, [average]
+    for _ in range(_UPDATE_DEPTH):
+        below = []
+        for name in frontier:
+            for reader, _, output in index.consumers(name):
+                if output < 0 or reader in seen:
+                    continue
+                seen.add(reader)
+                if index.ops[index.position(reader)].startswith(
+                        DENSE_APPLY_PREFIXES + SPARSE_UPDATE_PREFIXES):
+                    found.add(reader)
+                else:
+                    below.append(reader)
+        frontier = below
+    return [index.node(name) for name in sorted(found, key=index.position)]

@@ -1,0 +1,392 @@
+"""The source surface of `average-gradients`: the libcst codemod (see the package docstring
+for the bug and the fix)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import libcst as cst
+
+from graphfix.source.codemod import Example, SourceCodemod
+from graphfix.source.fixes import Replace
+from graphfix.source.project import FileView
+from graphfix.source.project.names import AstTfNames
+from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
+
+# -- Source surface -------------------------------------------------------------------------
+#
+# The recipe: a function that loops over `zip(*param)` and averages with `reduce_mean` (of a
+# `concat` or `stack`) or `add_n`. It breaks only for some models, so it is reported only
+# where the code of the run shows one: a trainable `tf.Variable` (a reusing scope does not
+# share it, so another tower's loss does not reach it: a None gradient) or a lookup whose
+# gradient is an IndexedSlices (densified, or averaged at one tower's indices). Read from the
+# file and the files its imports connect it to (`FileView.connected_code`).
+
+_MEANS = frozenset({"reduce_mean", "math.reduce_mean"})
+_STACKS = frozenset({"concat", "stack"})
+_SUMS = frozenset({"add_n", "math.add_n"})
+_RECIPE_OPS = _MEANS | _STACKS | _SUMS | {"expand_dims", "convert_to_tensor", "divide",
+                                          "truediv", "math.divide", "math.truediv"}
+# What makes an IndexedSlices gradient: a gather from a variable.
+_SPARSE_MAKERS = frozenset({
+    "nn.embedding_lookup", "nn.embedding_lookup_sparse", "nn.safe_embedding_lookup_sparse",
+    "nn.nce_loss", "nn.sampled_softmax_loss", "gather", "compat.v1.gather",
+    "contrib.layers.embedding_lookup_unique", "layers.embed_sequence",
+    "contrib.layers.embed_sequence", "keras.layers.Embedding",
+})
+_GATHERS = frozenset({"gather", "compat.v1.gather"})
+_VARIABLE_MAKERS = VARIABLE_CALLS | GET_VARIABLE_CALLS
+# Python calls the recipe's loop may make (the rewrite keeps nothing else of it).
+_PLAIN_CALLS = frozenset({"append", "len", "zip", "list", "range", "float"})
+
+_BODY = '''\
+if len({{len(grads_and_vars) for grads_and_vars in {towers}}}) > 1:
+    raise ValueError("towers with different variable lists (do they share variables?)")
+{averaged} = []
+for grad_and_vars in zip(*{towers}):
+    var = grad_and_vars[0][1]
+    if any(v is not var for _, v in grad_and_vars):
+        names = [v.name for _, v in grad_and_vars]
+        raise ValueError("one tuple pairs gradients of different variables: %s" % names)
+    # Skip None: the gradient of a variable a tower's loss does not reach.
+    grads = [g for g, _ in grad_and_vars if g is not None]
+    if not grads:
+        {averaged}.append((None, var))
+        continue
+    if all(isinstance(g, {tf}.IndexedSlices) for g in grads):
+        # Kept sparse: every tower's values, divided by the towers, at its own indices.
+        values = {tf}.concat([g.values for g in grads], 0) / len(grad_and_vars)
+        indices = {tf}.concat([g.indices for g in grads], 0)
+        grad = {tf}.IndexedSlices(values, indices, grads[0].dense_shape)
+    else:
+        grad = {tf}.add_n([{tf}.convert_to_tensor(g) for g in grads]) / len(grad_and_vars)
+    {averaged}.append((grad, var))
+return {averaged}
+'''
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """A function of the recipe's shape: its loop and the tower list it zips, the TF module
+    its averaging call is spelled with, what it handles already, whether the rewrite keeps
+    all it does."""
+
+    function: cst.FunctionDef
+    towers: str
+    averaged: str
+    tf: str
+    skips_none: bool
+    keeps_sparse: bool
+    rewritable: bool
+
+
+def model_risks(view: FileView) -> tuple[str | None, str | None]:
+    """(where a trainable `tf.Variable` is made under a reusing variable scope, where a
+    gradient is an IndexedSlices), in the file of `view` and the files its imports connect
+    it to, each as `path:line` (the first), or None. The reusing scopes are the project
+    model's (`FileView.reusing_regions`: a tower loop's reuse reaches the model functions it
+    calls); a `gather` counts where it reads a name its function (or the module) binds to
+    a variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does."""
+    unshared = sparse = None  # (path, line): the first of the first file that has one
+    for path, code in view.connected_code().items():
+        if "Variable" not in code and not any(w in code for w in ("embed", "gather", "nce_",
+                                                                 "sampled_softmax")):
+            continue
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        names = AstTfNames(tree)
+        regions = None  # asked once a tf.Variable is found
+        for scope in [tree, *(n for n in ast.walk(tree)
+                              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+            variables = _bound_to_variables(scope, names)
+            for node in _own_nodes(scope):
+                if not isinstance(node, ast.Call):
+                    continue
+                name = names.canonical(node.func)
+                here = (path, node.lineno)
+                if name == "Variable" and _trainable(node):
+                    if regions is None:
+                        regions = view.project.view(path).reusing_regions()
+                    if any(region[0] <= node.lineno <= region[1] for region in regions):
+                        unshared = _first(unshared, here)
+                elif name in _SPARSE_MAKERS and (name not in _GATHERS
+                                                 or _reads(node, variables)):
+                    sparse = _first(sparse, here)
+    return tuple(None if at is None else f"{at[0]}:{at[1]}" for at in (unshared, sparse))
+
+
+def _first(found: tuple[str, int] | None, here: tuple[str, int]) -> tuple[str, int]:
+    return here if found is None or (found[0] == here[0] and here[1] < found[1]) else found
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions nested in it."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _bound_to_variables(scope: ast.AST, names: AstTfNames) -> set[str]:
+    """The names `scope` assigns a variable constructor's result to."""
+    bound = set()
+    for node in _own_nodes(scope):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and names.canonical(node.value.func) in _VARIABLE_MAKERS):
+            bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return bound
+
+
+def _reads(call: ast.Call, variables: set[str]) -> bool:
+    params = call.args[0] if call.args else None
+    return isinstance(params, ast.Name) and params.id in variables
+
+
+def _trainable(call: ast.Call) -> bool:
+    for keyword in call.keywords:
+        if keyword.arg == "trainable" and isinstance(keyword.value, ast.Constant):
+            return bool(keyword.value.value)
+    return True
+
+
+class AverageGradientsCodemod(SourceCodemod):
+    """The `average_gradients` recipe, where the model it averages for breaks it."""
+
+    VALID = (
+        # A dense model (every variable shared and reached): the recipe is right for it.
+        """
+        import tensorflow as tf
+
+        def average_gradients(tower_grads):
+            average_grads = []
+            for grad_and_vars in zip(*tower_grads):
+                grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
+                grad = tf.reduce_mean(tf.concat(grads, 0), 0)
+                average_grads.append((grad, grad_and_vars[0][1]))
+            return average_grads
+
+        def tower(x):
+            w = tf.get_variable("w", [3, 1])
+            return tf.matmul(x, w)
+        """,
+        # Already sparse and None-safe.
+        """
+        import tensorflow as tf
+
+        def average_gradients(tower_grads):
+            average_grads = []
+            for grad_and_vars in zip(*tower_grads):
+                grads = [g for g, _ in grad_and_vars if g is not None]
+                if isinstance(grads[0], tf.IndexedSlices):
+                    grad = tf.IndexedSlices(tf.concat([g.values for g in grads], 0) / len(grads),
+                                            tf.concat([g.indices for g in grads], 0),
+                                            grads[0].dense_shape)
+                else:
+                    grad = tf.add_n(grads) / len(grads)
+                average_grads.append((grad, grad_and_vars[0][1]))
+            return average_grads
+
+        def tower(ids):
+            emb = tf.get_variable("emb", [100, 8])
+            return tf.nn.embedding_lookup(emb, ids)
+        """,
+    )
+    INVALID = (
+        Example(
+            """
+            import tensorflow as tf
+
+            def average_gradients(tower_grads):
+                average_grads = []
+                for grad_and_vars in zip(*tower_grads):
+                    grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
+                    grad = tf.reduce_mean(tf.concat(grads, 0), 0)
+                    average_grads.append((grad, grad_and_vars[0][1]))
+                return average_grads
+
+            def tower(ids):
+                emb = tf.get_variable("emb", [100, 8])
+                return tf.nn.embedding_lookup(emb, ids)
+            """,
+            fixed="""
+            import tensorflow as tf
+
+            def average_gradients(tower_grads):
+                if len({len(grads_and_vars) for grads_and_vars in tower_grads}) > 1:
+                    raise ValueError("towers with different variable lists (do they share variables?)")
+                average_grads = []
+                for grad_and_vars in zip(*tower_grads):
+                    var = grad_and_vars[0][1]
+                    if any(v is not var for _, v in grad_and_vars):
+                        names = [v.name for _, v in grad_and_vars]
+                        raise ValueError("one tuple pairs gradients of different variables: %s" % names)
+                    # Skip None: the gradient of a variable a tower's loss does not reach.
+                    grads = [g for g, _ in grad_and_vars if g is not None]
+                    if not grads:
+                        average_grads.append((None, var))
+                        continue
+                    if all(isinstance(g, tf.IndexedSlices) for g in grads):
+                        # Kept sparse: every tower's values, divided by the towers, at its own indices.
+                        values = tf.concat([g.values for g in grads], 0) / len(grad_and_vars)
+                        indices = tf.concat([g.indices for g in grads], 0)
+                        grad = tf.IndexedSlices(values, indices, grads[0].dense_shape)
+                    else:
+                        grad = tf.add_n([tf.convert_to_tensor(g) for g in grads]) / len(grad_and_vars)
+                    average_grads.append((grad, var))
+                return average_grads
+
+            def tower(ids):
+                emb = tf.get_variable("emb", [100, 8])
+                return tf.nn.embedding_lookup(emb, ids)
+            """,
+            says="IndexedSlices",
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        recipes = [r for r in map(self._recipe, self.nodes(cst.FunctionDef)) if r is not None]
+        recipes = [r for r in recipes if not (r.skips_none and r.keeps_sparse)]
+        if not recipes:
+            return
+        unshared, sparse = model_risks(self.project)
+        for recipe in recipes:
+            breaks = []
+            if sparse and not recipe.keeps_sparse:
+                breaks.append(f"the gradient of the lookup at {sparse} is an IndexedSlices, "
+                              "which expand_dims/concat densify to a whole [vocab, dim] tensor "
+                              "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
+            if unshared and not recipe.skips_none:
+                breaks.append(f"the tf.Variable at {unshared} is made anew in every tower (a "
+                              "reusing scope does not share it), so another tower's loss does "
+                              "not reach it: its gradient is None and expand_dims raises "
+                              "\"None values not supported\"")
+            if not breaks:
+                continue
+            function = recipe.function
+            fix = Replace(function, self._rewritten(recipe)) if recipe.rewritable else None
+            self.report(
+                function.name,
+                f"{function.name.value}() averages the towers' gradients with the CIFAR-10 "
+                f"recipe, which breaks for this model: {'; '.join(breaks)}"
+                + ("" if fix else " (the function does more than the recipe: rewrite it by "
+                   "hand to skip None, keep IndexedSlices sparse, check one variable per "
+                   "tuple)"),
+                fix=fix)
+
+    def _recipe(self, function: cst.FunctionDef) -> _Recipe | None:
+        params = {p.name.value for p in function.params.params}
+        loop = next((f for f in _walk(function, cst.For) if _zipped(f, params)), None)
+        if loop is None:
+            return None
+        averaging = [c for c in _walk(loop, cst.Call)
+                     if self.tf_canonical(c.func) in _MEANS | _SUMS]
+        if not averaging:
+            return None
+        func = averaging[0].func
+        tf = self.code(func.value) if isinstance(func, cst.Attribute) else "tf"
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) \
+                and func.value.attr.value == "math":
+            tf = self.code(func.value.value)
+        text = self.code(loop)
+        skips_none = "None" in text
+        keeps_sparse = "IndexedSlices" in text or ".indices" in text
+        return _Recipe(function, _zipped(loop, params), _list_made(function), tf, skips_none,
+                       keeps_sparse,
+                       self._only_the_recipe(function, loop))
+
+    def _only_the_recipe(self, function: cst.FunctionDef, loop: cst.For) -> bool:
+        """Whether the function does nothing the rewrite would lose: a docstring, lists made
+        empty, the loop (its calls TF's averaging ops, appends and builtins), a return."""
+        body = list(function.body.body)
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        for statement in body:
+            if statement is loop:
+                continue
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return False
+            for small in statement.body:
+                if isinstance(small, cst.Return):
+                    continue
+                if not (isinstance(small, cst.Assign) and isinstance(small.value, cst.List)
+                        and not small.value.elements):
+                    return False
+        for call in _walk(loop, cst.Call):
+            name = self.tf_canonical(call.func)
+            if name in _RECIPE_OPS:
+                continue
+            last = (call.func.attr.value if isinstance(call.func, cst.Attribute)
+                    else getattr(call.func, "value", None))
+            if name is None and last in _PLAIN_CALLS:
+                continue
+            return False
+        return True
+
+    def _rewritten(self, recipe: _Recipe):
+        """The change that gives the function the correct body (its docstring kept),
+        indented as the file indents."""
+        indent = self._tree.default_indent
+        lines = _BODY.format(towers=recipe.towers, averaged=recipe.averaged,
+                             tf=recipe.tf).splitlines()
+        text = "def f():\n" + "".join(f"{indent * (1 + _depth(line))}{line.lstrip()}\n"
+                                      for line in lines)
+        body = list(cst.parse_statement(text, config=self._tree.config_for_parsing).body.body)
+        keeps_docstring = _is_docstring(recipe.function.body.body[0])
+
+        def change(updated: cst.FunctionDef) -> cst.FunctionDef:
+            statements = [updated.body.body[0], *body] if keeps_docstring else body
+            return updated.with_changes(body=updated.body.with_changes(body=statements))
+        return change
+
+
+def _depth(line: str) -> int:
+    """The block depth of a line of `_BODY` (written with four spaces a level, and no
+    continuation lines: the file's own indent replaces them)."""
+    return (len(line) - len(line.lstrip())) // 4
+
+
+def _walk(node: cst.CSTNode, kind: type) -> list:
+    """Every node of `kind` under `node` (itself included), in source order."""
+    found = []
+
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            if isinstance(visited, kind):
+                found.append(visited)
+            return True
+
+    node.visit(_Collect())
+    return found
+
+
+def _zipped(loop: cst.For, params: set[str]) -> str | None:
+    """The parameter a `for ... in zip(*param):` loop zips, else None."""
+    call = loop.iter
+    if (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+            and call.func.value == "zip" and len(call.args) == 1 and call.args[0].star == "*"
+            and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value in params):
+        return call.args[0].value.value
+    return None
+
+
+def _list_made(function: cst.FunctionDef) -> str:
+    """The name the function's body binds to an empty list (the averages it returns)."""
+    for statement in function.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if (isinstance(small, cst.Assign) and isinstance(small.value, cst.List)
+                        and not small.value.elements and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)):
+                    return small.targets[0].target.value
+    return "average_grads"
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))

@@ -1,0 +1,251 @@
+"""The source surface of `shared-variables`: the libcst codemod (see the package docstring
+for the bug and the graph surface)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import libcst as cst
+
+from graphfix.source.codemod import Example, SourceCodemod, argument, v1_spelling
+from graphfix.source.fixes import Replace
+
+# -- Source surface -------------------------------------------------------------------------
+#
+# Where code runs under a variable scope that reuses is the project model's to say
+# (`FileView.reusing_regions`: `with variable_scope(..., reuse=...)`, after
+# `reuse_variables()`, and the code such code calls, across files). Here: each
+# `tf.Variable(...)` made there, rewritten as `get_variable`.
+
+# `Variable(initial_value, trainable, ...)`: past `trainable` the positions differ between
+# TF1's Variable and TF2's, so a positional argument there is not rewritten.
+_KEPT = frozenset({"trainable", "collections", "validate_shape", "caching_device", "dtype",
+                   "constraint", "use_resource", "synchronization", "aggregation", "shape"})
+# Arguments `get_variable` has no counterpart for.
+_NOT_IN_GET_VARIABLE = frozenset({"variable_def", "import_scope", "expected_shape",
+                                  "experimental_enable_variable_lifting"})
+
+
+def _last_name(target: cst.BaseExpression) -> str | None:
+    """The name a variable is assigned to, as get_variable's name: `w`, `self.w` -> w,
+    `a[i]` -> a."""
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, cst.Attribute):
+        return target.attr.value
+    if isinstance(target, cst.Subscript):
+        return _last_name(target.value)
+    return None
+
+
+class SharedVariablesCodemod(SourceCodemod):
+    """Rewrite `tf.Variable(...)` made under a reusing variable scope as `get_variable`.
+
+    Found: a `tf.Variable(...)` (any spelling: `tf.compat.v1.Variable`, an alias) whose code
+    runs under a variable scope that reuses, as the project model says
+    (`FileView.reusing_regions`): the body of `with tf.variable_scope(..., reuse=True)` (or
+    `reuse=tf.AUTO_REUSE`, or an expression such as `reuse=i > 0` or a `reuse` parameter:
+    the scope re-entered per tower), the code after `tf.get_variable_scope()
+    .reuse_variables()` to the end of its variable scope (from the start of the tower loop
+    it is in: the loop's next pass reuses), and the functions such code calls, in this file
+    or another of the run. Reuse applies to `get_variable` only: each call makes a new
+    variable, one per tower.
+
+    Fixed: `tf.compat.v1.get_variable(name, initializer=init, ...)`, spelled as the file
+    reaches compat.v1 (`tf.get_variable` after `import tensorflow.compat.v1 as tf`), named
+    from `name=` or else the variable the call is assigned to (`w`, `self.w`, `a[i]`: `w`,
+    `w`, `a`); `trainable`, `collections`, `dtype`, `validate_shape`, `caching_device`,
+    `constraint`, `use_resource`, `synchronization`, `aggregation` kept; a `lambda:`
+    initial value becomes its body (get_variable would call it with a shape). Reported, not
+    fixed: a call where reuse is on already the first time it runs (in `reuse=True`, or
+    after `reuse_variables()` in its first pass: get_variable would find nothing to
+    reuse), a call with no name to give it (`return tf.Variable(...)`), two calls that
+    would get one name in one variable scope, a call in a loop inside the reusing scope
+    (one name would share every pass's variable), positional arguments past `trainable`,
+    `*args` / `**kwargs`, and arguments get_variable lacks (`variable_def`,
+    `import_scope`).
+    """
+
+    DESCRIPTION = "Make tf.Variable under a reusing variable scope a shared get_variable."
+    VALID = (
+        """\
+        import tensorflow.compat.v1 as tf
+
+
+        def tower(x, reuse):
+            with tf.variable_scope("model", reuse=reuse):
+                w = tf.get_variable("w", initializer=tf.zeros([3, 2]))
+                return tf.matmul(x, w)
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        step = tf.Variable(0, trainable=False, name="global_step")
+        """,
+    )
+    INVALID = (
+        Example(
+            """\
+            import tensorflow.compat.v1 as tf
+
+
+            def tower(x, reuse):
+                with tf.variable_scope("model", reuse=reuse):
+                    w = tf.Variable(tf.zeros([3, 2]))
+                    return tf.matmul(x, w)
+            """,
+            fixed="""\
+            import tensorflow.compat.v1 as tf
+
+
+            def tower(x, reuse):
+                with tf.variable_scope("model", reuse=reuse):
+                    w = tf.get_variable("w", initializer=tf.zeros([3, 2]))
+                    return tf.matmul(x, w)
+            """,
+            says="tf.Variable under a reusing variable scope (reuse=reuse) is not shared"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        regions = self.project.reusing_regions()
+        if not regions:
+            return
+        spelling = v1_spelling(node, "get_variable")
+        # (the name a fix writes, quoted as most of the file's strings are)
+        self._quote = "'" if node.code.count("'") > node.code.count('"') else '"'
+        sites = []
+        for call in self.nodes(cst.Call):
+            if self.tf_canonical(call.func) not in ("Variable", "VariableV1"):
+                continue
+            line = self.position(call)[0]
+            region = next((r for r in regions if r[0] <= line <= r[1]), None)
+            if region is not None:
+                sites.append((call, region))
+        named = {}
+        for call, _ in sites:
+            name = self._name_of(call)
+            if isinstance(name, str):
+                named.setdefault((self._scope_of(call), name), []).append(call)
+        for call, (first, _, why, strict) in sites:
+            reusing = strict is not None and self.position(call)[0] >= strict
+            self._judge(call, first, why, spelling, named, reusing)
+
+    # -- reading a call --------------------------------------------------------------------
+
+    def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Where a get_variable name must be unique: the innermost `with variable_scope(...)`
+        block holding `node` in its function, else the function (or the module)."""
+        node = self.parent(node)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(node, cst.With) and any(
+                    isinstance(item.item, cst.Call) and (self.tf_canonical(item.item.func)
+                                                         or "").endswith("variable_scope")
+                    for item in node.items):
+                return node
+            node = self.parent(node)
+        return node if node is not None else self._tree
+
+    def _name_of(self, call: cst.Call) -> str | cst.BaseExpression | None:
+        """The variable's name: the `name=` expression as given (a literal as its text), or
+        the target the call is assigned to; None if neither says one."""
+        given = argument(call, "name", None)
+        if given is not None:
+            if isinstance(given, cst.SimpleString) and isinstance(given.evaluated_value, str):
+                return given.evaluated_value
+            return given
+        child, parent = call, self.parent(call)
+        position = None
+        if isinstance(parent, cst.Element) and isinstance(self.parent(parent), cst.Tuple):
+            elements = self.parent(parent).elements
+            position = next(k for k, e in enumerate(elements) if e is parent)
+            child, parent = self.parent(parent), self.parent(self.parent(parent))
+        if isinstance(parent, cst.Assign) and parent.value is child and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign) and parent.value is child:
+            target = parent.target
+        else:
+            return None
+        if position is not None:
+            if not isinstance(target, (cst.Tuple, cst.List)) or position >= len(target.elements):
+                return None
+            target = target.elements[position].value
+        return _last_name(target)
+
+    def _in_inner_loop(self, call: cst.Call, region_first: int) -> bool:
+        """Whether the call is in a loop that begins inside the reusing region (a loop of
+        layers, not the tower loop the region starts at)."""
+        node = self.parent(call)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(node, (cst.For, cst.While)) and self.position(node)[0] > region_first:
+                return True
+            node = self.parent(node)
+        return False
+
+    # -- finding and fix -------------------------------------------------------------------
+
+    def _judge(self, call: cst.Call, region_first: int, why: str, spelling: str | None,
+               named: dict, reusing_already: bool) -> None:
+        message = (f"tf.Variable under a reusing variable scope ({why}) is not shared: each "
+                   "call makes a new variable, one per tower (seed 003); reuse applies to "
+                   "get_variable only")
+        name = self._name_of(call)
+        problem = self._problem(call, name, region_first, spelling, named)
+        if problem is None and reusing_already:
+            problem = ("reuse is on already where it is first made, so get_variable would "
+                       "find no variable to reuse; make it with get_variable before the "
+                       "scope reuses, or reuse=tf.AUTO_REUSE")
+        if problem is not None:
+            self.report(call, f"{message}; not fixed: {problem}")
+            return
+        given = argument(call, "name", None)  # kept as written; else the target's name
+        literal = None if given is not None else f"{self._quote}{name}{self._quote}"
+        shown = literal or self.code(given)
+        self.report(call, f"{message}; fix: {spelling}({shown}, initializer=...)",
+                    fix=Replace(call, partial(_as_get_variable, spelling, literal)))
+
+    def _problem(self, call, name, region_first, spelling, named) -> str | None:
+        if spelling is None:
+            return "no TensorFlow import to spell get_variable with"
+        if any(a.star for a in call.args):
+            return "*args / **kwargs: the arguments are not visible"
+        positional = [a for a in call.args if a.keyword is None]
+        if len(positional) > 2:
+            return "positional arguments past trainable: give them as keywords"
+        keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+        lacking = sorted(keywords & _NOT_IN_GET_VARIABLE)
+        if lacking:
+            return f"get_variable has no {', '.join(lacking)}"
+        if argument(call, "initial_value", 0) is None:
+            return "no initial value"
+        if name is None:
+            return "no name to give it: pass name= (get_variable needs one, unique in its scope)"
+        if isinstance(name, str) and len(named.get((self._scope_of(call), name), ())) > 1:
+            return (f"two variables would be named {name!r} in one variable scope: name "
+                    "them apart")
+        if isinstance(name, str) and self._in_inner_loop(call, region_first):
+            return ("made in a loop inside the reusing scope: one name would share every "
+                    "pass's variable; give each its own name")
+        return None
+
+
+def _as_get_variable(spelling: str, name: str | None, updated: cst.Call) -> cst.Call:
+    """`Variable(...)` as `get_variable(name, initializer=..., <kept>)`; `name` (a string
+    literal's code) None: the call's own `name=` expression."""
+    name_arg = (cst.SimpleString(name) if name is not None
+                else argument(updated, "name", None))
+    initial = argument(updated, "initial_value", 0)
+    if isinstance(initial, cst.Lambda) and not initial.params.params:
+        initial = initial.body  # get_variable would call it with a shape
+    trainable = argument(updated, "trainable", 1)
+    args = [cst.Arg(name_arg), _keyword("initializer", initial)]
+    if trainable is not None:
+        args.append(_keyword("trainable", trainable))
+    for arg in updated.args:
+        if arg.keyword is not None and arg.keyword.value in _KEPT - {"trainable"}:
+            args.append(_keyword(arg.keyword.value, arg.value))
+    return updated.with_changes(func=cst.parse_expression(spelling), args=args)
+
+
+def _keyword(key: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(value, keyword=cst.Name(key),
+                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
