@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 _TOWER = re.compile(r"(?:^|/)(?:tower|clone|replica|gpu)_?(\d+)(?:/|$)", re.IGNORECASE)
 _TOWER_WORDS = frozenset({"tower", "clone", "replica", "gpu"})
 # The last component of a scope: `<base>_<N>` (TF's uniquifier, or the author's `%s_%d`).
-_NUMBERED = re.compile(r"^(.*?)_?(\d+)$")
+# A numbered scope in a folder path: `<base>_<N>` or `<base><N>` as a whole component
+# (TF's uniquifier, or the author's `%s_%d`).
+_NUMBERED_SCOPE = re.compile(r"(?:(?<=/)|(?<=\n)|^)([^/\n]*?[^/\n\d_])_?(\d+)(?=/|\n|$)")
 # Of each member's relative names, the share that must be in the first member's (and back).
 _SAME_SUBGRAPH = 0.5
 
@@ -100,17 +102,27 @@ def find_towers(index: "GraphIndex", names: Iterable[str] | None = None) -> list
     candidates = _numbered_families(names)
     if not candidates:
         return []
-    families = sorted(candidates.items())
+    # A family not named as towers is one only if each member is on a device of its own:
+    # more members than the graph has devices cannot be (a chain of 70k `dense_N` layers).
+    devices = len(set(index.devices) - {""})
+    families = sorted((key, members) for key, members in candidates.items()
+                      if key[1].lower() in _TOWER_WORDS or len(members) <= devices)
+    if not families:
+        return []
     # member scope -> [(family, place of the member)]: a node's scopes are looked up as its
-    # name is walked, one pass for every family at once.
+    # name is walked, one pass for every family at once, over the names whose first scope
+    # can lead to a member.
     owner: dict[str, list[tuple[int, int]]] = {}
-    for f, (_, members) in enumerate(families):
+    heads = set()
+    for f, ((parent, _), members) in enumerate(families):
         for k, number in enumerate(sorted(members)):
             owner.setdefault(members[number], []).append((f, k))
+            heads.add(members[number].partition("/")[0])
     seen = [_Seen(len(members)) for _, members in families]
     all_devices = index.devices
     for position, name in enumerate(index.names):
-        if "/" not in name:
+        head, slash, _ = name.partition("/")
+        if not slash or head not in heads:
             continue
         parts = name.split("/")
         scope = parts[0]
@@ -149,24 +161,27 @@ class _Seen:
 
 def _numbered_families(names: Iterable[str]) -> dict[tuple[str, str], dict[int, str]]:
     """(parent scope, base) -> {number: member scope} for the families of numbered sibling
-    scopes (two or more members) among the scopes of `names`."""
-    scopes = set()
-    for directory in {name.rpartition("/")[0] for name in names}:
-        while directory and directory not in scopes:
-            scopes.add(directory)
-            directory = directory.rpartition("/")[0]
+    scopes (two or more members) among the scopes of `names`. One regular-expression scan
+    of the names' folders finds every numbered scope (a million-node graph has hundreds of
+    thousands: no loop per folder)."""
+    unique = {name.rpartition("/")[0] for name in names} - {""}
+    folders = "\n".join(unique)
     families: dict[tuple[str, str], dict[int, str]] = {}
-    for scope in scopes:
-        parent, _, last = scope.rpartition("/")
-        match = _NUMBERED.match(last)
-        if match and match.group(1):
-            families.setdefault((parent, match.group(1)), {})[int(match.group(2))] = scope
+    for match in _NUMBERED_SCOPE.finditer(folders):
+        start = folders.rfind("\n", 0, match.start()) + 1
+        parent = folders[start:match.start() - 1] if match.start() > start else ""
+        base, number = match.group(1), int(match.group(2))
+        scope = folders[start:match.end()]
+        families.setdefault((parent, base), {}).setdefault(number, scope)
     out = {}
+    # (a scope that holds nodes, or scopes that do: where a tower's first member shows)
+    holding = unique | {folder.rpartition("/")[0] for folder in unique}
     for (parent, base), members in families.items():
         # TF's own numbering leaves the first member unnumbered: `tower`, `tower_1`, ...
-        plain = f"{parent}/{base}" if parent else base
-        if 0 not in members and plain in scopes:
-            members[0] = plain
+        if 0 not in members:
+            first = f"{parent}/{base}" if parent else base
+            if first in holding:
+                members[0] = first
         if len(members) >= 2:
             out[(parent, base)] = members
     return out
