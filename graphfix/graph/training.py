@@ -11,7 +11,6 @@ import re
 
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
-from graphfix.graph.towers import tower_of  # noqa: F401  (the tower notion: towers.py)
 
 ASSIGN_OPS = frozenset({
     "Assign", "AssignAdd", "AssignSub",
