@@ -103,3 +103,43 @@ def test_a_plug_in_written_before_source_triggers_keeps_its_word_tuples():
     assert groups.in_text("with tf.device('/gpu:0'):")
     assert not groups.in_text("with tf.device('/cpu:0'):")
     assert as_triggers(None) is None
+
+
+_LOOPED = {
+    "literal list": """\
+        import tensorflow as tf
+        for d in ["/gpu:0", "/gpu:1"]:
+            with tf.device(d):
+                w = tf.get_variable("w", [2])
+        """,
+    "enumerate of a listed name": """\
+        import tensorflow as tf
+        gpus = ("/gpu:0", "/gpu:1")
+        for i, d in enumerate(gpus):
+            with tf.device(d):
+                w = tf.get_variable("w%d" % i, [2])
+        """,
+    # TF's own distribution code: devices computed at run time, "GPU" said elsewhere
+    "devices at run time": """\
+        import tensorflow as tf
+        def per_device(devices):
+            assert devices, "no GPU devices"
+            for d in devices:
+                with tf.device(d):
+                    w = tf.get_variable("w", [2])
+        """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(_LOOPED))
+def test_variables_to_cpu_pre_check_reads_a_looped_device_as_its_codemod_does(case):
+    """A device a loop binds is a GPU to the pre-check where its codemod reads one: the loop
+    is over a literal list (or a name assigned one) that spells a GPU. A loop over devices
+    known only at run time passes neither (the pre-check once let every such loop in a file
+    that says "gpu" through, ten files of tensorflow/python each costing seconds of libcst)."""
+    transform = registry.all_transforms()["variables-to-cpu"]
+    code = textwrap.dedent(_LOOPED[case])
+    codemods = [(transform.source_codemod(), transform.default_options())]
+    found = run_source(code, "m.py", codemods, fix=False).findings
+    passed = transform in prefilter.prefilter(code, [transform]).work
+    assert passed == bool(found) == (case != "devices at run time")

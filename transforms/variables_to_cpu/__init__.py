@@ -71,29 +71,49 @@ def _on_gpu(group: placement.Group) -> bool:
 
 
 def _gpu_device_scope(syntax: Syntax) -> bool:
-    """Whether a `with ...device(...)` is given a GPU string, or a name a loop binds in a
-    file that spells a GPU string (`for d in ["/gpu:0", "/gpu:1"]`): this transform's
-    pre-check."""
+    """Whether a `with ...device(...)` is given a GPU string, or a name a `for` loop binds
+    over a literal list or tuple that spells a GPU string (`for d in ["/gpu:0", "/gpu:1"]`,
+    `for i, d in enumerate(gpus)` with `gpus = [...]` in the file): this transform's
+    pre-check, as loose as the codemod's reading of a device (`_device_templates`), no
+    looser (a loop over devices computed at run time, as most of TensorFlow's own
+    distribution code has, is no GPU the codemod can see)."""
     import ast  # (here: a run over graphs never parses source)
 
     from graphfix.source.syntax import call_arguments, strings_in, tail_name
 
-    def looped(name: str) -> bool:  # (`for i, d in enumerate(...)` binds d too)
-        return name in syntax.loop_names or any(
-            isinstance(node, ast.For) and any(isinstance(bound, ast.Name) and bound.id == name
-                                              for bound in ast.walk(node.target))
-            for node in ast.walk(syntax.tree))
+    def spells_gpu(node: ast.AST) -> bool:
+        return any("gpu" in text.lower() for text in strings_in(node))
 
-    def gpu(arg: ast.expr) -> bool:
-        if isinstance(arg, ast.Name):
-            return (any("gpu" in text.lower() for text in syntax.strings)
-                    and looped(arg.id))
-        return any("gpu" in text.lower() for text in strings_in(arg))
+    def gpu_list(iterable: ast.expr) -> bool:
+        if isinstance(iterable, ast.Name):
+            return any(isinstance(value, (ast.List, ast.Tuple)) and spells_gpu(value)
+                       for value in syntax.assigned.get(iterable.id, ()))
+        return isinstance(iterable, (ast.List, ast.Tuple)) and spells_gpu(iterable)
 
-    return any(isinstance(item.context_expr, ast.Call)
-               and tail_name(item.context_expr.func) == "device"
-               and any(gpu(arg) for arg in call_arguments(item.context_expr))
-               for block in syntax.withs for item in block.items)
+    def looped_over_gpus() -> set[str]:  # the names loops bind to a listed GPU device
+        names = set()
+        for node in ast.walk(syntax.tree):
+            if not isinstance(node, ast.For):
+                continue
+            target, iterable = node.target, node.iter
+            if (isinstance(target, ast.Tuple) and len(target.elts) == 2
+                    and isinstance(iterable, ast.Call) and iterable.args
+                    and isinstance(iterable.func, ast.Name)
+                    and iterable.func.id == "enumerate"):
+                target, iterable = target.elts[1], iterable.args[0]
+            if isinstance(target, ast.Name) and gpu_list(iterable):
+                names.add(target.id)
+        return names
+
+    scopes = [item.context_expr for block in syntax.withs for item in block.items
+              if isinstance(item.context_expr, ast.Call)
+              and tail_name(item.context_expr.func) == "device"]
+    if any(not isinstance(arg, ast.Name) and spells_gpu(arg)
+           for call in scopes for arg in call_arguments(call)):
+        return True
+    named = {arg.id for call in scopes for arg in call_arguments(call)
+             if isinstance(arg, ast.Name)}
+    return bool(named) and bool(named & looped_over_gpus())
 
 
 class _CpuTwins(dict):
