@@ -216,3 +216,30 @@ def test_one_debug_identity_per_call_stops_the_merge(ops):
     assert computed == STEPS and all(first == second for first, second in steps), steps
     steps, computed = run_steps(ops, one_each)
     assert computed == 2 * STEPS and all(first != second for first, second in steps), steps
+
+
+def test_saved_graph_rewritten_with_debug_identity_v2_runs_every_step(ops):
+    """The rewrite as the graph fix would make it, on a GraphDef: each GetImageID's constant
+    input goes through a DebugIdentityV2 node of its own; the imported graph runs the op on
+    every step and returns what the original graph returned on its first."""
+    graph = tf.Graph()
+    with graph.as_default():
+        ops.get_image_id(tf.constant(32), name="image_ids")
+    graph_def = graph.as_graph_def()
+    node = next(n for n in graph_def.node if n.op == "GetImageID")
+    unfolded = graph_def.node.add(name=f"{node.name}/count_unfolded", op="DebugIdentityV2",
+                                  input=[node.input[0]])
+    unfolded.attr["T"].type = tf.int32.as_datatype_enum
+    node.input[0] = unfolded.name
+
+    fixed = tf.Graph()
+    with fixed.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+        image_ids = fixed.get_tensor_by_name("image_ids:0")
+        computed = ops.compute_count()
+        with tf1.Session(graph=fixed) as sess:
+            before = sess.run(computed)
+            steps = [sess.run(image_ids) for _ in range(STEPS)]
+            assert sess.run(computed) - before == STEPS
+    assert len({tuple(ids) for ids in steps}) == STEPS
+    assert all(len(ids) == 32 for ids in steps)  # the op still saw count=32
