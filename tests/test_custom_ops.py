@@ -2,8 +2,8 @@
 
 `GetImageID` (fixtures/custom_ops/get_image_id.cc) is registered without `SetIsStateful` and
 returns the next value of a counter on every Compute; `GetImageIDStateful` is the same kernel
-registered stateful; `ComputeCount` says how many times the kernels ran. The library is
-compiled once (fixtures/custom_ops/build.py caches it) and loaded with tf.load_op_library.
+registered stateful; `NextImageID` has no input; `ComputeCount` says how many times the kernels
+ran. The library is compiled once (fixtures/custom_ops/build.py caches it) and loaded with tf.load_op_library.
 
 Each test builds the seed's loop, `sess.run` three times, and asserts what TF does today:
 the ids the op returned and how many times its kernel really ran. docs/custom_ops.md gives
@@ -243,3 +243,24 @@ def test_saved_graph_rewritten_with_debug_identity_v2_runs_every_step(ops):
             assert sess.run(computed) - before == STEPS
     assert len({tuple(ids) for ids in steps}) == STEPS
     assert all(len(ids) == 32 for ids in steps)  # the op still saw count=32
+
+
+def test_an_op_with_no_inputs_is_folded_by_the_classic_pass_only(ops):
+    """NextImageID has no inputs: Grappler never folds a node without inputs, the classic
+    graph optimizer (L1) does; so L0 alone runs it every step."""
+    def no_input(ops):
+        return [ops.next_image_id()], None
+
+    assert_folded(*run_steps(ops, no_input))
+    assert_folded(*run_steps(ops, no_input, session_config(meta_optimizer_off=True)))
+    assert_runs_every_step(*run_steps(ops, no_input, session_config(opt_level_l0=True)))
+
+
+def test_the_registry_reports_is_stateful_after_loading(ops):
+    """The bit every rule above consults, as Python sees it once the library is loaded."""
+    from tensorflow.python.framework import op_def_registry
+
+    assert op_def_registry.get("GetImageID").is_stateful is False
+    assert op_def_registry.get("NextImageID").is_stateful is False
+    assert op_def_registry.get("GetImageIDStateful").is_stateful is True
+    assert op_def_registry.get("DebugIdentityV2").is_stateful is True  # the graph fix's pass-through
