@@ -264,3 +264,30 @@ def test_the_registry_reports_is_stateful_after_loading(ops):
     assert op_def_registry.get("NextImageID").is_stateful is False
     assert op_def_registry.get("GetImageIDStateful").is_stateful is True
     assert op_def_registry.get("DebugIdentityV2").is_stateful is True  # the graph fix's pass-through
+
+
+def test_no_input_op_is_folded_even_after_a_stateful_node(ops):
+    """An op with no input has nothing to route through a pass-through, and a control input
+    does not help: the classic pass allows control edges from non-constant nodes and moves
+    them onto the folded constant. Only the C++ fix (or L0) keeps it running."""
+    def after_stateful(ops):
+        with tf.control_dependencies([tf.raw_ops.DebugIdentityV2(input=tf.constant(0))]):
+            return [ops.next_image_id()], None
+
+    assert_folded(*run_steps(ops, after_stateful))
+
+
+# --- The build: cached, and plain about a missing compiler ---------------------------
+
+def test_the_library_is_built_once_and_then_reused(ops):
+    first = build.library_path("get_image_id.cc")
+    built_at = first.stat().st_mtime_ns
+    assert build.library_path("get_image_id.cc") == first
+    assert first.stat().st_mtime_ns == built_at
+
+
+def test_no_compiler_is_said_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CXX", raising=False)
+    with pytest.raises(build.NoCompilerError, match=r"no C\+\+ compiler found \(looked for c\+\+, g\+\+"):
+        build.library_path("get_image_id.cc")
