@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP) compiler
 	$(BIN)/python -m compileall -q graphfix transforms > /dev/null
 
-# The custom-op tests compile a real TF op (fixtures/custom_ops/build.py). Where no C++
+# The custom-op tests compile a real TF op (fixtures/custom_ops/build_ops.py). Where no C++
 # compiler is present, g++ is installed if we can (Debian/Ubuntu, as root); elsewhere a line
 # says so and the install goes on (those tests then fail naming the missing compiler).
 compiler:

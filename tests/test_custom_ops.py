@@ -3,7 +3,7 @@
 `GetImageID` (fixtures/custom_ops/get_image_id.cc) is registered without `SetIsStateful` and
 returns the next value of a counter on every Compute; `GetImageIDStateful` is the same kernel
 registered stateful; `NextImageID` has no input; `ComputeCount` says how many times the kernels
-ran. The library is compiled once (fixtures/custom_ops/build.py caches it) and loaded with tf.load_op_library.
+ran. The library is compiled once (fixtures/custom_ops/build_ops.py caches it) and loaded with tf.load_op_library.
 
 Each test builds the seed's loop, `sess.run` three times, and asserts what TF does today:
 the ids the op returned and how many times its kernel really ran. docs/custom_ops.md gives
@@ -21,7 +21,7 @@ from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 from tests.conftest import FIXTURES
 
 sys.path.insert(0, str(FIXTURES / "custom_ops"))
-import build  # noqa: E402  (fixtures/custom_ops/build.py)
+import build_ops  # noqa: E402  (fixtures/custom_ops/build_ops.py)
 
 tf1 = tf.compat.v1
 STEPS = 3
@@ -31,8 +31,8 @@ STEPS = 3
 def ops():
     """The compiled custom ops; fails (never skips) where no compiler is present."""
     try:
-        return tf.load_op_library(str(build.library_path("get_image_id.cc")))
-    except build.NoCompilerError as error:
+        return tf.load_op_library(str(build_ops.library_path("get_image_id.cc")))
+    except build_ops.NoCompilerError as error:
         pytest.fail(str(error))
 
 
@@ -280,14 +280,14 @@ def test_no_input_op_is_folded_even_after_a_stateful_node(ops):
 # --- The build: cached, and plain about a missing compiler ---------------------------
 
 def test_the_library_is_built_once_and_then_reused(ops):
-    first = build.library_path("get_image_id.cc")
+    first = build_ops.library_path("get_image_id.cc")
     built_at = first.stat().st_mtime_ns
-    assert build.library_path("get_image_id.cc") == first
+    assert build_ops.library_path("get_image_id.cc") == first
     assert first.stat().st_mtime_ns == built_at
 
 
 def test_no_compiler_is_said_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CXX", raising=False)
-    with pytest.raises(build.NoCompilerError, match=r"no C\+\+ compiler found \(looked for c\+\+, g\+\+"):
-        build.library_path("get_image_id.cc")
+    with pytest.raises(build_ops.NoCompilerError, match=r"no C\+\+ compiler found \(looked for c\+\+, g\+\+"):
+        build_ops.library_path("get_image_id.cc")
