@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install compiler demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,23 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 # Bytecode written now, as pip writes it for a regular install, so that no run compiles
 # graphfix's modules from source (where PYTHONDONTWRITEBYTECODE is set, every run would).
-install: $(STAMP)
+install: $(STAMP) compiler
 	$(BIN)/python -m compileall -q graphfix transforms > /dev/null
+
+# The custom-op tests compile a real TF op (fixtures/custom_ops/build_ops.py). Where no C++
+# compiler is present, g++ is installed if we can (Debian/Ubuntu, as root); elsewhere a line
+# says so and the install goes on (those tests then fail naming the missing compiler).
+compiler:
+	@if [ -z "$$CXX" ] && ! command -v c++ >/dev/null 2>&1 && ! command -v g++ >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "no C++ compiler: installing g++ (apt-get)"; \
+	    (apt-get update -qq && apt-get install -y -qq g++) \
+	      || echo "warning: apt-get could not install g++: the custom-op tests will fail" >&2; \
+	  else \
+	    echo "warning: no C++ compiler (c++ or g++) and no root apt-get to install one:" \
+	      "the custom-op tests will fail; install g++ or set CXX" >&2; \
+	  fi; \
+	fi
 
 demo: install
 	$(BIN)/graphfix demo
