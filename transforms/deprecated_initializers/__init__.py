@@ -1,10 +1,12 @@
 """deprecated-initializers: TF 1.x's deprecated initializer names (seed 000).
 
 The bug: the seed's script initializes with `tf.initialize_all_variables()`, a name TF
-deprecated in 2017 for `tf.global_variables_initializer()`. On TF 1.x it still works and
-logs a deprecation warning on every call; TF 2 keeps it in `tf.compat.v1` only, so the same
-line under `import tensorflow as tf` on TF 2 fails with
-`AttributeError: module 'tensorflow' has no attribute 'initialize_all_variables'`. Its
+deprecated in 2017 for `tf.global_variables_initializer()`. TF 1.x still runs it and logs
+`initialize_all_variables (from tensorflow.python.ops.variables) is deprecated and will be
+removed after 2017-03-02`; TF 2 keeps the old names and the new alike in `tf.compat.v1`
+only (`tf.initialize_all_variables` there raises `AttributeError: module 'tensorflow' has
+no attribute 'initialize_all_variables'`, and so would `tf.global_variables_initializer`:
+porting a file to TF 2 is `import tensorflow.compat.v1 as tf`, not this rename). Its
 family, as TF's own `@deprecated` decorators name the replacements::
 
     tf.initialize_all_variables()      ->  tf.global_variables_initializer()
@@ -13,8 +15,8 @@ family, as TF's own `@deprecated` decorators name the replacements::
     tf.all_variables()                 ->  tf.global_variables()
     tf.initialize_all_tables()         ->  tf.tables_initializer()
 
-Each new name takes the same arguments and builds the same ops, so the rename changes no
-graph: a warning, not an error.
+Each old name is its new one under another name (same arguments, same result), so the
+rename changes no graph: a warning, not an error.
 
 Found (source only: a saved graph holds the ops these calls built, not the names they were
 built with, so there is no graph surface): every reference that resolves to one of the

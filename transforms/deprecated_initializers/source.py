@@ -9,7 +9,7 @@ from libcst.helpers import get_full_name_for_node
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
-from graphfix.source.vocabulary import DEPRECATED_INITIALIZERS, V1_MODULES, canonical_tf_name
+from graphfix.source.vocabulary import DEPRECATED_INITIALIZERS, canonical_tf_name
 
 
 class DeprecatedInitializersCodemod(SourceCodemod):
@@ -48,14 +48,14 @@ class DeprecatedInitializersCodemod(SourceCodemod):
             a = tf.Variable(1)
             init_a = tf.global_variables_initializer()
             """,
-            says="tf.initialize_all_variables is deprecated: use tf.global_variables_initializer"),
+            says="tf.initialize_all_variables is deprecated: use tf.global_variables_initializer, its current name"),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
-        imported = self._imported_old_names()  # the name an import binds -> (alias, module, old)
+        imported = self._imported_old_names()  # the name an import binds -> (alias, old)
         import_fixes: dict[cst.ImportAlias, Replace] = {}
         used: set[cst.ImportAlias] = set()
-        found = []  # (node, old name, qualified, spelled, fix), reported in source order
+        found = []  # (node, old name, spelled, fix), reported in source order
         for reference in self.nodes(cst.Attribute, cst.Name):
             if isinstance(reference, cst.Name) and not self._is_reference(reference):
                 continue
@@ -71,23 +71,23 @@ class DeprecatedInitializersCodemod(SourceCodemod):
             else:
                 if reference.value not in imported:
                     continue  # a module-level alias (`init = tf.X`): fixed where assigned
-                alias, _, _ = imported[reference.value]
+                alias, _ = imported[reference.value]
                 used.add(alias)
                 import_fix = import_fixes.setdefault(alias, Replace(alias, partial(_renamed, new)))
                 fix = ((Replace(reference, partial(_renamed, new)), import_fix)
                        if alias.asname is None else (import_fix,))
                 spelled = _alias_text(alias)
-            found.append((reference, old, self.tf_qualified(reference), spelled, fix))
-        for alias, module, old in imported.values():
+            found.append((reference, old, spelled, fix))
+        for alias, old in imported.values():
             if alias not in used:  # imported, never used here: the import is the finding
                 new = DEPRECATED_INITIALIZERS[old]
-                found.append((alias, old, f"{module}.{old}", _alias_text(alias),
+                found.append((alias, old, _alias_text(alias),
                               Replace(alias, partial(_renamed, new))))
         found.sort(key=lambda item: self.position(item[0]))
-        for reference, old, qualified, spelled, fix in found:
-            self._report(reference, old, qualified, spelled, fix)
+        for reference, old, spelled, fix in found:
+            self._report(reference, old, spelled, fix)
 
-    def _imported_old_names(self) -> dict[str, tuple[cst.ImportAlias, str, str]]:
+    def _imported_old_names(self) -> dict[str, tuple[cst.ImportAlias, str]]:
         """`from tensorflow[.compat.v1] import X [as Y]` of an old name X: the name it binds."""
         found = {}
         for statement in self.nodes(cst.ImportFrom):
@@ -101,7 +101,7 @@ class DeprecatedInitializersCodemod(SourceCodemod):
                 old = alias.name.value
                 if old in DEPRECATED_INITIALIZERS and canonical_tf_name(f"{module}.{old}") == old:
                     bound = cst.ensure_type(alias.asname.name, cst.Name).value if alias.asname else old
-                    found[bound] = (alias, module, old)
+                    found[bound] = (alias, old)
         return found
 
     def _is_reference(self, name: cst.Name) -> bool:
@@ -115,17 +115,12 @@ class DeprecatedInitializersCodemod(SourceCodemod):
             return isinstance(parent, cst.Arg) and parent.value is name
         return True
 
-    def _report(self, node: cst.CSTNode, old: str, qualified: str | None, spelled: str,
-                fix) -> None:
+    def _report(self, node: cst.CSTNode, old: str, spelled: str, fix) -> None:
         """A warning at `node`, which names `old` as the file spells it (`tf1.X`, `X as Y`)."""
-        new = DEPRECATED_INITIALIZERS[old]
-        replacement = spelled.replace(old, new, 1)
-        in_v1 = qualified is not None and any(qualified.startswith(m + ".") for m in V1_MODULES)
-        where = ("kept in tf.compat.v1 only" if in_v1 else
-                 f"under TF 2, tf.{old} raises AttributeError: module 'tensorflow' has no "
-                 f"attribute '{old}'")
-        self.report(node, f"{spelled} is deprecated: use {replacement} (same arguments, same "
-                          f"ops; {where})", fix=fix, severity="warning")
+        replacement = spelled.replace(old, DEPRECATED_INITIALIZERS[old], 1)
+        self.report(node, f"{spelled} is deprecated: use {replacement}, its current name (TF 1.x "
+                          f"warns that {old} is deprecated and will be removed; TF 2 keeps "
+                          "both names in tf.compat.v1 only)", fix=fix, severity="warning")
 
 
 def _renamed(new: str, updated: cst.CSTNode) -> cst.CSTNode:
