@@ -39,8 +39,7 @@ from graphfix.source.vocabulary import DEPRECATED_INITIALIZERS
 
 class DeprecatedInitializers(Transform):
     name = "deprecated-initializers"
-    summary = ("rename TF 1.x's deprecated initializers (initialize_all_variables -> "
-               "global_variables_initializer, ...)")
+    summary = "rename deprecated initializers (initialize_all_variables -> global_variables_initializer)"
     codemod = ".source:DeprecatedInitializersCodemod"
     # (`all_variables` is also part of `initialize_all_variables`: every old name is a word)
     source_triggers = SourceTriggers(words=tuple(DEPRECATED_INITIALIZERS))
