@@ -23,7 +23,9 @@ built with, so there is no graph surface): every reference that resolves to one 
 old names through the file's imports and aliases (`tf.X`, `tf.compat.v1.X`, `tf1.X` after
 `import tensorflow.compat.v1 as tf1`, `X` after `from tensorflow import X`), called or not.
 A function of the user's that happens to share a name, an attribute of another object
-(`model.all_variables()`) and a string that mentions one are not TF's and are left alone.
+(`model.all_variables()`) and a string that mentions one are not TF's and are left alone;
+so is an old name in the `except` of a `try:` that calls its new name first (a fallback for
+TF before 0.12, kept on purpose).
 
 Fixed: the old name becomes the new one, in the spelling the file uses (`tf1.X` becomes
 `tf1.Y`); an import `from tensorflow import X` becomes `from tensorflow import Y`, and its

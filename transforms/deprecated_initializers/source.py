@@ -63,6 +63,8 @@ class DeprecatedInitializersCodemod(SourceCodemod):
             if old not in DEPRECATED_INITIALIZERS:
                 continue
             new = DEPRECATED_INITIALIZERS[old]
+            if self._is_fallback(reference, new):
+                continue
             if isinstance(reference, cst.Attribute):
                 if reference.attr.value != old:
                     continue  # reached through an alias of the function itself
@@ -104,6 +106,23 @@ class DeprecatedInitializersCodemod(SourceCodemod):
                     found[bound] = (alias, old)
         return found
 
+    def _is_fallback(self, reference: cst.CSTNode, new: str) -> bool:
+        """Whether `reference` is the fallback of a `try:` that calls the new name first
+        (`try: tf.global_variables_initializer().run() except: tf.initialize_all_variables()
+        .run()`): code that runs on TF before 0.12 on purpose, not the bug."""
+        child, node = reference, self.parent(reference)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
+            if isinstance(node, cst.Try) and child in node.handlers:
+                return any(self.tf_canonical(other) == new and self._inside(other, node.body)
+                           for other in self.nodes(cst.Attribute, cst.Name))
+            child, node = node, self.parent(node)
+        return False
+
+    def _inside(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+        while node is not None and node is not ancestor:
+            node = self.parent(node)
+        return node is ancestor
+
     def _is_reference(self, name: cst.Name) -> bool:
         """Whether a Name is an expression of its own: not an attribute's name (`x.attr`), not
         part of an import, a definition's name or a keyword argument's."""
@@ -137,3 +156,4 @@ def _alias_text(alias: cst.ImportAlias) -> str:
     name = cst.ensure_type(alias.name, cst.Name).value
     return name if alias.asname is None else (
         f"{name} as {cst.ensure_type(alias.asname.name, cst.Name).value}")
+
