@@ -136,7 +136,9 @@ class DeprecatedInitializersCodemod(SourceCodemod):
 
     def _report(self, node: cst.CSTNode, old: str, spelled: str, fix) -> None:
         """A warning at `node`, which names `old` as the file spells it (`tf1.X`, `X as Y`)."""
-        replacement = spelled.replace(old, DEPRECATED_INITIALIZERS[old], 1)
+        new = DEPRECATED_INITIALIZERS[old]
+        replacement = (spelled[: -len(old)] + new if spelled.endswith(old)  # `tf1.X`, `X`
+                       else spelled.replace(f"{old} as ", f"{new} as ", 1))  # `X as Y`
         self.report(node, f"{spelled} is deprecated: use {replacement}, its current name (TF 1.x "
                           f"warns that {old} is deprecated and will be removed; TF 2 keeps "
                           "both names in tf.compat.v1 only)", fix=fix, severity="warning")
