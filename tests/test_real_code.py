@@ -17,7 +17,7 @@ from conftest import FIXTURES, run_cli
 MANIFEST = FIXTURES / "real_code" / "manifest.json"
 PATTERNS = FIXTURES / "real_code" / "patterns"
 TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-placement",
-              "shared-variables", "average-gradients")
+              "shared-variables", "average-gradients", "deprecated-initializers")
 
 # What graphfix does with each pattern today, where that is wrong.
 WRONG_TODAY = {

@@ -186,3 +186,16 @@ DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
 REPLICA_DEVICE_SETTER = "train.replica_device_setter"
 # Words without which a file's text names no ps job (conservative, as the pre-filter).
 PS_JOB_WORDS = ("job:ps", "'ps'", '"ps"')
+
+# -- deprecated names -----------------------------------------------------------------------
+
+# TF 1.x's deprecated initializer family -> the name that replaced it: what TF's own
+# `@deprecated` decorators say (tensorflow/python/ops/variables.py, lookup_ops.py). The old
+# names work on TF 1.x with a warning; TF 2 keeps them in compat.v1 only.
+DEPRECATED_INITIALIZERS = {
+    "initialize_all_variables": "global_variables_initializer",
+    "initialize_variables": "variables_initializer",
+    "initialize_local_variables": "local_variables_initializer",
+    "all_variables": "global_variables",
+    "initialize_all_tables": "tables_initializer",
+}

@@ -1,0 +1,113 @@
+"""deprecated-initializers (source only): fixture pairs, seed 000's script fixed at its lines,
+and the renamed code run by TensorFlow: what it prints is unchanged, the deprecation warnings
+TF logs for the old names are gone.
+
+Each `fixtures/deprecated_initializers/source/<case>/` holds before.py and after.py
+(identical for `noop_*` cases); a line marked `# expect: warning` is where a finding must be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+import graphfix
+from graphfix import registry
+
+from conftest import FIXTURES, expected_findings, run_cli
+
+NAME = "deprecated-initializers"
+SOURCE = FIXTURES / "deprecated_initializers" / "source"
+CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
+SEED000 = FIXTURES / "trace" / "seed000.py"
+
+
+def expected(code: str) -> list[tuple[int, bool]]:
+    marks = expected_findings(code)
+    assert all(e.severity == "warning" for e in marks)
+    return [(e.line, e.fixable) for e in marks]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_source_case(case: Path):
+    before = (case / "before.py").read_text()
+    after = (case / "after.py").read_text()
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert fixed == after
+    assert [(f.line, f.fixable) for f in findings] == expected(before)
+    assert all(f.severity == "warning" and " is deprecated: use " in f.message
+               for f in findings)
+    assert graphfix.check_source(before, only=[NAME]) == findings
+    refixed, left = graphfix.fix_source(after, only=[NAME])
+    assert refixed == after and left == []  # idempotent: the new names are no finding
+    if case.name.startswith("noop_"):
+        assert after == before and not expected(before)
+
+
+def test_source_only_transform():
+    transform = registry.get_transform(NAME)
+    assert transform.surfaces() == ["source"]
+    # seed 000's graph, built by tf.initialize_all_variables(): it holds the ops the old name
+    # built, not the name, so there is nothing to find there (other transforms find its bug)
+    graph = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
+    assert graphfix.check_graph(str(graph), only=[NAME]) == []
+    assert graphfix.check_graph(str(graph), only=["variables-to-cpu"])
+
+
+def test_seed000_script_is_fixed_at_its_lines():
+    code = SEED000.read_text()
+    old_lines = [n for n, line in enumerate(code.splitlines(), 1)
+                 if "tf.initialize_all_variables()" in line]
+    assert len(old_lines) == 4  # init_a .. init_d
+    fixed, findings = graphfix.fix_source(code, only=[NAME])
+    assert [f.line for f in findings] == old_lines
+    assert findings[0].message.startswith(
+        "tf.initialize_all_variables is deprecated: use tf.global_variables_initializer")
+    assert fixed == code.replace("tf.initialize_all_variables()",
+                                 "tf.global_variables_initializer()")
+
+
+def test_cli_check_and_fix_the_seed(tmp_path: Path):
+    script = tmp_path / "seed000.py"
+    shutil.copy(SEED000, script)
+    doc = json.loads(run_cli("check", script, "--only", NAME, "--format", "json").stdout)
+    assert [(f["line"], f["severity"]) for f in doc["findings"]] == [
+        (5, "warning"), (11, "warning"), (17, "warning"), (23, "warning")]
+    run_cli("fix", script, "--only", NAME, "--in-place")
+    assert script.read_text() == SEED000.read_text().replace(
+        "tf.initialize_all_variables()", "tf.global_variables_initializer()")
+
+
+def _run_script(code: str, tf) -> tuple[str, list[str]]:
+    """What `code` prints and the deprecation warnings TF logs, run in a graph of its own."""
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = tf.get_logger()
+    logger.addHandler(handler)
+    out = io.StringIO()
+    try:
+        with tf.Graph().as_default(), contextlib.redirect_stdout(out):
+            exec(compile(code, "<fixture>", "exec"), {"__name__": "__main__"})
+    finally:
+        logger.removeHandler(handler)
+    return out.getvalue(), [r for r in records if "is deprecated" in r]
+
+
+def test_renamed_code_runs_the_same_without_deprecation_warnings(tf):
+    case = SOURCE / "compat_v1_alias"
+    # the old names first: TF warns once per function and process
+    printed_before, warned_before = _run_script((case / "before.py").read_text(), tf)
+    printed_after, warned_after = _run_script((case / "after.py").read_text(), tf)
+    assert printed_after == printed_before and "1" in printed_before  # the table was initialized
+    for old in ("all_variables", "initialize_variables", "initialize_local_variables",
+                "initialize_all_tables"):
+        assert any(w.startswith(f"From ") and f": {old} (from tensorflow" in w
+                   for w in warned_before), (old, warned_before)
+    assert warned_after == []
