@@ -143,3 +143,42 @@ def test_variables_to_cpu_pre_check_reads_a_looped_device_as_its_codemod_does(ca
     found = run_source(code, "m.py", codemods, fix=False).findings
     passed = transform in prefilter.prefilter(code, [transform]).work
     assert passed == bool(found) == (case != "devices at run time")
+
+
+_ZIPPED = {
+    "the recipe": ("""\
+        import tensorflow as tf
+        def average_gradients(tower_grads):
+            average_grads = []
+            for grad_and_vars in zip(*tower_grads):
+                grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
+                average_grads.append((tf.reduce_mean(tf.concat(grads, 0), 0), grad_and_vars[0][1]))
+            return average_grads
+        def tower(ids):
+            emb = tf.get_variable("emb", [100, 8])
+            return tf.nn.embedding_lookup(emb, ids)
+        """, True),
+    # A test that zips and averages, but not in a loop over one of its parameters.
+    "zip and mean apart": ("""\
+        import tensorflow as tf
+        def test_pairs(self):
+            pairs = [(1, 2), (3, 4)]
+            firsts, seconds = zip(*pairs)
+            emb = tf.get_variable("emb", [100, 8])
+            x = tf.nn.embedding_lookup(emb, list(firsts))
+            self.assertEqual(tf.reduce_mean(x).shape, ())
+        """, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_ZIPPED))
+def test_average_gradients_pre_check_reads_the_recipe_shape_as_its_codemod_does(case):
+    """Only a function that loops over `zip(*param)` and averages in the loop goes to the
+    codemod (tf-slim's layers_test.py zips and averages apart: ~10 s of libcst for nothing)."""
+    transform = registry.all_transforms()["average-gradients"]
+    code, expected = _ZIPPED[case]
+    code = textwrap.dedent(code)
+    codemods = [(transform.source_codemod(), transform.default_options())]
+    found = run_source(code, "m.py", codemods, fix=False).findings
+    passed = transform in prefilter.prefilter(code, [transform]).work
+    assert passed == bool(found) == expected

@@ -74,6 +74,32 @@ _SPARSE_DESCENT = {"ApplyGradientDescent": "ScatterSub",
                    "ResourceApplyGradientDescent": "ResourceScatterSub"}
 
 
+def _averaging_loop(syntax) -> bool:
+    """Whether a function loops over `zip(*param)` of one of its parameters and calls
+    `reduce_mean` or `add_n` in the loop: the recipe's shape as the codemod reads it
+    (`source._recipe`), by last names (looser). A test file that zips and averages apart
+    (tf-slim's layers_test.py: 4,254 lines, ~10 s of libcst) is not sent to the codemod."""
+    import ast  # (here: a run over graphs never parses source)
+
+    from graphfix.source.syntax import tail_name
+
+    for function in ast.walk(syntax.tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
+        for loop in ast.walk(function):
+            call = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+            if not (isinstance(call, ast.Call) and tail_name(call.func) == "zip"
+                    and len(call.args) == 1 and isinstance(call.args[0], ast.Starred)
+                    and isinstance(call.args[0].value, ast.Name)
+                    and call.args[0].value.id in params):
+                continue
+            if any(isinstance(node, ast.Call) and tail_name(node.func) in ("reduce_mean", "add_n")
+                   for node in ast.walk(loop)):
+                return True
+    return False
+
+
 class AverageGradients(Transform):
     name = "average-gradients"
     summary = "average tower gradients sparse and correct: skip None, keep IndexedSlices, one variable"
@@ -81,7 +107,8 @@ class AverageGradients(Transform):
     # import and the graph path never needs it).
     codemod = ".source:AverageGradientsCodemod"
     # A loop over `zip(*tower_grads)` that averages: the function the rule reads.
-    source_triggers = SourceTriggers(words=("zip(*",), all_of=(("reduce_mean", "add_n"),))
+    source_triggers = SourceTriggers(words=("zip(*",), all_of=(("reduce_mean", "add_n"),),
+                                     where=_averaging_loop)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         for average in gradients.tower_averages(graph):
