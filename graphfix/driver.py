@@ -297,7 +297,7 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
                 parts = project.subproject(item[0])
                 return states.setdefault(id(parts), {"parts": parts})
 
-            return pool.map(_source_one, items, tick, state=state)
+            return pool.map(_source_one, items, tick, state=state, prepare=_prepare_sources)
         finally:
             _JOB.clear()
             if cache is not None:
@@ -369,9 +369,14 @@ class _Workers:
             worker.stop(gently=exc[0] is None)
         self.running = []
 
-    def map(self, function, items: list, tick=None, state=lambda item: None) -> list:
+    def map(self, function, items: list, tick=None, state=lambda item: None,
+            prepare=None) -> list:
         """`[function(item) for item in items]`, each after `_JOB.update(state(item))`, in
-        order, whatever worker ran it; a failed item gives `failed(function, item, error)`."""
+        order, whatever worker ran it; a failed item gives `failed(function, item, error)`.
+        `prepare()`, if given, runs once in each forked worker before its first item of the
+        map (what every item needs, such as imports): the per-item time limit counts from
+        its end, so a worker's start-up is no one file's time. (One job runs here, untimed
+        and unprepared: a warm run imports only what its items need.)"""
         import collections
         import time
 
@@ -388,17 +393,22 @@ class _Workers:
             for worker in self.running:
                 if not worker.in_flight and waiting:
                     taken = [waiting.popleft() for _ in range(min(chunk, len(waiting)))]
-                    worker.send(taken, [worker.unless_sent(calls[i]) for i in taken])
+                    worker.send(taken, [worker.unless_sent(calls[i]) for i in taken],
+                                prepare)
             busy = [w for w in self.running if w.in_flight]
             if not busy:
                 return results
             now = time.monotonic()
-            limit = None if self.timeout is None else max(
-                0.0, min(w.since for w in busy) + self.timeout - now)
+            timed = [w.since for w in busy if w.prepared is prepare]
+            limit = None if self.timeout is None or not timed else max(
+                0.0, min(timed) + self.timeout - now)
             ready = wait([w.connection for w in busy], limit)
             for worker in busy:
                 if worker.connection in ready:
                     answer = worker.receive()
+                    if answer is _PREPARED:
+                        worker.prepared = prepare
+                        continue
                     if answer is not None:
                         ok, value = answer
                         index = worker.in_flight.popleft()
@@ -407,7 +417,7 @@ class _Workers:
                         _ticked(None, tick)
                         continue
                     error = worker.crash_reason()
-                elif (self.timeout is not None
+                elif (self.timeout is not None and worker.prepared is prepare
                       and time.monotonic() - worker.since > self.timeout):
                     error = f"took longer than {self.timeout:g} s (--timeout-per-file)"
                 else:
@@ -448,6 +458,7 @@ class _Worker:
         self.in_flight: collections.deque[int] = collections.deque()
         self.since = 0.0  # when its current item began
         self.last_state = None  # the state it was sent last (`unless_sent`)
+        self.prepared = None  # the `prepare` it has run (its map's, or None)
 
     def unless_sent(self, call):
         """`call` without its state where the state is the one this worker was sent last
@@ -458,15 +469,17 @@ class _Worker:
         self.last_state = state
         return call
 
-    def send(self, indices: list[int], calls: list) -> None:
+    def send(self, indices: list[int], calls: list, prepare=None) -> None:
+        """Items to run, after `prepare()` where this worker has not run it yet (it then
+        answers `_PREPARED` first)."""
         import time
 
         self.in_flight.extend(indices)
         self.since = time.monotonic()
-        self.connection.send(calls)
+        self.connection.send((None if prepare is self.prepared else prepare, calls))
 
     def receive(self):
-        """(ok, value) of its current item; None if it died."""
+        """(ok, value) of its current item, or `_PREPARED`; None if it died."""
         import time
 
         try:
@@ -474,7 +487,7 @@ class _Worker:
         except (EOFError, OSError):
             return None
         self.since = time.monotonic()
-        return answer
+        return _PREPARED if answer == _PREPARED else answer
 
     def crash_reason(self) -> str:
         import signal
@@ -510,11 +523,15 @@ def _serve(connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
-            calls = connection.recv()
+            message = connection.recv()
         except (EOFError, OSError):
             return
-        if calls is None:
+        if message is None:
             return
+        prepare, calls = message
+        if prepare is not None:
+            prepare()  # (a failure here is each item's, below)
+            connection.send(_PREPARED)
         for call in calls:
             try:
                 answer = (True, _call(call))
@@ -524,6 +541,19 @@ def _serve(connection) -> None:
                 connection.send(answer)
             except Exception as exc:  # a result that cannot be pickled
                 connection.send((False, f"internal error: {type(exc).__name__}: {exc}"))
+
+
+# A worker's answer that it has run its map's `prepare`: its items' clock starts now.
+_PREPARED = "prepared"
+
+
+def _prepare_sources() -> None:
+    """What every file of the codemod pass needs, imported once in each worker before its
+    first file is timed: libcst and the run's codemods."""
+    try:
+        _codemods(_JOB["selected"])
+    except Exception:  # the file that needs a broken codemod reports it
+        pass
 
 
 def _call(call):

@@ -141,6 +141,55 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
     assert (tmp_path / "loop.py").read_text() == "for step in range(3):\n    log.info(step)\n"
 
 
+# A source transform whose codemod module is named, imported by the first file that needs
+# it, and slow to import.
+SLOW_START_PLUGIN = textwrap.dedent('''
+    from graphfix.source.prefilter import SourceTriggers
+    from graphfix.registry import Transform
+
+
+    class NoPrint(Transform):
+        name = "no-print"
+        summary = "report print calls"
+        codemod = "gfx_slow_codemod:NoPrintCodemod"
+        source_triggers = SourceTriggers(words=("print",))
+''')
+
+SLOW_CODEMOD = textwrap.dedent('''
+    import time
+
+    import libcst as cst
+    from graphfix.source.codemod import SourceCodemod
+
+    time.sleep(3)
+
+
+    class NoPrintCodemod(SourceCodemod):
+        transform_name = "no-print"
+
+        def visit_Call(self, node):
+            if isinstance(node.func, cst.Name) and node.func.value == "print":
+                self.report(node, "print() in a training loop", severity="warning")
+''')
+
+
+def test_a_codemod_slow_to_import_is_no_files_time(tmp_path):
+    """--timeout-per-file bounds each file's own work: a worker's one-time start-up (here
+    importing a codemod that takes 3 s) is not counted as its first file's time."""
+    site = tmp_path / "site"
+    _install_plugin(site, module="gfx_slow", code=SLOW_START_PLUGIN,
+                    entry_point="no-print = gfx_slow:NoPrint")
+    (site / "gfx_slow_codemod.py").write_text(SLOW_CODEMOD)
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text("for step in range(3):\n    print(step)\n")
+    result = _graphfix("check", "a.py", "b.py", "c.py", "--only", "no-print", "--no-cache",
+                       "--jobs", "2", "--timeout-per-file", "2", site=site, cwd=tmp_path)
+    assert result.stderr == ""
+    assert result.returncode == 1
+    for name in ("a.py", "b.py", "c.py"):
+        assert f"{name}:2:5: no-print: print() in a training loop" in result.stdout
+
+
 KNOT_PLUGIN = textwrap.dedent('''
     from graphfix.findings import Change, Finding
     from graphfix.registry import Transform
