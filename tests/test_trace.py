@@ -227,6 +227,17 @@ def test_check_trace_at_the_lines_with_the_codemods_disagreement_and_fix_trace_w
     run_cli("check", fixed, check_exit=0)
 
 
+def test_a_source_only_rule_is_no_disagreement_with_the_trace():
+    """deprecated-initializers finds seed 000's four initialize_all_variables() calls; it has
+    no graph surface, so the trace saying nothing of them is no disagreement."""
+    static = json.loads(run_cli("check", SEED000, "--format", "json", "--no-cache",
+                                check_exit=1).stdout)
+    assert {f["transform"] for f in static["findings"]} >= {"deprecated-initializers"}
+    shown = json.loads(run_cli("check", "--trace", SEED000, "--format", "json",
+                               check_exit=1).stdout)
+    assert [n for n in shown["notes"] if "finds" in n] == []
+
+
 def test_the_parent_never_imports_the_tf_runtime_and_graphfix_trace_is_callable():
     code = ("import sys, graphfix; captured = graphfix.trace(sys.argv[1]); "
             "from graphfix.trace.at_sites import findings_at_sites; "

@@ -103,11 +103,14 @@ def _disagreements(script: str, selected, traced_findings) -> list[str]:
     from graphfix.driver import run
 
     static, _ = run([script], selected, fix=False)
+    # A rule with one surface has nothing to say about the other's findings.
+    compared = {t.name for t, _ in selected.transforms if {"graph", "source"} <= set(t.surfaces())}
     found = {"the codemod": {}, "the trace": {}}
     for finding in static.findings:
-        found["the codemod"].setdefault(finding.transform, set()).add(finding.line)
+        if finding.transform in compared:
+            found["the codemod"].setdefault(finding.transform, set()).add(finding.line)
     for finding in traced_findings:
-        if finding.path == script:
+        if finding.path == script and finding.transform in compared:
             lines = found["the trace"].setdefault(finding.transform, set())
             lines.add(finding.line)
             lines.update(s["line"] for s in finding.details.get("fed_at", ())
