@@ -43,6 +43,7 @@ def _found(findings: list[dict], root: Path) -> list[tuple[str, int]]:
     ("variables_through_calls", "variables-to-cpu"), ("feeds_across_modules", "feed-to-assign"),
     ("cluster_across_modules", "replica-placement"),
     ("methods_across_modules", "variables-to-cpu"),
+    ("star_imports", "deprecated-initializers"),
 ])
 def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_finding_is(
         name: str, transform: str, tmp_path: Path):
@@ -54,7 +55,9 @@ def test_facts_follow_imports_and_calls_and_the_fix_lands_where_the_finding_is(
     imported from a helper module; methods: `self.build_model` inherited from a base class
     two modules away (extended through `super()`), a metric's local variables, a method of
     an instance the function makes, a class whose constructor builds (a base's method that
-    places its own, and one that makes none, are clean). feed-to-assign: a feed key bound in another module, a
+    places its own, and one that makes none, are clean). deprecated-initializers: TF's
+    module reaching a model only through two star imports (a parameter of the old name is
+    no TF name). feed-to-assign: a feed key bound in another module, a
     variable in a namedtuple field. replica-placement: a worker's variables under its own
     scope, the cluster made in a module it imports (a script beside them that imports
     neither is clean). `fix` edits the files with findings, and only them."""

@@ -193,11 +193,15 @@ class TfNames:
 
     def __init__(self, module: cst.Module,
                  lookup: Callable[[cst.CSTNode], Collection[QualifiedName]],
-                 reexports: Callable[[str], str | None] | None = None):
+                 reexports: Callable[[str], str | None] | None = None,
+                 star: Callable[[str], str | None] | None = None):
         self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
         # An imported qualified name -> the TF name it stands for through the project's
         # modules (`helpers.tf1.Variable` where helpers.py imports compat.v1 as tf1):
         self._reexports = reexports
+        # A name nothing in the file binds -> the TF name a `from module import *` of the
+        # project's brings under it (`tf`, from a star-imported settings module):
+        self._star = star
         self.aliases: dict[str, str] = {}  # module-level name -> the TF qualified name it holds
         for statement in module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
@@ -229,6 +233,19 @@ class TfNames:
             return ".".join([self.aliases[current.value], *reversed(chain)])
         return None
 
+    def _through_star(self, node: cst.CSTNode) -> str | None:
+        """The TF name `node` names where its leading name is bound by no statement of the
+        file, only (maybe) by a star import of one of the project's modules."""
+        chain = []
+        current = node
+        while isinstance(current, cst.Attribute):
+            chain.append(current.attr.value)
+            current = current.value
+        if self._star is None or not isinstance(current, cst.Name) or self.imported(current):
+            return None
+        found = self._star(current.value)
+        return ".".join([found, *reversed(chain)]) if found is not None else None
+
     def _through_project(self, node: cst.CSTNode) -> str | None:
         """The TF name an import from one of the project's modules stands for."""
         if self._reexports is None:
@@ -248,9 +265,9 @@ class TfNames:
         aliased = self._through_alias(node)
         if aliased is not None:
             found.add(aliased)
-        through = self._through_project(node)
-        if through is not None:
-            found.add(through)
+        for through in (self._through_project(node), self._through_star(node)):
+            if through is not None:
+                found.add(through)
         return found
 
     def tf_qualified(self, node: cst.CSTNode) -> str | None:
@@ -259,7 +276,8 @@ class TfNames:
         for qualified in sorted(q.name for q in self.imported(node)):
             if canonical_tf_name(qualified) is not None:
                 return qualified
-        return self._through_alias(node) or self._through_project(node)
+        return (self._through_alias(node) or self._through_project(node)
+                or self._through_star(node))
 
     def canonical(self, node: cst.CSTNode) -> str | None:
         """The TF symbol `node` names, as the vocabulary spells it (`Variable`,
@@ -416,7 +434,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         """The file's TF names (imports and module aliases), resolved when first asked."""
         if self._tf_names is None:
             self._tf_names = TfNames(self._tree, self._qualified,
-                                     lambda q: self.project.tf_name_of_import(q))
+                                     lambda q: self.project.tf_name_of_import(q),
+                                     lambda name: self.project.tf_name_of_star(name))
         return self._tf_names
 
     def tf_canonical(self, node: cst.CSTNode) -> str | None:

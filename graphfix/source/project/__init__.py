@@ -614,6 +614,29 @@ class FileView:
         `import tensorflow.compat.v1 as tf1`); None if it stands for none."""
         return self._tf_through(self.label, qualified, 0)
 
+    def tf_name_of_star(self, name: str) -> str | None:
+        """The TF qualified name that a name no statement of this file binds stands for
+        through its `from module import *` of the project's modules, followed as Python
+        does (`tf` in resnet.py, whose `from hyper_parameters import *` brings the
+        `import tensorflow as tf` of hyper_parameters.py); None if it stands for none."""
+        return self._tf_of_star(self.label, name, set())
+
+    def _tf_of_star(self, label: str, name: str, seen: set[str]) -> str | None:
+        part = self.project.parts.get(label)
+        if part is None or label in seen or name.startswith("_"):
+            return None
+        seen.add(label)
+        for bound, module, _, level in part["imports"]:
+            target = self.project.module(label, module, level) if bound == "*" else None
+            if target is None or self.project.parts.get(target) is None:
+                continue
+            found = self.project.parts[target]["tf"].get(name)
+            if found is None:
+                found = self._tf_of_star(target, name, seen)
+            if found is not None:
+                return found
+        return None
+
     def _tf_through(self, label: str, qualified: str, depth: int) -> str | None:
         if depth > 5:
             return None
