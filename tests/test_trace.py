@@ -238,6 +238,18 @@ def test_a_source_only_rule_is_no_disagreement_with_the_trace():
     assert [n for n in shown["notes"] if "finds" in n] == []
 
 
+def test_a_suppression_at_the_line_that_made_a_node_covers_the_traced_finding():
+    """`# graphfix: ignore[variables-to-cpu]` on the line of one of two int32 counters under
+    a GPU scope: the trace reports the other one only, as the codemod does (no disagreement)."""
+    script = HERE / "suppressed.py"
+    shown = json.loads(run_cli("check", "--trace", script, "--format", "json",
+                               check_exit=1).stdout)
+    epochs = line_of(script, 'name="epochs"')
+    assert [(f["line"], f["transform"], f["details"]["nodes"]) for f in shown["findings"]] == [
+        (epochs, "variables-to-cpu", ["epochs"])]
+    assert [n for n in shown["notes"] if "finds" in n] == []
+
+
 def test_the_parent_never_imports_the_tf_runtime_and_graphfix_trace_is_callable():
     code = ("import sys, graphfix; captured = graphfix.trace(sys.argv[1]); "
             "from graphfix.trace.at_sites import findings_at_sites; "

@@ -39,6 +39,7 @@ from graphfix.registry import Transform
 from graphfix.source.prefilter import triggered_by
 from graphfix.source.project import FileView
 from graphfix.source.vocabulary import canonical_tf_name
+from graphfix.source.syntax import comment_ignores
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -48,7 +49,6 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 
-_IGNORE = re.compile(r"#\s*graphfix:\s*ignore(?:\[([^\]]*)\])?")
 
 
 HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
@@ -496,7 +496,10 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         current: cst.CSTNode | None = node
         while current is not None:
             try:
-                start = self.code_range(current).start.line
+                # (a block's body is no statement: it "starts" at its first statement,
+                # whose comment covers that statement only)
+                start = (None if isinstance(current, (cst.BaseSuite, cst.Module))
+                         else self.code_range(current).start.line)
             except KeyError:
                 start = None
             if start is not None:
@@ -507,13 +510,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return False
 
     def _ignores(self, line: str, same_line: bool) -> bool:
-        match = _IGNORE.search(line)
-        if not match:
-            return False
-        if not same_line and not line.lstrip().startswith("#"):
-            return False  # a trailing comment on the line above covers only that line
-        names = match.group(1)
-        return names is None or self._name in {n.strip() for n in names.split(",")}
+        return comment_ignores(line, same_line, self._name)
 
     def _source_lines(self) -> list[str]:
         if self._lines is None:

@@ -159,6 +159,44 @@ class Syntax:
                 return None
 
 
+_IGNORE = re.compile(r"#\s*graphfix:\s*ignore(?:\[([^\]]*)\])?")
+
+
+def comment_ignores(line: str, same_line: bool, transform: str) -> bool:
+    """Whether a source line's `# graphfix: ignore[...]` covers `transform`: on the line
+    itself (`same_line`), or as a comment line of its own just above (a trailing comment on
+    the line above covers only that line)."""
+    match = _IGNORE.search(line)
+    if not match:
+        return False
+    if not same_line and not line.lstrip().startswith("#"):
+        return False
+    names = match.group(1)
+    return names is None or transform in {n.strip() for n in names.split(",")}
+
+
+def ignored_at(code: str, line: int, transform: str) -> bool:
+    """Whether `# graphfix: ignore[...]` covers `transform` at `line` of `code`: on that
+    line, or on the first line (or the comment line just above) of a statement or block
+    holding it; the rule the codemods follow (`SourceCodemod.suppressed`), for a finding
+    that comes from elsewhere (a traced graph's, at the line that made its node)."""
+    lines = code.splitlines()
+    starts = {line}
+    if "graphfix" in code:
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            starts |= {node.lineno for node in ast.walk(tree) if isinstance(node, ast.stmt)
+                       and node.lineno <= line <= (node.end_lineno or node.lineno)}
+    else:
+        return False
+    return any(1 <= number <= len(lines)
+               and comment_ignores(lines[number - 1], number == start, transform)
+               for start in starts for number in (start, start - 1))
+
+
 def tail_name(node: ast.expr) -> str | None:
     """The last name of `x`, `a.b.x`: what a call calls, as far as its syntax says."""
     if isinstance(node, ast.Attribute):

@@ -27,7 +27,7 @@ def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
         fix=fix)
     if fix:  # (a fix's findings are its changes; apply_to_graph keeps none)
         return [], _changes_at_sites(trace, graph_changes)
-    found = findings_at_sites(trace, graph_findings)
+    found = [f for f in findings_at_sites(trace, graph_findings) if not _ignored(f)]
     for finding in found:
         runs = [s for node in finding.details["nodes"] if finding.transform == FEED_TO_ASSIGN
                 for s in fed.get(node, ()) if s is not None]
@@ -39,6 +39,22 @@ def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
             finding.message = (finding.message.replace(named, said) if named in finding.message
                                else f"{finding.message} ({said})")
     return found, []
+
+
+def _ignored(finding: Finding) -> bool:
+    """Whether the user's `# graphfix: ignore[...]` covers a finding at its creation site,
+    as it covers the codemod's finding there."""
+    from pathlib import Path
+
+    from graphfix.source.syntax import ignored_at
+
+    if finding.line is None:
+        return False
+    try:
+        code = Path(finding.path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return ignored_at(code, finding.line, finding.transform)
 
 
 def fed_variables(trace: Trace) -> dict[str, list[Site | None]]:
