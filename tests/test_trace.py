@@ -177,7 +177,7 @@ def test_until_stops_before_the_line_with_the_graph_built_so_far(traces):
                      "or directory: 'train_images.npy'"),
     ("import_error", f"{BAD / 'import_error.py'}:3: ModuleNotFoundError: No module named "
                      "'cifar10_input_that_is_not_here'"),
-    ("removed_symbol", f"{BAD / 'removed_symbol.py'}:5: AttributeError: tf.contrib.layers was "
+    ("removed_symbol", f"{BAD / 'removed_symbol.py'}:5: AttributeError: tf.contrib.learn was "
                        "removed in TensorFlow 2"),
     ("syntax_error", ":3: SyntaxError: unmatched ')'"),
     ("no_session", f"{BAD / 'no_session.py'}: the script never ran a session"),
@@ -248,6 +248,19 @@ def test_a_suppression_at_the_line_that_made_a_node_covers_the_traced_finding():
     assert [(f["line"], f["transform"], f["details"]["nodes"]) for f in shown["findings"]] == [
         (epochs, "variables-to-cpu", ["epochs"])]
     assert [n for n in shown["notes"] if "finds" in n] == []
+
+
+def test_contrib_layers_and_rnn_are_found_where_they_went_and_the_script_runs():
+    """tf.contrib.layers (layers, xavier_initializer, l2_regularizer) from tf_slim and
+    tf.contrib.rnn's cell from compat.v1's nn: the script is traced to its train run and its
+    int32 counter under the GPU scope is found at its line with TF's message."""
+    script = HERE / "contrib_layers.py"
+    shown = json.loads(run_cli("check", "--trace", script, "--format", "json",
+                               check_exit=1).stdout)
+    step = line_of(script, 'name="step"')
+    found = {f["line"]: f for f in shown["findings"]}
+    assert "Cannot assign a device for operation step" in found[step]["message"]
+    assert any("stopped: the first run of a train op" in n for n in shown["notes"])
 
 
 def test_the_parent_never_imports_the_tf_runtime_and_graphfix_trace_is_callable():

@@ -300,9 +300,20 @@ def _write_json(out: str, name: str, doc: dict) -> None:
         json.dump(doc, f)
 
 
+# Where the parts of tf.contrib that TF1 training scripts use most live on: tf_slim is
+# what TF extracted contrib's layers, framework (arg_scope, variables) and slim into; the
+# RNN cells went into compat.v1's nn. A name is looked up in each module in turn.
+CONTRIB_HOMES = {
+    "layers": ("tf_slim.layers", "tf_slim"),  # (initializers and regularizers: tf_slim's)
+    "framework": ("tf_slim",),
+    "rnn": ("tensorflow.compat.v1.nn.rnn_cell", "tensorflow.compat.v1.nn"),
+}
+
+
 def _contrib_module() -> types.ModuleType:
     """`tf.contrib` as TF 2 has it: gone, but for `slim`, which is `tf_slim` where that is
-    installed (`SlimAlias` makes `import tensorflow.contrib.slim...` find it)."""
+    installed (`SlimAlias` makes `import tensorflow.contrib.slim...` find it), and the parts
+    CONTRIB_HOMES says where they went."""
 
     class Contrib(types.ModuleType):
         def __getattr__(self, name: str):
@@ -314,12 +325,40 @@ def _contrib_module() -> types.ModuleType:
                 except ImportError:
                     raise AttributeError("tf.contrib.slim needs tf_slim, which is not "
                                          "installed") from None
+            if name in CONTRIB_HOMES:
+                part = _contrib_part(name)
+                setattr(self, name, part)
+                return part
             raise AttributeError(f"tf.contrib.{name} was removed in TensorFlow 2 (of "
-                                 "tf.contrib, a trace has only slim, as tf_slim)")
+                                 "tf.contrib, a trace has slim as tf_slim, and "
+                                 f"{', '.join(sorted(CONTRIB_HOMES))} where they went)")
 
     contrib = Contrib("tensorflow.contrib")
     contrib.__path__ = []  # (a package: `tensorflow.contrib.slim` is imported beneath it)
     return contrib
+
+
+def _contrib_part(name: str) -> types.ModuleType:
+    """`tf.contrib.NAME` as a module whose attributes are found in its CONTRIB_HOMES."""
+    homes = CONTRIB_HOMES[name]
+
+    class Part(types.ModuleType):
+        def __getattr__(self, attribute: str):
+            if attribute.startswith("__"):
+                raise AttributeError(attribute)
+            for home in homes:
+                try:
+                    module = importlib.import_module(home)
+                except ImportError:
+                    continue
+                if hasattr(module, attribute):
+                    return getattr(module, attribute)
+            raise AttributeError(f"tf.contrib.{name}.{attribute} was removed in TensorFlow 2 "
+                                 f"(not in {' or '.join(homes)}, where tf.contrib.{name} went)")
+
+    part = Part(f"tensorflow.contrib.{name}")
+    sys.modules.setdefault(part.__name__, part)
+    return part
 
 
 class SlimAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
