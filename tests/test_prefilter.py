@@ -182,3 +182,43 @@ def test_average_gradients_pre_check_reads_the_recipe_shape_as_its_codemod_does(
     found = run_source(code, "m.py", codemods, fix=False).findings
     passed = transform in prefilter.prefilter(code, [transform]).work
     assert passed == bool(found) == expected
+
+
+_REUSED = {
+    "Variable under reuse": ("""\
+        import tensorflow.compat.v1 as tf
+        def tower(x, reuse):
+            with tf.variable_scope("model", reuse=reuse):
+                w = tf.Variable(tf.zeros([3, 2]))
+                return tf.matmul(x, w)
+        """, True),
+    # A test that reuses a scope for get_variable and makes a Variable elsewhere.
+    "reuse and Variable apart": ("""\
+        import tensorflow.compat.v1 as tf
+        def test_reuse(self):
+            with tf.variable_scope("model"):
+                tf.get_variable("w", [3, 2])
+            with tf.variable_scope("model", reuse=True):
+                w = tf.get_variable("w", [3, 2])
+            self.assertEqual(w.shape, (3, 2))
+        def test_variable(self):
+            step = tf.Variable(0, trainable=False, name="step")
+            self.assertEqual(step.dtype, tf.int32_ref)
+        """, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REUSED))
+def test_shared_variables_pre_check_needs_a_variable_inside_a_reusing_region(case):
+    """Only a file with a `Variable(...)` call in a region the project model says reuses
+    goes to the codemod (tf-slim's layers_test.py reuses and makes Variables apart: ~10 s
+    of libcst for nothing)."""
+    transform = registry.all_transforms()["shared-variables"]
+    code = textwrap.dedent(_REUSED[case][0])
+    project = Project({"m.py": part_of_code(code)}, {"m.py": code}.get)
+    view = project.view("m.py")
+    codemods = [(transform.source_codemod(), transform.default_options())]
+    found = run_source(code, "m.py", codemods, fix=False, project=view).findings
+    passed = (transform in prefilter.prefilter(code, [transform]).work
+              and prefilter.in_project(transform, view))
+    assert passed == bool(found) == _REUSED[case][1]

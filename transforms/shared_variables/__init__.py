@@ -143,9 +143,27 @@ def _updates_of(graph: GraphIndex, variables: set[str]) -> dict[str, list[str]]:
     return out
 
 
-def _reuse_reaches(view: FileView) -> bool:
-    """Whether some of the file's code runs under a variable scope that reuses."""
-    return bool(view.reusing_regions())
+def _variable_in_reuse(view: FileView) -> bool:
+    """Whether a call spelled `Variable(...)` (or `VariableV1`) starts on a line of the
+    file that runs under a variable scope that reuses (`FileView.reusing_regions`): the
+    sites the codemod reads, by last name (looser than its `tf_canonical`). A file whose
+    reuse and whose Variables lie apart (tf-slim's layers_test.py: 4,254 lines, ~10 s of
+    libcst) is not sent to the codemod."""
+    import ast  # (here: a run over graphs never parses source)
+
+    from graphfix.source.project.part import parsed
+    from graphfix.source.syntax import tail_name
+
+    regions = view.reusing_regions()
+    if not regions:
+        return False
+    code = view.project._code_of(view.label)
+    tree = parsed(code) if code is not None else None
+    if tree is None:
+        return True  # (the codemod, libcst, says why it cannot read it)
+    return any(isinstance(node, ast.Call) and tail_name(node.func) in ("Variable", "VariableV1")
+               and any(first <= node.lineno <= last for first, last, *_ in regions)
+               for node in ast.walk(tree))
 
 
 class SharedVariables(Transform):
@@ -154,9 +172,9 @@ class SharedVariables(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to import
     # and the graph path never needs it).
     codemod = ".source:SharedVariablesCodemod"
-    # A `Variable(...)` call, in a file whose code the project model says runs under a
+    # A `Variable(...)` call made where the project model says the file's code runs under a
     # variable scope that reuses (its own, or a caller's in another file).
-    source_triggers = SourceTriggers(calls=frozenset({"Variable"}), in_project=_reuse_reaches)
+    source_triggers = SourceTriggers(calls=frozenset({"Variable"}), in_project=_variable_in_reuse)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         variables = [graph.names[p] for p in graph.positions_of(_VARIABLES)]
