@@ -203,3 +203,22 @@ def test_unreadable_cc_is_a_one_line_error(seed_graph, tmp_path):
     assert "missing.cc: cannot read" in result.stdout + result.stderr
     with pytest.raises(UsageError, match="missing.cc: cannot read"):
         registrations.read_source(str(tmp_path / "missing.cc"))
+
+
+def test_registration_read_from_a_metagraphs_op_list(seed_graph, ops):
+    """A MetaGraphDef carries the op defs of its ops (stripped_op_list): no library needed."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(seed_graph)
+    for op in sorted({n.op for n in seed_graph.node}):
+        meta.meta_info_def.stripped_op_list.op.add().CopyFrom(op_def_registry.get(op))
+    (finding,) = api.check_graph(meta, only=[NAME])
+    assert finding.severity == "error" and finding.fixable
+    stateful = meta_graph_pb2.MetaGraphDef()
+    stateful.CopyFrom(meta)
+    (op_def,) = [op for op in stateful.meta_info_def.stripped_op_list.op
+                 if op.name == "GetImageID"]
+    op_def.is_stateful = True
+    assert api.check_graph(stateful, only=[NAME]) == []
