@@ -713,6 +713,7 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             findings, changes, index = apply_to_graph(graph_def, meta, label, selected, fix=fix)
             report.findings.extend(findings)
             report.changes.extend(changes)
+            outputs.extend(_rewritten_files(changes))
             if not fix:
                 lines = placement.summary(index)
                 report.notes.append(f"{label}: placement: " + "; ".join(lines))
@@ -734,6 +735,19 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
         target = _graph_target(label, path, out, in_place, count)
         if changed or target != path:
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
+
+
+def _rewritten_files(changes) -> list[Output]:
+    """The files other than the graph that a graph fix rewrote (stateful-custom-ops' C++:
+    a Change whose details carry `file` and its new `text`), written with the graph's
+    outputs, all or none; the text leaves the Change (the report names the file)."""
+    rewritten = []
+    for change in changes:
+        if "file" in change.details and "text" in change.details:
+            text = change.details.pop("text")
+            rewritten.append(Output(change.path, Path(change.details["file"]),
+                                    data=text.encode("utf-8")))
+    return rewritten
 
 
 def _cached_result(item) -> bool:

@@ -160,7 +160,10 @@ def _signature_from_op_def(op) -> dict:
         out += arg.type_attr if arg.type_attr else "=" + str(arg.type)
         return out + ("*" + arg.number_attr if arg.number_attr else "")
 
-    return {"in": [encode(a) for a in op.input_arg], "out": [encode(a) for a in op.output_arg]}
+    signature = {"in": [encode(a) for a in op.input_arg], "out": [encode(a) for a in op.output_arg]}
+    if op.is_stateful:
+        signature["stateful"] = True
+    return signature
 
 
 def _attr(node, name: str, defaults: dict):

@@ -1,0 +1,224 @@
+"""stateful-custom-ops on the seed-003 op, compiled for real (fixtures/custom_ops/get_image_id.cc).
+
+Each test shows what a user sees: the graph's GetImageID returning the same ids on every
+`sess.run` before the fix, changing ids after the graph fix, changing ids with the original
+graph once the C++ fix is built, and no finding where TF does not fold.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+import tensorflow as tf
+
+from graphfix import api
+from graphfix.registry import UsageError
+from tests.conftest import FIXTURES, run_cli
+
+sys.path.insert(0, str(FIXTURES / "custom_ops"))
+import build_ops  # noqa: E402  (fixtures/custom_ops/build_ops.py)
+
+from transforms.stateful_custom_ops import registrations  # noqa: E402
+
+tf1 = tf.compat.v1
+STEPS = 3
+SOURCE = FIXTURES / "custom_ops" / "get_image_id.cc"
+NAME = "stateful-custom-ops"
+
+
+@pytest.fixture(scope="module")
+def library():
+    """The compiled op library's path; fails (never skips) where no compiler is present."""
+    try:
+        return str(build_ops.library_path("get_image_id.cc"))
+    except build_ops.NoCompilerError as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture(scope="module")
+def ops(library):
+    return tf.load_op_library(library)
+
+
+def graph_def_of(build):
+    graph = tf.Graph()
+    with graph.as_default():
+        build()
+    return graph.as_graph_def()
+
+
+def ids_over_steps(graph_def, fetches, feed=None):
+    """Import `graph_def`, run `fetches` STEPS times: the first id of each fetch, per step."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+        tensors = [graph.get_tensor_by_name(f) for f in fetches]
+        with tf1.Session(graph=graph) as sess:
+            return [[ids[0].decode() for ids in sess.run(tensors, feed_dict=feed)]
+                    for _ in range(STEPS)]
+
+
+def settings(library=None, sources=(), ops=()):
+    options = {"sources": [str(s) for s in sources], "ops": list(ops)}
+    if library:
+        options["op_library"] = [library]
+    return {NAME: options}
+
+
+@pytest.fixture(scope="module")
+def seed_graph(ops):
+    """The seed's loop: one GetImageID on a constant count."""
+    return graph_def_of(lambda: ops.get_image_id(tf.constant(32), name="image_ids"))
+
+
+@pytest.fixture(scope="module")
+def two_calls_graph(ops):
+    """Two identical GetImageID calls on one constant."""
+    def build():
+        count = tf.constant(4, name="count")
+        ops.get_image_id(count, name="first")
+        ops.get_image_id(count, name="second")
+    return graph_def_of(build)
+
+
+def test_constant_input_is_an_error_naming_the_op_and_its_constant(seed_graph, library):
+    steps = ids_over_steps(seed_graph, ["image_ids:0"])
+    assert len({s[0] for s in steps}) == 1  # before: the same id on every step (folded)
+    (finding,) = api.check_graph(seed_graph, only=[NAME], settings=settings(library))
+    assert finding.severity == "error" and finding.node == "image_ids"
+    assert "custom op GetImageID (image_ids) is not registered stateful" in finding.message
+    assert "constant (Const)" in finding.message
+    assert "evaluates it once" in finding.message and "workaround" in finding.message
+
+
+def test_graph_fix_makes_it_change_every_step_with_the_same_input(seed_graph, library):
+    fixed, changes = api.fix_graph(seed_graph, only=[NAME], settings=settings(library))
+    assert [c.node for c in changes] == ["image_ids"]
+    steps = ids_over_steps(fixed, ["image_ids:0"])
+    assert len({s[0] for s in steps}) == STEPS  # after: a new id on every step
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(fixed, name="")
+        with tf1.Session(graph=graph) as sess:
+            assert sess.run("image_ids:0").shape == (32,)  # outputs otherwise unchanged
+    assert api.check_graph(fixed, only=[NAME], settings=settings(library)) == []
+
+
+def test_identical_calls_are_named_together_and_no_longer_merged(two_calls_graph, library):
+    (finding,) = api.check_graph(two_calls_graph, only=[NAME], settings=settings(library))
+    assert "2 identical calls (first, second) are merged into one" in finding.message
+    fixed, _ = api.fix_graph(two_calls_graph, only=[NAME], settings=settings(library))
+    steps = ids_over_steps(fixed, ["first:0", "second:0"])
+    assert all(a != b for a, b in steps)  # two Computes a step: not merged
+    assert len({a for a, _ in steps}) == STEPS
+
+
+def test_registration_read_from_the_cc_alone(seed_graph):
+    (finding,) = api.check_graph(seed_graph, only=[NAME], settings=settings(sources=[SOURCE]))
+    assert finding.severity == "error" and "GetImageID" in finding.message
+
+
+def test_library_registrations_read_in_a_child_process(library):
+    assert registrations.library_ops(library) == {
+        "GetImageID": False, "GetImageIDStateful": True, "NextImageID": False,
+        "ComputeCount": True}
+
+
+def test_no_finding_for_stateful_op_placeholder_input_or_tf_ops(ops, library):
+    def build():
+        ops.get_image_id_stateful(tf.constant(3), name="stateful")
+        ops.get_image_id(tf1.placeholder(tf.int32, shape=[], name="n"), name="fed")
+        tf.add(tf.constant(1), tf.constant(2), name="sum")
+    graph_def = graph_def_of(build)
+    assert api.check_graph(graph_def, only=[NAME], settings=settings(library)) == []
+    steps = ids_over_steps(graph_def, ["stateful:0", "fed:0"], feed={"n:0": 2})
+    assert len({s[0] for s in steps}) == STEPS and len({s[1] for s in steps}) == STEPS
+
+
+def test_no_input_op_is_an_error_the_graph_cannot_fix(ops, library):
+    graph_def = graph_def_of(lambda: ops.next_image_id(name="next_id"))
+    (finding,) = api.check_graph(graph_def, only=[NAME], settings=settings(library))
+    assert not finding.fixable and "it has no inputs" in finding.message
+    assert ".SetIsStateful()" in finding.message
+
+
+def test_unknown_registration_is_a_warning(seed_graph):
+    (finding,) = api.check_graph(seed_graph, only=[NAME])
+    assert finding.severity == "warning" and "registration is unknown" in finding.message
+
+
+def test_cpp_fix_adds_set_is_stateful_keeps_the_layout_and_is_idempotent():
+    text = SOURCE.read_text()
+    fixed, changed = registrations.with_stateful(text, ["GetImageID"])
+    assert changed == ["GetImageID"]
+    assert ('REGISTER_OP("GetImageID")\n    .SetIsStateful()\n    .Input("count: int32")'
+            in fixed)
+    assert fixed.replace("\n    .SetIsStateful()", "", 1) == text  # nothing else changed
+    assert registrations.with_stateful(fixed, ["GetImageID", "GetImageIDStateful"]) == (fixed, [])
+    inline, _ = registrations.with_stateful(
+        'REGISTER_OP("GetImageID").Input("count: int32").Output("image_id: string");',
+        ["GetImageID"])
+    assert inline == ('REGISTER_OP("GetImageID").SetIsStateful().Input("count: int32")'
+                      '.Output("image_id: string");')
+
+
+def test_cli_fix_rewrites_the_cc_and_the_rebuilt_op_changes_with_the_original_graph(
+        seed_graph, tmp_path):
+    source = tmp_path / "get_image_id.cc"
+    shutil.copy(SOURCE, source)
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    run_cli("fix", graph_path, "-o", tmp_path / "fixed.pb", "--only", NAME,
+            "--set", f"{NAME}.sources={source}", "--set", f"{NAME}.ops=NextImageID",
+            check_exit=1)
+    text = source.read_text()
+    assert 'REGISTER_OP("GetImageID")\n    .SetIsStateful()' in text
+    assert 'REGISTER_OP("NextImageID")\n    .SetIsStateful()' in text
+    # The rebuilt library, loaded in a child (a process registers an op name once):
+    script = f"""
+import sys, tensorflow as tf
+sys.path.insert(0, {str(FIXTURES / "custom_ops")!r})
+import build_ops
+ops = tf.load_op_library(str(build_ops.library_path({str(source)!r})))
+graph_def = tf.compat.v1.GraphDef.FromString(open({str(graph_path)!r}, "rb").read())
+graph = tf.Graph()
+with graph.as_default():
+    tf.graph_util.import_graph_def(graph_def, name="")
+    with tf.compat.v1.Session(graph=graph) as sess:
+        print(len({{sess.run("image_ids:0")[0] for _ in range({STEPS})}}))
+"""
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert done.stdout.strip().splitlines()[-1] == str(STEPS), done.stderr[-2000:]
+
+
+def test_unreadable_cc_is_a_one_line_error(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    result = run_cli("check", graph_path, "--only", NAME,
+                     "--set", f"{NAME}.sources={tmp_path / 'missing.cc'}", check_exit=2)
+    assert "missing.cc: cannot read" in result.stdout + result.stderr
+    with pytest.raises(UsageError, match="missing.cc: cannot read"):
+        registrations.read_source(str(tmp_path / "missing.cc"))
+
+
+def test_registration_read_from_a_metagraphs_op_list(seed_graph, ops):
+    """A MetaGraphDef carries the op defs of its ops (stripped_op_list): no library needed."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+    from tensorflow.python.framework import op_def_registry
+
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(seed_graph)
+    for op in sorted({n.op for n in seed_graph.node}):
+        meta.meta_info_def.stripped_op_list.op.add().CopyFrom(op_def_registry.get(op))
+    (finding,) = api.check_graph(meta, only=[NAME])
+    assert finding.severity == "error" and finding.fixable
+    stateful = meta_graph_pb2.MetaGraphDef()
+    stateful.CopyFrom(meta)
+    (op_def,) = [op for op in stateful.meta_info_def.stripped_op_list.op
+                 if op.name == "GetImageID"]
+    op_def.is_stateful = True
+    assert api.check_graph(stateful, only=[NAME]) == []
