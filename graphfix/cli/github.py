@@ -4,7 +4,7 @@ annotation on the file and line (see GitHub's "Workflow commands for GitHub Acti
 
 from __future__ import annotations
 
-from graphfix.findings import Finding, Report
+from graphfix.findings import Change, Finding, Report
 
 # A finding's severity -> the workflow command that annotates with it.
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
@@ -40,9 +40,20 @@ def finding_command(finding: Finding) -> str:
                    line=line, col=col, title=title)
 
 
+def change_command(change: Change) -> str:
+    """A fix's change: a notice on the line it edited (a graph's: the file, the node in the
+    title), so a pull request shows what `fix` did where."""
+    title = change.transform if change.node is None else f"{change.transform} @{change.node}"
+    line = change.line if change.cell is None else None
+    return command("notice", f"fixed: {change.description}", file=change.path, line=line,
+                   title=title)
+
+
 def report_lines(report: Report) -> list[str]:
-    """A check's or fix's annotations: each finding, then each file that failed."""
+    """A check's or fix's annotations: each finding, each change a fix made, then each file
+    that failed."""
     lines = [finding_command(f) for f in report.findings]
+    lines += [change_command(c) for c in report.changes]
     lines += [command("error", failure["error"], file=failure["path"], title="graphfix")
               for failure in report.failed]
     return lines
