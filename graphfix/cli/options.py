@@ -32,7 +32,7 @@ TextOrJson = Annotated[str, typer.Option(
     help="text or json")]
 CheckFormat = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
-    help="text, json, sarif, github (Actions annotations) or junit (XML)")]
+    help="text, json, sarif, github (Actions annotations) or junit")]
 FixFormat = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
     help="text, json or github (Actions annotations)")]
