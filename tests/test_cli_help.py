@@ -33,7 +33,7 @@ def test_check_help_lists_its_options_in_panels():
         assert option in shown, option
     for panel in ("Arguments", "Transforms", "Output", "Sources"):
         assert f"╭─ {panel} " in shown, panel
-    assert "text, json or sarif" in shown
+    assert "text, json, sarif, github (Actions annotations) or junit" in shown
     assert "--in-place" not in shown  # fix's, not check's
 
 

@@ -142,7 +142,7 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
 
-    check_format(fmt, ("text", "json", "sarif"))
+    check_format(fmt, ("text", "json", "sarif", "github", "junit"))
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
@@ -159,13 +159,14 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     except NoGpuKernelsError as exc:
         fail(str(exc))
     report.findings = at_least(report.findings, least)
-    emit(report, fmt, report_path, fixing=False)
+    emit(report, fmt, report_path, fixing=False,
+         transforms=[t.name for t, _ in selected.transforms])
     return report.exit_code(fixing=False)
 
 
 @app.command(cls=Command)
 def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
-        target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
+        target_devices: opt.TargetDevices = None, fmt: opt.FixFormat = "text",
         report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
         force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
@@ -180,7 +181,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
 
-    check_format(fmt)
+    check_format(fmt, ("text", "json", "github"))
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
     selected, excludes, configured_cache, configured_severity = _configured(
@@ -234,7 +235,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
 def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            fetch: opt.Fetch = None,
            feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
-           target_devices: opt.TargetDevices = None, fmt: opt.TextOrJson = "text",
+           target_devices: opt.TargetDevices = None, fmt: opt.VerifyFormat = "text",
            report_path: opt.ReportPath = None, runs: opt.Runs = None, until: opt.Until = None,
            timeout: opt.TraceTimeout = 300.0) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
@@ -243,7 +244,8 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.verification.run import VerifyError, verify_path
 
-    check_format(fmt)
+    check_format(fmt, ("text", "json", "github", "junit") if not graph.endswith(".py")
+                 else ("text", "json"))
     if graph.endswith(".py"):  # a script: the graph it builds
         from graphfix.cli.tracing import verify_traced
 

@@ -32,7 +32,13 @@ TextOrJson = Annotated[str, typer.Option(
     help="text or json")]
 CheckFormat = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
-    help="text, json or sarif")]
+    help="text, json, sarif, github (Actions annotations) or junit")]
+FixFormat = Annotated[str, typer.Option(
+    "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    help="text, json or github (Actions annotations)")]
+VerifyFormat = Annotated[str, typer.Option(
+    "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    help="text, json, github (Actions annotations) or junit (XML, a testcase per check)")]
 ReportPath = Annotated[Optional[Path], typer.Option(
     "--report", metavar="FILE", rich_help_panel=OUTPUT,
     help="also write the JSON report to FILE")]

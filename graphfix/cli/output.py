@@ -47,12 +47,32 @@ def write_report(path: Path, doc: dict) -> None:
         fail(str(exc))
 
 
+DOCS_BASE = "https://github.com/graphfix/graphfix/blob/main/"
+
+
+def docs_url(transform: str) -> str:
+    """Where a transform's page is: docs/transforms/NAME.md (JSON `docs`, SARIF `helpUri`)."""
+    return f"{DOCS_BASE}docs/transforms/{transform}.md"
+
+
 def show_verify(result, fmt: str, report_path: Path | None) -> None:
-    """Print a verify result (text lines or JSON) and write its report file if asked."""
+    """Print a verify result (text lines, JSON, GitHub annotations or JUnit XML) and write
+    its report file if asked."""
     doc = result.to_json()
     if report_path is not None:
         write_report(report_path, doc)
-    if fmt == "json":
+    if fmt == "github":
+        from graphfix.cli.github import verify_lines
+
+        for line in verify_lines(result):
+            echo(line)
+        for line in result.to_lines():  # (the log shows the whole verdict too)
+            echo(line)
+    elif fmt == "junit":
+        from graphfix.cli.junit import verify_junit
+
+        echo(verify_junit(result))
+    elif fmt == "json":
         echo(json.dumps(doc, indent=2))
     else:
         for line in result.to_lines():
@@ -60,9 +80,21 @@ def show_verify(result, fmt: str, report_path: Path | None) -> None:
 
 
 def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
-         extra_lines: list[str] = ()) -> None:
-    """Print a check's or a fix's report in `fmt` (text, json, sarif), and write it to
-    `report_path` as JSON when one is given."""
+         extra_lines: list[str] = (), transforms: list[str] | None = None) -> None:
+    """Print a check's or a fix's report in `fmt` (text, json, sarif, github, junit), and
+    write it to `report_path` as JSON when one is given. `transforms`: the names of the
+    transforms that ran (JUnit's testcases; default: every registered one)."""
+    if fmt == "github":
+        from graphfix.cli.github import report_lines
+
+        for line in report_lines(report):
+            echo(line)
+        fmt = "text"  # (then the usual lines, which the Actions log shows)
+    if fmt == "junit":
+        from graphfix.cli.junit import report_junit
+
+        echo(report_junit(report, transforms or list(registry.all_transforms())))
+        fmt = "quiet"
     if fmt == "sarif":
         from graphfix.cli.sarif import to_sarif
 
@@ -70,6 +102,9 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         fmt = "quiet"
     # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
     doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
+    if doc is not None:
+        for finding in doc["findings"]:
+            finding["docs"] = docs_url(finding["transform"])
     if report_path is not None:
         write_report(report_path, doc)
     if fmt == "json":

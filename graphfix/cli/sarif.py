@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from graphfix.cli.output import docs_url
 from graphfix.findings import Report
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -17,7 +18,7 @@ def to_sarif(report: Report, transforms: dict) -> dict:
             "id": name,
             "name": name,
             "shortDescription": {"text": t.summary},
-            "helpUri": f"https://github.com/graphfix/graphfix/blob/main/docs/transforms/{name}.md",
+            "helpUri": docs_url(name),
         }
         for name, t in sorted(transforms.items())
     ]
@@ -30,7 +31,7 @@ def to_sarif(report: Report, transforms: dict) -> dict:
                 "startLine": finding.line, "startColumn": finding.col or 1}
         if finding.node is not None:
             location["logicalLocations"] = [{"name": finding.node, "kind": "node"}]
-        properties = {"fixable": finding.fixable}
+        properties = {"fixable": finding.fixable, "severity": finding.severity}
         if finding.cell is not None:
             location["logicalLocations"] = [{"name": f"cell {finding.cell}", "kind": "module"}]
             properties["cell"] = finding.cell

@@ -1,0 +1,127 @@
+"""Output where CI reads it: GitHub Actions annotations, JUnit XML, docs links in JSON/SARIF,
+from the CLI run on the seed 000 graph, its fixed graph and a source file."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from graphfix.cli.github import command, escape_data, escape_property
+
+SEED = FIXTURES / "variables_to_cpu" / "seed000_ref"
+SOURCE = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    d = tf.Variable(2)\n"
+ANNOTATION = re.compile(r"^::(error|warning|notice) ([^:]*)::(.*)$")
+
+
+def annotations(stdout: str) -> list[tuple[str, dict, str]]:
+    """The workflow commands in `stdout`, as GitHub's runner reads them."""
+    out = []
+    for line in stdout.splitlines():
+        match = ANNOTATION.match(line)
+        if match:
+            props = dict(p.split("=", 1) for p in match.group(2).split(","))
+            out.append((match.group(1), props, match.group(3)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    path = tmp_path_factory.mktemp("src") / "train.py"
+    path.write_text(SOURCE)
+    return path
+
+
+def test_escaping_follows_githubs_workflow_command_rules():
+    assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
+    assert escape_property("a:b,c%") == "a%3Ab%2Cc%25"
+    assert command("warning", "x", file="f.py", line=None, title="t") == "::warning file=f.py,title=t::x"
+
+
+def test_check_github_annotates_source_lines_and_graph_nodes(source):
+    result = run_cli("check", SEED / "before.pbtxt", source, "--only", "variables-to-cpu",
+                     "--format", "github", check_exit=1)
+    (graph_kind, graph, graph_msg), (src_kind, src, src_msg) = annotations(result.stdout)
+    assert graph_kind == "error" and graph["file"] == str(SEED / "before.pbtxt")
+    assert graph["title"] == "variables-to-cpu @d" and "line" not in graph
+    assert "Cannot assign a device for operation d" in graph_msg
+    assert src_kind == "error" and src["file"] == str(source)
+    assert (src["line"], src["col"], src["title"]) == ("3", "9", "variables-to-cpu")
+    assert "2 finding(s)" in result.stdout  # the summary still shows in the log
+
+
+def test_warning_severity_is_a_warning_annotation(tmp_path):
+    path = tmp_path / "init.py"
+    path.write_text("import tensorflow as tf\ninit = tf.initialize_all_variables()\n")
+    result = run_cli("check", path, "--only", "deprecated-initializers", "--format", "github",
+                     check_exit=1)
+    [(kind, props, _)] = annotations(result.stdout)
+    assert kind == "warning" and props["line"] == "2"
+
+
+def test_check_junit_has_a_testsuite_per_file_and_testcase_per_transform(source):
+    result = run_cli("check", SEED / "before.pbtxt", SEED / "after.pbtxt", source,
+                     "--only", "variables-to-cpu", "--only", "update-ops", "--format", "junit",
+                     check_exit=1)
+    root = ET.fromstring(result.stdout)
+    assert root.tag == "testsuites"
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {str(SEED / "before.pbtxt"), str(SEED / "after.pbtxt"), str(source)}
+    fixed = suites[str(SEED / "after.pbtxt")]
+    assert [c.get("name") for c in fixed.findall("testcase")] == ["variables-to-cpu", "update-ops"]
+    assert fixed.find("testcase/failure") is None and fixed.get("failures") == "0"
+    failing = suites[str(SEED / "before.pbtxt")]
+    [failure] = failing.findall("testcase/failure")
+    assert "operation d" in failure.get("message") and failing.get("failures") == "1"
+    assert root.get("tests") == "6" and root.get("failures") == "2"
+
+
+@pytest.mark.parametrize("graph, passed", [("before.pbtxt", False), ("after.pbtxt", True)])
+def test_verify_junit_has_a_testcase_per_check(graph, passed):
+    result = run_cli("verify", SEED / graph, "--format", "junit", check_exit=0 if passed else 1)
+    root = ET.fromstring(result.stdout)
+    [suite] = root.findall("testsuite")
+    assert suite.get("name") == str(SEED / graph)
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert "placement" in cases
+    failures = suite.findall("testcase/failure")
+    if passed:
+        assert not failures and "run" in cases and suite.get("tests") == str(len(cases))
+    else:  # TF's own placer error, the fixed graph's is gone
+        [failure] = failures
+        assert "Could not satisfy explicit device specification" in failure.get("message")
+
+
+def test_verify_github_annotates_the_failed_check():
+    result = run_cli("verify", SEED / "before.pbtxt", "--format", "github", check_exit=1)
+    [(kind, props, message)] = annotations(result.stdout)
+    assert kind == "error" and props["title"] == "verify placement"
+    assert "Could not satisfy explicit device specification" in message
+    assert "verification failed" in result.stdout
+
+
+def test_json_and_sarif_link_the_transforms_docs_page(source):
+    doc = json.loads(run_cli("check", source, "--only", "variables-to-cpu", "--format", "json",
+                             check_exit=1).stdout)
+    [finding] = doc["findings"]
+    assert finding["severity"] == "error"
+    assert finding["docs"].endswith("docs/transforms/variables-to-cpu.md")
+    sarif = json.loads(run_cli("check", source, "--only", "variables-to-cpu", "--format",
+                               "sarif", check_exit=1).stdout)
+    run = sarif["runs"][0]
+    [rule] = [r for r in run["tool"]["driver"]["rules"] if r["id"] == "variables-to-cpu"]
+    assert rule["helpUri"] == finding["docs"]
+    assert run["results"][0]["properties"]["severity"] == "error"
+
+
+def test_fix_github_and_bad_format():
+    result = run_cli("fix", SEED / "before.pbtxt", "--dry-run", "--only", "variables-to-cpu",
+                     "--format", "github", check_exit=1)
+    [(kind, props, message)] = annotations(result.stdout)
+    assert (kind, props["title"]) == ("notice", "variables-to-cpu @d")
+    assert message.startswith("fixed: ") and "CPU" in message
+    bad = run_cli("fix", SEED / "before.pbtxt", "--format", "junit", check_exit=2)
+    assert bad.stderr == "graphfix: error: --format must be text or json or github, not 'junit'\n"
