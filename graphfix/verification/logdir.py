@@ -34,12 +34,15 @@ def check_logdir(path: str | os.PathLike) -> Path:
 def write_run(logdir: Path, run: str, graph_def, run_metadata=None) -> Path:
     """Write one run, DIR/`run`: the graph, and the traced step's RunMetadata if given."""
     import tensorflow as tf
+    from tensorflow.core.util import event_pb2
 
     folder = Path(logdir) / run
     with tf.Graph().as_default():  # (TF's FileWriter refuses to be made eagerly)
         writer = tf.compat.v1.summary.FileWriter(str(folder))
     try:
-        writer.add_graph(graph=None, graph_def=graph_def)
+        # The graph event add_graph writes, without importing the GraphDef into a Graph
+        # first (add_graph's GraphDef form warns it is deprecated).
+        writer.add_event(event_pb2.Event(graph_def=graph_def.SerializeToString()))
         if run_metadata is not None:
             writer.add_run_metadata(run_metadata, STEP_TAG, global_step=1)
     finally:
