@@ -264,7 +264,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
     try:
         result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                              compare=compare, target_devices=_devices(target_devices),
-                             cluster=cluster, logdir=logdir)
+                             cluster=cluster, **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
     show_verify(result, fmt, report_path)
