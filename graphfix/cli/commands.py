@@ -237,7 +237,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
            target_devices: opt.TargetDevices = None, fmt: opt.VerifyFormat = "text",
            report_path: opt.ReportPath = None, runs: opt.Runs = None, until: opt.Until = None,
-           timeout: opt.TraceTimeout = 300.0) -> int:
+           timeout: opt.TraceTimeout = 300.0, logdir: opt.Logdir = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
     import json
 
@@ -254,10 +254,19 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
                              report_path=report_path, runs=runs, until=until, timeout=timeout)
     if args:  # (only a script takes arguments)
         fail(f"verify: unrecognized arguments: {' '.join(args)} (see graphfix verify --help)")
+    if logdir is not None and cluster:
+        fail("verify: --logdir is for a graph run in this process, not with --cluster")
+    if logdir is not None:  # (checked before TF is imported; nothing is written if bad)
+        from graphfix.verification.logdir import LogdirError, check_logdir
+
+        try:
+            logdir = check_logdir(logdir)
+        except LogdirError as exc:
+            fail(str(exc))
     try:
         result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                              compare=compare, target_devices=_devices(target_devices),
-                             cluster=cluster)
+                             cluster=cluster, **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
     show_verify(result, fmt, report_path)

@@ -114,6 +114,11 @@ Runs = Annotated[Optional[int], typer.Option(
 Until = Annotated[Optional[str], typer.Option(
     "--until", metavar="FILE:LINE", rich_help_panel=TRACE,
     help="stop the traced script when it reaches FILE:LINE (before that line runs)")]
+Logdir = Annotated[Optional[Path], typer.Option(
+    "--logdir", metavar="DIR", rich_help_panel=OUTPUT,
+    help="write TensorBoard's graph dashboard runs to DIR: after/ the verified graph and its "
+         "traced step (where each node ran, time, memory), before/ the --compare graph's")]
+
 VerifyFix = Annotated[bool, typer.Option(
     "--verify", rich_help_panel=TRACE,
     help="fix the script PATH (further words are its arguments, after --) only if the fixed "

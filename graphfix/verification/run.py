@@ -26,6 +26,7 @@ import numpy as np
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import placement
 from graphfix.graph import training
+from graphfix.verification import logdir as _logdir
 from graphfix.tf_runtime import import_runtime, physical_gpus
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
@@ -254,12 +255,15 @@ class _Run:
     loss: tuple[float, float] | None = None  # before and after the steps
     error_message: str = ""  # TF's whole message, where `error` is its telling line
     queue_threads: int = 0  # queue runner threads that fed the steps
+    run_metadata: Any = None  # the traced first step's RunMetadata, where it was traced
 
 
 def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str = "",
          loss_name: str | None = None, watched: set[str] = frozenset(),
-         checkpoint: str | None = None, step_timeout: float = STEP_TIMEOUT) -> _Run:
-    """Import and run a graph; `watched` variables are also read before the steps.
+         checkpoint: str | None = None, step_timeout: float = STEP_TIMEOUT,
+         trace: bool = False) -> _Run:
+    """Import and run a graph; `watched` variables are also read before the steps; the
+    first step is traced (FULL_TRACE: where each op ran) on a cluster or with `trace`.
 
     As a user's program runs it: variables initialized, or restored from `checkpoint` (a
     SavedModel's variables) through the graph's own Saver; tables initialized; queue runners
@@ -291,6 +295,7 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     before: dict[str, np.ndarray] = {}
     after: dict[str, np.ndarray] = {}
     devices: dict[str, str] = {}
+    metadata = None
     loss = None
     loss_tensor = graph.get_tensor_by_name(loss_name) if loss_name else None
     bounded = (tf1.RunOptions(timeout_in_ms=int(step_timeout * 1000)) if _may_starve(graph)
@@ -303,9 +308,10 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
             if init_ops:
                 session.run(init_ops, feed_dict=feed_dict)
             with _queue_runners_running(session) as threads:
-                before, after, loss, devices = _steps(
+                before, after, loss, metadata = _steps(
                     session, targets, feed_dict, values, reads, watched, loss_tensor, steps,
-                    bounded, traced=bool(target))
+                    bounded, traced=bool(target) or trace)
+                devices = _devices_from(metadata) if metadata is not None else {}
     except tf.errors.DeadlineExceededError as exc:
         waiting = (f" ({len(threads)} queue runner thread(s) started): its input queues starved"
                    if threads else "")
@@ -315,7 +321,8 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
         return _Run(_first_line(exc), values, before, after,
                     error_message=getattr(exc, "message", str(exc)))
     seconds["run"] = time.perf_counter() - clock
-    return _Run(None, values, before, after, seconds, devices, loss, queue_threads=len(threads))
+    return _Run(None, values, before, after, seconds, devices, loss, queue_threads=len(threads),
+                run_metadata=metadata)
 
 
 def _may_starve(graph) -> bool:
@@ -345,12 +352,12 @@ def _import(graph, graph_def, meta) -> None:
 def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, steps, bounded,
            traced):
     """Run the steps in an initialized session: (watched variables before, every variable
-    after, the loss before and after or None, where each op ran if `traced`); the values
-    fetched go into `values`."""
+    after, the loss before and after or None, the first step's RunMetadata if `traced`);
+    the values fetched go into `values`."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
-    before, devices, loss = {}, {}, None
+    before, metadata, loss = {}, None, None
     if watched:
         before = _read_variables(session, {k: v for k, v in reads.items() if k in watched})
     loss_before = (session.run(loss_tensor, feed_dict, options=bounded)
@@ -362,7 +369,6 @@ def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, ste
             metadata = tf1.RunMetadata()
             results = session.run(targets, feed_dict, options=options,
                                   run_metadata=metadata)
-            devices = _devices_from(metadata)
         else:
             results = session.run(targets, feed_dict=feed_dict, options=bounded)
     for fetched, value in zip(targets, results):
@@ -372,7 +378,7 @@ def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, ste
     if loss_tensor is not None:
         loss = (float(loss_before), float(session.run(loss_tensor, feed_dict,
                                                       options=bounded)))
-    return before, after, loss, devices
+    return before, after, loss, metadata
 
 
 def _devices_from(metadata) -> dict[str, str]:
@@ -631,7 +637,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
                  feeds: dict[str, np.ndarray] | None = None, compare=None,
                  target_devices: Sequence[str] = (), available_devices: Sequence[str] | None = None,
                  label: str | None = None, tolerance: float = 1e-5,
-                 step_timeout: float = STEP_TIMEOUT) -> VerifyResult:
+                 step_timeout: float = STEP_TIMEOUT, logdir: Path | None = None) -> VerifyResult:
     """Verify a loaded graph: static placement, then a seeded run (see module docstring).
 
     Args:
@@ -647,6 +653,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         tolerance: the allowed absolute and relative difference. Defaults to 1e-5.
         step_timeout: seconds a step of a graph that dequeues may take before the run fails
             (a starving input queue). Defaults to STEP_TIMEOUT.
+        logdir: where to write TensorBoard's graph dashboard runs (`logdir.write_run`):
+            the graph and its traced step in logdir/after, `compare`'s in logdir/before.
     """
     graph_def, meta = _first_graph(graph_file)
     index = index_for(graph_def, meta)
@@ -681,7 +689,10 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
                cpu_count=cpu_count, soft=False, watched=_update_variables(index),
-               checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout)
+               checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout,
+               trace=logdir is not None)
+    if logdir is not None:  # (the graph alone where the step failed)
+        _logdir.write_run(logdir, _logdir.AFTER, graph_def, run.run_metadata)
     if run.error:
         result.checks.append(Check("run", False, run.error, run.error_message))
         return result
@@ -699,7 +710,10 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         original_runnable = runnable_copy(original_def, original_mapping if simulated else {})
         reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
                          feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True,
-                         checkpoint=_checkpoint_of(compare), step_timeout=step_timeout)
+                         checkpoint=_checkpoint_of(compare), step_timeout=step_timeout,
+                         trace=logdir is not None)
+        if logdir is not None:
+            _logdir.write_run(logdir, _logdir.BEFORE, original_def, reference.run_metadata)
         if reference.error:
             result.checks.append(Check("compare", False, f"original graph failed: {reference.error}",
                                        reference.error_message))
@@ -707,6 +721,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
             skip = _update_variables(index) | _update_variables(original_index)
             result.checks.append(_compare(run, reference, tolerance, skip))
     return result
+
+
 
 
 def parse_cluster(text: str) -> dict[str, int]:
