@@ -470,7 +470,8 @@ def explain(problem: PlacementProblem) -> str:
     return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"
 
 
-_DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 7: 8, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2,
+# Bytes per element of a DataType enum value (a variable's, a tensor's size).
+DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 7: 8, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2,
                 18: 16, 19: 2, 22: 4, 23: 8}
 
 
@@ -480,7 +481,7 @@ def variable_bytes(node) -> int:
     if "shape" in node.attr:
         for dim in node.attr["shape"].shape.dim:
             elements *= max(dim.size, 1)
-    return elements * _DTYPE_BYTES.get(node.attr["dtype"].type, 4)
+    return elements * DTYPE_BYTES.get(node.attr["dtype"].type, 4)
 
 
 NO_DEVICE = "(no device: the placer chooses)"

@@ -36,7 +36,7 @@ def _output_bytes(node, index: int) -> int | None:
         if key in node.attr and node.attr[key].type:
             dtype = node.attr[key].type
             break
-    if index >= len(shapes) or dtype not in placement._DTYPE_BYTES:
+    if index >= len(shapes) or dtype not in placement.DTYPE_BYTES:
         return None
     shape = shapes[index]
     if shape.unknown_rank:
@@ -46,7 +46,7 @@ def _output_bytes(node, index: int) -> int | None:
         if dim.size < 0:
             return None
         elements *= dim.size
-    return elements * placement._DTYPE_BYTES[dtype]
+    return elements * placement.DTYPE_BYTES[dtype]
 
 
 def devices_section(graph: GraphIndex) -> list[dict]:
