@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install compiler demo test bench clean
+.PHONY: install compiler chromium demo test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 # Bytecode written now, as pip writes it for a regular install, so that no run compiles
 # graphfix's modules from source (where PYTHONDONTWRITEBYTECODE is set, every run would).
-install: $(STAMP) compiler
+install: $(STAMP) compiler chromium
 	$(BIN)/python -m compileall -q graphfix transforms > /dev/null
 
 # The custom-op tests compile a real TF op (fixtures/custom_ops/build_ops.py). Where no C++
@@ -33,6 +33,21 @@ compiler:
 	  else \
 	    echo "warning: no C++ compiler (c++ or g++) and no root apt-get to install one:" \
 	      "the custom-op tests will fail; install g++ or set CXX" >&2; \
+	  fi; \
+	fi
+
+# The HTML report's tests load the page in a real headless Chromium: installed like the
+# compiler where missing (as root with apt-get); elsewhere a warning, and those tests fail
+# naming the missing chromium.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "no chromium: installing it (apt-get)"; \
+	    (apt-get update -qq && apt-get install -y -qq chromium) \
+	      || echo "warning: apt-get could not install chromium: the HTML report tests will fail" >&2; \
+	  else \
+	    echo "warning: no chromium and no root apt-get to install it:" \
+	      "the HTML report tests will fail; install chromium" >&2; \
 	  fi; \
 	fi
 

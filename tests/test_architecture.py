@@ -31,8 +31,11 @@ ALLOWED = {
     # Trace: the child runs the script; the parent reads what it wrote as the graph side
     # does, and runs the graph transforms on it as the driver does.
     "graphfix.trace": ("graphfix.graph", "graphfix.registry", "graphfix.driver"),
+    # The HTML report: the graph side's numbers, the driver's check and fix of each graph.
+    "graphfix.report": ("graphfix.graph", "graphfix.driver"),
     "graphfix.cli": ("graphfix.graph", "graphfix.source", "graphfix.registry", "graphfix.driver",
-                     "graphfix.verification", "graphfix.api", "graphfix.trace"),
+                     "graphfix.verification", "graphfix.api", "graphfix.trace",
+                     "graphfix.report"),
     "graphfix.__main__": ("graphfix.cli",),
     # The transforms: the core and the graph and source sides, never the driver, the API,
     # verification or the command line.

@@ -58,7 +58,7 @@ def test_version():
 def test_usage_errors_are_one_line_naming_the_command():
     for args, said in [
         (["nope"], "graphfix: error: argument COMMAND: invalid choice: 'nope' (choose from "
-                   "'list', 'check', 'fix', 'verify', 'demo', 'trace') (see graphfix --help)"),
+                   "'list', 'check', 'fix', 'verify', 'report', 'demo', 'trace') (see graphfix --help)"),
         (["check"], "graphfix: error: check: the following arguments are required: PATH "
                     "(see graphfix check --help)"),
         (["check", "x.pb", "--jobs", "0"], "graphfix: error: check: argument --jobs/-j: must "

@@ -274,6 +274,28 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
 
 @app.command(cls=Command)
+def report(paths: opt.Paths, out: opt.Out = None, only: opt.Only = None,
+           settings: opt.Settings = None, target_devices: opt.TargetDevices = None) -> int:
+    """Write one self-contained HTML page (-o FILE) for graphs: devices, moved groups,
+    cross-device edges, findings. No graph is changed; exit 2 (and no page) if one cannot
+    be read."""
+    from graphfix.graph.graphfile import InputError, write_output
+    from graphfix.report.html import build
+
+    if out is None:
+        fail("report needs -o FILE.html")
+    page, failed = build(list(paths), _selected(only, settings, target_devices))
+    if failed:
+        fail(f"{failed[0]['path']}: {failed[0]['error']}")
+    try:
+        write_output(Path(out), page.encode())
+    except InputError as exc:
+        fail(str(exc))
+    echo(f"report written to {out}")
+    return 0
+
+
+@app.command(cls=Command)
 def demo() -> int:
     """The seed bugs end to end, on built-in fixtures: found, fixed, verified."""
     from graphfix.cli.demo import run_demo

@@ -204,6 +204,18 @@ def seed003_sharing(workdir: Path) -> bool:
             and bool(np.isclose(*shared)))
 
 
+def _html_report() -> Path:
+    """`graphfix report` of the seed graphs, written to the system's temporary folder (it
+    outlives the demo's own folder; no file of the user's is touched)."""
+    from graphfix.report.html import build
+
+    selected = Selected.build(list(registry.all_transforms().values()), {}, ("/gpu:0",))
+    page, _ = build([str(_fixture(name)) for name in DEMO_FIXTURES], selected)
+    path = Path(tempfile.gettempdir()) / "graphfix-demo-report.html"
+    path.write_text(page)
+    return path
+
+
 def run_demo() -> int:
     """Run every seed case; exit 0 when each was found, fixed and verified."""
     start = time.perf_counter()
@@ -214,8 +226,10 @@ def run_demo() -> int:
             "seed 003 Q&A (feed-to-assign)": seed003_feed(Path(tmp)),
             "seed 003 sharing (shared-variables)": seed003_sharing(Path(tmp)),
         }
+    page = _html_report()
     _say()
     for name, ok in outcomes.items():
         _say(f"{'found, fixed, verified' if ok else 'FAILED'}: {name}")
+    _say(f"HTML report of the seed graphs: {page}")
     _say(f"demo took {time.perf_counter() - start:.1f} s")
     return 0 if all(outcomes.values()) else 1

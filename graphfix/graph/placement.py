@@ -470,7 +470,8 @@ def explain(problem: PlacementProblem) -> str:
     return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"
 
 
-_DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 7: 8, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2,
+# Bytes per element of a DataType enum value (a variable's, a tensor's size).
+DTYPE_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 7: 8, 8: 8, 9: 8, 10: 1, 14: 2, 17: 2,
                 18: 16, 19: 2, 22: 4, 23: 8}
 
 
@@ -480,24 +481,42 @@ def variable_bytes(node) -> int:
     if "shape" in node.attr:
         for dim in node.attr["shape"].shape.dim:
             elements *= max(dim.size, 1)
-    return elements * _DTYPE_BYTES.get(node.attr["dtype"].type, 4)
+    return elements * DTYPE_BYTES.get(node.attr["dtype"].type, 4)
 
 
-def summary(graph: GraphIndex) -> list[str]:
-    """Ops and variable bytes per requested device (a group member naming no device is
-    counted on its group's device): one line per device, busiest first."""
-    ops: dict[str, int] = {}
-    size: dict[str, int] = {}
-    devices, kinds = graph.devices, graph.ops
+NO_DEVICE = "(no device: the placer chooses)"
+
+
+def node_devices(graph: GraphIndex) -> list[str]:
+    """The device each node (by position) is counted on: its own, else its colocation
+    group's merged request, else NO_DEVICE."""
+    out = [NO_DEVICE] * len(graph)
+    devices = graph.devices
     for positions in graph.colocation_groups().values():
         merged, _ = merge_requested(graph, positions)
         group_device = merged.to_string() if merged else ""
         for position in positions:
             own = devices[position]
-            device = DeviceSpec.parse(own).to_string() if own else group_device
-            device = device or "(no device: the placer chooses)"
-            ops[device] = ops.get(device, 0) + 1
-            if kinds[position] in VARIABLE_OPS:
-                size[device] = size.get(device, 0) + variable_bytes(graph.node_at(position))
-    return [f"{device}: {count} op(s), {size.get(device, 0)} variable byte(s)"
-            for device, count in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))]
+            out[position] = (DeviceSpec.parse(own).to_string() if own else group_device
+                             ) or NO_DEVICE
+    return out
+
+
+def device_totals(graph: GraphIndex) -> dict[str, tuple[int, int]]:
+    """Ops and variable bytes per requested device (`node_devices`), busiest first:
+    device -> (ops, variable bytes)."""
+    ops: dict[str, int] = {}
+    size: dict[str, int] = {}
+    kinds = graph.ops
+    for position, device in enumerate(node_devices(graph)):
+        ops[device] = ops.get(device, 0) + 1
+        if kinds[position] in VARIABLE_OPS:
+            size[device] = size.get(device, 0) + variable_bytes(graph.node_at(position))
+    return {device: (count, size.get(device, 0))
+            for device, count in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def summary(graph: GraphIndex) -> list[str]:
+    """`device_totals` as one line per device, busiest first."""
+    return [f"{device}: {count} op(s), {size} variable byte(s)"
+            for device, (count, size) in device_totals(graph).items()]

@@ -1,0 +1,1 @@
+"""Reports a person opens: the self-contained HTML page (`graphfix report`)."""
