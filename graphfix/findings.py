@@ -155,6 +155,20 @@ class Changes(list):
         return out
 
 
+DOCS_BASE = "https://github.com/graphfix/graphfix/blob/main/"
+
+
+def docs_url(transform: str) -> str:
+    """Where a transform's page is: docs/transforms/NAME.md (JSON `docs`, SARIF `helpUri`)."""
+    return f"{DOCS_BASE}docs/transforms/{transform}.md"
+
+
+def finding_record(finding: Finding) -> dict:
+    """A finding as the reports give it (JSON, the HTML page): its fields and its
+    transform's docs page."""
+    return {**finding.to_json(), "docs": docs_url(finding.transform)}
+
+
 class Report:
     """Everything one command found, changed, skipped and failed on, in input order. Every
     field is a list (a fresh one by default); `__slots__` names them all."""
@@ -201,7 +215,7 @@ class Report:
         summary = self.summary()
         summary["exit_code"] = self.exit_code(fixing=fixing)
         return {
-            "findings": [f.to_json() for f in self.findings],
+            "findings": [finding_record(f) for f in self.findings],
             "changes": [c.to_json() for c in self.changes],
             "skipped": self.skipped,
             "failed": self.failed,

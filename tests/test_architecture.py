@@ -30,7 +30,9 @@ ALLOWED = {
     "graphfix.runtime": ("graphfix.graph",),
     # Trace: the child runs the script; the parent reads what it wrote as the graph side
     # does, and runs the graph transforms on it as the driver does.
-    "graphfix.trace": ("graphfix.graph", "graphfix.registry", "graphfix.driver"),
+    # (source: a traced finding at a source line honours its suppression comment)
+    "graphfix.trace": ("graphfix.graph", "graphfix.source", "graphfix.registry",
+                       "graphfix.driver"),
     # The HTML report: the graph side's numbers, the driver's check and fix of each graph.
     "graphfix.report": ("graphfix.graph", "graphfix.driver"),
     "graphfix.cli": ("graphfix.graph", "graphfix.source", "graphfix.registry", "graphfix.driver",

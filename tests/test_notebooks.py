@@ -94,7 +94,7 @@ def test_sarif_locates_notebook_findings_in_their_cell(tmp_path):
     assert location["physicalLocation"]["artifactLocation"]["uri"] == "towers.ipynb"
     assert location["physicalLocation"]["region"] == {"startLine": 6, "startColumn": 12}
     assert location["logicalLocations"] == [{"name": "cell 5", "kind": "module"}]
-    assert only["properties"] == {"fixable": True, "cell": 5}
+    assert only["properties"] == {"fixable": True, "cell": 5, "severity": "error"}
 
 
 # -- fix --------------------------------------------------------------------------------------

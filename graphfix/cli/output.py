@@ -47,12 +47,6 @@ def write_report(path: Path, doc: dict) -> None:
         fail(str(exc))
 
 
-DOCS_BASE = "https://github.com/graphfix/graphfix/blob/main/"
-
-
-def docs_url(transform: str) -> str:
-    """Where a transform's page is: docs/transforms/NAME.md (JSON `docs`, SARIF `helpUri`)."""
-    return f"{DOCS_BASE}docs/transforms/{transform}.md"
 
 
 def show_verify(result, fmt: str, report_path: Path | None) -> None:
@@ -102,9 +96,6 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         fmt = "quiet"
     # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
     doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
-    if doc is not None:
-        for finding in doc["findings"]:
-            finding["docs"] = docs_url(finding["transform"])
     if report_path is not None:
         write_report(report_path, doc)
     if fmt == "json":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphfix.cli.output import docs_url
+from graphfix.findings import docs_url
 from graphfix.findings import Report
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

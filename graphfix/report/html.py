@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 
+from graphfix.findings import finding_record
 from graphfix.graph import placement
 from graphfix.graph.edges import parse_input, tensor_name
 from graphfix.graph.index import GraphIndex
@@ -125,7 +126,7 @@ def graph_section(label: str, before: GraphIndex, after: GraphIndex, findings: l
         "moved_groups": moved_groups(before, after),
         "cross_device_before": cross_device_edges(before),
         "cross_device_after": cross_device_edges(after),
-        "findings": [f.to_json() for f in findings],
+        "findings": [finding_record(f) for f in findings],
         "changes": len(changes),
     }
 
