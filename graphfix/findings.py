@@ -47,22 +47,48 @@ class _Record:
         return type(self)(**{name: getattr(self, name) for name in self.__slots__} | changes)
 
 
+class Replacement(_Record):
+    """One piece of a source fix as text: the `length` characters from `offset` of the
+    unfixed file (from `start` to `end`, (line, column) from 1, the end being the character
+    just after) become `text`. Offsets and columns count Unicode code points of the decoded
+    file; a file's replacements apply together, each at its place in the unfixed file."""
+
+    _fields = ("offset", "length", "start", "end", "text")
+    __slots__ = _fields
+
+    def __init__(self, offset: int, length: int, start: tuple[int, int], end: tuple[int, int],
+                 text: str):
+        self.offset = offset
+        self.length = length
+        self.start = start
+        self.end = end
+        self.text = text
+
+    def to_json(self) -> dict:
+        return {"offset": self.offset, "length": self.length,
+                "start": {"line": self.start[0], "col": self.start[1]},
+                "end": {"line": self.end[0], "col": self.end[1]}, "text": self.text}
+
+
 class Finding(_Record):
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
     `cell` (counted from 1 over every cell) and `line` within that cell.
 
     A graph transform's finding may carry the `edit` that fixes it (see `Edit`); only a
     fixable one can. The edit is how, not what: findings are equal whatever their edits, and
-    the findings `check` gives carry none."""
+    the findings `check` gives carry none. A source finding `check` reports as JSON or SARIF
+    carries its fix as text, `replacements` (see `graphfix.cli.replacements`); not compared
+    either."""
 
     _fields = ("path", "transform", "message", "fixable", "line", "col", "node", "severity",
                "cell")
-    __slots__ = (*_fields, "edit", "details")
+    __slots__ = (*_fields, "edit", "details", "replacements")
 
     def __init__(self, path: str, transform: str, message: str, fixable: bool = True,
                  line: int | None = None, col: int | None = None, node: str | None = None,
                  severity: Severity = "error", cell: int | None = None,
-                 edit: Edit | None = None, details: dict | None = None):
+                 edit: Edit | None = None, details: dict | None = None,
+                 replacements: list[Replacement] | None = None):
         if edit is not None and not fixable:
             raise ValueError(f"{transform}: a finding that is not fixable has no edit: {message}")
         self.edit = edit
@@ -78,6 +104,7 @@ class Finding(_Record):
         # The evidence behind the message, for JSON readers (a graph finding: the nodes it
         # is about, the device they ask for); not compared: the message says the same.
         self.details = {} if details is None else details
+        self.replacements = [] if replacements is None else replacements
 
     def location(self) -> str:
         if self.node is not None:
@@ -164,9 +191,11 @@ def docs_url(transform: str) -> str:
 
 
 def finding_record(finding: Finding) -> dict:
-    """A finding as the reports give it (JSON, the HTML page): its fields and its
-    transform's docs page."""
-    return {**finding.to_json(), "docs": docs_url(finding.transform)}
+    """A finding as the reports give it (JSON, the HTML page): its fields, its transform's
+    docs page and its fix as text replacements (empty where there is none as text: graphs,
+    notebooks, findings not fixable)."""
+    return {**finding.to_json(), "docs": docs_url(finding.transform),
+            "replacements": [r.to_json() for r in finding.replacements]}
 
 
 class Report:

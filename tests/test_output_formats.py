@@ -1,10 +1,12 @@
-"""Output where CI reads it: GitHub Actions annotations, JUnit XML, docs links in JSON/SARIF,
-from the CLI run on the seed 000 graph, its fixed graph and a source file."""
+"""Output where CI reads it: GitHub Actions annotations, JUnit XML, docs links in JSON/SARIF
+and the fixes as text (JSON `replacements`, SARIF `fixes`), from the CLI run on the seed 000
+graph, its fixed graph and source files."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -125,3 +127,125 @@ def test_fix_github_and_bad_format():
     assert message.startswith("fixed: ") and "CPU" in message
     bad = run_cli("fix", SEED / "before.pbtxt", "--format", "junit", check_exit=2)
     assert bad.stderr == "graphfix: error: --format must be text or json or github, not 'junit'\n"
+
+
+# -- fixes as text: JSON `replacements`, SARIF `fixes` -------------------------------------------
+
+# Source fixtures of several transforms (one a two-file project, whose fix needs the other
+# file's facts), and a CRLF file with non-ASCII text before and inside the edits.
+FIXED_SOURCES = [
+    FIXTURES / "variables_to_cpu/source/cifar10_towers/before.py",
+    FIXTURES / "feed_to_assign/source/seed003_embeddings/before.py",
+    FIXTURES / "average_gradients/source/seed003_embedding/before.py",
+    FIXTURES / "update_ops/source/multi_file/before",
+]
+CRLF_SOURCE = ("# -*- coding: utf-8 -*-\r\n# größe: ünïcode ✓\r\nimport tensorflow as tf\r\n"
+               "with tf.device('/gpu:0'):\r\n    d = tf.Variable(2, name='d✓')\r\n"
+               "init = tf.initialize_all_variables()\r\n")
+
+
+def _sarif_changes(sarif: dict) -> dict[str, list[dict]]:
+    """Every replacement of every result's fixes, by the file it changes."""
+    out: dict[str, list[dict]] = {}
+    for result in sarif["runs"][0]["results"]:
+        for fix in result.get("fixes", []):
+            for change in fix["artifactChanges"]:
+                out.setdefault(change["artifactLocation"]["uri"], []).extend(
+                    change["replacements"])
+    return out
+
+
+def _apply_by_lines(text: str, replacements: list[dict]) -> str:
+    """`text` with SARIF replacements made as an editor makes them: by line and column (from
+    1, the end column just after the region), each placed in the unchanged text."""
+    lines = re.split(r"(?<=\n)|(?<=\r)(?!\n)", text)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - 1] + column - 1
+
+    regions = []
+    for r in replacements:
+        region = r["deletedRegion"]
+        start = offset(region["startLine"], region["startColumn"])
+        end = offset(region["endLine"], region["endColumn"])
+        # the other form SARIF gives of the same region
+        assert (region["charOffset"], region["charLength"]) == (start, end - start)
+        regions.append((start, end, r["insertedContent"]["text"]))
+    for start, end, inserted in sorted(regions, reverse=True):
+        text = text[:start] + inserted + text[end:]
+    return text
+
+
+def _source_files(root):
+    return sorted(root.rglob("*.py")) if root.is_dir() else [root]
+
+
+@pytest.mark.parametrize("fixture", FIXED_SOURCES + ["crlf"],
+                         ids=lambda f: f if f == "crlf" else f.parent.name)
+def test_sarif_fixes_applied_make_what_fix_writes(fixture, tmp_path):
+    checked, fixed = tmp_path / "checked", tmp_path / "fixed"
+    for root in (checked, fixed):
+        if fixture == "crlf":
+            root.mkdir()
+            (root / "train.py").write_bytes(CRLF_SOURCE.encode())
+        elif fixture.is_dir():
+            shutil.copytree(fixture, root)
+        else:
+            root.mkdir()
+            shutil.copy(fixture, root / "train.py")
+    sarif = json.loads(run_cli("check", "--no-cache", ".", "--format", "sarif",
+                               cwd=checked, check_exit=1).stdout)
+    run_cli("fix", "--no-cache", ".", cwd=fixed, check_exit=1)
+    changes = _sarif_changes(sarif)
+    assert changes  # the fixture's fix is text
+    for path in _source_files(checked):
+        label = str(path.relative_to(checked))
+        before = path.read_bytes().decode("utf-8")
+        after = (fixed / label).read_bytes().decode("utf-8")
+        assert _apply_by_lines(before, changes.get(label, [])) == after
+    # every fixable finding carries its own part of the fix
+    for result in sarif["runs"][0]["results"]:
+        assert bool(result.get("fixes")) == result["properties"]["fixable"], result
+
+
+def test_each_finding_carries_the_part_of_the_fix_at_its_line(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(SOURCE + "init = tf.initialize_all_variables()\n")
+    doc = json.loads(run_cli("check", "--no-cache", path, "--format", "json",
+                             check_exit=1).stdout)
+    by_transform = {f["transform"]: f for f in doc["findings"]}
+    [wrap] = by_transform["variables-to-cpu"]["replacements"]
+    assert wrap == {"offset": len("import tensorflow as tf\nwith tf.device('/gpu:0'):\n    "),
+                    "length": 0, "start": {"line": 3, "col": 5}, "end": {"line": 3, "col": 5},
+                    "text": 'with tf.device("/cpu:0"):\n        '}
+    [rename] = by_transform["deprecated-initializers"]["replacements"]
+    assert (rename["start"], rename["text"]) == ({"line": 4, "col": 11},
+                                                 "global_variables_initializer")
+    # SARIF carries the same replacements, in SARIF's fields
+    sarif = json.loads(run_cli("check", "--no-cache", path, "--format", "sarif",
+                               check_exit=1).stdout)
+    run = sarif["runs"][0]
+    assert run["columnKind"] == "unicodeCodePoints"
+    [result] = [r for r in run["results"] if r["ruleId"] == "variables-to-cpu"]
+    [fix] = result["fixes"]
+    assert fix["description"]["text"]
+    [change] = fix["artifactChanges"]
+    assert change["artifactLocation"]["uri"] == str(path)
+    assert change["replacements"] == [{
+        "deletedRegion": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 5,
+                          "charOffset": wrap["offset"], "charLength": 0},
+        "insertedContent": {"text": wrap["text"]}}]
+
+
+def test_graph_and_unfixable_findings_have_no_replacements(source):
+    doc = json.loads(run_cli("check", "--no-cache", SEED / "before.pbtxt", "--format", "json",
+                             check_exit=1).stdout)
+    assert doc["findings"] and all(f["replacements"] == [] for f in doc["findings"])
+    unfixable = FIXTURES / "variables_to_cpu/source/unfixable/before.py"
+    doc = json.loads(run_cli("check", "--no-cache", unfixable, "--format", "json",
+                             check_exit=1).stdout)
+    assert any(not f["fixable"] for f in doc["findings"])
+    assert all(f["replacements"] == [] for f in doc["findings"] if not f["fixable"])

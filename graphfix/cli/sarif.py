@@ -12,7 +12,8 @@ def to_sarif(report: Report, transforms: dict) -> dict:
     """One run, one rule per transform, one result per finding. Graph findings point at
     the graph file and name the node in a logical location; notebook findings point at the
     notebook, with the line and column within the cell that a logical location names
-    (`cell 3`; also the result's `properties.cell`)."""
+    (`cell 3`; also the result's `properties.cell`). A source finding whose fix is known as
+    text (`Finding.replacements`) carries it as the result's `fixes`."""
     rules = [
         {
             "id": name,
@@ -35,14 +36,17 @@ def to_sarif(report: Report, transforms: dict) -> dict:
         if finding.cell is not None:
             location["logicalLocations"] = [{"name": f"cell {finding.cell}", "kind": "module"}]
             properties["cell"] = finding.cell
-        results.append({
+        result = {
             "ruleId": finding.transform,
             "ruleIndex": index.get(finding.transform, 0),
             "level": {"error": "error", "warning": "warning"}.get(finding.severity, "note"),
             "message": {"text": finding.message},
             "locations": [location],
             "properties": properties,
-        })
+        }
+        if finding.replacements:
+            result["fixes"] = [fix(finding)]
+        results.append(result)
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
@@ -50,5 +54,26 @@ def to_sarif(report: Report, transforms: dict) -> dict:
             "tool": {"driver": {"name": "graphfix", "informationUri":
                                 "https://github.com/graphfix/graphfix", "rules": rules}},
             "results": results,
+            # Columns and character offsets count code points, as Python's strings do.
+            "columnKind": "unicodeCodePoints",
+        }],
+    }
+
+
+def fix(finding) -> dict:
+    """A SARIF `fix`: the finding's replacements, each region given both ways SARIF has
+    (line and column, character offset and length) for the readers that know only one."""
+    return {
+        "description": {"text": f"graphfix fix --only {finding.transform}"},
+        "artifactChanges": [{
+            "artifactLocation": {"uri": finding.path},
+            "replacements": [{
+                "deletedRegion": {
+                    "startLine": r.start[0], "startColumn": r.start[1],
+                    "endLine": r.end[0], "endColumn": r.end[1],
+                    "charOffset": r.offset, "charLength": r.length,
+                },
+                "insertedContent": {"text": r.text},
+            } for r in finding.replacements],
         }],
     }
