@@ -9,7 +9,8 @@ from pathlib import Path
 from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import check_format, echo, emit, fail, progress, show_verify
+from graphfix.cli.output import (check_format, echo, emit, fail, phases_shown, progress,
+                                 show_verify)
 from graphfix.findings import at_least
 
 
@@ -276,9 +277,10 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
         except LogdirError as exc:
             fail(str(exc))
     try:
-        result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
-                             compare=compare, target_devices=_devices(target_devices),
-                             cluster=cluster, **({"logdir": logdir} if logdir else {}))
+        with phases_shown("verify"):
+            result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
+                                 compare=compare, target_devices=_devices(target_devices),
+                                 cluster=cluster, **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
     show_verify(result, fmt, report_path)

@@ -1,5 +1,5 @@
 """What the commands print: one-line errors, the text, JSON and SARIF report, `--report FILE`,
-and the progress bar of long source runs."""
+the progress bar of long source runs and the phases of a long verify or trace."""
 
 from __future__ import annotations
 
@@ -170,3 +170,30 @@ def progress():
     finally:
         if "bar" in state:
             state["bar"].stop()
+
+
+@contextlib.contextmanager
+def phases_shown(command: str):
+    """While a long verify or trace runs (`graphfix.phases`): the phase it is in, on one
+    line of stderr that rich redraws (spinner, `COMMAND: PHASE`, time so far) and clears at
+    the end, when stderr is a terminal; nothing in a pipe or a file, where every redraw
+    would stay. (The refresh thread is safe here: verify and trace start processes only by
+    exec, never by fork.)"""
+    from graphfix import phases
+
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    shown = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                     console=Console(file=sys.stderr), transient=True)
+    task = shown.add_task(f"{command}: starting", total=None)
+
+    def begin(text: str) -> None:
+        shown.update(task, description=f"{command}: {text}")
+        shown.refresh()  # (a phase shorter than a refresh still shows)
+
+    with shown, phases.listening(begin):
+        yield

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import check_format, echo, emit, fail, show_verify
+from graphfix.cli.output import check_format, echo, emit, fail, phases_shown, show_verify
 from graphfix.findings import Report, at_least
 
 
@@ -17,7 +17,8 @@ def traced(script: str, args: list[str], runs: int | None, until: str | None,
     from graphfix.trace import TraceError, trace
 
     try:
-        return trace(script, args, runs=runs, until=until, timeout=timeout, label=label)
+        with phases_shown("trace"):
+            return trace(script, args, runs=runs, until=until, timeout=timeout, label=label)
     except TraceError as exc:
         fail(str(exc))
 
@@ -151,11 +152,12 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
     fetches = tuple(fetches) or (tuple(stop_run.fetches) if stop_run else ())
     try:
         jobs = jobs_named(index_for(captured.meta_graph.graph_def, captured.meta_graph))
-        if jobs:
-            return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
-                                     feeds=captured.feeds, label=label)
-        return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
-                            fetches=fetches, target_devices=target_devices)
+        with phases_shown("verify"):
+            if jobs:
+                return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
+                                         feeds=captured.feeds, label=label)
+            return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
+                                fetches=fetches, target_devices=target_devices)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 

@@ -23,7 +23,10 @@ import types
 from pathlib import Path
 from typing import Sequence
 
+from graphfix import phases
+
 DEFAULT_TIMEOUT = 300.0  # seconds: a script is stopped if it runs this long before training
+PHASES_FILE = "phases.txt"  # the child's phases, a line each as it begins them
 
 
 class TraceError(Exception):
@@ -170,7 +173,7 @@ def _run_child(script: Path, label: str, args: list[str], out: str, runs, until,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  env=_child_environment(), start_new_session=True)
         try:
-            child.wait(timeout)
+            _wait_saying_phases(child, timeout, os.path.join(out, PHASES_FILE))
         except subprocess.TimeoutExpired:
             where = _where_it_was(child, Path(out), script, label)
             raise TraceError(f"{label}: still running after {timeout:g} s (--timeout), "
@@ -182,6 +185,33 @@ def _run_child(script: Path, label: str, args: list[str], out: str, runs, until,
             and not os.path.exists(os.path.join(out, "trace.json")):
         raise TraceError(f"{label}: the traced script's process ended with exit code "
                          f"{child.returncode} before saying why: {_last_line(out)}")
+
+
+def _wait_saying_phases(child: subprocess.Popen, timeout: float, phases_file: str) -> None:
+    """Wait for the child as `child.wait(timeout)` does; meanwhile, where someone listens,
+    pass on each phase it writes to `phases_file` as it comes."""
+    if not phases.listened():
+        child.wait(timeout)
+        return
+    deadline, said = time.monotonic() + timeout, 0
+    while True:
+        try:
+            child.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            done = True
+        except subprocess.TimeoutExpired:
+            done = False
+        try:
+            with open(phases_file) as f:
+                lines = f.read().split("\n")[:-1]  # (a line being written has no newline yet)
+        except FileNotFoundError:
+            lines = []
+        for line in lines[said:]:
+            phases.phase(line)
+        said = len(lines)
+        if done:
+            return
+        if time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(child.args, timeout)
 
 
 def _kill(child: subprocess.Popen) -> None:

@@ -34,6 +34,7 @@ import traceback
 import types
 
 from graphfix.graph.training import FEEDABLE_OPS
+from graphfix.trace import PHASES_FILE
 from graphfix.trace.user_files import UserFiles
 
 # A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
@@ -168,6 +169,8 @@ class Tracer:
         site = self.files.innermost(traceback.extract_stack())
         record = {"fetches": names, "feeds": feeds, "site": site, "executed": False}
         self.runs.append(record)
+        where = f" at {os.path.basename(site[0])}:{site[1]}" if site else ""
+        _phase(self.out, f"session run {len(self.runs)}{where}")
         if self._is_training(graph, fetches):
             record["train"] = True
             self.stop("train_op", "the first run of a train op (not run)")
@@ -430,6 +433,13 @@ def _failure(out: str, files: UserFiles, exc: BaseException) -> None:
     _write_json(out, "failure.json", {"kind": "raised", "site": site, "message": message})
 
 
+def _phase(out: str, text: str) -> None:
+    """A phase begins: one line of `phases.txt`, which the parent passes on as it comes
+    (`graphfix.trace._run_child`) where someone watches."""
+    with open(os.path.join(out, PHASES_FILE), "a") as f:
+        f.write(text.replace("\n", " ") + "\n")
+
+
 def main(argv: list[str]) -> None:
     out, script, runs, until, *args = argv
     tracer = Tracer(out, int(runs) if runs else None, until or None)
@@ -442,8 +452,10 @@ def main(argv: list[str]) -> None:
     try:
         with open(script, "rb") as f:
             compat = bool(_ASKS_FOR_COMPAT.search(f.read().decode("utf-8", "replace")))
+        _phase(out, "importing TensorFlow")
         tracer.install(compat)
         _write_json(out, "started.json", {})  # (the parent's word for a timeout: where)
+        _phase(out, f"running {os.path.basename(script)}")
         runpy.run_path(script, run_name="__main__")
         tracer.stop("ended", "the script ended")
     except StopTrace:

@@ -31,6 +31,7 @@ from graphfix.tf_runtime import import_runtime, physical_gpus
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
 from graphfix.graph.index import index_for
+from graphfix.phases import phase
 
 UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
 # What fills a lookup table (a Saver's restore fills one too: those under save/ are not these).
@@ -276,6 +277,7 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     clock = time.perf_counter()
     tf1 = tf.compat.v1
     graph = tf.Graph()
+    phase("importing the graph")
     try:
         _import(graph, graph_def, meta)
     except Exception as exc:  # TF's importer raises what it likes (ValueError, TypeError...)
@@ -303,6 +305,7 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     threads: list = []  # the queue runners' threads, once started
     try:
         with tf1.Session(target, graph=graph, config=config) as session:
+            phase("initializing")
             if restore:
                 session.run(*restore)
             if init_ops:
@@ -363,6 +366,7 @@ def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, ste
     loss_before = (session.run(loss_tensor, feed_dict, options=bounded)
                    if loss_tensor is not None else None)
     for step in range(max(steps, 1)):
+        phase(f"step {step + 1} of {max(steps, 1)}")
         if traced and step == 0:  # a distributed run: record where each op ran
             options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
                                      timeout_in_ms=bounded.timeout_in_ms)
@@ -660,6 +664,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     index = index_for(graph_def, meta)
     _check_feeds(index, feeds or {})
     clock = time.perf_counter()
+    phase("importing TensorFlow")
     import_runtime()  # (timed on its own: the fixed cost of every verify)
 
     seconds = {"tensorflow_import": time.perf_counter() - clock}
@@ -678,6 +683,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         return result
 
     clock = time.perf_counter()
+    phase("checking placement")
     problems = placement.problems(index)
     seconds["placement_check"] = time.perf_counter() - clock
     if problems:
@@ -708,6 +714,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         original_index = index_for(original_def, original_meta)
         original_mapping, _, original_cpus = plan_devices(original_index, real_gpus)
         original_runnable = runnable_copy(original_def, original_mapping if simulated else {})
+        phase("running the original graph (--compare)")
         reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
                          feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True,
                          checkpoint=_checkpoint_of(compare), step_timeout=step_timeout,
@@ -806,6 +813,7 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     described = ", ".join(f"{j}={n}" for j, n in cluster.items())
     result = VerifyResult(label or str(graph_file.path), [f"local cluster {described}"],
                           simulated, placement=placement.summary(index))
+    phase(f"starting a local cluster ({described})")
     servers, spec = start_local_cluster(cluster, cpu_count)
     result.devices = [f"/job:{job}/task:{i} {address}" for job, addresses in spec.items()
                       for i, address in enumerate(addresses)]
