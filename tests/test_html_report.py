@@ -24,6 +24,7 @@ DEMO_GRAPHS = [FIXTURES / "variables_to_cpu/seed000_ref/before.pbtxt",
                FIXTURES / "update_ops/two_tower_slim_bn/before.pbtxt",
                FIXTURES / "feed_to_assign/embeddings_ref/before.pbtxt",
                FIXTURES / "shared_variables/two_tower_variables/before.pbtxt"]
+SEED_FIXED = FIXTURES / "variables_to_cpu/seed000_ref/after.pbtxt"
 TARGETS = ("--target-devices", "/gpu:0")  # as `graphfix demo` checks its seeds
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
@@ -79,6 +80,12 @@ def pages(tmp_path_factory, resnet_graph) -> dict[str, Path]:
         done = _graphfix("report", *TARGETS, *map(str, graphs), "-o", str(out[name]))
         assert done.returncode == 0, done.stderr
         assert f"report written to {out[name]}" in done.stdout
+    # verify --html: the page of the graph it verified, with its checks
+    out["verify"] = folder / "verify.html"
+    done = _graphfix("verify", str(SEED_FIXED), "--format", "json", "--html", str(out["verify"]))
+    assert done.returncode == 0, done.stderr
+    out["verify.json"] = folder / "verify.json"
+    out["verify.json"].write_text(done.stdout)
     return out
 
 
@@ -132,7 +139,7 @@ def _chromium() -> str:
     return found
 
 
-@pytest.mark.parametrize("which", ["demo", "resnet"])
+@pytest.mark.parametrize("which", ["demo", "resnet", "verify"])
 def test_page_loads_in_headless_chromium(pages, which, tmp_path):
     chromium = _chromium()
     url = pages[which].as_uri()
@@ -145,6 +152,8 @@ def test_page_loads_in_headless_chromium(pages, which, tmp_path):
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
     assert console == []
     assert "colocation groups moved by the fix" in dom.stdout
+    if which == "verify":  # its checks drawn as a table after the graph
+        assert re.search(r"<h2>verify</h2><table>.*<td>placement</td><td>true</td>", dom.stdout)
     shot = tmp_path / "shot.png"
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
@@ -167,3 +176,34 @@ def test_a_broken_graph_is_one_line_and_no_page(tmp_path):
     assert done.stderr.startswith("graphfix: error: ") and str(broken) in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not page.exists()
+
+
+def test_check_and_fix_html_are_the_report_page(pages, tmp_path):
+    page = tmp_path / "check.html"
+    done = _graphfix("check", *TARGETS, *map(str, DEMO_GRAPHS), "--format", "json",
+                     "--html", str(page))
+    assert done.returncode == 1, done.stderr
+    json.loads(done.stdout)  # stdout stays the JSON document
+    assert _page_data(page) == _page_data(pages["demo"])
+    fixed, page = tmp_path / "fixed.pbtxt", tmp_path / "fix.html"
+    done = _graphfix("fix", *TARGETS, str(DEMO_GRAPHS[0]), "-o", str(fixed), "--html", str(page))
+    assert done.returncode == 1, done.stderr
+    [graph] = _page_data(page)["graphs"]
+    assert graph["path"] == str(DEMO_GRAPHS[0]) and graph["changes"] > 0
+
+
+def test_verify_html_shows_the_checks_verify_reported(pages):
+    data = _page_data(pages["verify"])
+    checks = json.loads(pages["verify.json"].read_text())["checks"]
+    assert data["verify"] == checks and {c["name"] for c in checks} >= {"placement", "run"}
+    [graph] = data["graphs"]
+    assert graph["path"] == str(SEED_FIXED) and graph["findings"] == []
+
+
+def test_html_of_no_graph_is_one_line_and_no_page(tmp_path):
+    source, page = tmp_path / "train.py", tmp_path / "r.html"
+    source.write_text("import tensorflow as tf\n")
+    done = _graphfix("check", str(source), "--html", str(page))
+    assert done.returncode == 2 and not page.exists()
+    assert done.stderr == ("graphfix: error: --html shows graphs: give a graph file (.pb, "
+                           ".pbtxt, .meta, SavedModel)\n")

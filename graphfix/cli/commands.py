@@ -99,6 +99,30 @@ def _cache_dir(paths: list[str], no_cache: bool, cache_dir: Path | None,
     return project_root(paths) / CACHE_DIR_NAME
 
 
+def _graphs_for_html(paths: list[str], html: Path | None) -> list[str]:
+    """The graph files among `paths` that `--html` shows (a one-line error, before anything
+    runs, if it is given and there are none)."""
+    from graphfix.graph.graphfile import is_graph_path
+
+    graphs = [p for p in paths if is_graph_path(Path(p))]
+    if html is not None and not graphs:
+        fail("--html shows graphs: give a graph file (.pb, .pbtxt, .meta, SavedModel)")
+    return graphs
+
+
+def _write_html(html: Path, graphs: list[str], selected, verify: list[dict] | None = None
+                ) -> None:
+    """`--html FILE`: the page `graphfix report` writes for `graphs`, with verify's checks."""
+    from graphfix.graph.graphfile import InputError, write_output
+    from graphfix.report.html import build
+
+    page, _ = build(graphs, selected, verify=verify)  # (a graph that fails shows on the page)
+    try:
+        write_output(html, page.encode())
+    except InputError as exc:
+        fail(str(exc))
+
+
 def _jobs(jobs: int | None) -> int:
     """The processes that read sources (a graph is read and written by this one)."""
     return jobs or os.cpu_count() or 1
@@ -138,7 +162,8 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
           cache_dir: opt.CacheDir = None,
           timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
           severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
-          until: opt.Until = None, timeout: opt.TraceTimeout = 300.0) -> int:
+          until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
+          html: opt.Html = None) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
     from graphfix.graph import graphfile
@@ -148,6 +173,9 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
+    if trace and html is not None:
+        fail("--html shows graph files, not a traced script")
+    graphs = _graphs_for_html(paths, html)
     if trace:
         from graphfix.cli.tracing import check_traced
 
@@ -174,6 +202,8 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
     report.findings = at_least(report.findings, least)
     emit(report, fmt, report_path, fixing=False,
          transforms=[t.name for t, _ in selected.transforms])
+    if html is not None:
+        _write_html(html, graphs, selected)
     return report.exit_code(fixing=False)
 
 
@@ -187,7 +217,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
         severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
         until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
-        verify: opt.VerifyFix = False) -> int:
+        verify: opt.VerifyFix = False, html: opt.Html = None) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
@@ -200,6 +230,9 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
+    if (trace or verify) and html is not None:
+        fail("--html shows graph files, not a traced script")
+    graphs = _graphs_for_html(paths, html)
     if trace:
         from graphfix.cli.tracing import check_traced
 
@@ -241,6 +274,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
             return 2
         report_path = None
     emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
+    if html is not None and not report.failed:  # (a failed run writes nothing)
+        _write_html(html, graphs, selected)
     return report.exit_code(fixing=True)
 
 
@@ -250,7 +285,8 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
            target_devices: opt.TargetDevices = None, fmt: opt.VerifyFormat = "text",
            report_path: opt.ReportPath = None, runs: opt.Runs = None, until: opt.Until = None,
-           timeout: opt.TraceTimeout = 300.0, logdir: opt.Logdir = None) -> int:
+           timeout: opt.TraceTimeout = 300.0, logdir: opt.Logdir = None,
+           html: opt.Html = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
     import json
 
@@ -259,6 +295,8 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
     check_format(fmt, ("text", "json", "github", "junit") if not graph.endswith(".py")
                  else ("text", "json"))
+    if graph.endswith(".py") and html is not None:
+        fail("--html shows graph files, not a traced script")
     if graph.endswith(".py"):  # a script: the graph it builds
         from graphfix.cli.tracing import verify_traced
 
@@ -284,6 +322,9 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
     show_verify(result, fmt, report_path)
+    if html is not None:
+        _write_html(html, [graph], _selected(None, None, target_devices),
+                    verify=result.to_json()["checks"])
     return 0 if result.passed else 1
 
 

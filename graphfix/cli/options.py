@@ -42,6 +42,10 @@ VerifyFormat = Annotated[str, typer.Option(
 ReportPath = Annotated[Optional[Path], typer.Option(
     "--report", metavar="FILE", rich_help_panel=OUTPUT,
     help="also write the JSON report to FILE")]
+Html = Annotated[Optional[Path], typer.Option(
+    "--html", metavar="FILE", rich_help_panel=OUTPUT,
+    help="also write the HTML page `graphfix report` writes, for the graphs given (verify: "
+         "with its checks)")]
 
 MinSeverity = Annotated[Optional[str], typer.Option(
     "--severity", metavar="LEVEL", rich_help_panel=OUTPUT,

@@ -244,10 +244,12 @@ text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 """
 
 
-def build(paths: list[str], selected) -> tuple[str, list[dict]]:
+def build(paths: list[str], selected, verify: list[dict] | None = None
+          ) -> tuple[str, list[dict]]:
     """The page for these graph files: each is checked (findings) and fixed in memory
     (the moved groups, the devices after); no file is written. A file that cannot be read
-    is returned in the failed list ({"path", "error"}) and shown on the page."""
+    is returned in the failed list ({"path", "error"}) and shown on the page. `verify`: a
+    verify's checks (`VerifyResult.to_json()["checks"]`), shown after the graphs."""
     from graphfix.driver import apply_to_graph
     from graphfix.graph import graphfile
     from graphfix.graph.index import GraphError, index_for
@@ -264,4 +266,4 @@ def build(paths: list[str], selected) -> tuple[str, list[dict]]:
                 graphs.append(graph_section(path, before, after, findings, changes))
         except (graphfile.InputError, GraphError, ValueError) as exc:
             failed.append({"path": path, "error": str(exc).removeprefix(f"{path}: ")})
-    return render(graphs, failed=failed), failed
+    return render(graphs, verify=verify, failed=failed), failed
