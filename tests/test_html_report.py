@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from graphfix.report import html as html_report
 
 sys.path.insert(0, str(FIXTURES))
 
@@ -139,21 +140,28 @@ def _chromium() -> str:
     return found
 
 
-@pytest.mark.parametrize("which", ["demo", "resnet", "verify"])
-def test_page_loads_in_headless_chromium(pages, which, tmp_path):
-    chromium = _chromium()
-    url = pages[which].as_uri()
+def _rendered(page: Path) -> str:
+    """The page's DOM once headless Chromium ran its script, which must run to its end
+    without a line in the console."""
     with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                              "--dump-dom", url], capture_output=True, text=True,
+        dom = subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                              "--dump-dom", page.as_uri()], capture_output=True, text=True,
                              timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-rendered="ok"' in dom.stdout  # the page's script ran to its end
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
     assert console == []
-    assert "colocation groups moved by the fix" in dom.stdout
+    return dom.stdout
+
+
+@pytest.mark.parametrize("which", ["demo", "resnet", "verify"])
+def test_page_loads_in_headless_chromium(pages, which, tmp_path):
+    chromium = _chromium()
+    url = pages[which].as_uri()
+    dom = _rendered(pages[which])
+    assert "colocation groups moved by the fix" in dom
     if which == "verify":  # its checks drawn as a table after the graph
-        assert re.search(r"<h2>verify</h2><table>.*<td>placement</td><td>true</td>", dom.stdout)
+        assert re.search(r"<h2>verify</h2><table>.*<td>placement</td><td>true</td>", dom)
     shot = tmp_path / "shot.png"
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
@@ -165,6 +173,29 @@ def test_page_loads_in_headless_chromium(pages, which, tmp_path):
     colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 20  # text and bars, not a blank page
     assert any(rgb == (0x4a, 0x7f, 0xd0) for _, rgb in colours)  # the device bars drawn
+
+
+def test_eight_tower_resnet50_page_draws_scopes_not_nodes(tmp_path):
+    """The benchmark's 8-tower tf-slim ResNet-50 v2 (25,794 nodes; built once into
+    bench-out/, as `make bench` does): the page draws per device its name scopes, the moved
+    groups and the first cross-device edges, so its elements are a fraction of the nodes."""
+    sys.path.insert(0, str(FIXTURES / "bench"))
+    import make_graphs
+
+    info = make_graphs.ensure(make_graphs.DEFAULT_OUT, "resnet")
+    graph = make_graphs.DEFAULT_OUT / make_graphs.FILES["resnet"]
+    page = tmp_path / "resnet50_x8.html"
+    done = _graphfix("report", *TARGETS, str(graph), "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    [data] = _page_data(page)["graphs"]
+    assert data["nodes"] == info["nodes"] > 25_000 and info["towers"] == 8
+    assert {d["device"] for d in data["devices_before"]} >= {f"/device:GPU:{k}" for k in range(8)}
+    for device in data["devices_before"] + data["devices_after"]:
+        assert len(device["scopes"]) <= html_report.MAX_SCOPES + 1  # "(other)" sums the rest
+    dom = _rendered(page)
+    elements = len(re.findall(r"<[a-z][a-z0-9]*[\s>]", dom))
+    assert elements < data["nodes"] / 4  # (about 5,100 when written: a few per row)
+    assert "colocation groups moved by the fix" in dom
 
 
 def test_a_broken_graph_is_one_line_and_no_page(tmp_path):
