@@ -4,6 +4,8 @@ step stats say where each node ran."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -111,3 +113,34 @@ def test_bad_logdir_is_one_line_and_nothing_is_written(tmp_path, make_bad):
                                                       else parent).name]
     if make_bad == "file":
         assert bad.read_text() == "not a folder"
+
+
+def test_fix_logdir_holds_each_graph_before_and_after_its_fix(tmp_path):
+    graphs = {}
+    for name, case in SEEDS.items():
+        graphs[name] = tmp_path / name / "model.pbtxt"
+        graphs[name].parent.mkdir()
+        shutil.copy(case / "before.pbtxt", graphs[name])
+    logdir = tmp_path / "logs"
+    run_cli("fix", *graphs.values(), "--in-place", "--logdir", logdir, check_exit=1)
+    for name, graph in graphs.items():
+        runs = logdir / str(graph).replace("/", "_")  # one folder per graph, as given
+        before, after = _loaded(runs / "before"), _loaded(runs / "after")
+        assert {n.name: n.device for n in before.Graph().node} == _devices(
+            SEEDS[name] / "before.pbtxt")
+        assert {n.name: n.device for n in after.Graph().node} == _devices(graph)  # the fixed
+        assert after.Tags()["run_metadata"] == []  # no step runs in a fix
+    seed000 = _loaded(logdir / str(graphs["seed000"]).replace("/", "_") / "after")
+    assert {n.name: n.device for n in seed000.Graph().node}["d"] == "/device:CPU:0"
+
+
+def test_fix_logdir_of_one_graph_and_a_dry_run(tmp_path):
+    logdir, fixed = tmp_path / "logs", tmp_path / "fixed.pbtxt"
+    run_cli("fix", SEEDS["seed000"] / "before.pbtxt", "-o", fixed, "--logdir", logdir,
+            check_exit=1)
+    assert {n.name: n.device for n in _loaded(logdir / "after").Graph().node} == _devices(fixed)
+    assert sorted(p.name for p in logdir.iterdir()) == ["after", "before"]
+    dry = tmp_path / "dry"
+    run_cli("fix", SEEDS["seed000"] / "before.pbtxt", "-o", tmp_path / "unwritten.pbtxt",
+            "--dry-run", "--logdir", dry, check_exit=1)
+    assert not dry.exists()  # a dry run writes nothing

@@ -123,6 +123,42 @@ def _write_html(html: Path, graphs: list[str], selected, verify: list[dict] | No
         fail(str(exc))
 
 
+def _checked_logdir(logdir: Path) -> Path:
+    """A --logdir that can be written, or a one-line error before anything runs."""
+    from graphfix.verification.logdir import LogdirError, check_logdir
+
+    try:
+        return check_logdir(logdir)
+    except LogdirError as exc:
+        fail(str(exc))
+
+
+def _graphs_before(outputs) -> dict:
+    """The label -> first GraphDef, as its file holds it now (before `--in-place` rewrites
+    it), of each graph a fix would write."""
+    from graphfix.graph import graphfile
+
+    return {o.label: graphfile.load(o.label).graph_defs()[0][0]
+            for o in outputs if o.graph_file is not None}
+
+
+def _write_fix_logdir(logdir: Path, outputs, before: dict) -> None:
+    """`fix --logdir DIR`: each fixed graph's first GraphDef as TensorBoard's graph dashboard
+    reads it, before the fix (`before`, from `_graphs_before`) and after; in DIR/before and
+    DIR/after, or DIR/NAME/ (NAME: the path given, / as _) for several graphs. No step runs
+    in a fix: `verify --logdir` adds where each node ran."""
+    from graphfix.tf_runtime import import_runtime
+    from graphfix.verification.logdir import AFTER, BEFORE, write_run
+
+    fixed = [o for o in outputs if o.graph_file is not None]
+    if fixed:
+        import_runtime()  # (TF's writer; imported as graphfix does, its start-up lines kept off)
+    for output in fixed:
+        folder = logdir if len(fixed) == 1 else logdir / output.label.replace("/", "_")
+        write_run(folder, BEFORE, before[output.label])
+        write_run(folder, AFTER, output.graph_file.graph_defs()[0][0])
+
+
 def _jobs(jobs: int | None) -> int:
     """The processes that read sources (a graph is read and written by this one)."""
     return jobs or os.cpu_count() or 1
@@ -217,7 +253,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
         severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
         until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
-        verify: opt.VerifyFix = False, html: opt.Html = None) -> int:
+        verify: opt.VerifyFix = False, html: opt.Html = None,
+        logdir: opt.FixLogdir = None) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
@@ -232,7 +269,12 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     least = _severity(severity, configured_severity)
     if (trace or verify) and html is not None:
         fail("--html shows graph files, not a traced script")
+    if (trace or verify) and logdir is not None:
+        fail("fix --logdir writes graph files' runs: verify the fixed script's graph with "
+             "verify --logdir")
     graphs = _graphs_for_html(paths, html)
+    if logdir is not None:
+        logdir = _checked_logdir(logdir)
     if trace:
         from graphfix.cli.tracing import check_traced
 
@@ -260,6 +302,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         fail(str(exc))
     report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
+    before = _graphs_before(outputs) if logdir is not None and writing else {}
     if writing and not report.failed:
         # The report is written with the outputs, all or none (a failed run's report alone).
         staged_report = None
@@ -276,6 +319,8 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
     if html is not None and not report.failed:  # (a failed run writes nothing)
         _write_html(html, graphs, selected)
+    if logdir is not None and writing and not report.failed:
+        _write_fix_logdir(logdir, outputs, before)
     return report.exit_code(fixing=True)
 
 
@@ -308,12 +353,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
     if logdir is not None and cluster:
         fail("verify: --logdir is for a graph run in this process, not with --cluster")
     if logdir is not None:  # (checked before TF is imported; nothing is written if bad)
-        from graphfix.verification.logdir import LogdirError, check_logdir
-
-        try:
-            logdir = check_logdir(logdir)
-        except LogdirError as exc:
-            fail(str(exc))
+        logdir = _checked_logdir(logdir)
     try:
         with phases_shown("verify"):
             result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],

@@ -122,6 +122,10 @@ Logdir = Annotated[Optional[Path], typer.Option(
     "--logdir", metavar="DIR", rich_help_panel=OUTPUT,
     help="write TensorBoard's graph dashboard runs to DIR: after/ the verified graph and its "
          "traced step (where each node ran, time, memory), before/ the --compare graph's")]
+FixLogdir = Annotated[Optional[Path], typer.Option(
+    "--logdir", metavar="DIR", rich_help_panel=OUTPUT,
+    help="write TensorBoard's graph dashboard runs to DIR: before/ and after/ each fixed "
+         "graph (DIR/NAME/ for several); `verify --logdir` adds where each node ran")]
 
 VerifyFix = Annotated[bool, typer.Option(
     "--verify", rich_help_panel=TRACE,
