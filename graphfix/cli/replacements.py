@@ -84,8 +84,8 @@ def text_replacements(old: str, new: str) -> list[Replacement]:
 
 
 def _owner(replacement: Replacement, findings: list[Finding]) -> Finding:
-    """The finding a replacement belongs to: the first whose line it covers, else the
-    nearest (the earlier of two as near)."""
+    """The finding a replacement belongs to: the first (in `findings`' order) whose line it
+    covers, else the nearest (the first of two as near)."""
     first = replacement.start[0]
     last = max(first, replacement.end[0] - (replacement.end[1] == 1))
 
@@ -95,13 +95,17 @@ def _owner(replacement: Replacement, findings: list[Finding]) -> Finding:
     return min(findings, key=distance)
 
 
+def _may_carry(finding: Finding) -> bool:
+    """Whether a finding's fix can be text: a fixable finding of a Python source."""
+    return finding.fixable and finding.line is not None and finding.cell is None
+
+
 def give_replacements(report: Report, fixed: dict[str, tuple[str, str]]) -> None:
     """Give each fixable source finding of `report` its part of its file's fix; `fixed`:
     the path (as the findings name it) -> (text of the file, text `fix` would write)."""
     by_path: dict[str, list[Finding]] = {}
-    for finding in report.findings:
-        if finding.fixable and finding.line is not None and finding.cell is None:
-            by_path.setdefault(finding.path, []).append(finding)
+    for finding in filter(_may_carry, report.findings):
+        by_path.setdefault(finding.path, []).append(finding)
     for path, findings in by_path.items():
         if path not in fixed:
             continue
@@ -110,9 +114,8 @@ def give_replacements(report: Report, fixed: dict[str, tuple[str, str]]) -> None
 
 
 def wants_replacements(report: Report) -> bool:
-    """Whether any finding of `report` could carry replacements (a fixable one of a
-    Python source)."""
-    return any(f.fixable and f.line is not None and f.cell is None for f in report.findings)
+    """Whether any finding of `report` could carry replacements."""
+    return any(map(_may_carry, report.findings))
 
 
 def fixed_texts(outputs) -> dict[str, tuple[str, str]]:
