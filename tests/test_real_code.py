@@ -30,9 +30,6 @@ WRONG_TODAY = {
     "rate_variable_fed_every_step": "issue 18: a learning-rate tf.Variable (trainable by "
     "default, but the loss has no gradient to it, so no optimizer updates it) fed in every "
     "train run is reported as failing; the run works and the feed is the schedule",
-    "reused_tower_under_gpu": "issue 18: a tower rebuilt under a GPU scope in "
-    "variable_scope(reuse=True), whose get_variable calls return the CPU tower's variables, "
-    "is reported as creating variables on the GPU",
 }
 
 

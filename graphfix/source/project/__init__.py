@@ -36,6 +36,7 @@ from graphfix.source.project.part import (
     parsed,
     part_of_code,
 )
+from graphfix.source.vocabulary import REUSED_UNDER_REUSE
 
 __all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "Project", "file_part", "part_of_code"]
 
@@ -573,6 +574,7 @@ class FileView:
     def __init__(self, project: Project, label: str, stale: bool = False):
         self.project, self.label = project, label
         self.stale = stale  # the file changed since its part was read (see `stale_copy`)
+        self._strict_regions: list[tuple[int, int]] | None = None  # see `reuses_at`
 
     def stale_copy(self) -> FileView:
         """This view, marked as read before the file changed: the rule that asks it reads
@@ -591,16 +593,21 @@ class FileView:
         and methods (a class's: its `__init__`), through the ones they call, where no device
         scope of theirs places it (so the caller's does; `placed_too`: anywhere), as
         (path, name, line, dtype named or None); None if it creates none, or `callee` is no
-        function, method or class of the project."""
+        function, method or class of the project. A call where reuse is on already
+        (`reuses_at(line)`) creates only what `tf.Variable` and its kind make: the
+        get_variable family (`REUSED_UNDER_REUSE`) gives back what an earlier call made."""
         part = self.part
         if part is None:
             return None
         unit = _unit_at(part, line) if line is not None else MODULE_BODY
+        reusing = line is not None and self.reuses_at(line)
         starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
         found = []
         for label, unit in _called_functions(self.project, starts, placed_too):
             for name, line, dtype, placed in self.project.parts[label]["units"][unit][
                     "variables"]:
+                if reusing and name in REUSED_UNDER_REUSE:
+                    continue
                 if placed_too or not placed:
                     found.append((label != self.label, label, line, name, dtype))
         if not found:
@@ -704,6 +711,16 @@ class FileView:
                     for first, last in project.parts[label]["units"][unit]["spans"]:
                         found.append((first, last, why, first if strict else None))
         return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
+
+    def reuses_at(self, line: int) -> bool:
+        """Whether code at `line` of this file runs where reuse is on already on the first
+        pass (`reuse=True`, or after `reuse_variables()`: a strict region of
+        `reusing_regions`), so that the get_variable family finds the variables made before
+        and creates none. AUTO_REUSE and `reuse=<expression>` create them the first time."""
+        if self._strict_regions is None:  # (asked of every call that may create variables)
+            self._strict_regions = [(max(first, strict), last) for first, last, _, strict
+                                    in self.reusing_regions() if strict is not None]
+        return any(first <= line <= last for first, last in self._strict_regions)
 
     def feed_reader(self) -> FeedFacts | None:
         """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of
