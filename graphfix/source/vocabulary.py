@@ -184,6 +184,15 @@ SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resn
 
 # Optimizer methods that make the train op (a variable given second is the global step).
 TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+# An optimizer's constructor, canonically (`train.AdamOptimizer`, `keras.optimizers.SGD`,
+# `contrib.opt.LazyAdamOptimizer`): what it is given (a learning rate, a momentum) steers
+# the updates; the loss has no gradient to it.
+OPTIMIZER_CLASS = re.compile(r"train\.\w+Optimizer|contrib\.opt\.\w+Optimizer"
+                             r"|keras\.optimizers\.(legacy\.)?[A-Z]\w*")
+# Ops that run every variable initializer they are made for (each an assign).
+INITIALIZER_CALLS = frozenset({
+    "global_variables_initializer", "local_variables_initializer", "variables_initializer",
+    "initialize_all_variables", "initialize_local_variables", "initialize_variables"})
 MONITORED_SESSIONS = frozenset(
     {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
 )

@@ -110,7 +110,8 @@ class Project:
         (`graphfix.source.project.feeds`), read from its code when first asked: few files
         are asked, and the reading walks the whole tree."""
         if label not in self._feeds:
-            facts = {"attributes": {}, "updated": [], "monitored": [], "names": []}
+            facts = {"attributes": {}, "updated": [], "monitored": [], "names": [],
+                     "steering": [], "graph_reads": []}
             code = self._code_of(label) if label in self.parts else None
             if code is not None and any(word in code for word in _FEED_WORDS):
                 tree = parsed(code)
@@ -537,24 +538,41 @@ def _called_functions(project: Project, starts: Iterable[tuple[str, str]], place
 
 class _AttributeKinds:
     """What the files connected to one file by imports assign to an attribute name (the
-    `attributes` of `FileView.feed_facts`), read when first asked of a name, in the files
-    whose text mentions it: a feed's keys ask about a few names of a whole package."""
+    `attributes` of `FileView.feed_facts`) and whether only optimizers' arguments read it,
+    read when first asked of a name, in the files whose text mentions it: a feed's keys ask
+    about a few names of a whole package."""
 
     def __init__(self, project: Project, label: str):
         self.project = project
         self.labels = sorted(project.connected(label))
         self._kinds: dict[str, set[str]] = {}
+        self._steering: dict[str, bool] = {}
 
     def get(self, name: str, default=()) -> set[str]:
         if name not in self._kinds:
-            mention = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
             kinds: set[str] = set()
-            for label in self.labels:
-                code = self.project._code_of(label)
-                if code is not None and mention.search(code):
-                    kinds.update(self.project.feeds(label)["attributes"].get(name, ()))
+            for label in self._mentioning(name):
+                kinds.update(self.project.feeds(label)["attributes"].get(name, ()))
             self._kinds[name] = kinds
         return self._kinds[name] or set(default)
+
+    def steering_only(self, name: str) -> bool:
+        """Whether the connected files read `name` in an optimizer's arguments and nowhere
+        that may put it on a loss's path (`steering`, `graph_reads` of
+        `graphfix.source.project.feeds`): a variable so read is one no optimizer updates."""
+        if name not in self._steering:
+            steering = elsewhere = False
+            for label in self._mentioning(name):
+                facts = self.project.feeds(label)
+                steering |= name in facts.get("steering", ())
+                elsewhere |= name in facts.get("graph_reads", ())
+            self._steering[name] = steering and not elsewhere
+        return self._steering[name]
+
+    def _mentioning(self, name: str) -> list[str]:
+        mention = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+        return [label for label in self.labels
+                if (code := self.project._code_of(label)) is not None and mention.search(code)]
 
 
 def _reached_with(project: Project, starts: dict[tuple[str, str], tuple]
@@ -730,8 +748,9 @@ class FileView:
         tree = parsed(code) if code is not None else None
         if tree is None:
             return None
+        connected = _AttributeKinds(self.project, self.label)
         return FeedFacts(tree, AstTfNames(tree),
-                         {"attributes": _AttributeKinds(self.project, self.label)})
+                         {"attributes": connected, "steering_only": connected.steering_only})
 
     def cluster_reaching(self, line: int | None = None) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job (path, line, ps task count or None) that code at `line`
