@@ -40,10 +40,10 @@ def _to_none(arg: cst.Arg) -> cst.Arg:
     return arg.with_changes(value=cst.Name("None"))
 
 
-# A run that fetches only variables it feeds gives the fed values back and stores nothing:
+# A run that fetches nothing but the variables it feeds (or nothing at all) stores nothing:
 # whatever reads the variable next (the train op's decayed rate) reads its old value.
-_NOT_STORED = ("a run that fetches only the variables it feeds gives the fed value back and "
-               "leaves the variable as it was, so what reads it next reads the old value")
+_NOT_STORED = ("a run that fetches nothing but what it feeds stores nothing: the variable "
+               "keeps its old value, which is what reads it next reads")
 
 _LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
               "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
@@ -245,10 +245,19 @@ class FeedToAssignCodemod(SourceCodemod):
       project model's) that assigns that name assigns it a variable.
 
     Variables no optimizer updates (`trainable=False`, bool or int: `is_training`, a step
-    counter) are left alone, since feeding one works, unless something updates them in
-    place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`, `v.assign_add(...)`). In
-    that case a `load` would also make the value outlast the run. Placeholders, tensors, and
-    keys whose binding the source does not show (a parameter) stay as they are.
+    counter; a trainable one that only optimizers' arguments read, as a learning rate, which
+    the loss has no gradient to) are left alone, since feeding one works, unless something
+    updates them in place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`,
+    `v.assign_add(...)`) and the run may be what does: a run whose fetches write no
+    variable (a decay schedule evaluated at a fed step, a loss, a variable) reads the fed
+    value and works, and a `load` would keep the value in the variable for good.
+    Placeholders, tensors, and keys whose binding the source does not show (a parameter)
+    stay as they are.
+
+    A run that fetches nothing but the variables it feeds (`sess.run(step,
+    feed_dict={step: n})`, `sess.run([], feed_dict={step: n})`) fails not, and stores
+    nothing: it gives the fed value back and the variable keeps its own, which is what the
+    train op reads next. Its variables, whatever they are, are found and loaded instead.
 
     Fixed: the entry leaves the feed, and the variable is loaded just before the statement.
     `Variable.load` runs the variable's initializer with the value fed into it, so it adds
@@ -283,8 +292,8 @@ class FeedToAssignCodemod(SourceCodemod):
 
     Idempotent; findings and fixes honour `# graphfix: ignore[feed-to-assign]`. Not
     followed: feed dicts passed in from a caller, sessions held in a container, and whether
-    a given run's fetches really update the variable (a fed trainable variable is loaded
-    even in a run that only evaluates, so the value stays in the variable afterwards).
+    a given run's fetches update a trainable variable (one fed is loaded even in a run that
+    only evaluates, so the value stays in the variable afterwards).
     """
 
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
@@ -473,9 +482,10 @@ class FeedToAssignCodemod(SourceCodemod):
         return _ERRORS_OF_KIND.get(self._reader.kind(key), _FLOAT_REF_ERROR)
 
     def _fetched_and_fed(self, run: _Run, literal: cst.Dict) -> list[cst.DictElement]:
-        """The entries of a run's feed that are all it fetches, each a variable: the run
-        stores nothing (`session.run(step, feed_dict={step: 5})` returns 5 and leaves
-        `step` as it was), so the author's meaning, to set them, needs a load."""
+        """The entries of a run's feed that are all it fetches, each a variable, or with
+        no fetches (`[]`) every variable it feeds: the run stores nothing
+        (`session.run(step, feed_dict={step: 5})` returns 5 and leaves `step` as it was),
+        so the author's meaning, to set them, needs a load."""
         fetches = run.fetches
         if fetches is None:
             return []
@@ -484,9 +494,10 @@ class FeedToAssignCodemod(SourceCodemod):
         by_key = {self.code(e.key): e for e in literal.elements
                   if isinstance(e, cst.DictElement)}
         found = [by_key.get(self.code(fetch)) for fetch in wanted]
-        if not found or None in found or any(
-                self._reader.kind(e.key) not in VARIABLE_KINDS for e in found):
+        if None in found or any(self._reader.kind(e.key) not in VARIABLE_KINDS for e in found):
             return []
+        if not found:  # `run([], feed_dict=...)`: the feed is all the run does
+            found = [e for e in by_key.values() if self._reader.kind(e.key) in VARIABLE_KINDS]
         return list(dict.fromkeys(found))
 
     def _entries(self, run: _Run, literal: cst.Dict, quiet: bool,
