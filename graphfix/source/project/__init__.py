@@ -731,13 +731,16 @@ class FileView:
         return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
 
     def reuses_at(self, line: int) -> bool:
-        """Whether code at `line` of this file runs where reuse is on already on the first
-        pass (`reuse=True`, or after `reuse_variables()`: a strict region of
-        `reusing_regions`), so that the get_variable family finds the variables made before
-        and creates none. AUTO_REUSE and `reuse=<expression>` create them the first time."""
+        """Whether code at `line` of this file runs, every time it runs, where reuse is on
+        already (inside its own `with variable_scope(..., reuse=True)`, or after its
+        `reuse_variables()`: a strict region of `Project.reuse`), so that the get_variable
+        family finds the variables made before and creates none. AUTO_REUSE and
+        `reuse=<expression>` create them the first time; a function that some callers call
+        under reuse (`reusing_regions`) may be called by another that creates."""
         if self._strict_regions is None:  # (asked of every call that may create variables)
-            self._strict_regions = [(max(first, strict), last) for first, last, _, strict
-                                    in self.reusing_regions() if strict is not None]
+            self._strict_regions = [
+                (max(first, strict), last) for first, last, _, strict
+                in self.project.reuse(self.label)["regions"] if strict is not None]
         return any(first <= line <= last for first, last in self._strict_regions)
 
     def feed_reader(self) -> FeedFacts | None:
