@@ -366,10 +366,9 @@ class FeedFacts:
             last = name.rsplit(".", 1)[-1]
             if last in VARIABLE_UPDATES or last in INITIALIZER_CALLS or name in METRIC_CALLS:
                 return False
-            return all(self.updates_nothing(a, depth + 1) for a in fetch.args
-                       if isinstance(a, (ast.Name, ast.Call))) and all(
-                self.updates_nothing(k.value, depth + 1) for k in fetch.keywords
-                if isinstance(k.value, (ast.Name, ast.Call)))
+            # (`tf.group(train_op)` runs what it is given: every input must write nothing)
+            return all(self.updates_nothing(given, depth + 1)
+                       for given in [*fetch.args, *(k.value for k in fetch.keywords)])
         return False
 
     def _under_dependencies(self) -> set[ast.expr]:
