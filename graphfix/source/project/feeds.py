@@ -10,7 +10,7 @@ MonitoredSession. `names`: the `name=` of the trainable variables it creates.
 `steering`: the last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`:
 a learning rate, which the loss has no gradient to); `graph_reads`: the last names read
 anywhere else that may put them on a loss's path (not in a run's fetches or feeds, a feed
-dict's keys, a summary, a print, an assign, or as the variable a method is called on).
+dict built earlier, a summary, a print, an assign, or as the variable a method is called on).
 """
 
 from __future__ import annotations
@@ -473,9 +473,9 @@ class FeedFacts:
 class _Reads(ast.NodeVisitor):
     """The last names (`lr`, `self.lr` -> `lr`) a module reads in an optimizer's arguments
     (`steering`), and those it reads elsewhere where they may reach a loss (`elsewhere`):
-    not in a run's or an eval's arguments, a dict's keys (a feed dict built earlier), a
-    summary, a print, a variable update, or as what a method is called on (`lr.assign(..)`,
-    `lr.load(..)`)."""
+    not in a run's or an eval's arguments, a dict keyed by tensors (a feed dict built
+    earlier), a summary, a print, a variable update, or as what a method is called on
+    (`lr.assign(..)`, `lr.load(..)`)."""
 
     _QUIET_METHODS = VARIABLE_UPDATES | {"run", "eval", "load", "initializer", "read_value",
                                          "initialized_value", "op", "name"}
@@ -504,6 +504,8 @@ class _Reads(ast.NodeVisitor):
         self.visit(node.value)
 
     def visit_Dict(self, node: ast.Dict) -> None:
+        if any(isinstance(key, (ast.Name, ast.Attribute, ast.Subscript)) for key in node.keys):
+            return  # keyed by tensors: a feed dict, its values fed from Python
         for value in node.values:
             self.visit(value)
 
