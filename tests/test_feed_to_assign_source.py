@@ -43,7 +43,7 @@ FLOAT_REF = "incompatible with expected float_ref"
 # float, the global step int64; a counter's type the source does not always say.
 REF_ERROR = re.compile(r"was passed (float|int64|<its type>) from _arg_\.\.\.:0 "
                        r"incompatible with expected \1_ref")
-# What a run that fetches nothing but the variables it feeds is told (it fails not; it
+# What a run that fetches nothing but the variables it feeds is told (it does not fail; it
 # stores nothing), and the cases whose findings say it.
 NOT_STORED = ("a run that fetches nothing but what it feeds stores nothing: the variable "
               "keeps its old value")

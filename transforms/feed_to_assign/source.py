@@ -43,7 +43,7 @@ def _to_none(arg: cst.Arg) -> cst.Arg:
 # A run that fetches nothing but the variables it feeds (or nothing at all) stores nothing:
 # whatever reads the variable next (the train op's decayed rate) reads its old value.
 _NOT_STORED = ("a run that fetches nothing but what it feeds stores nothing: the variable "
-               "keeps its old value, which is what reads it next reads")
+               "keeps its old value, and what reads it next reads that")
 
 _LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
               "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
@@ -255,7 +255,7 @@ class FeedToAssignCodemod(SourceCodemod):
     stay as they are.
 
     A run that fetches nothing but the variables it feeds (`sess.run(step,
-    feed_dict={step: n})`, `sess.run([], feed_dict={step: n})`) fails not, and stores
+    feed_dict={step: n})`, `sess.run([], feed_dict={step: n})`) does not fail, and stores
     nothing: it gives the fed value back and the variable keeps its own, which is what the
     train op reads next. Its variables, whatever they are, are found and loaded instead.
 
