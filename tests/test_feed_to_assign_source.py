@@ -34,12 +34,20 @@ NAME = "feed-to-assign"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "feed_to_assign" / "source"
 CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
 RUNNABLE = [c for c in CASES if re.search(r"^def main\(", (c / "before.py").read_text(), re.M)]
+# Cases whose runs work before the fix (nothing fails): `observe()` gives what they computed.
+OBSERVED = [c for c in CASES if re.search(r"^def observe\(", (c / "before.py").read_text(),
+                                          re.M)]
 SEED = SOURCE / "seed003_embeddings"
 FLOAT_REF = "incompatible with expected float_ref"
 # TF's words for a fed variable the run updates, by its type: an optimizer's weights are
 # float, the global step int64; a counter's type the source does not always say.
 REF_ERROR = re.compile(r"was passed (float|int64|<its type>) from _arg_\.\.\.:0 "
                        r"incompatible with expected \1_ref")
+# What a run that fetches nothing but the variables it feeds is told (it does not fail; it
+# stores nothing), and the cases whose findings say it.
+NOT_STORED = ("a run that fetches nothing but what it feeds stores nothing: the variable "
+              "keeps its old value")
+STORES_NOTHING = {"fetched_and_fed"}
 def expected(code: str) -> list[tuple[int, int, bool]]:
     """(line, col, fixable) of every `# expect:` marker, in order."""
     return [(e.line, e.col, e.fixable) for e in expected_findings(code)]
@@ -57,7 +65,12 @@ def test_source_case(case: Path):
     fixed, findings = graphfix.fix_source(before, only=[NAME])
     assert fixed == after
     assert found(findings) == expected(before)
-    assert all(f.severity == "error" and REF_ERROR.search(f.message) for f in findings)
+    for finding in findings:
+        assert finding.severity == "error"
+        if case.name in STORES_NOTHING:
+            assert NOT_STORED in finding.message and not REF_ERROR.search(finding.message)
+        else:
+            assert REF_ERROR.search(finding.message), finding.message
     assert all("graphfix.runtime.load_variable_feeds" in f.message
                for f in findings if not f.fixable)
 
@@ -117,7 +130,7 @@ def _start(key: str, *args: str) -> subprocess.Popen:
 
 def _start_all() -> None:
     _start("seed-before", str(SEED / "before.py"))
-    _start("worker", __file__, *map(str, RUNNABLE))
+    _start("worker", __file__, *map(str, RUNNABLE + OBSERVED))
 
 
 def _finish(key: str) -> subprocess.CompletedProcess:
@@ -189,8 +202,29 @@ def test_fixed_case_runs_from_the_fed_value(case: Path, worked: dict):
     assert len(after["graph_sizes"]) >= 2 and len(set(after["graph_sizes"])) == 1
 
 
+def test_a_run_that_stores_nothing_is_fixed_to_store(worked: dict):
+    """`sess.run(step, feed_dict={step: n})` gives n back and `sess.run([], feed_dict={epoch:
+    n})` nothing; both leave the variable as it was, so the train op's decayed rate reads
+    step 0 (rate 1.0) every time. After the fix the loads store them: the rate decays."""
+    result = worked["fetched_and_fed"]
+    assert result["before"] == {"rates": [1.0, 1.0], "epoch": 0}
+    assert result["after"] == {"rates": [0.5, 0.25], "epoch": 2}
+
+
+def test_feeds_left_alone_work_and_are_read(worked: dict):
+    """The schedule is read at each fed step and the step keeps its own count (two train
+    runs); the fed learning rates (1, then 0.5) are what trained the weights (gradient 1
+    each: 1 - 1 - 0.5), the variable's own 0.0 would have left them at 1."""
+    result = worked["noop_fed_where_nothing_updates_it"]["before"]
+    assert "error" not in result, result
+    assert result["schedule"] == pytest.approx([0.1, 0.1 * 0.5 ** 10])
+    assert result["step"] == 2
+    assert result["weights"] == pytest.approx([-0.5, -0.5])
+
+
 def _worker(case_dirs: list[str]) -> dict:
-    """Run each case's main() before and after the fix, each in a graph of its own."""
+    """Run each case's main() (or observe()) before and after the fix, each in a graph of
+    its own."""
     import tensorflow.compat.v1 as tf
 
     out = {}
@@ -201,9 +235,10 @@ def _worker(case_dirs: list[str]) -> dict:
                                                           case / f"{side}.py")
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
+            entry = getattr(module, "main", None) or module.observe
             with tf.Graph().as_default():
                 try:
-                    out[case.name][side] = module.main()
+                    out[case.name][side] = entry()
                 except tf.errors.OpError as exc:
                     out[case.name][side] = {"error": exc.message}
     return out

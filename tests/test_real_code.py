@@ -20,20 +20,7 @@ TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-place
               "shared-variables", "average-gradients", "deprecated-initializers")
 
 # What graphfix does with each pattern today, where that is wrong.
-WRONG_TODAY = {
-    "frozen_step_set_by_feeding": "issue 18: a step counter no optimizer updates, fed in a "
-    "run that fetches only itself (the author means to set it; the train op's decayed rate "
-    "then reads the old value), is left alone as a frozen variable",
-    "schedule_read_at_a_fed_step": "issue 18: a decay schedule evaluated at a fed global "
-    "step, in runs that do not train, is reported, and the fix would load the fed step into "
-    "the variable for good (training would start at step 1000)",
-    "rate_variable_fed_every_step": "issue 18: a learning-rate tf.Variable (trainable by "
-    "default, but the loss has no gradient to it, so no optimizer updates it) fed in every "
-    "train run is reported as failing; the run works and the feed is the schedule",
-    "reused_tower_under_gpu": "issue 18: a tower rebuilt under a GPU scope in "
-    "variable_scope(reuse=True), whose get_variable calls return the CPU tower's variables, "
-    "is reported as creating variables on the GPU",
-}
+WRONG_TODAY: dict[str, str] = {}
 
 
 def _pattern_names() -> list[str]:

@@ -134,6 +134,11 @@ LAYER_CALLS = frozenset(
         "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
 )
 CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_MAKERS | LAYER_CALLS
+# The makers that go through `get_variable`: under a variable scope with reuse=True they give
+# back the variable made earlier (wherever it was placed) and create none. `tf.Variable`,
+# `create_global_step` and the metrics' variables are made anew every time (seed 003).
+REUSED_UNDER_REUSE = GET_VARIABLE_CALLS | LAYER_CALLS | frozenset(
+    {"train.get_or_create_global_step", "slim.get_or_create_global_step"})
 # tf.metrics: each makes local variables (LOCAL_VARIABLES, METRIC_VARIABLES: float32 totals
 # and counts, float64 for the *_at_k ones and mean_iou's confusion matrix, all VariableV2 in
 # graph mode) and computes its value and update op. Not in CREATES_VARIABLES: a worker's
@@ -179,6 +184,15 @@ SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resn
 
 # Optimizer methods that make the train op (a variable given second is the global step).
 TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+# An optimizer's constructor, canonically (`train.AdamOptimizer`, `keras.optimizers.SGD`,
+# `contrib.opt.LazyAdamOptimizer`): what it is given (a learning rate, a momentum) steers
+# the updates; the loss has no gradient to it.
+OPTIMIZER_CLASS = re.compile(r"train\.\w+Optimizer|contrib\.opt\.\w+Optimizer"
+                             r"|keras\.optimizers\.(legacy\.)?[A-Z]\w*")
+# Ops that run every variable initializer they are made for (each an assign).
+INITIALIZER_CALLS = frozenset({
+    "global_variables_initializer", "local_variables_initializer", "variables_initializer",
+    "initialize_all_variables", "initialize_local_variables", "initialize_variables"})
 MONITORED_SESSIONS = frozenset(
     {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
 )

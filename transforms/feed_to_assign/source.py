@@ -18,7 +18,7 @@ from libcst.metadata import (
 from graphfix.source.codemod import Example, SourceCodemod, TfNames, argument
 from graphfix.source.fixes import InsertBefore, Remove, Replace
 from graphfix.source.vocabulary import MONITORED_SESSIONS
-from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, FeedFacts
+from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, VARIABLE_KINDS, FeedFacts
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -39,6 +39,11 @@ def _to_none(arg: cst.Arg) -> cst.Arg:
     """A positional feed left empty, where a later positional argument needs its place."""
     return arg.with_changes(value=cst.Name("None"))
 
+
+# A run that fetches nothing but the variables it feeds (or nothing at all) stores nothing:
+# whatever reads the variable next (the train op's decayed rate) reads its old value.
+_NOT_STORED = ("a run that fetches nothing but what it feeds stores nothing: the variable "
+               "keeps its old value, and what reads it next reads that")
 
 _LOAD_HELP = ("assign it before the run instead: `var.load(value, sess)` (adds no op to the "
               "graph), or `feeds = graphfix.runtime.load_variable_feeds(sess, feeds)`")
@@ -165,6 +170,12 @@ class _Reader:
         or None (not known from the source)."""
         return self.facts.kind(self.stdlib_node(expr)) if self.facts is not None else None
 
+    def updates_nothing(self, fetches: cst.BaseExpression | None) -> bool:
+        """Whether a run of `fetches` writes no variable (`FeedFacts.updates_nothing`: a
+        schedule, a loss, a variable read), so a variable fed to it is read from the feed
+        and the run works; False where it may write one or the code does not show it."""
+        return self.facts is not None and self.facts.updates_nothing(self.stdlib_node(fetches))
+
     def collection(self, expr: cst.BaseExpression | None) -> str | None:
         """"variable"/"frozen" when `expr` is a list of variables from a collection."""
         return self.facts.collection(self.stdlib_node(expr)) if self.facts is not None else None
@@ -208,6 +219,7 @@ class _Run:
     """A `sess.run` (or `op.run` / `tensor.eval`) given a feed dict."""
 
     call: cst.Call
+    fetches: cst.BaseExpression | None  # None: the run's fetches are not given
     feed: cst.BaseExpression
     feed_arg: cst.Arg
     label: str  # `sess.run`, for messages
@@ -233,10 +245,19 @@ class FeedToAssignCodemod(SourceCodemod):
       project model's) that assigns that name assigns it a variable.
 
     Variables no optimizer updates (`trainable=False`, bool or int: `is_training`, a step
-    counter) are left alone, since feeding one works, unless something updates them in
-    place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`, `v.assign_add(...)`). In
-    that case a `load` would also make the value outlast the run. Placeholders, tensors, and
-    keys whose binding the source does not show (a parameter) stay as they are.
+    counter; a trainable one that only optimizers' arguments read, as a learning rate, which
+    the loss has no gradient to) are left alone, since feeding one works, unless something
+    updates them in place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`,
+    `v.assign_add(...)`) and the run may be what does: a run whose fetches write no
+    variable (a decay schedule evaluated at a fed step, a loss, a variable) reads the fed
+    value and works, and a `load` would keep the value in the variable for good.
+    Placeholders, tensors, and keys whose binding the source does not show (a parameter)
+    stay as they are.
+
+    A run that fetches nothing but the variables it feeds (`sess.run(step,
+    feed_dict={step: n})`, `sess.run([], feed_dict={step: n})`) does not fail, and stores
+    nothing: it gives the fed value back and the variable keeps its own, which is what the
+    train op reads next. Its variables, whatever they are, are found and loaded instead.
 
     Fixed: the entry leaves the feed, and the variable is loaded just before the statement.
     `Variable.load` runs the variable's initializer with the value fed into it, so it adds
@@ -271,8 +292,8 @@ class FeedToAssignCodemod(SourceCodemod):
 
     Idempotent; findings and fixes honour `# graphfix: ignore[feed-to-assign]`. Not
     followed: feed dicts passed in from a caller, sessions held in a container, and whether
-    a given run's fetches really update the variable (a fed trainable variable is loaded
-    even in a run that only evaluates, so the value stays in the variable afterwards).
+    a given run's fetches update a trainable variable (one fed is loaded even in a run that
+    only evaluates, so the value stays in the variable afterwards).
     """
 
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
@@ -325,6 +346,7 @@ class FeedToAssignCodemod(SourceCodemod):
         facts = self.project.feed_facts()
         reader.updated = facts["updated"]
         self._reader, self._facts = reader, facts
+        self._not_stored: set[cst.DictElement] = set()  # entries of runs that store nothing
         named: dict[frozenset, list[_Run]] = {}
         for call in nodes:
             run = self._run(call)
@@ -373,6 +395,7 @@ class FeedToAssignCodemod(SourceCodemod):
             if feed_arg is None or argument(call, "session", None) is not None:
                 return None
             session_expr = func.value
+            fetches = positional[0].value if positional else argument(call, "fetches", None)
         else:
             # Operation.run(feed_dict=None, session=None), Tensor.eval(feed_dict, session)
             if feed_arg is None and func.attr.value == "eval" and positional and isinstance(
@@ -381,10 +404,11 @@ class FeedToAssignCodemod(SourceCodemod):
             if feed_arg is None:
                 return None
             session_expr = argument(call, "session", 1 if func.attr.value == "eval" else None)
+            fetches = func.value
         session, monitored, problem = self._session(session_expr)
         small, where = self._statement(call)
-        return _Run(call, feed_arg.value, feed_arg, self.code(func), session, monitored,
-                    small, where or problem)
+        return _Run(call, fetches, feed_arg.value, feed_arg, self.code(func), session,
+                    monitored, small, where or problem)
 
     def _session(self, expr: cst.BaseExpression | None) -> tuple[str | None, bool, str | None]:
         """(what `load` is given, a MonitoredSession?, why not) for a run's session."""
@@ -432,13 +456,18 @@ class FeedToAssignCodemod(SourceCodemod):
 
     # -- feeds --------------------------------------------------------------------------------
 
-    def _verdict(self, key: cst.BaseExpression):
+    def _verdict(self, key: cst.BaseExpression, quiet: bool = False):
         """"move" for a variable key to load instead; ("by-name", op) for a variable fed by
-        its name; None for keys that stay."""
+        its name; None for keys that stay. A variable no optimizer updates stays where
+        nothing updates it in place, or where the runs it is fed to write no variable
+        (`quiet`: a schedule evaluated at a fed step reads the fed value, and a load would
+        keep it in the variable for good)."""
         kind = self._reader.kind(key)
         if kind == "variable":
             return "move"
         if kind in ("frozen", "global_step"):
+            if quiet:
+                return None
             updated = self._reader.updated
             if _update_key(key) in updated or (kind == "global_step" and GLOBAL_STEP_UPDATED in updated):
                 return "move"
@@ -452,13 +481,40 @@ class FeedToAssignCodemod(SourceCodemod):
         """What TF says when the run feeds the variable `key` while it updates it."""
         return _ERRORS_OF_KIND.get(self._reader.kind(key), _FLOAT_REF_ERROR)
 
-    def _entries(self, run: _Run, literal: cst.Dict) -> list[cst.DictElement]:
-        """The entries of a dict literal to move; variables fed by name are reported."""
+    def _fetched_and_fed(self, run: _Run, literal: cst.Dict) -> list[cst.DictElement]:
+        """The entries of a run's feed that are all it fetches, each a variable, or with
+        no fetches (`[]`) every variable it feeds: the run stores nothing
+        (`session.run(step, feed_dict={step: 5})` returns 5 and leaves `step` as it was),
+        so the author's meaning, to set them, needs a load."""
+        fetches = run.fetches
+        if fetches is None:
+            return []
+        wanted = [e.value for e in fetches.elements] if isinstance(
+            fetches, (cst.List, cst.Tuple)) else [fetches]
+        by_key = {self.code(e.key): e for e in literal.elements
+                  if isinstance(e, cst.DictElement)}
+        found = [by_key.get(self.code(fetch)) for fetch in wanted]
+        if None in found or any(self._reader.kind(e.key) not in VARIABLE_KINDS for e in found):
+            return []
+        if not found:  # `run([], feed_dict=...)`: the feed is all the run does
+            found = [e for e in by_key.values() if self._reader.kind(e.key) in VARIABLE_KINDS]
+        return list(dict.fromkeys(found))
+
+    def _entries(self, run: _Run, literal: cst.Dict, quiet: bool,
+                 inline: bool = True) -> list[cst.DictElement]:
+        """The entries of a dict literal to move; variables fed by name are reported. In a
+        run's own feed (`inline`), those that are all the run fetches are moved whatever
+        they are (the run stores nothing, `_fetched_and_fed`). `quiet`: the runs the dict
+        is fed to write no variable."""
+        unstored = self._fetched_and_fed(run, literal) if inline else []
+        if unstored:
+            self._not_stored.update(unstored)
+            return [e for e in unstored if not self.suppressed(e)]
         moves = []
         for element in literal.elements:
             if not isinstance(element, cst.DictElement):
                 continue
-            verdict = self._verdict(element.key)
+            verdict = self._verdict(element.key, quiet)
             if verdict == "move":
                 if not self.suppressed(element):
                     moves.append(element)
@@ -471,7 +527,7 @@ class FeedToAssignCodemod(SourceCodemod):
 
     def _inline(self, run: _Run) -> None:
         literal = cst.ensure_type(run.feed, cst.Dict)
-        moves = self._entries(run, literal)
+        moves = self._entries(run, literal, self._reader.updates_nothing(run.fetches))
         if not moves:
             return
         problem = (run.problem or self._order_problem(run, moves)
@@ -497,13 +553,15 @@ class FeedToAssignCodemod(SourceCodemod):
             for run in runs:
                 self._runtime(run)
             return
-        moves = [e for v in values if isinstance(v, cst.Dict) for e in self._entries(runs[0], v)]
+        quiet = all(reader.updates_nothing(run.fetches) for run in runs)
+        moves = [e for v in values if isinstance(v, cst.Dict)
+                 for e in self._entries(runs[0], v, quiet, inline=False)]
         feeds = {run.feed for run in runs}
         others = [access.node for a in assignments for access in a.references
                   if access.node not in feeds]
         for node in others:  # fd[emb] = v, fd.update({emb: v}): a variable put in later
             for key in self._put_keys(node):
-                if self._verdict(key) == "move" and not self.suppressed(key):
+                if self._verdict(key, quiet) == "move" and not self.suppressed(key):
                     line = self.position(key)[0]
                     self.report(key, f"variable `{self.code(key)}` is put into `{name}` "
                                      f"(line {line}), which is fed to {self._runs_text(runs)}; "
@@ -633,8 +691,9 @@ class FeedToAssignCodemod(SourceCodemod):
                 fix: tuple | None) -> None:
         for element in moves:
             inline = element in runs[0].feed.elements if isinstance(runs[0].feed, cst.Dict) else False
+            said = _NOT_STORED if element in self._not_stored else self._error(element.key)
             message = (f"variable `{self.code(element.key)}` is fed to "
-                       f"{self._runs_text(runs, not inline)}; {self._error(element.key)}")
+                       f"{self._runs_text(runs, not inline)}; {said}")
             if problem:
                 message += f"; not fixed: {problem}; {_LOAD_HELP}"
             else:

@@ -25,6 +25,7 @@ from graphfix.source.vocabulary import (
     GLOBAL_STEP_MAKERS,
     LAYER_CALLS,
     METRIC_CALLS,
+    REUSED_UNDER_REUSE,
     SLIM_MODULES,
     V1_MODULES,
     VARIABLE_CALLS,
@@ -235,6 +236,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     a class's constructor, and the functions a call is given one level deep (by name, or
     called in a lambda: `run(lambda x: model_fn(x))`). A call passing `reuse=True` reuses
     what an earlier call created and counts for nothing: the finding is at the creating call.
+    So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
+    with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
+    reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input
+    gets back the variables made before, wherever they are; a `tf.Variable` there is made
+    anew, and found.
     It computes too, so it gets the device function.
     A metric's variables (float totals and counts) have GPU kernels: a warning.
     Not seen: device strings held in variables otherwise, Keras layer objects, RNN cells,
@@ -328,6 +334,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         to wrap (or a finding, for one in a compound statement's header)."""
         name = self.tf_canonical(node.func)
         through = None
+        if name in REUSED_UNDER_REUSE and self.project.reuses_at(self.position(node)[0]):
+            return  # it gives back the variable an earlier call made, wherever that is
         if name not in CREATES_VARIABLES and name not in METRIC_CALLS:
             through = self._created_through(node) if name is None else None
             if through is None:

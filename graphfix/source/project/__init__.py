@@ -36,6 +36,7 @@ from graphfix.source.project.part import (
     parsed,
     part_of_code,
 )
+from graphfix.source.vocabulary import REUSED_UNDER_REUSE
 
 __all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "Project", "file_part", "part_of_code"]
 
@@ -109,7 +110,8 @@ class Project:
         (`graphfix.source.project.feeds`), read from its code when first asked: few files
         are asked, and the reading walks the whole tree."""
         if label not in self._feeds:
-            facts = {"attributes": {}, "updated": [], "monitored": [], "names": []}
+            facts = {"attributes": {}, "updated": [], "monitored": [], "names": [],
+                     "steering": [], "graph_reads": []}
             code = self._code_of(label) if label in self.parts else None
             if code is not None and any(word in code for word in _FEED_WORDS):
                 tree = parsed(code)
@@ -536,24 +538,41 @@ def _called_functions(project: Project, starts: Iterable[tuple[str, str]], place
 
 class _AttributeKinds:
     """What the files connected to one file by imports assign to an attribute name (the
-    `attributes` of `FileView.feed_facts`), read when first asked of a name, in the files
-    whose text mentions it: a feed's keys ask about a few names of a whole package."""
+    `attributes` of `FileView.feed_facts`) and whether only optimizers' arguments read it,
+    read when first asked of a name, in the files whose text mentions it: a feed's keys ask
+    about a few names of a whole package."""
 
     def __init__(self, project: Project, label: str):
         self.project = project
         self.labels = sorted(project.connected(label))
         self._kinds: dict[str, set[str]] = {}
+        self._steering: dict[str, bool] = {}
 
     def get(self, name: str, default=()) -> set[str]:
         if name not in self._kinds:
-            mention = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
             kinds: set[str] = set()
-            for label in self.labels:
-                code = self.project._code_of(label)
-                if code is not None and mention.search(code):
-                    kinds.update(self.project.feeds(label)["attributes"].get(name, ()))
+            for label in self._mentioning(name):
+                kinds.update(self.project.feeds(label)["attributes"].get(name, ()))
             self._kinds[name] = kinds
         return self._kinds[name] or set(default)
+
+    def steering_only(self, name: str) -> bool:
+        """Whether the connected files read `name` in an optimizer's arguments and nowhere
+        that may put it on a loss's path (`steering`, `graph_reads` of
+        `graphfix.source.project.feeds`): a variable so read is one no optimizer updates."""
+        if name not in self._steering:
+            steering = elsewhere = False
+            for label in self._mentioning(name):
+                facts = self.project.feeds(label)
+                steering |= name in facts.get("steering", ())
+                elsewhere |= name in facts.get("graph_reads", ())
+            self._steering[name] = steering and not elsewhere
+        return self._steering[name]
+
+    def _mentioning(self, name: str) -> list[str]:
+        mention = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+        return [label for label in self.labels
+                if (code := self.project._code_of(label)) is not None and mention.search(code)]
 
 
 def _reached_with(project: Project, starts: dict[tuple[str, str], tuple]
@@ -573,6 +592,7 @@ class FileView:
     def __init__(self, project: Project, label: str, stale: bool = False):
         self.project, self.label = project, label
         self.stale = stale  # the file changed since its part was read (see `stale_copy`)
+        self._strict_regions: list[tuple[int, int]] | None = None  # see `reuses_at`
 
     def stale_copy(self) -> FileView:
         """This view, marked as read before the file changed: the rule that asks it reads
@@ -591,16 +611,21 @@ class FileView:
         and methods (a class's: its `__init__`), through the ones they call, where no device
         scope of theirs places it (so the caller's does; `placed_too`: anywhere), as
         (path, name, line, dtype named or None); None if it creates none, or `callee` is no
-        function, method or class of the project."""
+        function, method or class of the project. A call where reuse is on already
+        (`reuses_at(line)`) creates only what `tf.Variable` and its kind make: the
+        get_variable family (`REUSED_UNDER_REUSE`) gives back what an earlier call made."""
         part = self.part
         if part is None:
             return None
         unit = _unit_at(part, line) if line is not None else MODULE_BODY
+        reusing = line is not None and self.reuses_at(line)
         starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
         found = []
         for label, unit in _called_functions(self.project, starts, placed_too):
             for name, line, dtype, placed in self.project.parts[label]["units"][unit][
                     "variables"]:
+                if reusing and name in REUSED_UNDER_REUSE:
+                    continue
                 if placed_too or not placed:
                     found.append((label != self.label, label, line, name, dtype))
         if not found:
@@ -705,6 +730,19 @@ class FileView:
                         found.append((first, last, why, first if strict else None))
         return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
 
+    def reuses_at(self, line: int) -> bool:
+        """Whether code at `line` of this file runs, every time it runs, where reuse is on
+        already (inside its own `with variable_scope(..., reuse=True)`, or after its
+        `reuse_variables()`: a strict region of `Project.reuse`), so that the get_variable
+        family finds the variables made before and creates none. AUTO_REUSE and
+        `reuse=<expression>` create them the first time; a function that some callers call
+        under reuse (`reusing_regions`) may be called by another that creates."""
+        if self._strict_regions is None:  # (asked of every call that may create variables)
+            self._strict_regions = [
+                (max(first, strict), last) for first, last, _, strict
+                in self.project.reuse(self.label)["regions"] if strict is not None]
+        return any(first <= line <= last for first, last in self._strict_regions)
+
     def feed_reader(self) -> FeedFacts | None:
         """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of
         `tree`, through the file's scopes and what the files connected to it assign
@@ -713,8 +751,9 @@ class FileView:
         tree = parsed(code) if code is not None else None
         if tree is None:
             return None
+        connected = _AttributeKinds(self.project, self.label)
         return FeedFacts(tree, AstTfNames(tree),
-                         {"attributes": _AttributeKinds(self.project, self.label)})
+                         {"attributes": connected, "steering_only": connected.steering_only})
 
     def cluster_reaching(self, line: int | None = None) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job (path, line, ps task count or None) that code at `line`

@@ -7,6 +7,10 @@ it ("variable": a variable an optimizer may update; "frozen": one no optimizer u
 fields count as its attributes. `updated`: the last names of what the file writes in place
 (`tf.assign(v, ...)`, `v.assign_add(...)`, `global_step=v`). `monitored`: names assigned a
 MonitoredSession. `names`: the `name=` of the trainable variables it creates.
+`steering`: the last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`:
+a learning rate, which the loss has no gradient to); `graph_reads`: the last names read
+anywhere else that may put them on a loss's path (not in a run's fetches or feeds, a feed
+dict built earlier, a summary, a print, an assign, or as the variable a method is called on).
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from graphfix.source.vocabulary import (
     GET_VARIABLE_CALLS,
     GLOBAL_STEP_GETTERS,
     GLOBAL_STEP_MAKERS,
+    INITIALIZER_CALLS,
+    METRIC_CALLS,
     MONITORED_SESSIONS,
+    OPTIMIZER_CLASS,
     TRAIN_METHODS,
     UNIQUE_VARIABLE_GETTER,
     VARIABLE_COLLECTION_KEYS,
@@ -189,6 +196,7 @@ class FeedFacts:
         self.known = known  # None: the module alone (its attributes are others' question)
         self.bindings = _Bindings()
         self.bindings.visit(tree)
+        self._dependent: set[ast.expr] | None = None  # see `_under_dependencies`
 
     # -- kinds -------------------------------------------------------------------------------
 
@@ -202,7 +210,18 @@ class FeedFacts:
 
     def kind(self, expr: ast.expr | None, depth: int = 0) -> str | None:
         """The kind of what `expr` evaluates to (see the module docstring), None where the
-        file alone does not show it."""
+        file alone does not show it. Given what the connected files say (`known`), a
+        trainable variable that only optimizers' arguments read is "frozen": no optimizer
+        updates it, since the loss has no gradient to it (a learning rate)."""
+        found = self._kind(expr, depth)
+        if found == "variable" and depth == 0 and self.known and "steering_only" in self.known:
+            name = (expr.id if isinstance(expr, ast.Name)
+                    else expr.attr if isinstance(expr, ast.Attribute) else None)
+            if name is not None and self.known["steering_only"](name):
+                return "frozen"
+        return found
+
+    def _kind(self, expr: ast.expr | None, depth: int = 0) -> str | None:
         if expr is None or depth > 5:
             return None
         if isinstance(expr, ast.Name):
@@ -238,7 +257,7 @@ class FeedFacts:
 
     def _bound_kind(self, how: tuple, depth: int) -> str | None:
         if how[0] == "value":
-            return self.kind(how[1], depth + 1)
+            return self._kind(how[1], depth + 1)
         if how[0] == "loop":
             return self.collection(how[1], depth + 1)
         if how[0] == "import" and self.known:
@@ -307,6 +326,67 @@ class FeedFacts:
             return self.collection(loop.iter, depth + 1)
         return None
 
+    # -- what a run's fetches do ---------------------------------------------------------------
+
+    def updates_nothing(self, fetch: ast.expr | None, depth: int = 0) -> bool:
+        """Whether fetching `fetch` runs no op that writes a variable: it is a variable
+        (fetching reads it), a constant, or a TF op of another kind made outside any
+        `control_dependencies` from such inputs (a placeholder, a decay schedule of the
+        step, a loss), or a list, tuple or dict of those. False where it may write one (a
+        train op, an assign, an initializer, a metric's update) or where the file does not
+        show what it is (a parameter, what a method or a project function returns)."""
+        if fetch is None or depth > 8:
+            return False
+        if isinstance(fetch, ast.Constant):
+            return True
+        if isinstance(fetch, (ast.List, ast.Tuple, ast.Set)):
+            return all(self.updates_nothing(e, depth + 1) for e in fetch.elts)
+        if isinstance(fetch, ast.Dict):
+            return all(self.updates_nothing(v, depth + 1) for v in fetch.values)
+        if isinstance(fetch, ast.BinOp):
+            return (self.updates_nothing(fetch.left, depth + 1)
+                    and self.updates_nothing(fetch.right, depth + 1))
+        if isinstance(fetch, ast.UnaryOp):
+            return self.updates_nothing(fetch.operand, depth + 1)
+        if isinstance(fetch, ast.Subscript):
+            return self.updates_nothing(fetch.value, depth + 1)
+        if isinstance(fetch, (ast.Name, ast.Attribute)) and self._kind(fetch) in VARIABLE_KINDS:
+            return True
+        if isinstance(fetch, ast.Attribute):
+            return self.names.canonical(fetch) is not None  # `tf.float32`, not an op's
+        if isinstance(fetch, ast.Name):
+            bound = self._bound(fetch)
+            return bool(bound) and all(
+                how[0] == "value" and how[1] not in self._under_dependencies()
+                and self.updates_nothing(how[1], depth + 1) for how in bound)
+        if isinstance(fetch, ast.Call):
+            name = self.names.canonical(fetch.func)
+            if name is None:
+                return False
+            last = name.rsplit(".", 1)[-1]
+            if last in VARIABLE_UPDATES or last in INITIALIZER_CALLS or name in METRIC_CALLS:
+                return False
+            # (`tf.group(train_op)` runs what it is given: every input must write nothing)
+            return all(self.updates_nothing(given, depth + 1)
+                       for given in [*fetch.args, *(k.value for k in fetch.keywords)])
+        return False
+
+    def _under_dependencies(self) -> set[ast.expr]:
+        """The values assigned inside a `with ...control_dependencies(...)` block: ops that
+        run what the block depends on."""
+        if self._dependent is None:
+            self._dependent = set()
+            for node in ast.walk(self.tree):
+                if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                        isinstance(item.context_expr, ast.Call)
+                        and (dotted(item.context_expr.func) or "").endswith(
+                            "control_dependencies") for item in node.items):
+                    self._dependent.update(
+                        inner.value for statement in node.body for inner in ast.walk(statement)
+                        if isinstance(inner, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+                        and inner.value is not None)
+        return self._dependent
+
     # -- the facts ---------------------------------------------------------------------------
 
     def facts(self) -> dict:
@@ -340,9 +420,12 @@ class FeedFacts:
                 if (isinstance(node.value, ast.Call)
                         and self.names.canonical(node.value.func) in MONITORED_SESSIONS):
                     monitored.add(name)
+        reads = _Reads(self.names)
+        reads.visit(self.tree)
         return {"attributes": {k: sorted(v) for k, v in sorted(attributes.items())},
                 "updated": sorted(updated), "monitored": sorted(monitored),
-                "names": sorted(labels)}
+                "names": sorted(labels), "steering": sorted(reads.steering),
+                "graph_reads": sorted(reads.elsewhere)}
 
     def _field_facts(self, call: ast.Call, records: dict[str, list[str]], attributes) -> None:
         """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
@@ -385,6 +468,62 @@ class FeedFacts:
             updated.add(expr.attr)
         if self.kind(expr) == "global_step":
             updated.add(GLOBAL_STEP_UPDATED)
+
+
+class _Reads(ast.NodeVisitor):
+    """The last names (`lr`, `self.lr` -> `lr`) a module reads in an optimizer's arguments
+    (`steering`), and those it reads elsewhere where they may reach a loss (`elsewhere`):
+    not in a run's or an eval's arguments, a dict keyed by tensors (a feed dict built
+    earlier), a summary, a print, a variable update, or as what a method is called on
+    (`lr.assign(..)`, `lr.load(..)`)."""
+
+    _QUIET_METHODS = VARIABLE_UPDATES | {"run", "eval", "load", "initializer", "read_value",
+                                         "initialized_value", "op", "name"}
+
+    def __init__(self, names: AstTfNames):
+        self.names = names
+        self.steering: set[str] = set()
+        self.elsewhere: set[str] = set()
+        self._in_optimizer = 0
+
+    def _note(self, name: str) -> None:
+        (self.steering if self._in_optimizer else self.elsewhere).add(name)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._note(node.id)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Load) and node.attr not in self._QUIET_METHODS:
+            self._note(node.attr)
+        if node.attr in self._QUIET_METHODS and isinstance(node.value, (ast.Name,
+                                                                         ast.Attribute)):
+            if isinstance(node.value, ast.Attribute):
+                self.visit(node.value.value)  # `self` of `self.lr.assign`: not `lr`
+            return
+        self.visit(node.value)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        if any(isinstance(key, (ast.Name, ast.Attribute, ast.Subscript)) for key in node.keys):
+            return  # keyed by tensors: a feed dict, its values fed from Python
+        for value in node.values:
+            self.visit(value)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self.names.canonical(node.func) or ""
+        func = node.func
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        if (method in ("run", "eval") or name.startswith("summary.")
+                or name.rsplit(".", 1)[-1] in VARIABLE_UPDATES
+                or (isinstance(func, ast.Name) and func.id == "print")):
+            self.visit(func)
+            return  # what a run fetches and feeds, a summary, an assign: no loss's path
+        steering = OPTIMIZER_CLASS.fullmatch(name) is not None
+        self.visit(func)
+        self._in_optimizer += steering
+        for given in [*node.args, *(k.value for k in node.keywords)]:
+            self.visit(given)
+        self._in_optimizer -= steering
 
 
 def _not_float(value: ast.expr | None) -> bool:
