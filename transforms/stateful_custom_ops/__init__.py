@@ -62,7 +62,7 @@ from typing import Iterator
 
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
-from graphfix.graph.signatures import _builtin_signature_texts
+from graphfix.graph.signatures import is_tf_op
 from graphfix.registry import Context, Param, Transform
 
 from . import registrations
@@ -111,7 +111,6 @@ class StatefulCustomOps(Transform):
         """An error for each custom-op call TF will fold (fixable where it has inputs); one
         edit for the C++ sources given, adding `.SetIsStateful()` where needed."""
         known, texts = self._registrations(ctx)
-        builtin = _builtin_signature_texts()
         functions = graph.library_names
         foldable: dict[str, tuple[bool, tuple[str, ...]]] = {}
 
@@ -125,7 +124,7 @@ class StatefulCustomOps(Transform):
             op = graph.ops[position]
             if op == "Const":
                 answer = (True, (name,))
-            elif (op not in builtin or op in _NEVER_FOLDED or op in _CONTROL_FLOW
+            elif (not is_tf_op(op) or op in _NEVER_FOLDED or op in _CONTROL_FLOW
                   or graph.signatures.is_stateful(op)):
                 answer = (False, ())
             else:
@@ -139,7 +138,7 @@ class StatefulCustomOps(Transform):
         folded: dict[tuple, list[int]] = {}  # (op, inputs, attrs) -> its calls
         unknown: dict[str, list[int]] = {}
         for position, op in enumerate(graph.ops):
-            if op in builtin or op in functions:
+            if is_tf_op(op) or op in functions:
                 continue
             if op in known:
                 stateful = known[op]
