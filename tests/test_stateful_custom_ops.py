@@ -7,6 +7,8 @@ graph once the C++ fix is built, and no finding where TF does not fold.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sys
 
@@ -222,3 +224,96 @@ def test_registration_read_from_a_metagraphs_op_list(seed_graph, ops):
                  if op.name == "GetImageID"]
     op_def.is_stateful = True
     assert api.check_graph(stateful, only=[NAME]) == []
+
+
+# --- verify --steps N: an output of an unstateful custom op stuck over the steps ---------
+
+def custom_ops_check(result):
+    """The "custom ops" check of a verify result (api or --format json), or None."""
+    checks = result["checks"] if isinstance(result, dict) else [
+        {"name": c.name, "passed": c.passed, "detail": c.detail} for c in result.checks]
+    found = [c for c in checks if c["name"] == "custom ops"]
+    return found[0] if found else None
+
+
+def test_verify_reports_the_seed_op_folded_and_runs_it_again_with_folding_off(
+        seed_graph, library, tmp_path):
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    result = run_cli("verify", graph_path, "--steps", "2", "--format", "json",
+                     "--set", f"{NAME}.op_library={library}", check_exit=1)
+    report = json.loads(result.stdout)
+    check = custom_ops_check(report)
+    assert not check["passed"]
+    detail = check["detail"]
+    assert "GetImageID (image_ids:0) returned the same value on every step" in detail
+    assert "with folding off it changes" in detail and "it is folded" in detail
+    stuck, _, unfolded = detail.partition("with folding off it changes")
+    first, second = re.findall(r"\[(id\d+), \.\.\.\]", unfolded)[:2]
+    assert first != second  # the values shown: a new id on each step with folding off
+    assert len(set(re.findall(r"\[(id\d+), \.\.\.\]", stuck))) == 1
+    assert "run_folding_off" in report["seconds"]
+    assert [c["name"] for c in report["checks"] if not c["passed"]] == ["custom ops"]
+
+
+def test_verify_finds_nothing_folded_after_the_graph_fix(seed_graph, library):
+    fixed, _ = api.fix_graph(seed_graph, only=[NAME], settings=settings(library))
+    result = api.verify(fixed, steps=2, op_libraries=[library])
+    assert result.passed
+    check = custom_ops_check(result)
+    assert check["passed"] and "each output changed between steps" in check["detail"]
+    assert "run_folding_off" not in result.seconds  # nothing stuck: no second run
+
+
+def test_verify_leaves_a_stateful_op_alone_and_sees_a_fed_one_change(ops, library, tmp_path):
+    def build():
+        ops.get_image_id_stateful(tf.constant(3), name="stateful")
+        ops.get_image_id(tf1.placeholder(tf.int32, shape=[], name="n"), name="fed")
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(graph_def_of(build).SerializeToString())
+    # The library from [tool.graphfix], as check and fix read it:
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.graphfix.set]\n"{NAME}.op_library" = ["{library}"]\n')
+    report = json.loads(run_cli("verify", graph_path, "--steps", "3", "--format", "json",
+                                check_exit=0).stdout)
+    check = custom_ops_check(report)
+    assert check == {"name": "custom ops", "passed": True,
+                     "detail": "GetImageID (fed:0) not registered stateful: each output "
+                               "changed between steps"}
+
+
+def test_verify_says_an_unchanging_output_that_is_not_folded_is_not_folded(ops, library):
+    """Zero ids from a constant 0: the same empty value on every step, folded or not."""
+    graph_def = graph_def_of(lambda: ops.get_image_id(tf.constant(0), name="no_ids"))
+    result = api.verify(graph_def, steps=2, op_libraries=[library])
+    assert result.passed
+    assert custom_ops_check(result)["detail"] == (
+        "GetImageID (no_ids:0) returned the same value on every step, with folding off too: "
+        "not folded")
+
+
+def test_verify_of_one_step_says_the_check_needs_two(seed_graph, library):
+    result = api.verify(seed_graph, steps=1, op_libraries=[library])
+    check = custom_ops_check(result)
+    assert check["passed"] and check["detail"].startswith("not checked: GetImageID")
+    assert "--steps 2 or more" in check["detail"]
+
+
+@pytest.mark.parametrize("given, said", [
+    ("{tmp}/missing.so", "missing.so: cannot read: No such file or directory"),
+    ("{source}", "get_image_id.cc: cannot load as an op library"),
+])
+def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, given, said):
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    given = given.format(tmp=tmp_path, source=SOURCE)
+    result = run_cli("verify", graph_path, "--steps", "2",
+                     "--set", f"{NAME}.op_library={given}", check_exit=2)
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_verify_takes_no_other_transform_setting(seed_graph, tmp_path):
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    result = run_cli("verify", graph_path, "--set", f"{NAME}.sources={SOURCE}", check_exit=2)
+    assert f"--set {NAME}.sources is not verify's" in result.stderr
