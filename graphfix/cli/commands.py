@@ -248,7 +248,8 @@ def _op_libraries(graph: str, settings: list[str] | None) -> list[str]:
         fail(str(exc))
     others = [f"{n}.{k}" for n, options in given.items() for k in options if (n, k) != OP_LIBRARY]
     if others:
-        fail(f"verify: --set {others[0]} is not verify's; it takes only --set {name}.{key}=LIBRARY.so")
+        fail(f"verify: --set {others[0]} is not verify's; it takes only "
+             f"--set {name}.{key}=LIBRARY.so")
     if key in given.get(name, {}):
         return given[name][key]
     try:

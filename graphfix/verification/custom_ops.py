@@ -20,7 +20,8 @@ import numpy as np
 
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.signatures import is_tf_op
-from graphfix.verification.run import Check, VerifyError  # (run imports this module inside verify_graph)
+# (run imports this module inside verify_graph, so this import finds run complete)
+from graphfix.verification.run import Check, VerifyError
 
 CHECK = "custom ops"
 # Past these a tensor is in every step again (a cond's Merge, a loop's Exit); before them,
@@ -113,8 +114,9 @@ def folding_check(index: GraphIndex, observed: dict[str, list[np.ndarray]], step
                                   "more shows whether TF folds it")
     stuck = {tensor: values for tensor, values in observed.items() if _same(values)}
     if not stuck:
-        return Check(CHECK, True, f"{ops} not registered stateful: each output changed "
-                                  "between steps")
+        changed = "; ".join(f"{_op_of(index, tensor)} ({_steps_shown(values)})"
+                            for tensor, values in observed.items())
+        return Check(CHECK, True, f"not registered stateful, and changed between steps: {changed}")
     error, unfolded = rerun(sorted({tensor.partition(":")[0] for tensor in stuck}))
     if error:
         return Check(CHECK, True, (
