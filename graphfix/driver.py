@@ -131,6 +131,39 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
     return out
 
 
+def give_files_to_params(inputs: list[tuple[str, Path, str | None]], selected: Selected
+                         ) -> tuple[list[tuple[str, Path, str | None]], Selected]:
+    """The inputs without the files a selected transform's param takes (`Param.files`, such
+    as stateful-custom-ops' C++ `sources`), and the run's transforms with those files added
+    to that param: each named on the command line, then each found in the folder of a
+    Python source or notebook given, in order, once. A file no selected param takes stays
+    an input (reported as skipped)."""
+    if not any(param.files for transform, _ in selected.transforms for param in transform.params):
+        return inputs, selected
+    named = [path for _, path, problem in inputs if problem is None]
+    beside = []
+    for folder in dict.fromkeys(path.parent for path in named if path.suffix in SOURCE_SUFFIXES):
+        try:
+            beside += [sub for sub in sorted(folder.iterdir()) if sub.is_file()]
+        except OSError:
+            continue  # (a folder that cannot be listed: its named files are still read)
+    taken: set[Path] = set()
+    transforms = []
+    for transform, options in selected.transforms:
+        options = dict(options)
+        for param in transform.params:
+            if not param.files:
+                continue
+            found = [p for p in (*named, *beside) if p.name.endswith(param.files)]
+            taken.update(found)
+            given = list(options.get(param.name) or [])
+            options[param.name] = list(dict.fromkeys(
+                [*given, *(str(p) for p in found if str(p) not in given)]))
+        transforms.append((transform, options))
+    kept = [item for item in inputs if item[2] is not None or item[1] not in taken]
+    return kept, Selected(transforms, selected.target_devices)
+
+
 class Output:
     """A file a fix would write: where, what, and for a SavedModel the loaded file."""
 
@@ -161,7 +194,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     report = Report()
     outputs: list[Output] = []
     kernels.use_snapshot(cache_dir)
-    inputs = iter_inputs(paths, excludes)
+    inputs, selected = give_files_to_params(iter_inputs(paths, excludes), selected)
     graph_inputs = [p for _, p, problem in inputs if problem is None and graphio.is_graph_path(p)]
     sources = [(label, path) for label, path, problem in inputs
                if problem is None and path.suffix in SOURCE_SUFFIXES

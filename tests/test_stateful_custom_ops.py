@@ -319,3 +319,41 @@ def test_verify_takes_no_other_transform_setting(seed_graph, tmp_path):
     graph_path.write_bytes(seed_graph.SerializeToString())
     result = run_cli("verify", graph_path, "--set", f"{NAME}.sources={SOURCE}", check_exit=2)
     assert f"--set {NAME}.sources is not verify's" in result.stderr
+
+
+# --- C++ named on the command line, or found beside the Python sources -------------------
+
+def test_cc_named_on_the_command_line_is_read_as_the_registration(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    shutil.copy(SOURCE, tmp_path / "my_ops.cc")
+    result = run_cli("check", graph_path, tmp_path / "my_ops.cc", "--only", NAME,
+                     "--format", "json", check_exit=1)
+    report = json.loads(result.stdout)
+    (finding,) = report["findings"]
+    assert "GetImageID (image_ids) is not registered stateful" in finding["message"]
+    assert finding["fixable"] and report["skipped"] == []
+
+
+def test_cc_beside_the_python_sources_gets_set_is_stateful(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text('import tensorflow as tf\n'
+                                      'ops = tf.load_op_library("get_image_id.so")\n')
+    shutil.copy(SOURCE, project / "get_image_id.cc")
+    result = run_cli("fix", graph_path, project, "-o", tmp_path / "fixed.pb", "--only", NAME,
+                     check_exit=1)
+    assert "get_image_id.cc: stateful-custom-ops: added .SetIsStateful()" in result.stdout
+    text = (project / "get_image_id.cc").read_text()
+    assert 'REGISTER_OP("GetImageID")\n    .SetIsStateful()' in text
+    assert text.count(".SetIsStateful()") == SOURCE.read_text().count(".SetIsStateful()") + 1
+
+
+def test_cc_named_without_stateful_custom_ops_selected_is_skipped(tmp_path):
+    shutil.copy(SOURCE, tmp_path / "my_ops.cc")
+    result = run_cli("check", tmp_path / "my_ops.cc", "--only", "update-ops",
+                     "--format", "json", check_exit=0)
+    (skipped,) = json.loads(result.stdout)["skipped"]
+    assert skipped["path"].endswith("my_ops.cc")

@@ -90,7 +90,7 @@ class StatefulCustomOps(Transform):
         Param("op_library", None, "custom-op libraries (.so) to read registrations from",
               multiple=True),
         Param("sources", None, "C++ sources whose REGISTER_OP chains are read and fixed",
-              multiple=True),
+              multiple=True, files=(".cc", ".cpp", ".cxx")),
         Param("ops", None, "ops to make stateful in the sources (besides those found folded)",
               multiple=True),
     )
