@@ -31,10 +31,11 @@ stateful whose data inputs all come from constants (through stateless TF ops), o
 no input: an error naming the op, its constant inputs, and what TF does. Identical calls
 (same op, inputs and attributes) are named together: TF merges them. The registration comes
 from the library (`--set stateful-custom-ops.op_library=my_ops.so`, read with
-`tf.load_op_library` in a child process), the C++ sources (`sources=my_ops.cc`, the
-`REGISTER_OP` chains), or the op list a MetaGraphDef carries; an op none of them describes is
-a warning (its registration is unknown). No finding for a stateful custom op, one fed from a
-placeholder or a variable, or TF's own ops.
+`tf.load_op_library` in a child process), the C++ sources (their `REGISTER_OP` chains:
+`sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or lying in
+the folder of a Python source given), or the op list a MetaGraphDef carries; an op none of
+them describes is a warning (its registration is unknown). No finding for a stateful custom
+op, one fed from a placeholder or a variable, or TF's own ops.
 
 Fixed (graph, a workaround, said so in the finding): each constant input of each such call
 goes through a `DebugIdentityV2` node of its own. That op is registered stateful, so neither
@@ -44,14 +45,26 @@ input). It relies on Grappler's `debug_stripper` being off, as it is by default.
 no input cannot be kept running by a graph rewrite (a control input is moved onto the folded
 constant): that finding is not fixable in the graph.
 
-Fixed (C++, the real fix): in the `.cc` files given (`sources`), `.SetIsStateful()` is added
+Fixed (C++, the real fix): in the C++ sources (as above), `.SetIsStateful()` is added
 to the `REGISTER_OP` chain of each op the graph shows folded and of each op named
 (`ops=GetImageID`), right after `REGISTER_OP("Name")` in the chain's own layout; a chain that
-has it is left alone. Rebuild the library for it to take effect.
+has it is left alone; a source that cannot be read is a one-line error (exit 2). Rebuild
+the library for it to take effect.
+
+Verified: `graphfix verify graph.pb --steps 2 --set stateful-custom-ops.op_library=my_ops.so`
+(or the same key in `[tool.graphfix]`) loads the library, fetches the outputs of each custom
+op not registered stateful on every step and, where one stayed the same, runs the graph a
+second time with both folding passes off (`OptimizerOptions.L0` and Grappler's
+`constant_folding` OFF): the "custom ops" check fails (exit 1) for an output that changes
+there, "GetImageID (image_ids:0) returned the same value on every step (...); with folding off
+it changes (...): it is folded"; one that stays the same there too is not folded. With
+`--steps 1` the check says it needs two.
 
 Parameters:
     op_library: built custom-op libraries (`.so`) to read registrations from (repeatable).
-    sources: C++ sources with `REGISTER_OP` chains, read and fixed (repeatable).
+    sources: C++ sources with `REGISTER_OP` chains, read and fixed (repeatable); `.cc`,
+        `.cpp` and `.cxx` files named on the command line or beside the Python sources
+        given are added.
     ops: ops to make stateful in the sources whatever the graph shows (repeatable).
 """
 
