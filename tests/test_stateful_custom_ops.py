@@ -357,3 +357,12 @@ def test_cc_named_without_stateful_custom_ops_selected_is_skipped(tmp_path):
                      "--format", "json", check_exit=0)
     (skipped,) = json.loads(result.stdout)["skipped"]
     assert skipped["path"].endswith("my_ops.cc")
+
+
+def test_cc_named_that_cannot_be_read_says_so_in_one_line(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    (tmp_path / "latin1.cc").write_bytes(b'// \xe9\nREGISTER_OP("GetImageID");\n')
+    result = run_cli("check", graph_path, tmp_path / "latin1.cc", "--only", NAME, check_exit=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.endswith("latin1.cc: cannot read: not UTF-8 text")
