@@ -746,7 +746,7 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             findings, changes, index = apply_to_graph(graph_def, meta, label, selected, fix=fix)
             report.findings.extend(findings)
             report.changes.extend(changes)
-            outputs.extend(_rewritten_files(changes))
+            outputs.extend(_rewritten_files(changes, want_diff))
             if not fix:
                 lines = placement.summary(index)
                 report.notes.append(f"{label}: placement: " + "; ".join(lines))
@@ -770,17 +770,31 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _rewritten_files(changes) -> list[Output]:
+def _rewritten_files(changes, want_diff: bool = False) -> list[Output]:
     """The files other than the graph that a graph fix rewrote (stateful-custom-ops' C++:
     a Change whose details carry `file` and its new `text`), written with the graph's
-    outputs, all or none; the text leaves the Change (the report names the file)."""
+    outputs, all or none; the text leaves the Change (the report names the file). With
+    `want_diff`, each carries its unified diff against the file as it is."""
+    import difflib
+
     rewritten = []
     for change in changes:
         if "file" in change.details and "text" in change.details:
             text = change.details.pop("text")
-            rewritten.append(Output(change.path, Path(change.details["file"]),
-                                    data=text.encode("utf-8")))
+            target = Path(change.details["file"])
+            diff = []
+            if want_diff:
+                diff = list(difflib.unified_diff(
+                    target.read_text(encoding="utf-8").splitlines(keepends=True),
+                    text.splitlines(keepends=True), *_diff_labels(change.path)))
+            rewritten.append(Output(change.path, target, data=text.encode("utf-8"),
+                                    diff=diff))
     return rewritten
+
+
+def _diff_labels(label: str) -> tuple[str, str]:
+    """git's a/ b/ prefixes for a relative path; an absolute path is shown as it is."""
+    return (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
 
 
 def _cached_result(item) -> bool:
@@ -850,9 +864,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             if finding.fixable:
                 report.changes.append(Change(label, finding.transform, finding.message,
                                              line=finding.line, cell=finding.cell))
-        # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is.
-        old, new = (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
-        diff = result.unified_diff(old, new) if want_diff else []
+        diff = result.unified_diff(*_diff_labels(label)) if want_diff else []
         outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)

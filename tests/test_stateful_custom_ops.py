@@ -366,3 +366,16 @@ def test_cc_named_that_cannot_be_read_says_so_in_one_line(seed_graph, tmp_path):
     result = run_cli("check", graph_path, tmp_path / "latin1.cc", "--only", NAME, check_exit=2)
     (line,) = result.stderr.strip().splitlines()
     assert line.endswith("latin1.cc: cannot read: not UTF-8 text")
+
+
+def test_fix_diff_shows_the_cc_change_and_writes_nothing(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    source = tmp_path / "my_ops.cc"
+    shutil.copy(SOURCE, source)
+    result = run_cli("fix", graph_path, source, "-o", tmp_path / "fixed.pb", "--only", NAME,
+                     "--diff", check_exit=1)
+    assert f"+++ {source}" in result.stdout
+    assert ' REGISTER_OP("GetImageID")\n+    .SetIsStateful()\n     .Input("count: int32")' \
+        in result.stdout
+    assert source.read_text() == SOURCE.read_text() and not (tmp_path / "fixed.pb").exists()
