@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -379,3 +380,33 @@ def test_fix_diff_shows_the_cc_change_and_writes_nothing(seed_graph, tmp_path):
     assert ' REGISTER_OP("GetImageID")\n+    .SetIsStateful()\n     .Input("count: int32")' \
         in result.stdout
     assert source.read_text() == SOURCE.read_text() and not (tmp_path / "fixed.pb").exists()
+
+
+def test_verify_watches_a_custom_op_inside_the_graph(ops, library):
+    """GetImageID feeding another op, not fetched by the user: its output is watched too."""
+    def build():
+        ids = ops.get_image_id(tf.constant(2), name="image_ids")
+        tf.strings.join([ids, "-suffix"], name="joined")
+    result = api.verify(graph_def_of(build), steps=2, op_libraries=[library])
+    check = custom_ops_check(result)
+    assert not check["passed"]
+    assert check["detail"].startswith("GetImageID (image_ids:0) returned the same value")
+
+
+def test_verify_leaves_a_custom_op_in_a_cond_branch_not_taken_unwatched(ops, library):
+    """A tensor of a branch not taken has no value: fetching it would fail the run."""
+    tf1.disable_control_flow_v2()  # (a v1 cond: Switch and Merge in the main graph)
+    try:
+        def build():
+            taken = tf1.placeholder(tf.bool, [], name="taken")
+            chosen = tf1.cond(taken, lambda: ops.get_image_id(tf.constant(1), name="in_branch"),
+                              lambda: tf.constant(["none"]))
+            tf.identity(chosen, name="chosen")
+        graph_def = graph_def_of(build)
+    finally:
+        tf1.enable_control_flow_v2()
+    assert "Switch" in {node.op for node in graph_def.node}
+    result = api.verify(graph_def, steps=2, op_libraries=[library],
+                        feeds={"taken": np.array(False)})
+    assert result.passed, result.to_lines()
+    assert custom_ops_check(result) is None

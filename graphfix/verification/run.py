@@ -300,8 +300,10 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     config = tf1.ConfigProto(device_count={"CPU": cpu_count}, allow_soft_placement=soft)
     if configure is not None:
         configure(config)
+    # (Not a variant, which cannot be fetched, nor a handle, the same on every step.)
     observed_tensors = {t.name: t for name in observed
-                        for t in graph.get_operation_by_name(name).outputs}
+                        for t in graph.get_operation_by_name(name).outputs
+                        if t.dtype not in (tf.variant, tf.resource)}
     observed_values: dict[str, list[np.ndarray]] = {}
     values: dict[str, np.ndarray] = {}
     before: dict[str, np.ndarray] = {}
