@@ -687,9 +687,11 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     _check_feeds(index, feeds or {})
     clock = time.perf_counter()
     import_runtime()  # (timed on its own: the fixed cost of every verify)
-    custom_ops.load_libraries(op_libraries)
-
     seconds = {"tensorflow_import": time.perf_counter() - clock}
+    if op_libraries:
+        clock = time.perf_counter()
+        custom_ops.load_libraries(op_libraries)
+        seconds["op_libraries"] = time.perf_counter() - clock
     fetches = tuple(fetches) or default_fetches(index)
     real_gpus = gpu_devices(available_devices)
     mapping, simulated, cpu_count = plan_devices(index, real_gpus)
