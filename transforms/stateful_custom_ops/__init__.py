@@ -29,7 +29,9 @@ with the TF commit it was read at, is docs/custom_ops.md.
 Found (graph): each node of a custom op (an op type TF's own registry lacks) registered not
 stateful whose data inputs all come from constants (through stateless TF ops), or which has
 no input: an error naming the op, its constant inputs, and what TF does. Identical calls
-(same op, inputs and attributes) are named together: TF merges them. The registration comes
+(same op, inputs and attributes) are named together in one finding: on constants TF folds
+each to a value of its own (measured), and once their shared input is not constant its CSE
+merges them into one, so the fix gives each call its own pass-through. The registration comes
 from the library (`--set stateful-custom-ops.op_library=my_ops.so`, read with
 `tf.load_op_library` in a child process), the C++ sources (their `REGISTER_OP` chains:
 `sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or lying in
@@ -192,14 +194,23 @@ class StatefulCustomOps(Transform):
                 calls: list[int], constants_behind) -> Finding:
         names = [graph.names[p] for p in calls]
         consts = list(dict.fromkeys(c for t in inputs for c in constants_behind(t)[1]))
-        what = (f"custom op {op} ({names[0]}) is not registered stateful"
-                if len(names) == 1 else
-                f"custom op {op} is not registered stateful; its {len(names)} identical calls "
-                f"({', '.join(names)}) are merged into one")
-        fed = (f"its inputs are all constant ({', '.join(consts)})" if inputs
-               else "it has no inputs")
-        told = (f"{what} and {fed}: TF evaluates it once when it optimizes the graph at the "
-                "first session run and returns that value on every step")
+        # Identical calls on constants are each folded to a value of their own (measured:
+        # Grappler folds them before the classic CSE could merge them); named together, as
+        # the merge awaits them once the constant is replaced by one shared non-constant.
+        if len(names) == 1:
+            fed = (f"its inputs are all constant ({', '.join(consts)})" if inputs
+                   else "it has no inputs")
+            told = (f"custom op {op} ({names[0]}) is not registered stateful and {fed}: TF "
+                    "evaluates it once when it optimizes the graph at the first session run "
+                    "and returns that value on every step")
+        else:
+            fed = (f"have only constant inputs ({', '.join(consts)})" if inputs
+                   else "have no inputs")
+            told = (f"custom op {op} is not registered stateful and its {len(names)} identical "
+                    f"calls ({', '.join(names)}) {fed}: TF evaluates each once when it "
+                    "optimizes the graph at the first session run and returns that value on "
+                    "every step (fed one shared input that is not constant, identical calls "
+                    "are merged into one)")
         if not inputs:
             return Finding(ctx.path, self.name,
                            f"{told}; no graph rewrite keeps it running: add .SetIsStateful() "
@@ -209,8 +220,9 @@ class StatefulCustomOps(Transform):
                            details={"op": op, "nodes": names, "constants": consts})
         return Finding(ctx.path, self.name,
                        f"{told}; the real fix is .SetIsStateful() on REGISTER_OP(\"{op}\"); "
-                       f"workaround: fix routes each constant input through a {PASS_THROUGH} "
-                       "of its own (stateful, never folded; outputs unchanged)",
+                       f"workaround: fix routes each constant input of each call through a "
+                       f"{PASS_THROUGH} of its own (stateful: never folded, never merged; "
+                       "outputs unchanged)",
                        node=names[0], severity="error",
                        edit=partial(self._unfold, names, ctx),
                        details={"op": op, "nodes": names, "constants": consts})
