@@ -134,6 +134,23 @@ def test_library_registrations_read_in_a_child_process(library):
         "ComputeCount": True}
 
 
+def test_checking_with_a_library_leaves_this_process_free_of_the_tf_runtime(seed_graph, library,
+                                                                         tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    script = f"""
+import sys
+from graphfix import api
+(finding,) = api.check_graph({str(graph_path)!r}, only=[{NAME!r}],
+                             settings={{{NAME!r}: {{"op_library": [{library!r}]}}}})
+print(finding.severity, "tensorflow" in sys.modules)
+"""
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert done.stdout.split() == ["error", "False"], done.stderr[-2000:]
+
+
 def test_no_finding_for_stateful_op_placeholder_input_or_tf_ops(ops, library):
     def build():
         ops.get_image_id_stateful(tf.constant(3), name="stateful")
