@@ -271,6 +271,9 @@ def seed003_custom_op(workdir: Path) -> bool:
         shutil.copy(build_ops.library_path(str(source)), library)
     except build_ops.NoCompilerError as exc:
         raise Skipped(str(exc)) from None
+    except build_ops.BuildError as exc:  # (a compiler that fails: the case fails, saying why)
+        _say(f"  {exc}")
+        return False
     loaded = f"--set stateful-custom-ops.op_library={library.name}"
     settings = {"stateful-custom-ops": {"op_library": [str(library)]}}
     _say(f"$ for step in range({STEPS}): sess.run('image_ids:0')[0]  # the seed's loop")
@@ -301,9 +304,10 @@ def seed003_custom_op(workdir: Path) -> bool:
          "the rebuilt library (a new process)")
     child = subprocess.run([sys.executable, "-m", "graphfix.cli.demo", str(rebuilt),
                             str(before)], capture_output=True, text=True, timeout=600)
-    lines = child.stdout.strip().splitlines()
-    _say(f"  {lines[-1] if lines and child.returncode == 0 else child.stderr.strip()}")
-    rebuilt_ids = lines[-1].split(", ") if lines and child.returncode == 0 else []
+    printed = child.stdout.strip().splitlines() if child.returncode == 0 else []
+    rebuilt_ids = printed[-1].split(", ") if printed else []
+    why = (child.stderr.strip().splitlines() or [f"exit {child.returncode}"])[-1]
+    _say(f"  {', '.join(rebuilt_ids) if printed else why}")
     folded_seen = any(c.name == "custom ops" and not c.passed for c in unfixed.checks)
     return (len(set(stuck)) == 1 and folded_seen and bool(findings) and result.passed
             and len(set(unfolded)) == STEPS and len(set(rebuilt_ids)) == STEPS)
