@@ -164,6 +164,36 @@ def give_files_to_params(inputs: list[tuple[str, Path, str | None]], selected: S
     return kept, Selected(transforms, selected.target_devices)
 
 
+def _run_files_without_a_graph(selected: Selected, fix: bool, want_diff: bool, report: Report,
+                               outputs: list[Output]) -> None:
+    """What a transform does to the files its params took (`Param.files`) in a run with no
+    graph: its graph entry point over an empty graph, where only what needs no graph is
+    left (stateful-custom-ops: `.SetIsStateful()` for the ops the user names)."""
+    from graphfix.graph.proto import pb
+
+    takers = [(transform, options) for transform, options in selected.transforms
+              if any(param.files and options.get(param.name) for param in transform.params)]
+    if not takers:
+        return
+    try:
+        findings, changes, _ = apply_to_graph(pb().graph_pb2.GraphDef(), None, "<no graph>",
+                                              Selected(takers, selected.target_devices),
+                                              fix=fix)
+    except ValueError as exc:  # (a file that cannot be read: one line naming it)
+        path, _, error = str(exc).partition(": ")
+        report.failed.append({"path": path, "error": error})
+        return
+    report.findings.extend(findings)
+    report.changes.extend(changes)
+    rewritten = _rewritten_files(changes, want_diff)
+    report.changed_paths.extend(output.label for output in rewritten)
+    taken = [path for transform, options in takers for param in transform.params
+             if param.files for path in options.get(param.name) or ()]
+    report.unchanged_paths.extend(path for path in dict.fromkeys(taken)
+                                  if path not in report.changed_paths)
+    outputs.extend(rewritten)
+
+
 class Output:
     """A file a fix would write: where, what, and for a SavedModel the loaded file."""
 
@@ -217,6 +247,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory), a Python file or a notebook"})
+    if not graph_inputs:
+        _run_files_without_a_graph(selected, fix, want_diff, report, outputs)
     kernels.save_snapshot()  # (a run that stops on an error keeps nothing: TF is asked again)
     _refuse_overwriting_inputs(report, outputs, [p for _, p, problem in inputs if not problem])
     return report, outputs

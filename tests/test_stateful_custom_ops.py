@@ -432,3 +432,29 @@ def test_verify_leaves_a_custom_op_in_a_cond_branch_not_taken_unwatched(ops, lib
                         feeds={"taken": np.array(False)})
     assert result.passed, result.to_lines()
     assert custom_ops_check(result) is None
+
+
+def test_ops_named_fix_the_cc_without_a_graph_once(tmp_path):
+    """`fix my_ops.cc --set ...ops=GetImageID`: the user names the op; no graph is needed."""
+    source = tmp_path / "my_ops.cc"
+    shutil.copy(SOURCE, source)
+    result = run_cli("fix", source, "--set", f"{NAME}.ops=GetImageID", check_exit=1)
+    assert "my_ops.cc: stateful-custom-ops: added .SetIsStateful() to REGISTER_OP of GetImageID" \
+        in result.stdout
+    fixed = source.read_text()
+    assert fixed == registrations.with_stateful(SOURCE.read_text(), ["GetImageID"])[0] != \
+        SOURCE.read_text()
+    again = run_cli("fix", source, "--set", f"{NAME}.ops=GetImageID", check_exit=0)
+    assert "0 change(s) in 0 file(s); 1 unchanged" in again.stdout
+    assert source.read_text() == fixed
+
+
+def test_a_library_is_read_only_for_a_graph_with_a_custom_op(tmp_path):
+    """A configured op_library costs no TF start to a graph of TF's own ops (the library
+    here is not one: reading it would fail), yet a path that does not exist is still said."""
+    graph_def = graph_def_of(lambda: tf.add(tf.constant(1), tf.constant(2), name="sum"))
+    not_a_library = tmp_path / "not_a_library.so"
+    not_a_library.write_text("text")
+    assert api.check_graph(graph_def, only=[NAME], settings=settings(str(not_a_library))) == []
+    with pytest.raises(UsageError, match="missing.so: cannot read"):
+        api.check_graph(graph_def, only=[NAME], settings=settings(str(tmp_path / "missing.so")))

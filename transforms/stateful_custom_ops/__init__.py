@@ -33,7 +33,7 @@ no input: an error naming the op, its constant inputs, and what TF does. Identic
 each to a value of its own (measured), and once their shared input is not constant its CSE
 merges them into one, so the fix gives each call its own pass-through. The registration comes
 from the library (`--set stateful-custom-ops.op_library=my_ops.so`, read with
-`tf.load_op_library` in a child process), the C++ sources (their `REGISTER_OP` chains:
+`tf.load_op_library` in a child process, only for a graph that has a custom op), the C++ sources (their `REGISTER_OP` chains:
 `sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or lying in
 the folder of a Python source given), or the op list a MetaGraphDef carries; an op none of
 them describes is a warning (its registration is unknown). No finding for a stateful custom
@@ -49,7 +49,8 @@ constant): that finding is not fixable in the graph.
 
 Fixed (C++, the real fix): in the C++ sources (as above), `.SetIsStateful()` is added
 to the `REGISTER_OP` chain of each op the graph shows folded and of each op named
-(`ops=GetImageID`), right after `REGISTER_OP("Name")` in the chain's own layout; a chain that
+(`ops=GetImageID`; `graphfix fix my_ops.cc --set stateful-custom-ops.ops=GetImageID` needs no
+graph), right after `REGISTER_OP("Name")` in the chain's own layout; a chain that
 has it is left alone; a source that cannot be read is a one-line error (exit 2). Rebuild
 the library for it to take effect.
 
@@ -110,12 +111,19 @@ class StatefulCustomOps(Transform):
               multiple=True),
     )
 
-    def _registrations(self, ctx: Context) -> tuple[dict[str, bool], dict[str, str]]:
-        """Op -> is_stateful from the libraries and sources given, and the source texts."""
+    def _registrations(self, graph: GraphIndex, ctx: Context
+                       ) -> tuple[dict[str, bool], dict[str, str]]:
+        """Op -> is_stateful from the libraries and sources given, and the source texts. The
+        libraries are read (a child process that starts TF) only for a graph with a custom
+        op: a configured `op_library` costs nothing to the other graphs and to sources."""
         known: dict[str, bool] = {}
         texts: dict[str, str] = {}
+        has_custom_ops = any(not is_tf_op(op) for op in set(graph.ops) - set(graph.library_names))
         for path in ctx.options["op_library"]:
-            known.update(registrations.library_ops(path))
+            if has_custom_ops:
+                known.update(registrations.library_ops(path))
+            else:
+                registrations.library_stat(path)  # (a path that cannot be read is still said)
         for path in ctx.options["sources"]:
             texts[path] = registrations.read_source(path)
             for chain in registrations.chains_in(texts[path], path):
@@ -125,7 +133,7 @@ class StatefulCustomOps(Transform):
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | object]:
         """An error for each custom-op call TF will fold (fixable where it has inputs); one
         edit for the C++ sources given, adding `.SetIsStateful()` where needed."""
-        known, texts = self._registrations(ctx)
+        known, texts = self._registrations(graph, ctx)
         functions = graph.library_names
         foldable: dict[str, tuple[bool, tuple[str, ...]]] = {}
 
