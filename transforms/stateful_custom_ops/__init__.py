@@ -34,8 +34,8 @@ each to a value of its own (measured), and once their shared input is not consta
 merges them into one, so the fix gives each call its own pass-through. The registration comes
 from the library (`--set stateful-custom-ops.op_library=my_ops.so`, read with
 `tf.load_op_library` in a child process, only for a graph that has a custom op), the C++ sources (their `REGISTER_OP` chains:
-`sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or lying in
-the folder of a Python source given), or the op list a MetaGraphDef carries; an op none of
+`sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or, in a
+run with a graph, lying in the folder of a Python source given), or the op list a MetaGraphDef carries; an op none of
 them describes is a warning (its registration is unknown). No finding for a stateful custom
 op, one fed from a placeholder or a variable, or TF's own ops.
 
