@@ -228,7 +228,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     report = Report()
     outputs: list[Output] = []
     kernels.use_snapshot(cache_dir)
-    inputs, selected = give_files_to_params(iter_inputs(paths, excludes), selected)
+    listed = iter_inputs(paths, excludes)
+    inputs, selected = give_files_to_params(listed, selected)
     graph_inputs = [p for _, p, problem in inputs if problem is None and graphio.is_graph_path(p)]
     sources = [(label, path) for label, path, problem in inputs
                if problem is None and path.suffix in SOURCE_SUFFIXES
@@ -251,7 +252,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory), a Python file or a notebook"})
-    if not graph_inputs:
+    if not graph_inputs and len(inputs) < len(listed):  # (files named for a param, no graph)
         _run_files_without_a_graph(selected, fix, want_diff, report, outputs)
     kernels.save_snapshot()  # (a run that stops on an error keeps nothing: TF is asked again)
     _refuse_overwriting_inputs(report, outputs, [p for _, p, problem in inputs if not problem])

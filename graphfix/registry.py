@@ -44,8 +44,9 @@ class Param:
         self.kind = kind
         self.minimum = minimum
         # A repeatable param of file paths may take files by their suffixes (".cc"): those
-        # named on the command line, or found beside the Python sources given, are added to
-        # it rather than read as inputs (`graphfix.driver.give_files_to_params`).
+        # named on the command line, or (in a run with a graph) found beside the Python
+        # sources given, are added to it rather than read as inputs
+        # (`graphfix.driver.give_files_to_params`).
         self.files = files
 
     def __repr__(self) -> str:
