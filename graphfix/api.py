@@ -179,7 +179,8 @@ def verify(graph: Any, *, compare: Any = None, **options):
     Args:
         graph: as for `check_graph`.
         compare: the original graph, any kind `check_graph` takes. Defaults to none.
-        options: `steps`, `fetches`, `feeds`, `available_devices`, `tolerance`.
+        options: `steps`, `fetches`, `feeds`, `available_devices`, `tolerance`,
+            `op_libraries` (custom-op libraries to load first; see `verify_graph`).
 
     Returns:
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.

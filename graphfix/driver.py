@@ -131,6 +131,73 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
     return out
 
 
+def give_files_to_params(inputs: list[tuple[str, Path, str | None]], selected: Selected
+                         ) -> tuple[list[tuple[str, Path, str | None]], Selected]:
+    """The inputs without the files a selected transform's param takes (`Param.files`, such
+    as stateful-custom-ops' C++ `sources`), and the run's transforms with those files added
+    to that param: each named on the command line, then, in a run with a graph, each found
+    in the folder of a Python source or notebook given, in order, once. A file no selected
+    param takes stays an input (reported as skipped)."""
+    if not any(param.files for transform, _ in selected.transforms for param in transform.params):
+        return inputs, selected
+    named = [path for _, path, problem in inputs if problem is None]
+    beside = []
+    # (Found beside the sources only for a graph of the run to be read with: a run of
+    # sources alone leaves the C++ of their folders unread.)
+    with_graph = any(graphio.is_graph_path(path) for path in named)
+    for folder in dict.fromkeys(path.parent for path in named
+                                if with_graph and path.suffix in SOURCE_SUFFIXES):
+        try:
+            beside += [sub for sub in sorted(folder.iterdir()) if sub.is_file()]
+        except OSError:
+            continue  # (a folder that cannot be listed: its named files are still read)
+    taken: set[Path] = set()
+    transforms = []
+    for transform, options in selected.transforms:
+        options = dict(options)
+        for param in transform.params:
+            if not param.files:
+                continue
+            found = [p for p in (*named, *beside) if p.name.endswith(param.files)]
+            taken.update(found)
+            given = list(options.get(param.name) or [])
+            options[param.name] = list(dict.fromkeys(
+                [*given, *(str(p) for p in found if str(p) not in given)]))
+        transforms.append((transform, options))
+    kept = [item for item in inputs if item[2] is not None or item[1] not in taken]
+    return kept, Selected(transforms, selected.target_devices)
+
+
+def _run_files_without_a_graph(selected: Selected, fix: bool, want_diff: bool, report: Report,
+                               outputs: list[Output]) -> None:
+    """What a transform does to the files its params took (`Param.files`) in a run with no
+    graph: its graph entry point over an empty graph, where only what needs no graph is
+    left (stateful-custom-ops: `.SetIsStateful()` for the ops the user names)."""
+    from graphfix.graph.proto import pb
+
+    takers = [(transform, options) for transform, options in selected.transforms
+              if any(param.files and options.get(param.name) for param in transform.params)]
+    if not takers:
+        return
+    try:
+        findings, changes, _ = apply_to_graph(pb().graph_pb2.GraphDef(), None, "<no graph>",
+                                              Selected(takers, selected.target_devices),
+                                              fix=fix)
+    except ValueError as exc:  # (a file that cannot be read: one line naming it)
+        path, _, error = str(exc).partition(": ")
+        report.failed.append({"path": path, "error": error})
+        return
+    report.findings.extend(findings)
+    report.changes.extend(changes)
+    rewritten = _rewritten_files(changes, want_diff)
+    report.changed_paths.extend(output.label for output in rewritten)
+    taken = [path for transform, options in takers for param in transform.params
+             if param.files for path in options.get(param.name) or ()]
+    report.unchanged_paths.extend(path for path in dict.fromkeys(taken)
+                                  if path not in report.changed_paths)
+    outputs.extend(rewritten)
+
+
 class Output:
     """A file a fix would write: where, what, and for a SavedModel the loaded file."""
 
@@ -161,7 +228,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     report = Report()
     outputs: list[Output] = []
     kernels.use_snapshot(cache_dir)
-    inputs = iter_inputs(paths, excludes)
+    listed = iter_inputs(paths, excludes)
+    inputs, selected = give_files_to_params(listed, selected)
     graph_inputs = [p for _, p, problem in inputs if problem is None and graphio.is_graph_path(p)]
     sources = [(label, path) for label, path, problem in inputs
                if problem is None and path.suffix in SOURCE_SUFFIXES
@@ -184,6 +252,8 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
         else:
             report.skipped.append({"path": label, "reason": "not a graph (.pb, .pbtxt, .meta, "
                                    "SavedModel directory), a Python file or a notebook"})
+    if not graph_inputs and len(inputs) < len(listed):  # (files named for a param, no graph)
+        _run_files_without_a_graph(selected, fix, want_diff, report, outputs)
     kernels.save_snapshot()  # (a run that stops on an error keeps nothing: TF is asked again)
     _refuse_overwriting_inputs(report, outputs, [p for _, p, problem in inputs if not problem])
     return report, outputs
@@ -713,7 +783,7 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             findings, changes, index = apply_to_graph(graph_def, meta, label, selected, fix=fix)
             report.findings.extend(findings)
             report.changes.extend(changes)
-            outputs.extend(_rewritten_files(changes))
+            outputs.extend(_rewritten_files(changes, want_diff))
             if not fix:
                 lines = placement.summary(index)
                 report.notes.append(f"{label}: placement: " + "; ".join(lines))
@@ -737,17 +807,31 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
 
 
-def _rewritten_files(changes) -> list[Output]:
+def _rewritten_files(changes, want_diff: bool = False) -> list[Output]:
     """The files other than the graph that a graph fix rewrote (stateful-custom-ops' C++:
     a Change whose details carry `file` and its new `text`), written with the graph's
-    outputs, all or none; the text leaves the Change (the report names the file)."""
+    outputs, all or none; the text leaves the Change (the report names the file). With
+    `want_diff`, each carries its unified diff against the file as it is."""
+    import difflib
+
     rewritten = []
     for change in changes:
         if "file" in change.details and "text" in change.details:
             text = change.details.pop("text")
-            rewritten.append(Output(change.path, Path(change.details["file"]),
-                                    data=text.encode("utf-8")))
+            target = Path(change.details["file"])
+            diff = []
+            if want_diff:
+                diff = list(difflib.unified_diff(
+                    target.read_text(encoding="utf-8").splitlines(keepends=True),
+                    text.splitlines(keepends=True), *_diff_labels(change.path)))
+            rewritten.append(Output(change.path, target, data=text.encode("utf-8"),
+                                    diff=diff))
     return rewritten
+
+
+def _diff_labels(label: str) -> tuple[str, str]:
+    """git's a/ b/ prefixes for a relative path; an absolute path is shown as it is."""
+    return (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
 
 
 def _cached_result(item) -> bool:
@@ -817,9 +901,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             if finding.fixable:
                 report.changes.append(Change(label, finding.transform, finding.message,
                                              line=finding.line, cell=finding.cell))
-        # git's a/ b/ prefixes for relative paths; an absolute path is shown as it is.
-        old, new = (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
-        diff = result.unified_diff(old, new) if want_diff else []
+        diff = result.unified_diff(*_diff_labels(label)) if want_diff else []
         outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)

@@ -31,11 +31,11 @@ class Param:
     """A transform parameter, declared once: the CLI's `--set`, `[tool.graphfix]` and the API
     all read it, and `validate_settings` checks every value given against it."""
 
-    __slots__ = ("name", "default", "help", "choices", "multiple", "kind", "minimum")
+    __slots__ = ("name", "default", "help", "choices", "multiple", "kind", "minimum", "files")
 
     def __init__(self, name: str, default: Any, help: str,
                  choices: tuple[str, ...] | None = None, multiple: bool = False,
-                 kind: type = str, minimum: int | None = None):
+                 kind: type = str, minimum: int | None = None, files: tuple[str, ...] = ()):
         self.name = name
         self.default = default
         self.help = help
@@ -43,6 +43,11 @@ class Param:
         self.multiple = multiple  # repeatable: `--set t.key=a --set t.key=b` gives ["a", "b"]
         self.kind = kind
         self.minimum = minimum
+        # A repeatable param of file paths may take files by their suffixes (".cc"): those
+        # named on the command line, or (in a run with a graph) found beside the Python
+        # sources given, are added to it rather than read as inputs
+        # (`graphfix.driver.give_files_to_params`).
+        self.files = files
 
     def __repr__(self) -> str:
         return f"Param({self.name!r}, default={self.default!r})"

@@ -7,9 +7,12 @@ graph once the C++ fix is built, and no finding where TF does not fold.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -108,7 +111,12 @@ def test_graph_fix_makes_it_change_every_step_with_the_same_input(seed_graph, li
 
 def test_identical_calls_are_named_together_and_no_longer_merged(two_calls_graph, library):
     (finding,) = api.check_graph(two_calls_graph, only=[NAME], settings=settings(library))
-    assert "2 identical calls (first, second) are merged into one" in finding.message
+    assert ("custom op GetImageID is not registered stateful and its 2 identical calls "
+            "(first, second) have only constant inputs (count): TF evaluates each once"
+            in finding.message)
+    assert "identical calls are merged into one" in finding.message
+    before = ids_over_steps(two_calls_graph, ["first:0", "second:0"])
+    assert len({tuple(step) for step in before}) == 1  # each folded, to its own id
     fixed, _ = api.fix_graph(two_calls_graph, only=[NAME], settings=settings(library))
     steps = ids_over_steps(fixed, ["first:0", "second:0"])
     assert all(a != b for a, b in steps)  # two Computes a step: not merged
@@ -124,6 +132,23 @@ def test_library_registrations_read_in_a_child_process(library):
     assert registrations.library_ops(library) == {
         "GetImageID": False, "GetImageIDStateful": True, "NextImageID": False,
         "ComputeCount": True}
+
+
+def test_checking_with_a_library_leaves_this_process_free_of_the_tf_runtime(seed_graph, library,
+                                                                         tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    script = f"""
+import sys
+from graphfix import api
+(finding,) = api.check_graph({str(graph_path)!r}, only=[{NAME!r}],
+                             settings={{{NAME!r}: {{"op_library": [{library!r}]}}}})
+print(finding.severity, "tensorflow" in sys.modules)
+"""
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert done.stdout.split() == ["error", "False"], done.stderr[-2000:]
 
 
 def test_no_finding_for_stateful_op_placeholder_input_or_tf_ops(ops, library):
@@ -222,3 +247,214 @@ def test_registration_read_from_a_metagraphs_op_list(seed_graph, ops):
                  if op.name == "GetImageID"]
     op_def.is_stateful = True
     assert api.check_graph(stateful, only=[NAME]) == []
+
+
+# --- verify --steps N: an output of an unstateful custom op stuck over the steps ---------
+
+def custom_ops_check(result):
+    """The "custom ops" check of a verify result (api or --format json), or None."""
+    checks = result["checks"] if isinstance(result, dict) else [
+        {"name": c.name, "passed": c.passed, "detail": c.detail} for c in result.checks]
+    found = [c for c in checks if c["name"] == "custom ops"]
+    return found[0] if found else None
+
+
+def test_verify_reports_the_seed_op_folded_and_runs_it_again_with_folding_off(
+        seed_graph, library, tmp_path):
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    result = run_cli("verify", graph_path, "--steps", "2", "--format", "json",
+                     "--set", f"{NAME}.op_library={library}", check_exit=1)
+    report = json.loads(result.stdout)
+    check = custom_ops_check(report)
+    assert not check["passed"]
+    detail = check["detail"]
+    assert "GetImageID (image_ids:0) returned the same value on every step" in detail
+    assert "with folding off it changes" in detail and "it is folded" in detail
+    stuck, _, unfolded = detail.partition("with folding off it changes")
+    first, second = re.findall(r"\[(id\d+), \.\.\.\]", unfolded)[:2]
+    assert first != second  # the values shown: a new id on each step with folding off
+    assert len(set(re.findall(r"\[(id\d+), \.\.\.\]", stuck))) == 1
+    assert "run_folding_off" in report["seconds"]
+    assert [c["name"] for c in report["checks"] if not c["passed"]] == ["custom ops"]
+
+
+def test_verify_finds_nothing_folded_after_the_graph_fix(seed_graph, library):
+    fixed, _ = api.fix_graph(seed_graph, only=[NAME], settings=settings(library))
+    result = api.verify(fixed, steps=2, op_libraries=[library])
+    assert result.passed
+    check = custom_ops_check(result)
+    assert check["passed"]
+    assert "changed between steps: GetImageID (image_ids:0) ([id" in check["detail"]
+    assert len(set(re.findall(r"\[(id\d+), \.\.\.\]", check["detail"]))) == 2  # per step
+    assert "run_folding_off" not in result.seconds  # nothing stuck: no second run
+
+
+def test_verify_leaves_a_stateful_op_alone_and_sees_a_fed_one_change(ops, library, tmp_path):
+    def build():
+        ops.get_image_id_stateful(tf.constant(3), name="stateful")
+        ops.get_image_id(tf1.placeholder(tf.int32, shape=[], name="n"), name="fed")
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(graph_def_of(build).SerializeToString())
+    # The library from [tool.graphfix], as check and fix read it:
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.graphfix.set]\n"{NAME}.op_library" = ["{library}"]\n')
+    report = json.loads(run_cli("verify", graph_path, "--steps", "3", "--format", "json",
+                                check_exit=0).stdout)
+    check = custom_ops_check(report)
+    assert check["passed"] and check["detail"].startswith(
+        "not registered stateful, and changed between steps: GetImageID (fed:0) (id")
+    assert "stateful:0" not in check["detail"]
+
+
+def test_verify_says_an_unchanging_output_that_is_not_folded_is_not_folded(ops, library):
+    """Zero ids from a constant 0: the same empty value on every step, folded or not."""
+    graph_def = graph_def_of(lambda: ops.get_image_id(tf.constant(0), name="no_ids"))
+    result = api.verify(graph_def, steps=2, op_libraries=[library])
+    assert result.passed
+    assert custom_ops_check(result)["detail"] == (
+        "GetImageID (no_ids:0) returned the same value on every step, with folding off too: "
+        "not folded")
+
+
+def test_verify_of_one_step_says_the_check_needs_two(seed_graph, library):
+    result = api.verify(seed_graph, steps=1, op_libraries=[library])
+    check = custom_ops_check(result)
+    assert check["passed"] and check["detail"].startswith("not checked: GetImageID")
+    assert "--steps 2 or more" in check["detail"]
+
+
+@pytest.mark.parametrize("given, said", [
+    ("{tmp}/missing.so", "missing.so: cannot read: No such file or directory"),
+    ("{source}", "get_image_id.cc: cannot load as an op library"),
+])
+def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, given, said):
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    given = given.format(tmp=tmp_path, source=SOURCE)
+    result = run_cli("verify", graph_path, "--steps", "2",
+                     "--set", f"{NAME}.op_library={given}", check_exit=2)
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_verify_takes_no_other_transform_setting(seed_graph, tmp_path):
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    result = run_cli("verify", graph_path, "--set", f"{NAME}.sources={SOURCE}", check_exit=2)
+    assert f"--set {NAME}.sources is not verify's" in result.stderr
+
+
+# --- C++ named on the command line, or found beside the Python sources -------------------
+
+def test_cc_named_on_the_command_line_is_read_as_the_registration(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    shutil.copy(SOURCE, tmp_path / "my_ops.cc")
+    result = run_cli("check", graph_path, tmp_path / "my_ops.cc", "--only", NAME,
+                     "--format", "json", check_exit=1)
+    report = json.loads(result.stdout)
+    (finding,) = report["findings"]
+    assert "GetImageID (image_ids) is not registered stateful" in finding["message"]
+    assert finding["fixable"] and report["skipped"] == []
+
+
+def test_cc_beside_the_python_sources_gets_set_is_stateful(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text('import tensorflow as tf\n'
+                                      'ops = tf.load_op_library("get_image_id.so")\n')
+    shutil.copy(SOURCE, project / "get_image_id.cc")
+    result = run_cli("fix", graph_path, project, "-o", tmp_path / "fixed.pb", "--only", NAME,
+                     check_exit=1)
+    assert "get_image_id.cc: stateful-custom-ops: added .SetIsStateful()" in result.stdout
+    text = (project / "get_image_id.cc").read_text()
+    assert 'REGISTER_OP("GetImageID")\n    .SetIsStateful()' in text
+    assert text.count(".SetIsStateful()") == SOURCE.read_text().count(".SetIsStateful()") + 1
+
+
+def test_cc_named_without_stateful_custom_ops_selected_is_skipped(tmp_path):
+    shutil.copy(SOURCE, tmp_path / "my_ops.cc")
+    result = run_cli("check", tmp_path / "my_ops.cc", "--only", "update-ops",
+                     "--format", "json", check_exit=0)
+    (skipped,) = json.loads(result.stdout)["skipped"]
+    assert skipped["path"].endswith("my_ops.cc")
+
+
+def test_cc_named_that_cannot_be_read_says_so_in_one_line(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    (tmp_path / "latin1.cc").write_bytes(b'// \xe9\nREGISTER_OP("GetImageID");\n')
+    result = run_cli("check", graph_path, tmp_path / "latin1.cc", "--only", NAME, check_exit=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.endswith("latin1.cc: cannot read: not UTF-8 text")
+
+
+def test_fix_diff_shows_the_cc_change_and_writes_nothing(seed_graph, tmp_path):
+    graph_path = tmp_path / "graph.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    source = tmp_path / "my_ops.cc"
+    shutil.copy(SOURCE, source)
+    result = run_cli("fix", graph_path, source, "-o", tmp_path / "fixed.pb", "--only", NAME,
+                     "--diff", check_exit=1)
+    assert f"+++ {source}" in result.stdout
+    assert ' REGISTER_OP("GetImageID")\n+    .SetIsStateful()\n     .Input("count: int32")' \
+        in result.stdout
+    assert source.read_text() == SOURCE.read_text() and not (tmp_path / "fixed.pb").exists()
+
+
+def test_verify_watches_a_custom_op_inside_the_graph(ops, library):
+    """GetImageID feeding another op, not fetched by the user: its output is watched too."""
+    def build():
+        ids = ops.get_image_id(tf.constant(2), name="image_ids")
+        tf.strings.join([ids, "-suffix"], name="joined")
+    result = api.verify(graph_def_of(build), steps=2, op_libraries=[library])
+    check = custom_ops_check(result)
+    assert not check["passed"]
+    assert check["detail"].startswith("GetImageID (image_ids:0) returned the same value")
+
+
+def test_verify_leaves_a_custom_op_in_a_cond_branch_not_taken_unwatched(ops, library):
+    """A tensor of a branch not taken has no value: fetching it would fail the run."""
+    tf1.disable_control_flow_v2()  # (a v1 cond: Switch and Merge in the main graph)
+    try:
+        def build():
+            taken = tf1.placeholder(tf.bool, [], name="taken")
+            chosen = tf1.cond(taken, lambda: ops.get_image_id(tf.constant(1), name="in_branch"),
+                              lambda: tf.constant(["none"]))
+            tf.identity(chosen, name="chosen")
+        graph_def = graph_def_of(build)
+    finally:
+        tf1.enable_control_flow_v2()
+    assert "Switch" in {node.op for node in graph_def.node}
+    result = api.verify(graph_def, steps=2, op_libraries=[library],
+                        feeds={"taken": np.array(False)})
+    assert result.passed, result.to_lines()
+    assert custom_ops_check(result) is None
+
+
+def test_ops_named_fix_the_cc_without_a_graph_once(tmp_path):
+    """`fix my_ops.cc --set ...ops=GetImageID`: the user names the op; no graph is needed."""
+    source = tmp_path / "my_ops.cc"
+    shutil.copy(SOURCE, source)
+    result = run_cli("fix", source, "--set", f"{NAME}.ops=GetImageID", check_exit=1)
+    assert "my_ops.cc: stateful-custom-ops: added .SetIsStateful() to REGISTER_OP of GetImageID" \
+        in result.stdout
+    fixed = source.read_text()
+    assert fixed == registrations.with_stateful(SOURCE.read_text(), ["GetImageID"])[0] != \
+        SOURCE.read_text()
+    again = run_cli("fix", source, "--set", f"{NAME}.ops=GetImageID", check_exit=0)
+    assert "0 change(s) in 0 file(s); 1 unchanged" in again.stdout
+    assert source.read_text() == fixed
+
+
+def test_a_library_is_read_only_for_a_graph_with_a_custom_op(tmp_path):
+    """A configured op_library costs no TF start to a graph of TF's own ops (the library
+    here is not one: reading it would fail), yet a path that does not exist is still said."""
+    graph_def = graph_def_of(lambda: tf.add(tf.constant(1), tf.constant(2), name="sum"))
+    not_a_library = tmp_path / "not_a_library.so"
+    not_a_library.write_text("text")
+    assert api.check_graph(graph_def, only=[NAME], settings=settings(str(not_a_library))) == []
+    with pytest.raises(UsageError, match="missing.so: cannot read"):
+        api.check_graph(graph_def, only=[NAME], settings=settings(str(tmp_path / "missing.so")))

@@ -324,9 +324,37 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     return report.exit_code(fixing=True)
 
 
+# The custom-op libraries verify loads: the setting check and fix read them from.
+OP_LIBRARY = ("stateful-custom-ops", "op_library")
+
+
+def _op_libraries(graph: str, settings: list[str] | None) -> list[str]:
+    """The custom-op libraries to load before a graph is verified: `--set
+    stateful-custom-ops.op_library=my_ops.so` (repeatable), else the same key of
+    `[tool.graphfix]`, as check and fix read it. One line, exit 2, for another setting."""
+    from graphfix import config as config_module
+
+    name, key = OP_LIBRARY
+    try:
+        given = registry.parse_settings(settings or [])
+    except registry.UsageError as exc:
+        fail(str(exc))
+    others = [f"{n}.{k}" for n, options in given.items() for k in options if (n, k) != OP_LIBRARY]
+    if others:
+        fail(f"verify: --set {others[0]} is not verify's; it takes only "
+             f"--set {name}.{key}=LIBRARY.so")
+    if key in given.get(name, {}):
+        return given[name][key]
+    try:
+        configured = config_module.load([graph])  # (its settings checked as it is read)
+    except config_module.ConfigError as exc:
+        fail(str(exc))
+    return configured.settings.get(name, {}).get(key) or []
+
+
 @app.command(cls=Command)
 def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
-           fetch: opt.Fetch = None,
+           fetch: opt.Fetch = None, settings: opt.Settings = None,
            feed: opt.Feed = None, compare: opt.Compare = None, cluster: opt.Cluster = None,
            target_devices: opt.TargetDevices = None, fmt: opt.VerifyFormat = "text",
            report_path: opt.ReportPath = None, runs: opt.Runs = None, until: opt.Until = None,
@@ -358,7 +386,8 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
         with phases_shown("verify"):
             result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                                  compare=compare, target_devices=_devices(target_devices),
-                                 cluster=cluster, **({"logdir": logdir} if logdir else {}))
+                                 cluster=cluster, op_libraries=_op_libraries(graph, settings),
+                                 **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
     show_verify(result, fmt, report_path)

@@ -30,6 +30,12 @@ DEMO_FIXTURES = {
     "seed003_fed_embeddings.pbtxt": "feed_to_assign/embeddings_ref/before.pbtxt",
     "seed003_tower_variables.pbtxt": "shared_variables/two_tower_variables/before.pbtxt",
 }
+# The custom-op case's files (its graph is not in the HTML report: its op needs the library).
+CUSTOM_OP_FIXTURES = {
+    "seed003_image_ids.pbtxt": "stateful_custom_ops/seed_constant_count/before.pbtxt",
+    "get_image_id.cc": "custom_ops/get_image_id.cc",
+    "build_ops.py": "custom_ops/build_ops.py",
+}
 
 
 def _fixture(name: str) -> Path:
@@ -37,20 +43,26 @@ def _fixture(name: str) -> Path:
     installed = Path(str(resources.files("graphfix").joinpath("demo_fixtures", name)))
     if installed.exists():
         return installed
-    return Path(__file__).resolve().parents[2] / "fixtures" / DEMO_FIXTURES[name]
+    return (Path(__file__).resolve().parents[2] / "fixtures"
+            / {**DEMO_FIXTURES, **CUSTOM_OP_FIXTURES}[name])
 
 
-def _check(path: Path, only: list[str]) -> list:
-    selected = Selected.build([registry.get_transform(n) for n in only], {}, ("/gpu:0",))
+def _check(path: Path, only: list[str], settings: dict | None = None) -> list:
+    selected = Selected.build([registry.get_transform(n) for n in only], settings or {},
+                              ("/gpu:0",))
     report, _ = run([str(path)], selected, fix=False)
     return report.findings
 
 
-def _fix(path: Path, out: Path, only: list[str]) -> list:
-    selected = Selected.build([registry.get_transform(n) for n in only], {}, ())
+def _fix(path: Path, out: Path, only: list[str], settings: dict | None = None) -> list:
+    selected = Selected.build([registry.get_transform(n) for n in only], settings or {}, ())
     report, outputs = run([str(path)], selected, fix=True, out=str(out))
     write_outputs(outputs)
     return report.changes
+
+
+class Skipped(Exception):
+    """A demo case this machine cannot run; str() says why, in one line."""
 
 
 def seed000(workdir: Path) -> bool:
@@ -204,6 +216,103 @@ def seed003_sharing(workdir: Path) -> bool:
             and bool(np.isclose(*shared)))
 
 
+STEPS = 3  # sess.run calls of the seed's loop, and verify's --steps, in the custom-op case
+
+
+def seed_loop(library: str, graph_path: str, steps: int = STEPS) -> list[str]:
+    """The seed's loop: import the graph, `sess.run("image_ids:0")` `steps` times in one
+    session; the first id of each step. Loads `library` into this process (a process
+    registers an op name once: a rebuilt library runs in a new process, `python -m
+    graphfix.cli.demo LIBRARY GRAPH`)."""
+    from graphfix.graph import graphfile as graphio
+    from graphfix.tf_runtime import import_runtime
+
+    tf = import_runtime()
+    tf.load_op_library(library)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graphio.load(graph_path).message, name="")
+    with tf.compat.v1.Session(graph=graph) as session:
+        return [session.run("image_ids:0")[0].decode() for _ in range(steps)]
+
+
+def _build_ops():
+    """fixtures/custom_ops/build_ops.py (installed beside the demo's graphs), which compiles
+    a custom op against this TF's headers and caches the library by its source."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("graphfix_demo_build_ops",
+                                                  _fixture("build_ops.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def seed003_custom_op(workdir: Path) -> bool:
+    """Seed 003's GetImageID: a custom op registered without SetIsStateful, fed a constant
+    count, is run once when TF optimizes the graph and returns those ids for ever. Skipped
+    (`Skipped`) where no C++ compiler can build it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from graphfix.verification.run import verify_path
+
+    _say("== seed 003 custom op: GetImageID(tf.constant(32)) returns its first ids for ever ==")
+    build_ops = _build_ops()
+    source = workdir / "get_image_id.cc"
+    source.write_bytes(_fixture("get_image_id.cc").read_bytes())
+    before = workdir / "image_ids.pbtxt"
+    before.write_bytes(_fixture("seed003_image_ids.pbtxt").read_bytes())
+    library = workdir / "get_image_id.so"
+    _say("$ c++ -shared -fPIC get_image_id.cc -o get_image_id.so $(TensorFlow's compile and "
+         "link flags)")
+    try:
+        shutil.copy(build_ops.library_path(str(source)), library)
+    except build_ops.NoCompilerError as exc:
+        raise Skipped(str(exc)) from None
+    except build_ops.BuildError as exc:  # (a compiler that fails: the case fails, saying why)
+        _say(f"  {exc}")
+        return False
+    loaded = f"--set stateful-custom-ops.op_library={library.name}"
+    settings = {"stateful-custom-ops": {"op_library": [str(library)]}}
+    _say(f"$ for step in range({STEPS}): sess.run('image_ids:0')[0]  # the seed's loop")
+    stuck = seed_loop(str(library), str(before))
+    _say(f"  {', '.join(stuck)}")
+    _say(f"$ graphfix verify image_ids.pbtxt --steps {STEPS} {loaded}")
+    unfixed = verify_path(str(before), steps=STEPS, op_libraries=[str(library)])
+    _show(unfixed.to_lines(), workdir)
+    _say(f"$ graphfix check image_ids.pbtxt {loaded}")
+    findings = _check(before, ["stateful-custom-ops"], settings)
+    _show((finding.to_text() for finding in findings), workdir)
+    fixed = workdir / "image_ids.fixed.pbtxt"
+    _say(f"$ graphfix fix image_ids.pbtxt -o image_ids.fixed.pbtxt {loaded} "
+         "--set stateful-custom-ops.sources=get_image_id.cc")
+    settings["stateful-custom-ops"]["sources"] = [str(source)]
+    _show((change.to_text() for change in _fix(before, fixed, ["stateful-custom-ops"],
+                                                settings)), workdir)
+    _say(f"$ graphfix verify image_ids.fixed.pbtxt --steps {STEPS} {loaded}")
+    result = verify_path(str(fixed), steps=STEPS, op_libraries=[str(library)])
+    _show(result.to_lines(), workdir)
+    _say(f"$ for step in range({STEPS}): sess.run('image_ids:0')[0]  # on the fixed graph")
+    unfolded = seed_loop(str(library), str(fixed))
+    _say(f"  {', '.join(unfolded)}")
+    rebuilt = workdir / "get_image_id.rebuilt.so"
+    _say("$ c++ ... get_image_id.cc -o get_image_id.rebuilt.so  # the C++ fix, rebuilt")
+    shutil.copy(build_ops.library_path(str(source)), rebuilt)
+    _say(f"$ for step in range({STEPS}): sess.run('image_ids:0')[0]  # the original graph, "
+         "the rebuilt library (a new process)")
+    child = subprocess.run([sys.executable, "-m", "graphfix.cli.demo", str(rebuilt),
+                            str(before)], capture_output=True, text=True, timeout=600)
+    printed = child.stdout.strip().splitlines() if child.returncode == 0 else []
+    rebuilt_ids = printed[-1].split(", ") if printed else []
+    why = (child.stderr.strip().splitlines() or [f"exit {child.returncode}"])[-1]
+    _say(f"  {', '.join(rebuilt_ids) if printed else why}")
+    folded_seen = any(c.name == "custom ops" and not c.passed for c in unfixed.checks)
+    return (len(set(stuck)) == 1 and folded_seen and bool(findings) and result.passed
+            and len(set(unfolded)) == STEPS and len(set(rebuilt_ids)) == STEPS)
+
+
 def _html_report() -> Path:
     """`graphfix report` of the seed graphs, written to the system's temporary folder (it
     outlives the demo's own folder; no file of the user's is touched)."""
@@ -226,10 +335,25 @@ def run_demo() -> int:
             "seed 003 Q&A (feed-to-assign)": seed003_feed(Path(tmp)),
             "seed 003 sharing (shared-variables)": seed003_sharing(Path(tmp)),
         }
+        skipped = {}
+        custom_op = "seed 003 custom op (stateful-custom-ops)"
+        try:
+            outcomes[custom_op] = seed003_custom_op(Path(tmp))
+        except Skipped as why:
+            skipped[custom_op] = str(why)
+            _say(f"  skipped: {why}")
     page = _html_report()
     _say()
     for name, ok in outcomes.items():
         _say(f"{'found, fixed, verified' if ok else 'FAILED'}: {name}")
+    for name, why in skipped.items():
+        _say(f"skipped: {name}: {why}")
     _say(f"HTML report of the seed graphs: {page}")
     _say(f"demo took {time.perf_counter() - start:.1f} s")
     return 0 if all(outcomes.values()) else 1
+
+
+if __name__ == "__main__":  # the seed's loop in a fresh process: LIBRARY GRAPH
+    import sys
+
+    print(", ".join(seed_loop(*sys.argv[1:3])))

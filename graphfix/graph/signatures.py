@@ -29,6 +29,12 @@ def _builtin_signature_texts() -> dict[str, str]:
     return {op: json.dumps(sig) for op, sig in json.loads(text)["ops"].items()}
 
 
+def is_tf_op(op: str) -> bool:
+    """Whether `op` is one of TF's own ops (in the snapshot of its registry); an op type it
+    lacks is a custom op (or a function of the graph's library)."""
+    return op in _builtin_signature_texts()
+
+
 class _Signatures(dict):
     """op -> signature, each decoded from its JSON text on first use."""
 

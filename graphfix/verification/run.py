@@ -19,7 +19,7 @@ import socket
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -116,6 +116,9 @@ def verify_path(path: str, **options) -> VerifyResult:
     if steps < 1:
         raise VerifyError(f"--steps must be at least 1, not {steps}")
     _check_fetches(path, index, options.get("fetches") or ())
+    from graphfix.verification import custom_ops
+
+    custom_ops.check_libraries(options.get("op_libraries") or ())
     feeds = _load_feeds(options.pop("feeds", []) or [])
     cluster = options.pop("cluster", None)
     if cluster:
@@ -257,14 +260,18 @@ class _Run:
     error_message: str = ""  # TF's whole message, where `error` is its telling line
     queue_threads: int = 0  # queue runner threads that fed the steps
     run_metadata: Any = None  # the traced first step's RunMetadata, where it was traced
+    observed: dict[str, list[np.ndarray]] = dataclasses.field(default_factory=dict)  # per step
 
 
 def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str = "",
          loss_name: str | None = None, watched: set[str] = frozenset(),
          checkpoint: str | None = None, step_timeout: float = STEP_TIMEOUT,
-         trace: bool = False) -> _Run:
+         trace: bool = False, observed: Sequence[str] = (),
+         configure: Callable[[Any], None] | None = None) -> _Run:
     """Import and run a graph; `watched` variables are also read before the steps; the
-    first step is traced (FULL_TRACE: where each op ran) on a cluster or with `trace`.
+    first step is traced (FULL_TRACE: where each op ran) on a cluster or with `trace`;
+    the outputs of the `observed` nodes are fetched with each step and kept per step
+    (`_Run.observed`); `configure` edits the session's ConfigProto.
 
     As a user's program runs it: variables initialized, or restored from `checkpoint` (a
     SavedModel's variables) through the graph's own Saver; tables initialized; queue runners
@@ -293,6 +300,13 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
     seconds["graph_import"] = time.perf_counter() - clock
     clock = time.perf_counter()
     config = tf1.ConfigProto(device_count={"CPU": cpu_count}, allow_soft_placement=soft)
+    if configure is not None:
+        configure(config)
+    # (Not a variant, which cannot be fetched, nor a handle, the same on every step.)
+    observed_tensors = {t.name: t for name in observed
+                        for t in graph.get_operation_by_name(name).outputs
+                        if t.dtype not in (tf.variant, tf.resource)}
+    observed_values: dict[str, list[np.ndarray]] = {}
     values: dict[str, np.ndarray] = {}
     before: dict[str, np.ndarray] = {}
     after: dict[str, np.ndarray] = {}
@@ -313,7 +327,8 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
             with _queue_runners_running(session) as threads:
                 before, after, loss, metadata = _steps(
                     session, targets, feed_dict, values, reads, watched, loss_tensor, steps,
-                    bounded, traced=bool(target) or trace)
+                    bounded, traced=bool(target) or trace,
+                    observed=(observed_tensors, observed_values))
                 devices = _devices_from(metadata) if metadata is not None else {}
     except tf.errors.DeadlineExceededError as exc:
         waiting = (f" ({len(threads)} queue runner thread(s) started): its input queues starved"
@@ -325,7 +340,7 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
                     error_message=getattr(exc, "message", str(exc)))
     seconds["run"] = time.perf_counter() - clock
     return _Run(None, values, before, after, seconds, devices, loss, queue_threads=len(threads),
-                run_metadata=metadata)
+                run_metadata=metadata, observed=observed_values)
 
 
 def _may_starve(graph) -> bool:
@@ -353,10 +368,11 @@ def _import(graph, graph_def, meta) -> None:
 
 
 def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, steps, bounded,
-           traced):
+           traced, observed=({}, {})):
     """Run the steps in an initialized session: (watched variables before, every variable
     after, the loss before and after or None, the first step's RunMetadata if `traced`);
-    the values fetched go into `values`."""
+    the values fetched go into `values`; `observed` is (name -> tensor fetched with each
+    step, name -> the list its value of each step is appended to)."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -365,16 +381,20 @@ def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, ste
         before = _read_variables(session, {k: v for k, v in reads.items() if k in watched})
     loss_before = (session.run(loss_tensor, feed_dict, options=bounded)
                    if loss_tensor is not None else None)
+    observed_tensors, observed_values = observed
+    fetched = (targets, list(observed_tensors.values()))
     for step in range(max(steps, 1)):
         phase(f"step {step + 1} of {max(steps, 1)}")
         if traced and step == 0:  # a distributed run: record where each op ran
             options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
                                      timeout_in_ms=bounded.timeout_in_ms)
             metadata = tf1.RunMetadata()
-            results = session.run(targets, feed_dict, options=options,
-                                  run_metadata=metadata)
+            results, seen = session.run(fetched, feed_dict, options=options,
+                                        run_metadata=metadata)
         else:
-            results = session.run(targets, feed_dict=feed_dict, options=bounded)
+            results, seen = session.run(fetched, feed_dict=feed_dict, options=bounded)
+        for name, value in zip(observed_tensors, seen):
+            observed_values.setdefault(name, []).append(np.asarray(value))
     for fetched, value in zip(targets, results):
         if isinstance(value, np.ndarray) or np.isscalar(value):
             values[fetched.name] = np.asarray(value)
@@ -641,7 +661,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
                  feeds: dict[str, np.ndarray] | None = None, compare=None,
                  target_devices: Sequence[str] = (), available_devices: Sequence[str] | None = None,
                  label: str | None = None, tolerance: float = 1e-5,
-                 step_timeout: float = STEP_TIMEOUT, logdir: Path | None = None) -> VerifyResult:
+                 step_timeout: float = STEP_TIMEOUT, logdir: Path | None = None,
+                 op_libraries: Sequence[str] = ()) -> VerifyResult:
     """Verify a loaded graph: static placement, then a seeded run (see module docstring).
 
     Args:
@@ -659,15 +680,23 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
             (a starving input queue). Defaults to STEP_TIMEOUT.
         logdir: where to write TensorBoard's graph dashboard runs (`logdir.write_run`):
             the graph and its traced step in logdir/after, `compare`'s in logdir/before.
+        op_libraries: custom-op libraries (`.so`) to load before the graph is imported;
+            the outputs of their ops not registered stateful are checked for folding
+            (`custom_ops`: with `steps` of 2 or more).
     """
+    from graphfix.verification import custom_ops
+
     graph_def, meta = _first_graph(graph_file)
     index = index_for(graph_def, meta)
     _check_feeds(index, feeds or {})
     clock = time.perf_counter()
     phase("importing TensorFlow")
     import_runtime()  # (timed on its own: the fixed cost of every verify)
-
     seconds = {"tensorflow_import": time.perf_counter() - clock}
+    if op_libraries:
+        clock = time.perf_counter()
+        custom_ops.load_libraries(op_libraries)
+        seconds["op_libraries"] = time.perf_counter() - clock
     fetches = tuple(fetches) or default_fetches(index)
     real_gpus = gpu_devices(available_devices)
     mapping, simulated, cpu_count = plan_devices(index, real_gpus)
@@ -693,10 +722,12 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"))
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
-    run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-               cpu_count=cpu_count, soft=False, watched=_update_variables(index),
-               checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout,
-               trace=logdir is not None)
+    run_again = functools.partial(
+        _run, runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
+        cpu_count=cpu_count, soft=False, checkpoint=_checkpoint_of(graph_file),
+        step_timeout=step_timeout)
+    run = run_again(watched=_update_variables(index), trace=logdir is not None,
+                    observed=custom_ops.unstateful_custom_ops(index))
     if logdir is not None:  # (the graph alone where the step failed)
         _logdir.write_run(logdir, _logdir.AFTER, graph_def, run.run_metadata)
     if run.error:
@@ -707,6 +738,16 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     if update_check is not None:
         result.checks.append(update_check)
     seconds.update(graph_import=run.seconds["graph_import"], run=run.seconds["run"])
+
+    def run_folding_off(nodes: list[str]):
+        clock = time.perf_counter()
+        again = run_again(observed=nodes, configure=custom_ops.folding_off)
+        seconds["run_folding_off"] = time.perf_counter() - clock
+        return again.error, again.observed
+
+    folding_check = custom_ops.folding_check(index, run.observed, steps, run_folding_off)
+    if folding_check is not None:
+        result.checks.append(folding_check)
     result.values = {**run.values, **{f"variable:{k}": v for k, v in run.variables_after.items()}}
 
     if compare is not None:
@@ -797,8 +838,8 @@ def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
 
 def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *, steps: int = 1,
                       fetches: Sequence[str] = (), feeds: dict[str, np.ndarray] | None = None,
-                      label: str | None = None, step_timeout: float = STEP_TIMEOUT
-                      ) -> VerifyResult:
+                      label: str | None = None, step_timeout: float = STEP_TIMEOUT,
+                      op_libraries: Sequence[str] = ()) -> VerifyResult:
     """Run a ps/worker graph on a real local cluster: init, `steps` steps from worker 0.
 
     Reports where each variable actually lived (from the traced step's step stats), the ops
@@ -811,6 +852,9 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     _check_feeds(index, feeds or {})
     mapping, simulated, cpu_count = plan_devices(index, [])
     described = ", ".join(f"{j}={n}" for j, n in cluster.items())
+    from graphfix.verification import custom_ops
+
+    custom_ops.load_libraries(op_libraries)
     result = VerifyResult(label or str(graph_file.path), [f"local cluster {described}"],
                           simulated, placement=placement.summary(index))
     phase(f"starting a local cluster ({described})")

@@ -29,12 +29,15 @@ with the TF commit it was read at, is docs/custom_ops.md.
 Found (graph): each node of a custom op (an op type TF's own registry lacks) registered not
 stateful whose data inputs all come from constants (through stateless TF ops), or which has
 no input: an error naming the op, its constant inputs, and what TF does. Identical calls
-(same op, inputs and attributes) are named together: TF merges them. The registration comes
+(same op, inputs and attributes) are named together in one finding: on constants TF folds
+each to a value of its own (measured), and once their shared input is not constant its CSE
+merges them into one, so the fix gives each call its own pass-through. The registration comes
 from the library (`--set stateful-custom-ops.op_library=my_ops.so`, read with
-`tf.load_op_library` in a child process), the C++ sources (`sources=my_ops.cc`, the
-`REGISTER_OP` chains), or the op list a MetaGraphDef carries; an op none of them describes is
-a warning (its registration is unknown). No finding for a stateful custom op, one fed from a
-placeholder or a variable, or TF's own ops.
+`tf.load_op_library` in a child process, only for a graph that has a custom op), the C++ sources (their `REGISTER_OP` chains:
+`sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or, in a
+run with a graph, lying in the folder of a Python source given), or the op list a MetaGraphDef carries; an op none of
+them describes is a warning (its registration is unknown). No finding for a stateful custom
+op, one fed from a placeholder or a variable, or TF's own ops.
 
 Fixed (graph, a workaround, said so in the finding): each constant input of each such call
 goes through a `DebugIdentityV2` node of its own. That op is registered stateful, so neither
@@ -44,14 +47,27 @@ input). It relies on Grappler's `debug_stripper` being off, as it is by default.
 no input cannot be kept running by a graph rewrite (a control input is moved onto the folded
 constant): that finding is not fixable in the graph.
 
-Fixed (C++, the real fix): in the `.cc` files given (`sources`), `.SetIsStateful()` is added
+Fixed (C++, the real fix): in the C++ sources (as above), `.SetIsStateful()` is added
 to the `REGISTER_OP` chain of each op the graph shows folded and of each op named
-(`ops=GetImageID`), right after `REGISTER_OP("Name")` in the chain's own layout; a chain that
-has it is left alone. Rebuild the library for it to take effect.
+(`ops=GetImageID`; `graphfix fix my_ops.cc --set stateful-custom-ops.ops=GetImageID` needs no
+graph), right after `REGISTER_OP("Name")` in the chain's own layout; a chain that
+has it is left alone; a source that cannot be read is a one-line error (exit 2). Rebuild
+the library for it to take effect.
+
+Verified: `graphfix verify graph.pb --steps 2 --set stateful-custom-ops.op_library=my_ops.so`
+(or the same key in `[tool.graphfix]`) loads the library, fetches the outputs of each custom
+op not registered stateful on every step and, where one stayed the same, runs the graph a
+second time with both folding passes off (`OptimizerOptions.L0` and Grappler's
+`constant_folding` OFF): the "custom ops" check fails (exit 1) for an output that changes
+there, "GetImageID (image_ids:0) returned the same value on every step (...); with folding off
+it changes (...): it is folded"; one that stays the same there too is not folded. With
+`--steps 1` the check says it needs two.
 
 Parameters:
     op_library: built custom-op libraries (`.so`) to read registrations from (repeatable).
-    sources: C++ sources with `REGISTER_OP` chains, read and fixed (repeatable).
+    sources: C++ sources with `REGISTER_OP` chains, read and fixed (repeatable); `.cc`,
+        `.cpp` and `.cxx` files named on the command line or beside the Python sources
+        given are added.
     ops: ops to make stateful in the sources whatever the graph shows (repeatable).
 """
 
@@ -62,7 +78,7 @@ from typing import Iterator
 
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
-from graphfix.graph.signatures import _builtin_signature_texts
+from graphfix.graph.signatures import is_tf_op
 from graphfix.registry import Context, Param, Transform
 
 from . import registrations
@@ -90,17 +106,24 @@ class StatefulCustomOps(Transform):
         Param("op_library", None, "custom-op libraries (.so) to read registrations from",
               multiple=True),
         Param("sources", None, "C++ sources whose REGISTER_OP chains are read and fixed",
-              multiple=True),
+              multiple=True, files=(".cc", ".cpp", ".cxx")),
         Param("ops", None, "ops to make stateful in the sources (besides those found folded)",
               multiple=True),
     )
 
-    def _registrations(self, ctx: Context) -> tuple[dict[str, bool], dict[str, str]]:
-        """Op -> is_stateful from the libraries and sources given, and the source texts."""
+    def _registrations(self, graph: GraphIndex, ctx: Context
+                       ) -> tuple[dict[str, bool], dict[str, str]]:
+        """Op -> is_stateful from the libraries and sources given, and the source texts. The
+        libraries are read (a child process that starts TF) only for a graph with a custom
+        op: a configured `op_library` costs nothing to the other graphs and to sources."""
         known: dict[str, bool] = {}
         texts: dict[str, str] = {}
+        has_custom_ops = any(not is_tf_op(op) for op in set(graph.ops) - set(graph.library_names))
         for path in ctx.options["op_library"]:
-            known.update(registrations.library_ops(path))
+            if has_custom_ops:
+                known.update(registrations.library_ops(path))
+            else:
+                registrations.library_stat(path)  # (a path that cannot be read is still said)
         for path in ctx.options["sources"]:
             texts[path] = registrations.read_source(path)
             for chain in registrations.chains_in(texts[path], path):
@@ -110,8 +133,7 @@ class StatefulCustomOps(Transform):
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | object]:
         """An error for each custom-op call TF will fold (fixable where it has inputs); one
         edit for the C++ sources given, adding `.SetIsStateful()` where needed."""
-        known, texts = self._registrations(ctx)
-        builtin = _builtin_signature_texts()
+        known, texts = self._registrations(graph, ctx)
         functions = graph.library_names
         foldable: dict[str, tuple[bool, tuple[str, ...]]] = {}
 
@@ -125,7 +147,7 @@ class StatefulCustomOps(Transform):
             op = graph.ops[position]
             if op == "Const":
                 answer = (True, (name,))
-            elif (op not in builtin or op in _NEVER_FOLDED or op in _CONTROL_FLOW
+            elif (not is_tf_op(op) or op in _NEVER_FOLDED or op in _CONTROL_FLOW
                   or graph.signatures.is_stateful(op)):
                 answer = (False, ())
             else:
@@ -139,7 +161,7 @@ class StatefulCustomOps(Transform):
         folded: dict[tuple, list[int]] = {}  # (op, inputs, attrs) -> its calls
         unknown: dict[str, list[int]] = {}
         for position, op in enumerate(graph.ops):
-            if op in builtin or op in functions:
+            if is_tf_op(op) or op in functions:
                 continue
             if op in known:
                 stateful = known[op]
@@ -180,14 +202,23 @@ class StatefulCustomOps(Transform):
                 calls: list[int], constants_behind) -> Finding:
         names = [graph.names[p] for p in calls]
         consts = list(dict.fromkeys(c for t in inputs for c in constants_behind(t)[1]))
-        what = (f"custom op {op} ({names[0]}) is not registered stateful"
-                if len(names) == 1 else
-                f"custom op {op} is not registered stateful; its {len(names)} identical calls "
-                f"({', '.join(names)}) are merged into one")
-        fed = (f"its inputs are all constant ({', '.join(consts)})" if inputs
-               else "it has no inputs")
-        told = (f"{what} and {fed}: TF evaluates it once when it optimizes the graph at the "
-                "first session run and returns that value on every step")
+        # Identical calls on constants are each folded to a value of their own (measured:
+        # Grappler folds them before the classic CSE could merge them); named together, as
+        # the merge awaits them once the constant is replaced by one shared non-constant.
+        if len(names) == 1:
+            fed = (f"its inputs are all constant ({', '.join(consts)})" if inputs
+                   else "it has no inputs")
+            told = (f"custom op {op} ({names[0]}) is not registered stateful and {fed}: TF "
+                    "evaluates it once when it optimizes the graph at the first session run "
+                    "and returns that value on every step")
+        else:
+            fed = (f"have only constant inputs ({', '.join(consts)})" if inputs
+                   else "have no inputs")
+            told = (f"custom op {op} is not registered stateful and its {len(names)} identical "
+                    f"calls ({', '.join(names)}) {fed}: TF evaluates each once when it "
+                    "optimizes the graph at the first session run and returns that value on "
+                    "every step (fed one shared input that is not constant, identical calls "
+                    "are merged into one)")
         if not inputs:
             return Finding(ctx.path, self.name,
                            f"{told}; no graph rewrite keeps it running: add .SetIsStateful() "
@@ -197,8 +228,9 @@ class StatefulCustomOps(Transform):
                            details={"op": op, "nodes": names, "constants": consts})
         return Finding(ctx.path, self.name,
                        f"{told}; the real fix is .SetIsStateful() on REGISTER_OP(\"{op}\"); "
-                       f"workaround: fix routes each constant input through a {PASS_THROUGH} "
-                       "of its own (stateful, never folded; outputs unchanged)",
+                       f"workaround: fix routes each constant input of each call through a "
+                       f"{PASS_THROUGH} of its own (stateful: never folded, never merged; "
+                       "outputs unchanged)",
                        node=names[0], severity="error",
                        edit=partial(self._unfold, names, ctx),
                        details={"op": op, "nodes": names, "constants": consts})

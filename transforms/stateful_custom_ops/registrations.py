@@ -131,14 +131,19 @@ print(json.dumps({"ops": {name: {"stateful": op.is_stateful}
 """
 
 
+def library_stat(path: str) -> os.stat_result:
+    """The library file's stat; UsageError, one line naming it, where it cannot be read."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
 def library_ops(path: str) -> dict[str, bool]:
     """Op name -> is_stateful, for each op the library at `path` registers: what TF's own
     loader reads from it (`tf.load_op_library` ... `OP_LIST`), in a child process. UsageError,
     one line naming the file, where it cannot be loaded."""
-    try:
-        stat = os.stat(path)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    stat = library_stat(path)
     return _library_ops(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
 
 
