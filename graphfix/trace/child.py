@@ -36,10 +36,16 @@ import types
 from graphfix.graph.training import FEEDABLE_OPS
 from graphfix.trace.user_files import UserFiles
 
-# A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
-# `import tensorflow` as it is (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too).
 _ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflow\.compat"
                               r"(\.v1)?\s+import|disable_v2_behavior|disable_eager_execution")
+
+
+def asks_for_compat(text: str) -> bool:
+    """Whether a script imports TF's compat API itself, or turns v2 behaviour off itself: then
+    its `import tensorflow` is kept as it is, v2 behaviour and all; otherwise a trace runs it
+    as TF1 (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too)."""
+    return bool(_ASKS_FOR_COMPAT.search(text))
+
 # The kernels optimizers apply gradients with (TF's training_ops: ApplyAdam,
 # ResourceApplyGradientDescent, SparseApplyMomentum, ...).
 _TRAINING_OP_TYPE = re.compile(r"(Resource)?(Sparse)?Apply[A-Z]\w*")
@@ -122,7 +128,7 @@ class Tracer:
             if real not in asks:
                 try:
                     with open(real, encoding="utf-8", errors="replace") as f:
-                        asks[real] = bool(_ASKS_FOR_COMPAT.search(f.read()))
+                        asks[real] = asks_for_compat(f.read())
                 except OSError:
                     asks[real] = True
             return not asks[real]
@@ -441,7 +447,7 @@ def main(argv: list[str]) -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     try:
         with open(script, "rb") as f:
-            compat = bool(_ASKS_FOR_COMPAT.search(f.read().decode("utf-8", "replace")))
+            compat = asks_for_compat(f.read().decode("utf-8", "replace"))
         tracer.install(compat)
         _write_json(out, "started.json", {})  # (the parent's word for a timeout: where)
         runpy.run_path(script, run_name="__main__")
