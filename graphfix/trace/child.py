@@ -431,9 +431,22 @@ def _failure(out: str, files: UserFiles, exc: BaseException) -> None:
     site = files.innermost(frames)
     if isinstance(exc, SyntaxError) and exc.filename:
         site = [os.path.realpath(exc.filename), exc.lineno, None]
-    message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else \
-        type(exc).__name__
-    _write_json(out, "failure.json", {"kind": "raised", "site": site, "message": message})
+    _write_json(out, "failure.json", {"kind": "raised", "site": site,
+                                      "message": f"{type(exc).__name__}: {_what_failed(exc)}"
+                                      if str(exc).strip() else type(exc).__name__})
+
+
+def _what_failed(exc: BaseException) -> str:
+    """An exception's message in one line: its first, but for TF's error from a run, which
+    says "Graph execution error:" first and what failed after the `Node: 'NAME'` line of
+    where the node was defined: that line, and the node."""
+    lines = str(exc).strip().splitlines()
+    if not lines[0].startswith("Graph execution error"):
+        return lines[0]
+    for line, after in zip(lines, lines[1:]):
+        if line.startswith("Node: ") and after.strip():
+            return f"{after.strip()} (node {line[len('Node: '):].strip(chr(39))})"
+    return lines[0]
 
 
 def main(argv: list[str]) -> None:
