@@ -437,16 +437,19 @@ def _failure(out: str, files: UserFiles, exc: BaseException) -> None:
 
 
 def _what_failed(exc: BaseException) -> str:
-    """An exception's message in one line: its first, but for TF's error from a run, which
-    says "Graph execution error:" first and what failed after the `Node: 'NAME'` line of
-    where the node was defined: that line, and the node."""
+    """An exception's message in one line: its first, but for TF's error from a run, whose
+    first line is "Graph execution error:": the line that says what failed (after the
+    `Node: 'NAME'` line where TF says where the node was defined, with the node), else the
+    first line after it that is not TF's "Detected at ..." or a stack frame."""
     lines = str(exc).strip().splitlines()
     if not lines[0].startswith("Graph execution error"):
         return lines[0]
-    for line, after in zip(lines, lines[1:]):
-        if line.startswith("Node: ") and after.strip():
-            return f"{after.strip()} (node {line[len('Node: '):].strip(chr(39))})"
-    return lines[0]
+    rest = [line.strip() for line in lines[1:] if line.strip()]
+    for line, after in zip(rest, rest[1:]):
+        if line.startswith("Node: "):
+            return f"{after} (node {line[len('Node: '):].strip(chr(39))})"
+    return next((line for line in rest if not line.startswith(("Detected ", "File "))),
+                lines[0])
 
 
 def main(argv: list[str]) -> None:
