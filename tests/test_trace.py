@@ -48,6 +48,7 @@ TRACES = {
     "import_error": (BAD / "import_error.py", (), {}),
     "removed_symbol": (BAD / "removed_symbol.py", (), {}),
     "no_session": (BAD / "no_session.py", (), {}),
+    "run_fails": (BAD / "run_fails.py", (), {}),
 }
 
 
@@ -181,6 +182,9 @@ def test_until_stops_before_the_line_with_the_graph_built_so_far(traces):
                        "removed in TensorFlow 2"),
     ("syntax_error", ":3: SyntaxError: unmatched ')'"),
     ("no_session", f"{BAD / 'no_session.py'}: the script never ran a session"),
+    # TF's own first line, "Graph execution error:", says nothing: what failed, and where
+    ("run_fails", f"{BAD / 'run_fails.py'}:8: InvalidArgumentError: images over zero : Tensor "
+                  "had Inf values (node CheckNumerics)"),
     ("runs_forever", f"{BAD / 'runs_forever.py'}: still running after 45 s (--timeout), "
                      f"stopped at {BAD / 'runs_forever.py'}:9 in wait_for_data"),
 ])

@@ -37,10 +37,16 @@ from graphfix.graph.training import FEEDABLE_OPS
 from graphfix.trace import PHASES_FILE
 from graphfix.trace.user_files import UserFiles
 
-# A file that imports TF's compat API itself, or turns v2 behaviour off itself, keeps its
-# `import tensorflow` as it is (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too).
 _ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflow\.compat"
                               r"(\.v1)?\s+import|disable_v2_behavior|disable_eager_execution")
+
+
+def asks_for_compat(text: str) -> bool:
+    """Whether a script imports TF's compat API itself, or turns v2 behaviour off itself: then
+    its `import tensorflow` is kept as it is, v2 behaviour and all; otherwise a trace runs it
+    as TF1 (`tf.compat.v1.X` alone does not count: TF 1.13+ has it too)."""
+    return bool(_ASKS_FOR_COMPAT.search(text))
+
 # The kernels optimizers apply gradients with (TF's training_ops: ApplyAdam,
 # ResourceApplyGradientDescent, SparseApplyMomentum, ...).
 _TRAINING_OP_TYPE = re.compile(r"(Resource)?(Sparse)?Apply[A-Z]\w*")
@@ -123,7 +129,7 @@ class Tracer:
             if real not in asks:
                 try:
                     with open(real, encoding="utf-8", errors="replace") as f:
-                        asks[real] = bool(_ASKS_FOR_COMPAT.search(f.read()))
+                        asks[real] = asks_for_compat(f.read())
                 except OSError:
                     asks[real] = True
             return not asks[real]
@@ -428,9 +434,25 @@ def _failure(out: str, files: UserFiles, exc: BaseException) -> None:
     site = files.innermost(frames)
     if isinstance(exc, SyntaxError) and exc.filename:
         site = [os.path.realpath(exc.filename), exc.lineno, None]
-    message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0] if str(exc) else \
-        type(exc).__name__
-    _write_json(out, "failure.json", {"kind": "raised", "site": site, "message": message})
+    _write_json(out, "failure.json", {"kind": "raised", "site": site,
+                                      "message": f"{type(exc).__name__}: {_what_failed(exc)}"
+                                      if str(exc).strip() else type(exc).__name__})
+
+
+def _what_failed(exc: BaseException) -> str:
+    """An exception's message in one line: its first, but for TF's error from a run, whose
+    first line is "Graph execution error:": the line that says what failed (after the
+    `Node: 'NAME'` line where TF says where the node was defined, with the node), else the
+    first line after it that is not TF's "Detected at ..." or a stack frame."""
+    lines = str(exc).strip().splitlines()
+    if not lines[0].startswith("Graph execution error"):
+        return lines[0]
+    rest = [line.strip() for line in lines[1:] if line.strip()]
+    for line, after in zip(rest, rest[1:]):
+        if line.startswith("Node: "):
+            return f"{after} (node {line[len('Node: '):].strip(chr(39))})"
+    return next((line for line in rest if not line.startswith(("Detected ", "File "))),
+                lines[0])
 
 
 def _phase(out: str, text: str) -> None:
@@ -451,7 +473,7 @@ def main(argv: list[str]) -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     try:
         with open(script, "rb") as f:
-            compat = bool(_ASKS_FOR_COMPAT.search(f.read().decode("utf-8", "replace")))
+            compat = asks_for_compat(f.read().decode("utf-8", "replace"))
         _phase(out, "importing TensorFlow")
         tracer.install(compat)
         _write_json(out, "started.json", {})  # (the parent's word for a timeout: where)

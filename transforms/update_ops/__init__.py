@@ -10,9 +10,12 @@ them most easily::
     train_op = opt.apply_gradients(grads, global_step=step)   # update ops never run
 
 Found: the update ops (the MetaGraphDef's `update_ops` collection, else detected: assigns to
-batch-norm moving statistics, ref and resource forms, fused or not) that are not ancestors
-of the train op (the `train_op` collection, else the `train_op` parameter, else detected:
-the graph's sink that runs after the optimizer's Apply ops). Only the update ops of the
+batch-norm moving statistics, ref and resource forms, fused or not) that do not run with
+the train op (the `train_op` collection, else the `train_op` parameter, else detected:
+the graph's sink that runs after the optimizer's Apply ops): neither before it nor before
+every sink of the graph that runs after it (a training loop runs a sink: TF's optimizers
+name their own Apply op in the collection even where the script runs
+`tf.group(apply_op, *update_ops)`). Only the update ops of the
 training pass count: one that needs a placeholder the train op is not fed (the update ops of a
 Keras functional model's construction call on its own `Input`) is not the train op's to run.
 
@@ -77,6 +80,20 @@ def _first_tower_convention(updates: list[str], covered: set[str]) -> bool:
     return covered == {u for u, t in towers.items() if t == first}
 
 
+def _run_with(graph: GraphIndex, updates: list[str], train: str) -> set[str]:
+    """Those of `updates` that run whenever the train op runs as a training loop runs it:
+    the loop runs a sink of the graph, so an update op counts when it runs before the train
+    op, or before every sink that runs after the train op. TF's optimizers put their own
+    Apply op in the TRAIN_OP collection, whatever the script groups around it:
+    `tf.group(apply_op, *update_ops)` or slim's `with_dependencies([update_op], loss)` run
+    the update ops beside that op, not before it."""
+    sinks = [name for name in graph.descendants([train]) if graph.is_sink(name)]
+    covered = graph.run_before(updates, train)
+    if sinks:
+        covered |= set.intersection(*(graph.run_before(updates, sink) for sink in sinks))
+    return covered
+
+
 def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
     """Drop update ops that another of `names` already runs after (their edge is implied)."""
     chosen = set(names)
@@ -131,7 +148,7 @@ class UpdateOps(Transform):
         for train in trains:
             elsewhere = training.needing_other_feeds(graph, train, updates)
             own = [u for u in updates if u not in elsewhere]
-            covered = graph.run_before(own, train)
+            covered = _run_with(graph, own, train)
             if _first_tower_convention(own, covered):
                 continue
             # An update op that runs after the train op would close a cycle: never add it.
