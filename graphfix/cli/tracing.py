@@ -55,6 +55,7 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
                          "nodes": len(captured.meta_graph.graph_def.node),
                          "sites": {n: s.to_json() for n, s in captured.sites.items()},
                          "runs": [r.to_json() for r in captured.runs],
+                         "op_libraries": captured.op_libraries,
                          "stopped": captured.stopped}, indent=2))
     else:
         echo(f"{captured.summary()} -> {target}")

@@ -76,13 +76,20 @@ class Trace:
     kept), `sites` (node name -> `Site`, for the nodes the user's files made), `runs`
     (every `Session.run` seen, in order), `stopped` (why the trace ended, said for a
     person), `script` (the path as given), `feeds` (placeholder tensor name -> the value
-    the last run seen fed it: what `verify SCRIPT` feeds)."""
+    the last run seen fed it: what `verify SCRIPT` feeds), `op_libraries` (the custom-op
+    libraries the script loaded with `tf.load_op_library`: absolute paths, in load order)."""
 
     def __init__(self, script: str, meta_graph, sites: dict[str, Site], runs: list[Run],
                  stopped: str, meta_bytes: bytes, trace_doc: dict, feeds_bytes: bytes = b""):
         self.script, self.meta_graph, self.sites, self.runs = script, meta_graph, sites, runs
         self.stopped = stopped
         self._meta_bytes, self._trace_doc, self._feeds_bytes = meta_bytes, trace_doc, feeds_bytes
+
+    @property
+    def op_libraries(self) -> list[str]:
+        """The custom-op libraries (`.so`) the script loaded, absolute, in the order loaded:
+        what check reads the registrations from and verify loads before the import."""
+        return list(self._trace_doc.get("op_libraries") or ())
 
     @property
     def feeds(self) -> dict:
@@ -100,12 +107,15 @@ class Trace:
         ran = sum(r.executed for r in self.runs)
         return (f"{self.script}: traced {len(self.meta_graph.graph_def.node)} node(s), "
                 f"{len(self.sites)} made by the script's files; {len(self.runs)} "
-                f"Session.run call(s), {ran} run; stopped: {self.stopped}")
+                f"Session.run call(s), {ran} run; stopped: {self.stopped}"
+                + (f"; op libraries loaded: {', '.join(self.op_libraries)}"
+                   if self.op_libraries else ""))
 
     def files(self) -> dict[str, bytes]:
         """The files `graphfix trace -o OUT` writes into OUT: `graph.meta` (the
         MetaGraphDef), `trace.json` (sites and runs, as the child wrote them), `feeds.npz`
-        (the placeholders' values of the last run, where there are any)."""
+        (the placeholders' values of the last run, where there are any). trace.json's
+        `op_libraries` names the custom-op libraries the script loaded."""
         files = {"graph.meta": self._meta_bytes,
                  "trace.json": (json.dumps(self._trace_doc, indent=1) + "\n").encode()}
         if self._feeds_bytes:

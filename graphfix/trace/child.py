@@ -3,7 +3,8 @@ RUNS UNTIL [ARGS...]` (RUNS and UNTIL empty where not given) in a process of its
 with TensorFlow hooked, and writes what the script built into the folder OUT:
 
 - `graph.meta`: the graph as a MetaGraphDef (devices and collections kept);
-- `trace.json`: every node's creation site, every `Session.run` seen, why it stopped;
+- `trace.json`: every node's creation site, every `Session.run` seen, why it stopped, the
+  custom-op libraries the script loaded (`op_libraries`: absolute paths, in load order);
 - `feeds.npz`: the values the last run seen fed its placeholders (what `verify SCRIPT`
   feeds the graph, instead of synthetic values), where they are arrays of numbers, bools or
   bytes and FEEDS_KEPT_BYTES at most in all;
@@ -71,6 +72,7 @@ class Tracer:
         self.feed_dict = None  # the last session run's (as given: read only at the stop)
         self.answered: dict[tuple, bool] = {}  # `_is_training`'s, while the graph is as it was
         self.tf = None
+        self.op_libraries: list[str] = []  # what `tf.load_op_library` loaded (`_hook_op_libraries`)
 
     # -- set-up -----------------------------------------------------------------------
     def install(self, compat: bool) -> None:
@@ -102,8 +104,30 @@ class Tracer:
 
         session.BaseSession.__init__ = __init__
         session.BaseSession.run = run
+        self._hook_op_libraries(tf)
         if self.until:
             self._stop_at_line()
+
+    def _hook_op_libraries(self, tf) -> None:
+        """Record each custom-op library the script loads (`tf.load_op_library`, as
+        `tf.compat.v1.load_op_library` and `load_library.load_op_library` too): its absolute
+        path, once, when it loaded (what check and verify need to read and import the graph)."""
+        from tensorflow.python.framework import load_library
+
+        original = load_library.load_op_library
+        loaded = self.op_libraries
+
+        def load_op_library(library_filename):
+            module = original(library_filename)
+            path = os.path.abspath(os.fspath(library_filename))
+            if path not in loaded:
+                loaded.append(path)
+            return module
+
+        load_op_library.__doc__ = original.__doc__
+        for owner in (load_library, tf, tf.compat.v1):
+            if getattr(owner, "load_op_library", None) is original:
+                setattr(owner, "load_op_library", load_op_library)
 
     def on_cpu(self, config):
         """A session's config with soft placement and no GPU: whatever devices the graph
@@ -254,7 +278,8 @@ class Tracer:
         _write_json(self.out, "trace.json", {"sites": sites, "runs": self.runs,
                                              "stop": {"reason": reason, "said": said},
                                              "feeds_kept": sorted(feeds),
-                                             "feeds_not_kept": not_kept})
+                                             "feeds_not_kept": not_kept,
+                                             "op_libraries": self.op_libraries})
 
 
 def _placeholder_feeds(graph, feed_dict) -> tuple[dict, dict[str, str]]:
