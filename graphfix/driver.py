@@ -131,20 +131,24 @@ def iter_inputs(paths: list[str], excludes: tuple[str, ...] | list[str] = ()
     return out
 
 
-def give_files_to_params(inputs: list[tuple[str, Path, str | None]], selected: Selected
+def give_files_to_params(inputs: list[tuple[str, Path, str | None]], selected: Selected,
+                         *, with_graph: bool | None = None
                          ) -> tuple[list[tuple[str, Path, str | None]], Selected]:
     """The inputs without the files a selected transform's param takes (`Param.files`, such
     as stateful-custom-ops' C++ `sources`), and the run's transforms with those files added
     to that param: each named on the command line, then, in a run with a graph, each found
     in the folder of a Python source or notebook given, in order, once. A file no selected
-    param takes stays an input (reported as skipped)."""
+    param takes stays an input (reported as skipped). `with_graph`: whether the run has a
+    graph (default: whether a graph file is among the inputs; a traced script's run has
+    the graph it builds)."""
     if not any(param.files for transform, _ in selected.transforms for param in transform.params):
         return inputs, selected
     named = [path for _, path, problem in inputs if problem is None]
     beside = []
     # (Found beside the sources only for a graph of the run to be read with: a run of
     # sources alone leaves the C++ of their folders unread.)
-    with_graph = any(graphio.is_graph_path(path) for path in named)
+    if with_graph is None:
+        with_graph = any(graphio.is_graph_path(path) for path in named)
     for folder in dict.fromkeys(path.parent for path in named
                                 if with_graph and path.suffix in SOURCE_SUFFIXES):
         try:

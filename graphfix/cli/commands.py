@@ -280,7 +280,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
 
         return check_traced(paths, selected, fix=True, fmt=fmt, report_path=report_path,
                             least=least, runs=runs, until=until, timeout=timeout, out=out,
-                            dry_run=dry_run or diff)
+                            dry_run=dry_run, diff=diff, force=force)
     if verify:
         from graphfix.cli.tracing import fix_verified
 
@@ -375,7 +375,8 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
         return verify_traced(graph, list(args or []), steps=steps, fetches=fetch or [],
                              target_devices=_devices(target_devices), fmt=fmt,
-                             report_path=report_path, runs=runs, until=until, timeout=timeout)
+                             report_path=report_path, runs=runs, until=until, timeout=timeout,
+                             op_libraries=_op_libraries(graph, settings))
     if args:  # (only a script takes arguments)
         fail(f"verify: unrecognized arguments: {' '.join(args)} (see graphfix verify --help)")
     if logdir is not None and cluster:

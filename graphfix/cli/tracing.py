@@ -64,21 +64,27 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
 
 def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path,
                  least: str, runs, until, timeout, out: str | None = None,
-                 dry_run: bool = False) -> int:
+                 dry_run: bool = False, diff: bool = False, force: bool = False) -> int:
     """`check --trace` / `fix --trace`: PATH is the script, the words after it its
     arguments. check reports the graph findings at the lines that made their nodes; fix
     fixes the traced graph and writes it to -o OUT (a .meta file), the changes at the
-    lines that made what they changed."""
+    lines that made what they changed. The C++ sources stateful-custom-ops reads (its
+    `sources`, and the .cc files beside the script: `give_files_to_params`) are fixed with
+    the graph and written with it, all or nothing; `diff` shows their diff, writes nothing."""
+    from graphfix.driver import Output, _rewritten_files, give_files_to_params, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.trace.at_sites import check_trace
 
     script, *args = paths
-    if fix and out is None and not dry_run:
+    if fix and out is None and not (dry_run or diff):
         fail("a fixed traced graph needs somewhere to go: add -o OUT.meta (or --dry-run)")
     captured = traced(script, args, runs, until, timeout)
+    # (the script is the run's only input; the graph it built makes the run one with a graph)
+    _, with_sources = give_files_to_params([(script, Path(script), None)], selected,
+                                           with_graph=True)
     try:
-        findings, changes = check_trace(captured, selected, fix=fix)
+        findings, changes = check_trace(captured, with_sources, fix=fix)
     except NoGpuKernelsError as exc:
         fail(str(exc))
     except (graphfile.InputError, ValueError) as exc:
@@ -87,14 +93,20 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
                     notes=[captured.summary()])
     if not fix:
         report.notes.extend(_disagreements(script, selected, findings))
+    rewritten = _rewritten_files(changes, want_diff=diff) if fix else []
     (report.changed_paths if changes else report.unchanged_paths).append(script)
-    if fix and changes and not dry_run:
+    report.changed_paths.extend(output.label for output in rewritten)
+    if fix and changes and not (dry_run or diff):
+        target = Path(out)
+        if target.is_dir():
+            target = target / target.name
         fixed = graphfile.GraphFile(Path(out), "metagraph", False, captured.meta_graph)
         try:
-            graphfile.save(fixed, out)
+            write_outputs([Output(str(out), target, graph_file=fixed), *rewritten], force=force)
         except graphfile.InputError as exc:
             fail(str(exc))
-    emit(report, fmt, report_path, fixing=fix)
+    emit(report, fmt, report_path, fixing=fix,
+         extra_lines=[line.rstrip("\n") for o in rewritten for line in o.diff])
     return report.exit_code(fixing=fix)
 
 
@@ -128,19 +140,30 @@ def _disagreements(script: str, selected, traced_findings) -> list[str]:
 
 
 def verify_traced(script: str, args: list[str], *, steps: int, fetches, target_devices,
-                  fmt: str, report_path, runs, until, timeout) -> int:
+                  fmt: str, report_path, runs, until, timeout,
+                  op_libraries: list[str] = ()) -> int:
     """`verify SCRIPT [-- ARGS]`: trace the script, then verify the graph it built (import,
-    place, run on the target devices)."""
+    place, run on the target devices), with the custom-op libraries the script loaded and
+    those given (`op_libraries`: `--set stateful-custom-ops.op_library=`) loaded first."""
     result = _verified(traced(script, args, runs, until, timeout), script, steps=steps,
-                       fetches=fetches, target_devices=target_devices)
+                       fetches=fetches, target_devices=target_devices,
+                       op_libraries=op_libraries)
     show_verify(result, fmt, report_path)
     return 0 if result.passed else 1
 
 
-def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()):
+def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=(),
+              op_libraries=()):
     """Verify the graph a trace captured, its placeholders fed what the script fed them: on
     a local cluster of the jobs its devices name (a ps/worker script's: the script made its
-    cluster), else in this process on the target devices."""
+    cluster), else in this process on the target devices. The custom-op libraries given
+    (`op_libraries`) and those the script loaded are loaded first (a graph with a custom
+    op does not import without its library); a library is loaded once."""
+    import os
+
+    libraries = list(op_libraries)
+    seen = {os.path.realpath(p) for p in libraries}
+    libraries += [p for p in captured.op_libraries if os.path.realpath(p) not in seen]
     from graphfix.graph import graphfile
     from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -156,9 +179,11 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
         with phases_shown("verify"):
             if jobs:
                 return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
-                                         feeds=captured.feeds, label=label)
+                                         feeds=captured.feeds, label=label,
+                                         op_libraries=libraries)
             return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
-                                fetches=fetches, target_devices=target_devices)
+                                fetches=fetches, target_devices=target_devices,
+                                op_libraries=libraries)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 

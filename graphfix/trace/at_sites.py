@@ -15,6 +15,7 @@ from graphfix.graph.index import VARIABLE_OPS
 from graphfix.trace import Site, Trace
 
 FEED_TO_ASSIGN = "feed-to-assign"
+STATEFUL_CUSTOM_OPS = "stateful-custom-ops"
 
 
 def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
@@ -23,8 +24,8 @@ def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
     (findings at their creation sites, changes at theirs)."""
     fed = fed_variables(trace)
     graph_findings, graph_changes, _ = apply_to_graph(
-        trace.meta_graph.graph_def, trace.meta_graph, trace.script, _with_feeds(selected, fed),
-        fix=fix)
+        trace.meta_graph.graph_def, trace.meta_graph, trace.script,
+        with_op_libraries(_with_feeds(selected, fed), trace.op_libraries), fix=fix)
     if fix:  # (a fix's findings are its changes; apply_to_graph keeps none)
         return [], _changes_at_sites(trace, graph_changes)
     found = [f for f in findings_at_sites(trace, graph_findings) if not _ignored(f)]
@@ -90,6 +91,20 @@ def _with_feeds(selected: Selected, fed: dict) -> Selected:
     return Selected(transforms, selected.target_devices)
 
 
+def with_op_libraries(selected: Selected, libraries: list[str]) -> Selected:
+    """`selected`, stateful-custom-ops (where it runs) reading its registrations from the
+    custom-op libraries the traced script loaded, unless the user named libraries
+    (`stateful-custom-ops.op_library`): those are what the user says the ops are."""
+    if not libraries:
+        return selected
+    transforms = []
+    for transform, options in selected.transforms:
+        if transform.name == STATEFUL_CUSTOM_OPS and not options.get("op_library"):
+            options = {**options, "op_library": list(libraries)}
+        transforms.append((transform, options))
+    return Selected(transforms, selected.target_devices)
+
+
 def _site_of(trace: Trace, node: str | None) -> Site | None:
     if node is None:
         return None
@@ -130,9 +145,13 @@ def findings_at_sites(trace: Trace, findings: list[Finding]) -> list[Finding]:
 
 def _changes_at_sites(trace: Trace, changes: list[Change]) -> list[Change]:
     """A fix's graph changes, each at the line that made its node (its node kept in
-    `details`); a node the script's files did not make keeps its graph location."""
+    `details`); a node the script's files did not make keeps its graph location. A change
+    to another file (stateful-custom-ops' C++: `details["file"]`) stays at that file."""
     out = []
     for change in changes:
+        if change.node is None and "file" in change.details:
+            out.append(change)
+            continue
         site = _site_of(trace, change.node)
         if site is None:
             out.append(change.replace(path=trace.script))
