@@ -458,3 +458,109 @@ def test_a_library_is_read_only_for_a_graph_with_a_custom_op(tmp_path):
     assert api.check_graph(graph_def, only=[NAME], settings=settings(str(not_a_library))) == []
     with pytest.raises(UsageError, match="missing.so: cannot read"):
         api.check_graph(graph_def, only=[NAME], settings=settings(str(tmp_path / "missing.so")))
+
+
+# --- a traced script that loads the library (issue 21 in the trace path) ------------------
+
+TRACED = FIXTURES / "trace" / "custom_op.py"  # seed 003's loop, its library given in argv
+
+
+def line_of(path, text: str) -> int:
+    (number,) = [i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+    return number
+
+
+def test_trace_records_each_library_the_script_loads_absolute_once(library, tmp_path):
+    """tf.load_op_library (here TF1's, `import tensorflow` in a TF1 script), TF 2's own and
+    load_library's, with a relative path: the absolute path, once."""
+    from graphfix.trace import trace
+
+    captured = trace(TRACED, [library])
+    assert captured.op_libraries == [library]
+    assert json.loads(captured.files()["trace.json"])["op_libraries"] == [library]
+    assert captured.summary().endswith(f"; op libraries loaded: {library}")
+
+    (tmp_path / "lib").mkdir()
+    shutil.copy(library, tmp_path / "lib" / "my_ops.so")
+    script = tmp_path / "loads_twice.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "import tensorflow.compat.v1 as v1\n"
+        "from tensorflow.python.framework.load_library import load_op_library\n"
+        "v1.disable_eager_execution()\n"
+        "ops = load_op_library('lib/my_ops.so')\n"
+        "tf.load_op_library('lib/my_ops.so')\n"
+        "with v1.Session() as sess:\n"
+        "    sess.run(ops.get_image_id(tf.constant(2)))\n")
+    assert trace(script).op_libraries == [str(tmp_path / "lib" / "my_ops.so")]
+
+
+def test_check_trace_reads_the_registration_from_the_library_the_script_loaded(library):
+    shown = json.loads(run_cli("check", "--trace", "--only", NAME, "--format", "json",
+                               TRACED, library, check_exit=1).stdout)
+    (finding,) = shown["findings"]
+    assert (finding["path"], finding["line"], finding["severity"], finding["fixable"]) == (
+        str(TRACED), line_of(TRACED, "get_image_id(tf.constant(32)"), "error", True)
+    assert finding["message"].startswith(
+        "custom op GetImageID (image_ids) is not registered stateful and its inputs are all "
+        "constant (Const): TF evaluates it once")
+    assert any(note.endswith(f"op libraries loaded: {library}") for note in shown["notes"])
+
+
+def test_verify_script_loads_the_library_and_reports_the_op_folded(library):
+    result = run_cli("verify", TRACED, "--steps", "2", "--format", "json", "--", library,
+                     check_exit=1)
+    report = json.loads(result.stdout)
+    check = custom_ops_check(report)
+    assert not check["passed"]
+    assert "GetImageID (image_ids:0) returned the same value on every step" in check["detail"]
+    assert "with folding off it changes" in check["detail"] and "it is folded" in check["detail"]
+    assert [c["name"] for c in report["checks"] if not c["passed"]] == ["custom ops"]
+
+
+def test_fix_trace_writes_the_meta_and_the_cc_beside_the_script_all_or_nothing(
+        library, tmp_path):
+    script, source = tmp_path / "custom_op.py", tmp_path / "get_image_id.cc"
+    shutil.copy(TRACED, script)
+    shutil.copy(SOURCE, source)
+    original = SOURCE.read_text()
+    fixed_meta = tmp_path / "fixed.meta"
+
+    # --diff: the .cc's diff shown, nothing written
+    shown = run_cli("fix", "--trace", "--only", NAME, "--diff", script, library,
+                    check_exit=1).stdout
+    assert f"--- {source}\n+++ {source}\n" in shown  # (the .cc as the run names it)
+    assert ' REGISTER_OP("GetImageID")\n+    .SetIsStateful()\n     .Input("count: int32")' \
+        in shown
+    assert source.read_text() == original and not fixed_meta.exists()
+
+    # a .meta that cannot be written: the .cc is not written either
+    run_cli("fix", "--trace", "--only", NAME, script, library, "-o",
+            tmp_path / "missing" / "fixed.meta", check_exit=2)
+    assert source.read_text() == original
+
+    shown = run_cli("fix", "--trace", "--only", NAME, script, library, "-o", fixed_meta,
+                    check_exit=1).stdout
+    line = line_of(script, "get_image_id(tf.constant(32)")
+    assert f"{script}:{line}: {NAME}: routed image_ids's constant inputs through" in shown
+    assert (f"{source}: {NAME}: added .SetIsStateful() to REGISTER_OP of GetImageID "
+            "(rebuild the library)") in shown
+    assert source.read_text() == registrations.with_stateful(original, ["GetImageID"])[0] \
+        != original
+    assert 'REGISTER_OP("GetImageID")\n    .SetIsStateful()\n' in source.read_text()
+    run_cli("check", fixed_meta, "--only", NAME, "--set", f"{NAME}.op_library={library}",
+            check_exit=0)
+
+
+def test_fix_trace_fixes_a_cc_named_in_sources_and_dry_run_writes_nothing(library, tmp_path):
+    source = tmp_path / "elsewhere" / "my_ops.cc"
+    source.parent.mkdir()
+    shutil.copy(SOURCE, source)
+    shown = run_cli("fix", "--trace", "--only", NAME, "--dry-run",
+                    "--set", f"{NAME}.sources={source}", TRACED, library, check_exit=1).stdout
+    assert f"{source}: {NAME}: added .SetIsStateful() to REGISTER_OP of GetImageID" in shown
+    assert source.read_text() == SOURCE.read_text()
+    run_cli("fix", "--trace", "--only", NAME, "--set", f"{NAME}.sources={source}",
+            "-o", tmp_path / "fixed.meta", TRACED, library, check_exit=1)
+    assert 'REGISTER_OP("GetImageID")\n    .SetIsStateful()\n' in source.read_text()
+    assert (tmp_path / "fixed.meta").exists()
