@@ -36,8 +36,11 @@ from the library (`--set stateful-custom-ops.op_library=my_ops.so`, read with
 `tf.load_op_library` in a child process, only for a graph that has a custom op), the C++ sources (their `REGISTER_OP` chains:
 `sources=my_ops.cc`, or a `.cc`, `.cpp` or `.cxx` file named on the command line or, in a
 run with a graph, lying in the folder of a Python source given), or the op list a MetaGraphDef carries; an op none of
-them describes is a warning (its registration is unknown). No finding for a stateful custom
-op, one fed from a placeholder or a variable, or TF's own ops.
+them describes is a warning (its registration is unknown). On a traced script (`check
+--trace`, `fix --trace`), the libraries the script loaded with `tf.load_op_library` are read
+unless `op_library` is given, and the C++ sources are `sources` and the `.cc`, `.cpp` and
+`.cxx` files in the script's folder. No finding for a stateful custom op, one fed from a
+placeholder or a variable, or TF's own ops.
 
 Fixed (graph, a workaround, said so in the finding): each constant input of each such call
 goes through a `DebugIdentityV2` node of its own. That op is registered stateful, so neither
