@@ -564,3 +564,22 @@ def test_fix_trace_fixes_a_cc_named_in_sources_and_dry_run_writes_nothing(librar
             "-o", tmp_path / "fixed.meta", TRACED, library, check_exit=1)
     assert 'REGISTER_OP("GetImageID")\n    .SetIsStateful()\n' in source.read_text()
     assert (tmp_path / "fixed.meta").exists()
+
+
+def test_fix_verify_loads_the_library_so_the_fixed_scripts_graph_imports(library, tmp_path):
+    """fix --verify traces the fixed copy and verifies its graph: a graph with a custom op
+    imports only with the library the script loaded."""
+    script = tmp_path / "with_init.py"
+    script.write_text(
+        "import sys\n"
+        "import tensorflow as tf\n"
+        "my_ops = tf.load_op_library(sys.argv[1])\n"
+        "count = tf.Variable(3, name='count')\n"
+        "image_ids = my_ops.get_image_id(count, name='image_ids')\n"
+        "with tf.Session() as sess:\n"
+        "    sess.run(tf.initialize_all_variables())\n"
+        "    for step in range(2):\n"
+        "        sess.run(image_ids)\n")
+    shown = run_cli("fix", "--verify", script, "--", library, check_exit=1).stdout
+    assert "not written" not in shown, shown
+    assert "sess.run(tf.global_variables_initializer())" in script.read_text()

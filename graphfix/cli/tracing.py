@@ -222,8 +222,10 @@ def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, unt
         why = (f"the fixed script's graph still has {len(still)} finding(s), the first: "
                f"{still[0].to_text()} (a line of the fixed script)")
     else:
+        given = [path for t, options in selected.transforms
+                 if t.name == "stateful-custom-ops" for path in options.get("op_library") or ()]
         result = _verified(fixed, f"{script} (fixed)", steps=1,
-                           target_devices=selected.target_devices)
+                           target_devices=selected.target_devices, op_libraries=given)
         failed = [c for c in result.checks if not c.passed]
         report.notes.extend(result.to_lines())
         if failed:
