@@ -480,6 +480,21 @@ def test_trace_records_each_library_the_script_loads_absolute_once(library, tmp_
     assert json.loads(captured.files()["trace.json"])["op_libraries"] == [library]
     assert captured.summary().endswith(f"; op libraries loaded: {library}")
 
+    # The registration comes from the library the script loaded: without the op list the
+    # MetaGraphDef carries, still an error; without the library too, unknown (a warning).
+    from graphfix import registry
+    from graphfix.driver import Selected
+    from graphfix.trace.at_sites import check_trace
+
+    selected = Selected.build(registry.select([NAME]), {}, ())
+    del captured.meta_graph.meta_info_def.stripped_op_list.op[:]
+    (finding,) = check_trace(captured, selected)[0]
+    assert (finding.severity, finding.fixable, finding.line) == (
+        "error", True, line_of(TRACED, "get_image_id(tf.constant(32)"))
+    captured._trace_doc["op_libraries"] = []
+    (finding,) = check_trace(captured, selected)[0]
+    assert finding.severity == "warning" and "registration is unknown" in finding.message
+
     (tmp_path / "lib").mkdir()
     shutil.copy(library, tmp_path / "lib" / "my_ops.so")
     script = tmp_path / "loads_twice.py"
