@@ -55,6 +55,8 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
                          "nodes": len(captured.meta_graph.graph_def.node),
                          "sites": {n: s.to_json() for n, s in captured.sites.items()},
                          "runs": [r.to_json() for r in captured.runs],
+                         "sessions": [c.to_json() for c in captured.sessions],
+                         "soft_placement": captured.soft_placement,
                          "stopped": captured.stopped}, indent=2))
     else:
         echo(f"{captured.summary()} -> {target}")
