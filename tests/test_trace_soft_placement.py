@@ -168,3 +168,23 @@ def test_soft_placement_is_the_placement_layers_word_and_a_graph_file_is_unchang
     as_soft, _, _ = apply_to_graph(meta.graph_def, meta, "g.meta", selected, fix=False,
                                    soft_placement=True)
     assert [(f.node, f.severity) for f in as_soft] == [("int_var", "warning")]
+
+
+@pytest.mark.parametrize("name, passed", [("soft", True), ("hard", False)])
+def test_verify_places_and_runs_the_traced_graph_as_the_scripts_sessions_do(traces, name,
+                                                                           passed):
+    """`verify SCRIPT`'s placement check and run take the sessions' soft placement: the
+    summaries TF moves to the CPU are no placement failure; without it, TF's error."""
+    from graphfix.cli.tracing import _verified
+
+    result = _verified(traces[name], str(CIFAR), steps=1)
+    assert result.passed is passed
+    checks = [c for c in result.checks if c.name == "placement"]
+    if passed:
+        (check,) = checks
+        assert "26 with none there that soft placement moves to the CPU" in check.detail
+        assert [c.name for c in result.checks if c.passed] == ["placement", "run"]
+    else:
+        assert checks and not any(c.passed for c in checks)
+        assert all(NO_GPU_KERNEL.replace("GPU:0", "GPU:") in c.detail.replace("GPU:1", "GPU:")
+                   .replace("GPU:0", "GPU:") for c in checks)

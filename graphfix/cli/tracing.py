@@ -141,7 +141,8 @@ def verify_traced(script: str, args: list[str], *, steps: int, fetches, target_d
 def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()):
     """Verify the graph a trace captured, its placeholders fed what the script fed them: on
     a local cluster of the jobs its devices name (a ps/worker script's: the script made its
-    cluster), else in this process on the target devices."""
+    cluster), else in this process on the target devices, with soft placement where the
+    script's sessions have it (`Trace.soft_placement`)."""
     from graphfix.graph import graphfile
     from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -159,7 +160,8 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
                 return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
                                          feeds=captured.feeds, label=label)
             return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
-                                fetches=fetches, target_devices=target_devices)
+                                fetches=fetches, target_devices=target_devices,
+                                soft_placement=captured.soft_placement)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 
