@@ -188,3 +188,25 @@ def test_verify_places_and_runs_the_traced_graph_as_the_scripts_sessions_do(trac
         assert checks and not any(c.passed for c in checks)
         assert all(NO_GPU_KERNEL.replace("GPU:0", "GPU:") in c.detail.replace("GPU:1", "GPU:")
                    .replace("GPU:0", "GPU:") for c in checks)
+
+
+def test_a_supervisors_managed_session_config_is_the_scripts(tmp_path):
+    """`tf.train.Supervisor.managed_session(config=...)`: the session its SessionManager
+    makes is recorded with the script's config, and the summary under /gpu:0 is no finding."""
+    script = tmp_path / "supervised.py"
+    script.write_text(textwrap.dedent("""\
+        import tensorflow as tf
+        with tf.device("/gpu:0"):
+            x = tf.Variable(1.0)
+            tf.summary.scalar("x", x)
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(tf.square(x), global_step=step)
+        sv = tf.train.Supervisor(logdir=None, summary_op=None)
+        with sv.managed_session(config=tf.ConfigProto(allow_soft_placement=True)) as sess:
+            sess.run(train_op)
+    """))
+    captured = trace(script)
+    assert [(s.allow_soft_placement, s.site.line) for s in captured.sessions] == [(True, 8)]
+    assert captured.soft_placement and captured.runs[-1].train
+    (found,) = findings_of(captured)  # (the float variable on the GPU: the known warning)
+    assert (found.line, found.severity) == (3, "warning") and "soft" not in found.message
