@@ -35,9 +35,11 @@ class Selected:
         return cls([(t, options_for(t, settings)) for t in transforms], tuple(target_devices))
 
 
-def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool
+def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix: bool,
+                   soft_placement: bool = False
                    ) -> tuple[list[Finding], list[Change], GraphIndex]:
     """Check or fix one GraphDef in place (the caller owns it). GraphError on bad structure.
+    `soft_placement`: the graph's session places it with soft placement (`Context`).
 
     One index serves every transform: edits go through it, so it stays current; what each
     transform added (nodes, edges) is checked before the next runs. A transform's findings
@@ -49,7 +51,8 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
     for transform_class, options in selected.transforms:
         if "graph" not in transform_class.surfaces():
             continue
-        ctx = Context(label, options, selected.target_devices, explain=not fix)
+        ctx = Context(label, options, selected.target_devices, explain=not fix,
+                      soft_placement=soft_placement)
         found = list(transform_class().graph(index, ctx))
         for item in found:
             if not isinstance(item, Finding) and not callable(item):

@@ -96,14 +96,20 @@ class Context:
 
     `explain` is False where nobody reads the findings' messages (`fix`): a transform may
     then skip work that only words them, such as asking TF's kernel registry (which loads
-    the TF runtime) why a group cannot be placed. It must never change the edits."""
+    the TF runtime) why a group cannot be placed. It must never change the edits.
+
+    `soft_placement` is True where the graph is known to be placed with
+    `allow_soft_placement=True` (a traced script whose every session on the graph asked
+    for it: `graphfix.trace.Trace.soft_placement`); False for a graph file, whose session
+    is not known."""
 
     def __init__(self, path: str, options: dict[str, Any], target_devices: tuple[str, ...] = (),
-                 explain: bool = True):
+                 explain: bool = True, soft_placement: bool = False):
         self.path = path
         self.options = options
         self.target_devices = target_devices
         self.explain = explain
+        self.soft_placement = soft_placement
 
 
 class Transform:

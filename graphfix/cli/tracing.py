@@ -56,6 +56,8 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
                          "sites": {n: s.to_json() for n, s in captured.sites.items()},
                          "runs": [r.to_json() for r in captured.runs],
                          "op_libraries": captured.op_libraries,
+                         "sessions": [c.to_json() for c in captured.sessions],
+                         "soft_placement": captured.soft_placement,
                          "stopped": captured.stopped}, indent=2))
     else:
         echo(f"{captured.summary()} -> {target}")
@@ -158,7 +160,8 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
     a local cluster of the jobs its devices name (a ps/worker script's: the script made its
     cluster), else in this process on the target devices. The custom-op libraries given
     (`op_libraries`) and those the script loaded are loaded first (a graph with a custom
-    op does not import without its library); a library is loaded once."""
+    op does not import without its library); a library is loaded once. It is placed with
+    soft placement where the script's sessions have it (`Trace.soft_placement`)."""
     import os
 
     libraries = list(op_libraries)
@@ -183,7 +186,8 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
                                          op_libraries=libraries)
             return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
                                 fetches=fetches, target_devices=target_devices,
-                                op_libraries=libraries)
+                                op_libraries=libraries,
+                                soft_placement=captured.soft_placement)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 

@@ -76,7 +76,11 @@ class PlacementProblem:
     """A group TF's placer would reject, in TF's words. `kind`: `no-kernel` (a member has no
     kernel for the group's device type), `conflict` (members ask for devices that cannot
     merge; `no_kernel` then lists the members that lack one on the type they ask for
-    themselves), `no-device` (the group asks for a device the target devices do not have)."""
+    themselves), `no-device` (the group asks for a device the target devices do not have),
+    `soft-placed` (no kernel on the device it asks for, but with soft placement TF's placer
+    moves the whole group to the CPU of the same job and task, where every member has one:
+    no refusal, the group just does not run where the graph asked; `problems`'s
+    `soft_placement`)."""
 
     def __init__(self, group: "Group | BodyGroup", node: str, message: str, no_kernel: list,
                  kind: str = "no-kernel"):
@@ -89,6 +93,11 @@ class PlacementProblem:
     @property
     def is_variable_group(self) -> bool:
         return bool(self.group.variables)
+
+    @property
+    def refused(self) -> bool:
+        """Whether TF fails on the group (every kind but `soft-placed`)."""
+        return self.kind != "soft-placed"
 
 
 def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None,
@@ -152,22 +161,34 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
 
 
 def problems(graph: GraphIndex, group_list: list[Group] | None = None, *,
-             targets: Sequence[str] = (), functions: bool = True) -> list[PlacementProblem]:
+             targets: Sequence[str] = (), functions: bool = True,
+             soft_placement: bool = False) -> list[PlacementProblem]:
     """Every group that TF's placer would refuse to place, with TF's wording: those of
     `group_list` (default: every group that asks for a device), then, with `functions`,
     those of the function bodies the graph calls (`body_problems`). `targets`: the devices
-    the graph will run on, in TF's spelling (none given: any device the graph names)."""
+    the graph will run on, in TF's spelling (none given: any device the graph names).
+
+    `soft_placement`: the session places the graph with `allow_soft_placement=True`. TF's
+    placer then does not refuse a group for want of a kernel on the device type it asks
+    for: it drops the device type and index and places the whole group on a device of the
+    same job and task that has a kernel for every member, the CPU (measured under TF 2.21
+    with XLA_CPU standing in for a GPU: an int32 `VariableV2`, a `ScalarSummary` fail
+    without soft placement and run on the CPU with it). Such a group is a `soft-placed`
+    problem, not a refusal (`PlacementProblem.refused`); one whose members lack a kernel on
+    the CPU too is still refused, with TF's message. Conflicts and missing devices are as
+    without soft placement here."""
     found = []
     for group in group_list if group_list is not None else groups(graph):
-        problem = _problem(group, graph, targets)
+        problem = _problem(group, graph, targets, soft_placement)
         if problem is not None:
             found.append(problem)
     if functions:
-        found.extend(body_problems(graph, targets))
+        found.extend(body_problems(graph, targets, soft_placement))
     return found
 
 
-def _problem(group: Group, graph: GraphIndex, targets: Sequence[str]) -> PlacementProblem | None:
+def _problem(group: Group, graph: GraphIndex, targets: Sequence[str],
+             soft_placement: bool = False) -> PlacementProblem | None:
     if group.conflict:
         # TF names the conflict first; what each member would meet once it is resolved is
         # said too, so that one pass finds both.
@@ -188,7 +209,17 @@ def _problem(group: Group, graph: GraphIndex, targets: Sequence[str]) -> Placeme
     if not lacking:
         return None
     node = _named_by_placer(group, graph)
+    if soft_placement and wanted.upper() != "CPU" and not _lacking(group, "CPU", graph):
+        return PlacementProblem(group, node.name, _soft_message(group, node, wanted),
+                                lacking, "soft-placed")
     return PlacementProblem(group, node.name, _message(group, node, wanted), lacking)
+
+
+def _soft_message(group: "Group | BodyGroup", node, device_type: str) -> str:
+    """What TF's placer does with a group it soft-places (see `problems`)."""
+    return (f"No supported kernel for {device_type.upper()} devices for operation "
+            f"{node.name} on '{group.requested.to_string()}': allow_soft_placement moves its "
+            f"group to the CPU")
 
 
 def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) -> list:
@@ -397,15 +428,17 @@ def _merge_specs(requests: Iterable[tuple[str, str]]) -> tuple[DeviceSpec | None
     return merged, None
 
 
-def body_problems(graph: GraphIndex, targets: Sequence[str] = ()) -> list[PlacementProblem]:
+def body_problems(graph: GraphIndex, targets: Sequence[str] = (),
+                  soft_placement: bool = False) -> list[PlacementProblem]:
     """The groups of function bodies that TF's placer would refuse (see `body_groups`),
-    each group once (the first call that makes it fail), the message naming the function."""
+    each group once (the first call that makes it fail), the message naming the function;
+    `soft_placement` as for `problems`."""
     found, reported = [], set()
     for group in body_groups(graph):
         key = (group.function, group.first.name)
         if key in reported:
             continue
-        problem = _problem(group, graph, targets)
+        problem = _problem(group, graph, targets, soft_placement)
         if problem is not None:
             reported.add(key)
             problem.message += f" (in the body of function {group.function}, called by {group.caller})"

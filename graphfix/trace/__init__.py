@@ -56,19 +56,37 @@ class Site:
 
 class Run:
     """One `Session.run` the script called: what it fetched, the tensors its `feed_dict`
-    fed, where it was called, whether it ran (the train op's first run never does)."""
+    fed, where it was called, whether it ran (the train op's first run never does), and
+    the session it ran in (an index into `Trace.sessions`, None where not known)."""
 
-    __slots__ = ("fetches", "feeds", "site", "executed", "train")
+    __slots__ = ("fetches", "feeds", "site", "executed", "train", "session")
 
     def __init__(self, fetches: list[str], feeds: list[str], site: Site | None,
-                 executed: bool, train: bool = False):
+                 executed: bool, train: bool = False, session: int | None = None):
         self.fetches, self.feeds, self.site = fetches, feeds, site
-        self.executed, self.train = executed, train
+        self.executed, self.train, self.session = executed, train, session
 
     def to_json(self) -> dict:
         return {"fetches": self.fetches, "feeds": self.feeds,
                 "site": self.site.to_json() if self.site else None,
-                "executed": self.executed, "train": self.train}
+                "executed": self.executed, "train": self.train, "session": self.session}
+
+
+class SessionConfig:
+    """A session the script made, with the config TF made it with (the script's own, or
+    TF's default where it gave none; not the trace's, which forces soft placement):
+    `allow_soft_placement`, where it was made (`site`), and whether it was a session of
+    the graph the trace captured (`on_graph`)."""
+
+    __slots__ = ("allow_soft_placement", "site", "on_graph")
+
+    def __init__(self, allow_soft_placement: bool, site: Site | None, on_graph: bool):
+        self.allow_soft_placement, self.site, self.on_graph = (
+            allow_soft_placement, site, on_graph)
+
+    def to_json(self) -> dict:
+        return {"allow_soft_placement": self.allow_soft_placement,
+                "site": self.site.to_json() if self.site else None, "graph": self.on_graph}
 
 
 class Trace:
@@ -77,12 +95,15 @@ class Trace:
     (every `Session.run` seen, in order), `stopped` (why the trace ended, said for a
     person), `script` (the path as given), `feeds` (placeholder tensor name -> the value
     the last run seen fed it: what `verify SCRIPT` feeds), `op_libraries` (the custom-op
-    libraries the script loaded with `tf.load_op_library`: absolute paths, in load order)."""
+    libraries the script loaded with `tf.load_op_library`: absolute paths, in load order),
+    `sessions` (every session the script made, with its config: `SessionConfig`)."""
 
     def __init__(self, script: str, meta_graph, sites: dict[str, Site], runs: list[Run],
-                 stopped: str, meta_bytes: bytes, trace_doc: dict, feeds_bytes: bytes = b""):
+                 stopped: str, meta_bytes: bytes, trace_doc: dict, feeds_bytes: bytes = b"",
+                 sessions: list[SessionConfig] | None = None):
         self.script, self.meta_graph, self.sites, self.runs = script, meta_graph, sites, runs
         self.stopped = stopped
+        self.sessions = list(sessions or ())
         self._meta_bytes, self._trace_doc, self._feeds_bytes = meta_bytes, trace_doc, feeds_bytes
 
     @property
@@ -90,6 +111,20 @@ class Trace:
         """The custom-op libraries (`.so`) the script loaded, absolute, in the order loaded:
         what check reads the registrations from and verify loads before the import."""
         return list(self._trace_doc.get("op_libraries") or ())
+
+    @property
+    def soft_placement(self) -> bool:
+        """Whether TF places the captured graph with soft placement: every session that ran
+        it (the train op's run included, which the trace stops before executing) was made
+        with `allow_soft_placement=True`. Every one, not only the train op's: a session
+        places the whole graph at its first run, whatever it fetches (measured on TF 2.21
+        with XLA_CPU standing in for a GPU: a run fetching a plain constant fails on a
+        summary elsewhere in the graph that no kernel can place), so one session without
+        it fails the script. False where no run is known (`--until` before any run): the
+        graph is then checked as a graph file is."""
+        ran = {run.session for run in self.runs}
+        used = [s for k, s in enumerate(self.sessions) if k in ran and s.on_graph]
+        return bool(used) and None not in ran and all(s.allow_soft_placement for s in used)
 
     @property
     def feeds(self) -> dict:
@@ -105,9 +140,10 @@ class Trace:
 
     def summary(self) -> str:
         ran = sum(r.executed for r in self.runs)
+        soft = "; its sessions allow soft placement" if self.soft_placement else ""
         return (f"{self.script}: traced {len(self.meta_graph.graph_def.node)} node(s), "
                 f"{len(self.sites)} made by the script's files; {len(self.runs)} "
-                f"Session.run call(s), {ran} run; stopped: {self.stopped}"
+                f"Session.run call(s), {ran} run{soft}; stopped: {self.stopped}"
                 + (f"; op libraries loaded: {', '.join(self.op_libraries)}"
                    if self.op_libraries else ""))
 
@@ -133,7 +169,8 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     TF1 scripts run unchanged on TF 2: in the user's files `import tensorflow` gives
     `tensorflow.compat.v1` with v2 behaviour disabled (unless the file asks for compat
     itself) and `tf.contrib.slim` is `tf_slim`. Sessions run on the CPU with soft
-    placement; the graph keeps the devices the script asked for. `label` names the script
+    placement; the graph keeps the devices the script asked for, and `Trace.sessions` the
+    config each session asked for (`Trace.soft_placement`). `label` names the script
     in what the trace says (default: `path` as given).
 
     Raises:
@@ -352,10 +389,12 @@ def _read(label: str, script: Path, out: Path) -> Trace:
     doc = json.loads((out / "trace.json").read_text())
     sites = {name: site_of(raw) for name, raw in doc["sites"].items()}
     runs = [Run(r["fetches"], r["feeds"], site_of(r["site"]), r["executed"],
-                r.get("train", False)) for r in doc["runs"]]
+                r.get("train", False), r.get("session")) for r in doc["runs"]]
+    sessions = [SessionConfig(s["allow_soft_placement"], site_of(s["site"]), s["graph"])
+                for s in doc.get("sessions", ())]
     feeds = out / "feeds.npz"
     return Trace(label, meta, sites, runs, doc["stop"]["said"], meta_bytes, doc,
-                 feeds.read_bytes() if feeds.exists() else b"")
+                 feeds.read_bytes() if feeds.exists() else b"", sessions)
 
 
 class _CallablePackage(types.ModuleType):

@@ -21,11 +21,14 @@ STATEFUL_CUSTOM_OPS = "stateful-custom-ops"
 def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
                 ) -> tuple[list[Finding], list[Change]]:
     """The selected graph transforms on `trace.meta_graph` (which a fix edits in place):
-    (findings at their creation sites, changes at theirs)."""
+    (findings at their creation sites, changes at theirs). The graph is placed as the
+    script's sessions place it: with soft placement where every one asked for it
+    (`Trace.soft_placement`)."""
     fed = fed_variables(trace)
     graph_findings, graph_changes, _ = apply_to_graph(
         trace.meta_graph.graph_def, trace.meta_graph, trace.script,
-        with_op_libraries(_with_feeds(selected, fed), trace.op_libraries), fix=fix)
+        with_op_libraries(_with_feeds(selected, fed), trace.op_libraries), fix=fix,
+        soft_placement=trace.soft_placement)
     if fix:  # (a fix's findings are its changes; apply_to_graph keeps none)
         return [], _changes_at_sites(trace, graph_changes)
     found = [f for f in findings_at_sites(trace, graph_findings) if not _ignored(f)]

@@ -14,7 +14,9 @@ with TensorFlow hooked, and writes what the script built into the folder OUT:
 This is the only part of graphfix that imports the TF runtime for a trace; the parent reads
 what it wrote without it (`graphfix.trace`). Runs before the stop point execute on the CPU
 with soft placement, so a script whose graph cannot be placed on the devices it names still
-goes on; the first run of a train op is never executed (see `_is_training`).
+goes on; the first run of a train op is never executed (see `_is_training`). What each
+session asked for itself (`allow_soft_placement`) is recorded in `trace.json`'s `sessions`
+(`Tracer.on_session`), each run naming its session.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Tracer:
         self.answered: dict[tuple, bool] = {}  # `_is_training`'s, while the graph is as it was
         self.tf = None
         self.op_libraries: list[str] = []  # what `tf.load_op_library` loaded (`_hook_op_libraries`)
+        self.sessions: list[dict] = []  # each session's config as TF uses it (`on_session`)
+        self.session_graphs: list = []  # (the graph of each, in the same order)
 
     # -- set-up -----------------------------------------------------------------------
     def install(self, compat: bool) -> None:
@@ -94,6 +98,7 @@ class Tracer:
         tracer = self
 
         def __init__(self, target="", graph=None, config=None):
+            tracer.on_session(self, graph, config)
             original_init(self, target, graph, tracer.on_cpu(config))
 
         def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -128,6 +133,22 @@ class Tracer:
         for owner in (load_library, tf, tf.compat.v1):
             if getattr(owner, "load_op_library", None) is original:
                 setattr(owner, "load_op_library", load_op_library)
+
+    def on_session(self, session, graph, config) -> None:
+        """Record the config a session was made with as TF would use it (none given: TF's
+        global default, `context.config`, as `BaseSession` takes it), before the trace
+        forces soft placement (`on_cpu`): every session passes here, whoever makes it
+        (`tf.Session`, `MonitoredTrainingSession`, `Supervisor`, an Estimator's RunConfig)."""
+        if config is None:
+            from tensorflow.python.eager import context
+
+            config = context.context().config
+        self.sessions.append({
+            "allow_soft_placement": bool(getattr(config, "allow_soft_placement", False)),
+            "site": self.files.innermost(traceback.extract_stack())})
+        self.session_graphs.append(graph if graph is not None
+                                   else self.tf.compat.v1.get_default_graph())
+        session._graphfix_session = len(self.sessions) - 1
 
     def on_cpu(self, config):
         """A session's config with soft placement and no GPU: whatever devices the graph
@@ -197,7 +218,8 @@ class Tracer:
         names = [_name(f) for f in _flat(self.tf, fetches)]
         feeds = [_name(k) for k in _flat(self.tf, list((feed_dict or {}).keys()))]
         site = self.files.innermost(traceback.extract_stack())
-        record = {"fetches": names, "feeds": feeds, "site": site, "executed": False}
+        record = {"fetches": names, "feeds": feeds, "site": site, "executed": False,
+                  "session": getattr(session, "_graphfix_session", None)}
         self.runs.append(record)
         where = f" at {os.path.basename(site[0])}:{site[1]}" if site else ""
         _phase(self.out, f"session run {len(self.runs)}{where}")
@@ -275,7 +297,10 @@ class Tracer:
             import numpy as np
 
             np.savez(os.path.join(self.out, "feeds.npz"), **feeds)
+        sessions = [dict(record, graph=on is graph)  # (whether it placed the graph captured)
+                    for record, on in zip(self.sessions, self.session_graphs)]
         _write_json(self.out, "trace.json", {"sites": sites, "runs": self.runs,
+                                             "sessions": sessions,
                                              "stop": {"reason": reason, "said": said},
                                              "feeds_kept": sorted(feeds),
                                              "feeds_not_kept": not_kept,

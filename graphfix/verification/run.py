@@ -662,7 +662,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
                  target_devices: Sequence[str] = (), available_devices: Sequence[str] | None = None,
                  label: str | None = None, tolerance: float = 1e-5,
                  step_timeout: float = STEP_TIMEOUT, logdir: Path | None = None,
-                 op_libraries: Sequence[str] = ()) -> VerifyResult:
+                 op_libraries: Sequence[str] = (), soft_placement: bool = False
+                 ) -> VerifyResult:
     """Verify a loaded graph: static placement, then a seeded run (see module docstring).
 
     Args:
@@ -683,6 +684,9 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         op_libraries: custom-op libraries (`.so`) to load before the graph is imported;
             the outputs of their ops not registered stateful are checked for folding
             (`custom_ops`: with `steps` of 2 or more).
+        soft_placement: the graph's session places it with `allow_soft_placement=True` (a
+            traced script's, `Trace.soft_placement`): what TF's placer then moves to the CPU
+            is no placement failure (`placement.problems`), and the run has soft placement.
     """
     from graphfix.verification import custom_ops
 
@@ -713,18 +717,23 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
 
     clock = time.perf_counter()
     phase("checking placement")
-    problems = placement.problems(index)
+    found = placement.problems(index, soft_placement=soft_placement)
+    problems = [p for p in found if p.refused]
     seconds["placement_check"] = time.perf_counter() - clock
     if problems:
         for problem in problems:
             result.checks.append(Check("placement", False, problem.message))
         return result
-    result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"))
+    result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"
+                               if len(found) == len(problems) else
+                               f"every colocation group has a kernel on its device, but "
+                               f"{len(found)} with none there that soft placement moves to the "
+                               f"CPU, where they have one"))
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     run_again = functools.partial(
         _run, runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-        cpu_count=cpu_count, soft=False, checkpoint=_checkpoint_of(graph_file),
+        cpu_count=cpu_count, soft=soft_placement, checkpoint=_checkpoint_of(graph_file),
         step_timeout=step_timeout)
     run = run_again(watched=_update_variables(index), trace=logdir is not None,
                     observed=custom_ops.unstateful_custom_ops(index))

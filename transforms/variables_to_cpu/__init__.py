@@ -24,6 +24,10 @@ a body node asks for its call site's device, as TF's inliner gives it). A real c
 requested devices is an error too, its members still checked; a device the target devices
 (`--target-devices`) do not have is one. The variable groups that place on a GPU are one
 warning per GPU (a tower pattern: towers share the variables tower 0 made), with their count.
+Where the graph's session is known to place it with `allow_soft_placement=True` (a traced
+script: `Context.soft_placement`), a group TF would refuse only for want of a GPU kernel is
+moved to the CPU by TF's placer and runs: a non-variable group (a summary) is no finding, a
+variable group is a warning that says soft placement moves it (`placement.problems`).
 Variable ops: Variable, VariableV2, VarHandleOp, AutoReloadVariable, the mutable hash tables;
 optimizer slots are variables too.
 
@@ -165,14 +169,19 @@ class VariablesToCpu(Transform):
         asked = [g for g in every if g.conflict or not (
             scope != "no-kernel" and g.holds_variable and _on_gpu(g) and not ctx.explain
             and not targets)]
-        problems = {id(p.group): p for p in placement.problems(graph, asked, targets=targets,
-                                                               functions=scope != "variables")}
+        problems = {id(p.group): p for p in placement.problems(
+            graph, asked, targets=targets, functions=scope != "variables",
+            soft_placement=ctx.soft_placement)}
         shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
         missing: dict[str, list[placement.PlacementProblem]] = {}  # device -> its groups
         for group in every:
             problem = problems.pop(id(group), None)
             if problem is not None and problem.kind == "no-device":
                 missing.setdefault(group.requested.to_string(), []).append(problem)
+            elif problem is not None and not problem.refused:  # (soft placement moves it)
+                if group.holds_variable:
+                    yield self._soft_placed(problem, ctx)
+                continue
             elif problem is not None:
                 yield self._error(problem, ctx)
                 continue
@@ -181,6 +190,9 @@ class VariablesToCpu(Transform):
         for problem in problems.values():  # (those of function bodies)
             if problem.kind == "no-device":
                 missing.setdefault(problem.group.requested.to_string(), []).append(problem)
+            elif not problem.refused:
+                if problem.group.holds_variable:
+                    yield self._soft_placed(problem, ctx)
             else:
                 yield self._error(problem, ctx)
         for device, lacking in missing.items():
@@ -237,6 +249,27 @@ class VariablesToCpu(Transform):
             details.update(function=group.function, called_by=group.caller)
         return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
                        fixable=edit is not None, edit=edit, details=details)
+
+    def _soft_placed(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
+        """A variable group with no kernel on its GPU that the session's soft placement
+        moves to the CPU: it works, but it is the known pattern (a variable the placer
+        silently moves; towers' copies), a warning, fixed as `_error` fixes it."""
+        group = problem.group
+        requested = group.requested.to_string()
+        detail = placement.explain(problem)
+        message = (f"variable {group.anchor} asks for {requested}, which has no kernel for "
+                   f"its group ({detail}); the session's allow_soft_placement moves it to the "
+                   f"CPU, so it runs, but not where the graph says (fix moves it to "
+                   f"{_CPU_OF[requested]})")
+        move = (self._move_body_to_cpu if isinstance(group, placement.BodyGroup)
+                else self._move_to_cpu)
+        details = {"kind": problem.kind, "node": problem.node, "device": requested,
+                   "no_kernel": [n.name for n in problem.no_kernel],
+                   "group_size": len(group.members), "soft_placement": True}
+        if isinstance(group, placement.BodyGroup):
+            details.update(function=group.function, called_by=group.caller)
+        return Finding(ctx.path, self.name, message, node=group.anchor, severity="warning",
+                       edit=partial(move, [group], requested, ctx), details=details)
 
     def _move_to_cpu(self, groups: list[placement.Group], requested: str, ctx: Context,
                      graph: GraphIndex) -> list[Change]:
