@@ -306,7 +306,9 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
                                                     _failed_pass(selected)))
             states: dict[int, dict] = {}  # one state a closure (workers are sent it once)
 
-            def state(item) -> dict:
+            def state(item) -> dict | None:
+                if not item[2]:  # no work: its file reads no other file's part
+                    return None
                 parts = project.subproject(item[0])
                 return states.setdefault(id(parts), {"parts": parts})
 
@@ -474,10 +476,11 @@ class _Worker:
         self.prepared = None  # the `prepare` it has run (its map's, or None)
 
     def unless_sent(self, call):
-        """`call` without its state where the state is the one this worker was sent last
-        (it keeps it: a closure's parts travel once for a run of its files)."""
+        """`call` without its state where it has none or the state is the one this worker
+        was sent last (it keeps it: a closure's parts travel once for a run of its files,
+        however many files without work come between them)."""
         function, state, item = call
-        if state is not None and state is self.last_state:
+        if state is None or state is self.last_state:  # (None: the item needs none)
             return function, None, item
         self.last_state = state
         return call
@@ -798,8 +801,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
         return
-    project = _project()  # (built where the cache does not answer)
-    if code is not None:
+    # The model, where the cache does not answer and the survey left work (a file without
+    # is sent no parts); a file that cannot be decoded is a project of its own.
+    project = _project() if code is not None and work else None
+    if project is not None:
         work = _work_in_project(project, label, work, selected)
     if code is not None and not work:
         # No codemod has work here (the pre-checks, the model): libcst never sees it.
