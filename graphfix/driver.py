@@ -292,30 +292,42 @@ class _Survey:
     """What the cheap steps say of one source file, before libcst: the text pre-filter, then
     the stdlib parser's pre-check (both from `Transform.source_triggers`, by
     `graphfix.source.prefilter`), and the file's part of the project model
-    (`graphfix.source.project.file_part`)."""
+    (`graphfix.source.project.file_part`), packed (`pack_part`): the run's process holds
+    every file's survey."""
 
     __slots__ = ("work", "parsed", "part")
 
     def __init__(self, work: tuple[str, ...] = (), parsed: bool = True,
-                 part: dict | None = None):
+                 part: bytes | None = None):
         self.work = work  # transforms whose codemod may have work in it, in run order
         self.parsed = parsed  # False: Python cannot parse it (libcst then says why it is skipped)
-        self.part = part  # its part of the project model (None: Python cannot parse it)
+        self.part = part  # its packed part of the project model (None: Python cannot parse it)
 
     def to_json(self) -> dict:
-        return {"work": self.work, "parsed": self.parsed, "part": self.part}
+        import base64
+
+        from graphfix.source.project import PART_FORMAT
+
+        return {"work": self.work, "parsed": self.parsed, "part_format": PART_FORMAT,
+                "part": None if self.part is None else base64.b64encode(self.part).decode()}
 
     @classmethod
     def from_json(cls, doc: dict) -> _Survey | None:
         """The survey `to_json` gave `doc` for; None if `doc` is not one (a damaged entry)."""
+        import base64
+        import zlib
+
         from graphfix.source.project import PART_FORMAT
 
         try:
-            survey = cls(tuple(doc["work"]), bool(doc["parsed"]), doc["part"])
-        except (KeyError, TypeError, ValueError):
+            part = None if doc["part"] is None else base64.b64decode(doc["part"],
+                                                                    validate=True)
+            survey = cls(tuple(doc["work"]), bool(doc["parsed"]), part)
+            if part is not None:
+                zlib.decompress(part)  # (an entry cut short or altered: a miss)
+        except (KeyError, TypeError, ValueError, zlib.error):
             return None
-        if survey.part is not None and not (isinstance(survey.part, dict)
-                                            and survey.part.get("format") == PART_FORMAT):
+        if doc.get("part_format") != PART_FORMAT:
             return None
         return survey if all(isinstance(n, str) for n in survey.work) else None
 
@@ -357,10 +369,11 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
             if len(surveys) < len(sources):
                 pool = stack.enter_context(_Workers(workers, timeout, _failed_pass(selected)))
                 surveys = pool.map(_survey_one, sources)
-            from graphfix.source.project import Project
+            from graphfix.source.project import PackedParts, Project
 
-            project = Project({label: survey.part
-                               for (label, _), survey in zip(sources, surveys)})
+            project = Project(PackedParts({label: survey.part
+                                           for (label, _), survey in zip(sources, surveys)
+                                           if survey.part is not None}))
             items = [(label, path, survey.work,
                       project.context_digest(label) if survey.work else "")
                      for (label, path), survey in zip(sources, surveys)]
@@ -370,7 +383,9 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
                                                     _failed_pass(selected)))
             states: dict[int, dict] = {}  # one state a closure (workers are sent it once)
 
-            def state(item) -> dict:
+            def state(item) -> dict | None:
+                if not item[2]:  # no work: its file reads no other file's part
+                    return None
                 parts = project.subproject(item[0])
                 return states.setdefault(id(parts), {"parts": parts})
 
@@ -391,7 +406,7 @@ def _project():
         return None
     if _JOB.get("project_of") is not parts:
         paths = _JOB["paths"]
-        _JOB["project"] = Project(parts, lambda label: _source_code(paths[label]))
+        _JOB["project"] = Project(parts.unpacked(), lambda label: _source_code(paths[label]))
         _JOB["project_of"] = parts
     return _JOB["project"]
 
@@ -538,10 +553,11 @@ class _Worker:
         self.prepared = None  # the `prepare` it has run (its map's, or None)
 
     def unless_sent(self, call):
-        """`call` without its state where the state is the one this worker was sent last
-        (it keeps it: a closure's parts travel once for a run of its files)."""
+        """`call` without its state where it has none or the state is the one this worker
+        was sent last (it keeps it: a closure's parts travel once for a run of its files,
+        however many files without work come between them)."""
         function, state, item = call
-        if state is not None and state is self.last_state:
+        if state is None or state is self.last_state:  # (None: the item needs none)
             return function, None, item
         self.last_state = state
         return call
@@ -699,16 +715,18 @@ def _survey_code(code: str, transforms: list[type[Transform]]) -> _Survey:
     return _Survey(work=work, part=_part(code, found.syntax))
 
 
-def _part(code: str, syntax) -> dict | None:
-    """The file's part of the project model, from the pre-filter's parse if it made one."""
-    from graphfix.source.project import file_part, part_of_code
+def _part(code: str, syntax) -> bytes | None:
+    """The file's part of the project model, packed, from the pre-filter's parse if it made
+    one."""
+    from graphfix.source.project import file_part, pack_part, part_of_code
     from graphfix.source.syntax import beyond_size_limits
 
     if syntax is not None:
-        return file_part(syntax.tree, code)
+        return pack_part(file_part(syntax.tree, code))
     if beyond_size_limits(code) is not None:
         return None
-    return part_of_code(code)
+    part = part_of_code(code)
+    return None if part is None else pack_part(part)
 
 
 def _source_code(path: Path) -> str | None:
@@ -874,8 +892,10 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
         return
-    project = _project()  # (built where the cache does not answer)
-    if code is not None:
+    # The model, where the cache does not answer and the survey left work (a file without
+    # is sent no parts); a file that cannot be decoded is a project of its own.
+    project = _project() if code is not None and work else None
+    if project is not None:
         work = _work_in_project(project, label, work, selected)
     if code is not None and not work:
         # No codemod has work here (the pre-checks, the model): libcst never sees it.

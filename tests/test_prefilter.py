@@ -83,6 +83,24 @@ def test_words_in_comments_and_strings_are_no_call():
     assert triggers.in_syntax(Syntax.parse("opt.minimize(loss)\n"))
 
 
+
+def test_a_name_is_named_by_a_reference_or_an_import_not_by_a_string_or_a_definition():
+    """`names`: read, called or imported, as a name or an attribute; a docstring, a comment,
+    a function of that name or a longer identifier holding it names nothing."""
+    triggers = SourceTriggers(names={"initialize_all_variables"})
+    unnamed = textwrap.dedent("""\
+        def initialize_all_variables():
+            "Like tf.initialize_all_variables()."  # initialize_all_variables
+            return _initialize_all_variables_now()
+        """)
+    assert triggers.in_text(unnamed)
+    assert not triggers.in_syntax(Syntax.parse(unnamed))
+    for named in ("init = tf.initialize_all_variables\n",
+                  "tf.compat.v1.initialize_all_variables().run()\n",
+                  "from tensorflow import initialize_all_variables as init\n",
+                  "print(initialize_all_variables)\n"):
+        assert triggers.in_syntax(Syntax.parse(named)), named
+
 def test_every_part_of_a_declaration_must_match():
     triggers = SourceTriggers(calls={"device"}, all_of=(("gpu", "GPU"),),
                               where=lambda syntax: "/gpu:0" in syntax.strings)

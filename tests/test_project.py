@@ -135,3 +135,22 @@ def test_findings_do_not_depend_on_what_else_is_in_the_run(tmp_path: Path):
                 finding["message"])
 
     assert sorted(map(key, together)) == sorted(map(key, one_by_one))
+
+
+def test_parts_held_packed_join_as_the_decoded_parts_do():
+    """The run's process holds every file's part packed (`PackedParts`): the closures, the
+    digests a cached result depends on and the parts each file's worker is sent are those
+    of the decoded parts, and the worker's model decodes them as they were."""
+    from graphfix.source.project import PackedParts, Project, pack_part, part_of_code
+
+    files = sorted(PROJECTS.rglob("*.py"))
+    parts = {str(path): part_of_code(path.read_text()) for path in files}
+    assert len(parts) > 5 and all(parts.values())
+    decoded = Project(parts)
+    packed = Project(PackedParts({label: pack_part(part) for label, part in parts.items()}))
+    for label in parts:
+        assert packed.closure(label) == decoded.closure(label), label
+        assert packed.context_digest(label) == decoded.context_digest(label), label
+        sent = packed.subproject(label)
+        assert isinstance(sent, PackedParts)
+        assert sent.unpacked() == json.loads(json.dumps(decoded.subproject(label))), label

@@ -40,7 +40,7 @@ from pathlib import Path
 from graphfix.findings import Finding
 from graphfix.storage import make_cache_folder, write_atomically
 
-ENTRY_FORMAT = 4  # bump when what an entry holds changes
+ENTRY_FORMAT = 5  # bump when what an entry holds changes
 MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is deleted
 _DAY = 24 * 3600.0
 

@@ -10,8 +10,9 @@ the run's rules of a file together, the two cheap looks that come before libcst:
 2. the syntax: one stdlib `ast` parse (`Syntax`) shared by every rule the text let through,
    in which some call must be spelled with the last name of one of a rule's `calls` (the
    stdlib parser sees spellings, not what they resolve to: `tf1.get_variable` and a
-   helper's `get_variable` alike), and the rule's `where` predicate, if it declares one,
-   must hold.
+   helper's `get_variable` alike), the code must name one of its `names` (read, called or
+   imported: not only in a string or comment), and the rule's `where` predicate, if it
+   declares one, must hold.
 
 Both are conservative: a file they turn away holds nothing the rule's codemod finds.
 Plain Python, no libcst: the run's survey imports it without loading libcst.
@@ -40,6 +41,9 @@ class SourceTriggers:
     - `calls`: canonical TF names (`graphfix.source.vocabulary`: `get_variable`,
       `train.ClusterSpec`, `slim.batch_norm`); the text must have one's last name and the
       file must call something spelled with it.
+    - `names`: canonical TF names the code must name one of (as a name, an attribute or an
+      import: `tf.all_variables` read, called or imported alike), by its last name: for a
+      rule whose finding is a reference, not a call.
     - `words`: text of which at least one must appear (`"run("`, `"'ps'"`).
     - `all_of`: groups of words, each of which must have one in the text too.
     - `where`: a predicate on the file's `Syntax` for a construct a call list cannot say
@@ -53,6 +57,7 @@ class SourceTriggers:
     """
 
     calls: frozenset[str] = frozenset()
+    names: frozenset[str] = frozenset()
     words: tuple[str, ...] = ()
     all_of: tuple[tuple[str, ...], ...] = ()
     where: Callable[["Syntax"], bool] | str | None = None
@@ -60,6 +65,7 @@ class SourceTriggers:
 
     def __post_init__(self):
         object.__setattr__(self, "calls", frozenset(self.calls))
+        object.__setattr__(self, "names", frozenset(self.names))
         object.__setattr__(self, "words", tuple(self.words))
         object.__setattr__(self, "all_of", tuple(tuple(g) for g in self.all_of))
 
@@ -68,24 +74,32 @@ class SourceTriggers:
         """The last names of `calls`: how the stdlib parser and the text see them spelled."""
         return last_names(self.calls)
 
+    @property
+    def named(self) -> frozenset[str]:
+        """The last names of `names`, as the text and the stdlib parser see them."""
+        return last_names(self.names)
+
     def in_text(self, text: str) -> bool:
         """The text pre-filter: whether `text` has the words this declaration needs."""
-        anywhere = (*self.words, *sorted(self.call_names))
+        anywhere = (*self.words, *sorted(self.call_names | self.named))
         if anywhere and not any(word in text for word in anywhere):
             return False
         return all(any(word in text for word in group) for group in self.all_of)
 
     def needs_syntax(self) -> bool:
         """Whether the stdlib parse can say more than the text did."""
-        return bool(self.calls) or self.where is not None
+        return bool(self.calls) or bool(self.names) or self.where is not None
 
     def in_syntax(self, syntax: "Syntax", package: str | None = None) -> bool:
         """The syntax pre-check, for a file whose text passed: a call spelled with one of
-        `calls`' last names, and `where`. (`package`: where a `where` string is relative to.)"""
+        `calls`' last names, one of `names`' named, and `where`. (`package`: where a `where`
+        string is relative to.)"""
         from graphfix.source.syntax import tail_name  # (not on the graph path)
 
         names = self.call_names
         if names and not any(tail_name(call.func) in names for call in syntax.calls):
+            return False
+        if self.names and self.named.isdisjoint(syntax.identifiers):
             return False
         if self.where is None:
             return True

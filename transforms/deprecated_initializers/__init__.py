@@ -43,5 +43,5 @@ class DeprecatedInitializers(Transform):
     name = "deprecated-initializers"
     summary = "rename deprecated initializers (initialize_all_variables -> global_variables_initializer)"
     codemod = ".source:DeprecatedInitializersCodemod"
-    # (`all_variables` is also part of `initialize_all_variables`: every old name is a word)
-    source_triggers = SourceTriggers(words=tuple(DEPRECATED_INITIALIZERS))
+    # (names, not calls: a reference is the finding, `init = tf.initialize_all_variables`)
+    source_triggers = SourceTriggers(names=frozenset(DEPRECATED_INITIALIZERS))

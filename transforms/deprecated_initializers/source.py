@@ -57,7 +57,12 @@ class DeprecatedInitializersCodemod(SourceCodemod):
         used: set[cst.ImportAlias] = set()
         found = []  # (node, old name, spelled, fix), reported in source order
         for reference in self.nodes(cst.Attribute, cst.Name):
-            if isinstance(reference, cst.Name) and not self._is_reference(reference):
+            # Only `x.OLD` and a name an import of OLD binds can be reported (below): the
+            # rest are not resolved.
+            if isinstance(reference, cst.Attribute):
+                if reference.attr.value not in DEPRECATED_INITIALIZERS:
+                    continue
+            elif reference.value not in imported or not self._is_reference(reference):
                 continue
             old = self.tf_canonical(reference)
             if old not in DEPRECATED_INITIALIZERS:

@@ -19,7 +19,6 @@ Plain Python: the survey builds parts in the workers without loading libcst.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections import deque
@@ -32,13 +31,18 @@ from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
     MODULE_BODY,
     PART_FORMAT,
+    PackedParts,
     file_part,
+    pack_part,
     parsed,
+    part_json,
     part_of_code,
+    unpack_part,
 )
 from graphfix.source.vocabulary import REUSED_UNDER_REUSE
 
-__all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "Project", "file_part", "part_of_code"]
+__all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "PackedParts", "Project", "file_part",
+           "pack_part", "part_of_code", "unpack_part"]
 
 # Words without which a file says nothing about feed keys (conservative, as the pre-filter).
 _FEED_WORDS = ("Variable", "variable", "assign", "global_step", "minimize", "apply_gradients",
@@ -59,9 +63,11 @@ class Project:
     """The sources of one run, joined: `parts` by label (the path as the run names it).
     Queries go through `view(label)`; every answer follows imports and references."""
 
-    def __init__(self, parts: dict[str, dict | None],
+    def __init__(self, parts: dict[str, dict | None] | PackedParts,
                  code_of: Callable[[str], str | None] | None = None):
-        self.parts = {label: part for label, part in parts.items() if part is not None}
+        # (PackedParts: the run's process that joins the parts and queries none)
+        self.parts = parts if isinstance(parts, PackedParts) else {
+            label: part for label, part in parts.items() if part is not None}
         # A file's code, for the facts read only when a rule asks (`feeds`); None: unknown.
         self._read_code = code_of or (lambda label: None)
         self._codes: dict[str, str | None] = {}
@@ -81,7 +87,8 @@ class Project:
         self._closures: dict[str, frozenset[str]] | None = None  # see `closure`
         self._digests: dict[frozenset[str], str] = {}  # by closure
         self._part_digests: dict[str, bytes] = {}  # by label: each part serialized once
-        self._subprojects: dict[frozenset[str], dict[str, dict]] = {}  # by closure
+        # by closure:
+        self._subprojects: dict[frozenset[str], dict[str, dict] | PackedParts] = {}
 
     @classmethod
     def of_code(cls, label: str, code: str) -> Project:
@@ -401,13 +408,15 @@ class Project:
             self._closures = _closures(self)
         return self._closures.get(label, frozenset({label}))
 
-    def subproject(self, label: str) -> dict[str, dict]:
-        """The parts of `closure(label)`, by label: the whole model of `label`'s queries
-        (one dict for all the files of one closure)."""
+    def subproject(self, label: str) -> dict[str, dict] | PackedParts:
+        """The parts of `closure(label)`, by label, held as this project holds them: the
+        whole model of `label`'s queries (one mapping for all the files of one closure)."""
         closure = self.closure(label)
         if closure not in self._subprojects:
-            self._subprojects[closure] = {m: self.parts[m] for m in sorted(closure)
-                                          if m in self.parts}
+            members = sorted(closure)
+            self._subprojects[closure] = (
+                self.parts.subset(members) if isinstance(self.parts, PackedParts)
+                else {m: self.parts[m] for m in members if m in self.parts})
         return self._subprojects[closure]
 
     def context_digest(self, label: str) -> str:
@@ -426,7 +435,8 @@ class Project:
         """The digest of one file's part (None: it has none), computed once a run: a part
         is in many closures, and serializing it is most of a warm run's digest time."""
         if label not in self._part_digests:
-            text = json.dumps(self.parts.get(label), sort_keys=True).encode()
+            text = (self.parts.json(label) if isinstance(self.parts, PackedParts)
+                    and label in self.parts else part_json(self.parts.get(label)))
             self._part_digests[label] = hashlib.sha256(text).digest()
         return self._part_digests[label]
 

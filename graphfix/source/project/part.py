@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import zlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphfix.source.project.cluster import CLUSTER_WORDS, clusters, ps_scopes
@@ -174,3 +177,57 @@ def part_of_code(code: str) -> dict[str, Any] | None:
     """The part of a file's code; None if Python cannot parse it."""
     tree = parsed(code)
     return None if tree is None else file_part(tree, code)
+
+
+def part_json(part: dict | None) -> bytes:
+    """A part's JSON, keys sorted: what its digest is taken of (`Project.context_digest`)
+    and what `pack_part` compresses."""
+    return json.dumps(part, sort_keys=True).encode()
+
+
+def pack_part(part: dict) -> bytes:
+    """A part as a run holds it outside the process that queries it: its JSON, compressed
+    (several times smaller than the objects it decodes to)."""
+    return zlib.compress(part_json(part), 1)
+
+
+def unpack_part(packed: bytes) -> dict:
+    """The part `pack_part` packed (ValueError, zlib.error if `packed` is no packed part)."""
+    return json.loads(zlib.decompress(packed))
+
+
+class PackedParts(Mapping[str, dict]):
+    """Files' parts by label, held packed (`pack_part`) and decoded each time one is read:
+    the whole run's parts in the process that joins them (`Project.closure`,
+    `context_digest`) and sends each worker the parts of its files' closure
+    (`Project.subproject`), which reads each part once or twice. Holding them decoded made
+    that process's memory grow with the size of the run. A process that queries parts
+    decodes them once (`unpacked`)."""
+
+    def __init__(self, packed: Mapping[str, bytes]):
+        self.packed = dict(packed)
+
+    def __getitem__(self, label: str) -> dict:
+        return unpack_part(self.packed[label])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.packed)
+
+    def __len__(self) -> int:
+        return len(self.packed)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self.packed
+
+    def json(self, label: str) -> bytes:
+        """The part's `part_json`, without decoding it."""
+        return zlib.decompress(self.packed[label])
+
+    def subset(self, labels) -> PackedParts:
+        """The parts of `labels` (those held), still packed."""
+        return PackedParts({label: self.packed[label] for label in labels
+                            if label in self.packed})
+
+    def unpacked(self) -> dict[str, dict]:
+        """Every part decoded, by label: for a process that queries them."""
+        return {label: unpack_part(packed) for label, packed in self.packed.items()}
