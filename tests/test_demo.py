@@ -67,3 +67,17 @@ def test_demo_says_the_custom_op_case_is_skipped_and_why_without_a_compiler(tmp_
             "(looked for c++, g++, clang++)") in out
     assert "found, fixed, verified: seed 000 (variables-to-cpu)" in out
     assert "found, fixed, verified: seed 003 custom op" not in out and "FAILED" not in out
+
+
+def test_a_report_path_that_cannot_be_written_is_said_not_raised(tmp_path, monkeypatch):
+    """The demo's HTML page goes to the system's temporary folder; where that name is taken
+    by a folder, the demo says so in its line instead of failing."""
+    import tempfile
+
+    from graphfix.cli.demo import _html_report
+
+    taken = tmp_path / "graphfix-demo-report.html"
+    taken.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert _html_report() == f"not written: {taken}: cannot write: is a directory"
+    assert list(taken.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == [taken.name]

@@ -313,16 +313,23 @@ def seed003_custom_op(workdir: Path) -> bool:
             and len(set(unfolded)) == STEPS and len(set(rebuilt_ids)) == STEPS)
 
 
-def _html_report() -> Path:
+def _html_report() -> str:
     """`graphfix report` of the seed graphs, written to the system's temporary folder (it
-    outlives the demo's own folder; no file of the user's is touched)."""
+    outlives the demo's own folder; no file of the user's is touched), atomically as every
+    file graphfix writes: where it is, or why it was not written (the demo goes on)."""
     from graphfix.report.html import build
+    from graphfix.storage import RefusedWrite, write_atomically
 
     selected = Selected.build(list(registry.all_transforms().values()), {}, ("/gpu:0",))
     page, _ = build([str(_fixture(name)) for name in DEMO_FIXTURES], selected)
     path = Path(tempfile.gettempdir()) / "graphfix-demo-report.html"
-    path.write_text(page)
-    return path
+    try:
+        write_atomically(path, page.encode())
+    except RefusedWrite as exc:  # (names the file)
+        return f"not written: {exc}"
+    except OSError as exc:
+        return f"not written: {path}: {exc}"
+    return str(path)
 
 
 def run_demo() -> int:
