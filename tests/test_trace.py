@@ -231,6 +231,15 @@ def test_check_trace_at_the_lines_with_the_codemods_disagreement_and_fix_trace_w
     run_cli("check", fixed, check_exit=0)
 
 
+def test_fix_trace_into_a_folder_writes_the_graph_named_for_the_script(tmp_path):
+    """`fix --trace SCRIPT -o DIR`: the fixed graph is DIR/SCRIPT_STEM.meta, not a file
+    named like the folder inside it."""
+    run_cli("fix", "--trace", TOWERS_ARGS, "-o", tmp_path, "--", "--towers", "2",
+            check_exit=1)
+    assert [p.name for p in tmp_path.iterdir()] == [f"{TOWERS_ARGS.stem}.meta"]
+    run_cli("check", tmp_path / f"{TOWERS_ARGS.stem}.meta", check_exit=0)
+
+
 def test_a_source_only_rule_is_no_disagreement_with_the_trace():
     """deprecated-initializers finds seed 000's four initialize_all_variables() calls; it has
     no graph surface, so the trace saying nothing of them is no disagreement."""

@@ -69,10 +69,11 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
                  dry_run: bool = False, diff: bool = False, force: bool = False) -> int:
     """`check --trace` / `fix --trace`: PATH is the script, the words after it its
     arguments. check reports the graph findings at the lines that made their nodes; fix
-    fixes the traced graph and writes it to -o OUT (a .meta file), the changes at the
-    lines that made what they changed. The C++ sources stateful-custom-ops reads (its
-    `sources`, and the .cc files beside the script: `give_files_to_params`) are fixed with
-    the graph and written with it, all or nothing; `diff` shows their diff, writes nothing."""
+    fixes the traced graph and writes it to -o OUT (a .meta file, or a folder: the script's
+    name with .meta in it), the changes at the lines that made what they changed. The C++
+    sources stateful-custom-ops reads (its `sources`, and the .cc files beside the script:
+    `give_files_to_params`) are fixed with the graph and written with it, all or nothing;
+    `diff` shows their diff, writes nothing."""
     from graphfix.driver import Output, _rewritten_files, give_files_to_params, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -100,8 +101,8 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
     report.changed_paths.extend(output.label for output in rewritten)
     if fix and changes and not (dry_run or diff):
         target = Path(out)
-        if target.is_dir():
-            target = target / target.name
+        if target.is_dir():  # (as a fixed graph file goes into a folder: by its name)
+            target = target / f"{Path(script).stem}.meta"
         fixed = graphfile.GraphFile(Path(out), "metagraph", False, captured.meta_graph)
         try:
             write_outputs([Output(str(out), target, graph_file=fixed), *rewritten], force=force)
