@@ -200,7 +200,7 @@ def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, unt
     otherwise nothing is written and the report says why (exit 2)."""
     from graphfix.driver import Selected, run, write_outputs
     from graphfix.graph import graphfile
-    from graphfix.trace.at_sites import check_trace
+    from graphfix.trace.at_sites import check_trace, given_op_libraries
 
     script, *args = paths
     if not script.endswith(".py"):
@@ -227,10 +227,9 @@ def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, unt
         why = (f"the fixed script's graph still has {len(still)} finding(s), the first: "
                f"{still[0].to_text()} (a line of the fixed script)")
     else:
-        given = [path for t, options in selected.transforms
-                 if t.name == "stateful-custom-ops" for path in options.get("op_library") or ()]
         result = _verified(fixed, f"{script} (fixed)", steps=1,
-                           target_devices=selected.target_devices, op_libraries=given)
+                           target_devices=selected.target_devices,
+                           op_libraries=given_op_libraries(selected))
         failed = [c for c in result.checks if not c.passed]
         report.notes.extend(result.to_lines())
         if failed:

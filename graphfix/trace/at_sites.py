@@ -16,6 +16,7 @@ from graphfix.trace import Site, Trace
 
 FEED_TO_ASSIGN = "feed-to-assign"
 STATEFUL_CUSTOM_OPS = "stateful-custom-ops"
+OP_LIBRARY = "op_library"  # (its setting that names custom-op libraries)
 
 
 def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
@@ -94,16 +95,23 @@ def _with_feeds(selected: Selected, fed: dict) -> Selected:
     return Selected(transforms, selected.target_devices)
 
 
+def given_op_libraries(selected: Selected) -> list[str]:
+    """The custom-op libraries the user named (`stateful-custom-ops.op_library`), where
+    stateful-custom-ops runs."""
+    return [path for transform, options in selected.transforms
+            if transform.name == STATEFUL_CUSTOM_OPS for path in options.get(OP_LIBRARY) or ()]
+
+
 def with_op_libraries(selected: Selected, libraries: list[str]) -> Selected:
     """`selected`, stateful-custom-ops (where it runs) reading its registrations from the
     custom-op libraries the traced script loaded, unless the user named libraries
-    (`stateful-custom-ops.op_library`): those are what the user says the ops are."""
-    if not libraries:
+    (`given_op_libraries`): those are what the user says the ops are."""
+    if not libraries or given_op_libraries(selected):
         return selected
     transforms = []
     for transform, options in selected.transforms:
-        if transform.name == STATEFUL_CUSTOM_OPS and not options.get("op_library"):
-            options = {**options, "op_library": list(libraries)}
+        if transform.name == STATEFUL_CUSTOM_OPS:
+            options = {**options, OP_LIBRARY: list(libraries)}
         transforms.append((transform, options))
     return Selected(transforms, selected.target_devices)
 
