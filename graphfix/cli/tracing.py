@@ -3,6 +3,7 @@ script builds (`graphfix.trace`): the graph transforms' findings at the script's
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from graphfix.cli import options as opt
@@ -163,17 +164,15 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
     (`op_libraries`) and those the script loaded are loaded first (a graph with a custom
     op does not import without its library); a library is loaded once. It is placed with
     soft placement where the script's sessions have it (`Trace.soft_placement`)."""
-    import os
-
-    libraries = list(op_libraries)
-    seen = {os.path.realpath(p) for p in libraries}
-    libraries += [p for p in captured.op_libraries if os.path.realpath(p) not in seen]
     from graphfix.graph import graphfile
     from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.verification.run import (VerifyError, jobs_named, verify_graph,
                                            verify_on_cluster)
 
+    libraries = list(op_libraries)
+    seen = {os.path.realpath(p) for p in libraries}
+    libraries += [p for p in captured.op_libraries if os.path.realpath(p) not in seen]
     graph_file = graphfile.GraphFile(Path(label), "metagraph", False, captured.meta_graph)
     # What the script ran where the trace stopped: its train run, else its last run.
     stop_run = ([r for r in captured.runs if r.train] or captured.runs[-1:] or [None])[0]
