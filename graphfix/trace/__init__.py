@@ -149,9 +149,9 @@ class Trace:
 
     def files(self) -> dict[str, bytes]:
         """The files `graphfix trace -o OUT` writes into OUT: `graph.meta` (the
-        MetaGraphDef), `trace.json` (sites and runs, as the child wrote them), `feeds.npz`
-        (the placeholders' values of the last run, where there are any). trace.json's
-        `op_libraries` names the custom-op libraries the script loaded."""
+        MetaGraphDef), `trace.json` (sites, runs, sessions and the custom-op libraries the
+        script loaded, as the child wrote them), `feeds.npz` (the placeholders' values of
+        the last run, where there are any)."""
         files = {"graph.meta": self._meta_bytes,
                  "trace.json": (json.dumps(self._trace_doc, indent=1) + "\n").encode()}
         if self._feeds_bytes:
