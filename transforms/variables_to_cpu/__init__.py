@@ -74,6 +74,20 @@ def _on_gpu(group: placement.Group) -> bool:
     return spec is not None and (spec.device_type or "").upper() == "GPU"
 
 
+def _details(problem: placement.PlacementProblem) -> dict:
+    """A placement finding's details: the problem's kind, the node TF names, the device its
+    group asks for, the members with no kernel there, the group's size (and, for a
+    function's body, the function and its caller)."""
+    group = problem.group
+    details = {"kind": problem.kind, "node": problem.node,
+               "device": group.requested.to_string() if group.requested else None,
+               "no_kernel": [n.name for n in problem.no_kernel],
+               "group_size": len(group.members)}
+    if isinstance(group, placement.BodyGroup):
+        details.update(function=group.function, called_by=group.caller)
+    return details
+
+
 def _gpu_device_scope(syntax: Syntax) -> bool:
     """Whether a `with ...device(...)` is given a GPU string, or a name a `for` loop binds
     over a literal list or tuple that spells a GPU string (`for d in ["/gpu:0", "/gpu:1"]`,
@@ -236,19 +250,9 @@ class VariablesToCpu(Transform):
             detail = f"{detail}; fix moves it to {_CPU_OF[requested]}" if detail else (
                 f"fix moves it to {_CPU_OF[requested]}")
         message = f"{problem.message} ({detail})" if detail else problem.message
-        edit = None
-        if movable:
-            move = (self._move_body_to_cpu if isinstance(group, placement.BodyGroup)
-                    else self._move_to_cpu)
-            edit = partial(move, [group], group.requested.to_string(), ctx)
-        details = {"kind": problem.kind, "node": problem.node,
-                   "device": group.requested.to_string() if group.requested else None,
-                   "no_kernel": [n.name for n in problem.no_kernel],
-                   "group_size": len(group.members)}
-        if isinstance(group, placement.BodyGroup):
-            details.update(function=group.function, called_by=group.caller)
+        edit = self._move_off_gpu(group, ctx) if movable else None
         return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
-                       fixable=edit is not None, edit=edit, details=details)
+                       fixable=edit is not None, edit=edit, details=_details(problem))
 
     def _soft_placed(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
         """A variable group with no kernel on its GPU that the session's soft placement
@@ -261,15 +265,16 @@ class VariablesToCpu(Transform):
                    f"its group ({detail}); the session's allow_soft_placement moves it to the "
                    f"CPU, so it runs, but not where the graph says (fix moves it to "
                    f"{_CPU_OF[requested]})")
+        return Finding(ctx.path, self.name, message, node=group.anchor, severity="warning",
+                       edit=self._move_off_gpu(group, ctx),
+                       details={**_details(problem), "soft_placement": True})
+
+    def _move_off_gpu(self, group: "placement.Group | placement.BodyGroup", ctx: Context):
+        """The edit that moves a group on a GPU to that task's CPU (in the main graph or in
+        a function's body)."""
         move = (self._move_body_to_cpu if isinstance(group, placement.BodyGroup)
                 else self._move_to_cpu)
-        details = {"kind": problem.kind, "node": problem.node, "device": requested,
-                   "no_kernel": [n.name for n in problem.no_kernel],
-                   "group_size": len(group.members), "soft_placement": True}
-        if isinstance(group, placement.BodyGroup):
-            details.update(function=group.function, called_by=group.caller)
-        return Finding(ctx.path, self.name, message, node=group.anchor, severity="warning",
-                       edit=partial(move, [group], requested, ctx), details=details)
+        return partial(move, [group], group.requested.to_string(), ctx)
 
     def _move_to_cpu(self, groups: list[placement.Group], requested: str, ctx: Context,
                      graph: GraphIndex) -> list[Change]:
