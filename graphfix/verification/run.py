@@ -731,11 +731,11 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
                                f"CPU, where they have one"))
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
-    run_again = functools.partial(
+    run_graph = functools.partial(
         _run, runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
         cpu_count=cpu_count, soft=soft_placement, checkpoint=_checkpoint_of(graph_file),
         step_timeout=step_timeout)
-    run = run_again(watched=_update_variables(index), trace=logdir is not None,
+    run = run_graph(watched=_update_variables(index), trace=logdir is not None,
                     observed=custom_ops.unstateful_custom_ops(index))
     if logdir is not None:  # (the graph alone where the step failed)
         _logdir.write_run(logdir, _logdir.AFTER, graph_def, run.run_metadata)
@@ -750,7 +750,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
 
     def run_folding_off(nodes: list[str]):
         clock = time.perf_counter()
-        again = run_again(observed=nodes, configure=custom_ops.folding_off)
+        again = run_graph(observed=nodes, configure=custom_ops.folding_off)
         seconds["run_folding_off"] = time.perf_counter() - clock
         return again.error, again.observed
 
