@@ -368,7 +368,7 @@ def _import(graph, graph_def, meta) -> None:
 
 
 def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, steps, bounded,
-           traced, observed=({}, {})):
+           traced, observed):
     """Run the steps in an initialized session: (watched variables before, every variable
     after, the loss before and after or None, the first step's RunMetadata if `traced`);
     the values fetched go into `values`; `observed` is (name -> tensor fetched with each
