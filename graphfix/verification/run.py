@@ -724,11 +724,11 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         for problem in problems:
             result.checks.append(Check("placement", False, problem.message))
         return result
-    result.checks.append(Check("placement", True, "every colocation group has a kernel on its device"
-                               if len(found) == len(problems) else
-                               f"every colocation group has a kernel on its device, but "
-                               f"{len(found)} with none there that soft placement moves to the "
-                               f"CPU, where they have one"))
+    placed = "every colocation group has a kernel on its device"
+    if found:  # (none refused: each is one soft placement moves)
+        placed += (f", but {len(found)} with none there that soft placement moves to the "
+                   f"CPU, where they have one")
+    result.checks.append(Check("placement", True, placed))
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     run_graph = functools.partial(
