@@ -471,7 +471,7 @@ class FeedFacts:
 
 class _Reads(ast.NodeVisitor):
     """The last names (`lr`, `self.lr` -> `lr`) a module reads in an optimizer's arguments
-    (`steering`), and those it reads elsewhere where they may reach a loss (`elsewhere`):
+    (`steering`), and those it reads elsewhere where they may reach a loss (`graph_reads`):
     not in a run's or an eval's arguments, a dict keyed by tensors (a feed dict built
     earlier), a summary, a print, a variable update, or as what a method is called on
     (`lr.assign(..)`, `lr.load(..)`)."""
@@ -482,11 +482,11 @@ class _Reads(ast.NodeVisitor):
     def __init__(self, names: AstTfNames):
         self.names = names
         self.steering: set[str] = set()
-        self.elsewhere: set[str] = set()
+        self.graph_reads: set[str] = set()
         self._in_optimizer = 0
 
     def _note(self, name: str) -> None:
-        (self.steering if self._in_optimizer else self.elsewhere).add(name)
+        (self.steering if self._in_optimizer else self.graph_reads).add(name)
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -563,4 +563,4 @@ def name_reads(tree: ast.Module, names: AstTfNames) -> dict:
     """What one module reads: {"steering", "graph_reads"} (see the module docstring)."""
     reads = _Reads(names)
     reads.visit(tree)
-    return {"steering": sorted(reads.steering), "graph_reads": sorted(reads.elsewhere)}
+    return {"steering": sorted(reads.steering), "graph_reads": sorted(reads.graph_reads)}
