@@ -267,3 +267,26 @@ def test_a_step_or_counter_fed_while_updated_is_said_with_its_own_type():
     _, findings = graphfix.fix_source(before, only=[NAME])
     said = {f.message.split("`")[1]: REF_ERROR.search(f.message).group(1) for f in findings}
     assert said == {"w": "float", "step": "int64", "counter": "<its type>"}
+
+
+def test_a_rate_another_file_puts_on_the_loss_path_is_found_whatever_that_file_names(
+        tmp_path: Path):
+    """A trainable variable the optimizer is given is a learning rate only where no file
+    reads it elsewhere: model.py puts `lr` on the loss's path (so the optimizer updates it,
+    and the feed fails) while naming no variable, assign or train method."""
+    (tmp_path / "settings.py").write_text(
+        "import tensorflow as tf\n\nlr = tf.Variable(0.1, name='lr')\n")
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\n\nfrom settings import lr\n\n\n"
+        "def loss_of(x):\n    return tf.reduce_sum(x * lr)\n")
+    train = ("import tensorflow as tf\n\nfrom model import loss_of\nfrom settings import lr\n\n"
+             "x = tf.placeholder(tf.float32, [2])\n"
+             "train_op = tf.train.GradientDescentOptimizer(lr).minimize(loss_of(x))\n"
+             "with tf.Session() as sess:\n"
+             "    sess.run(tf.global_variables_initializer())\n"
+             "    sess.run(train_op, feed_dict={x: [1.0, 2.0], lr: 0.5})"
+             "  # expect: error col 50\n")
+    (tmp_path / "train.py").write_text(train)
+    report, _ = run([str(tmp_path)], Selected.build(registry.select([NAME]), {}), fix=False)
+    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
+        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]

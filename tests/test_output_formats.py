@@ -240,6 +240,17 @@ def test_each_finding_carries_the_part_of_the_fix_at_its_line(tmp_path):
         "insertedContent": {"text": wrap["text"]}}]
 
 
+def test_an_edit_at_the_end_of_a_last_line_without_a_line_break_ends_on_that_line(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("import tensorflow as tf\nv = tf.all_variables")  # (no line break at the end)
+    doc = json.loads(run_cli("check", "--no-cache", path, "--format", "json",
+                             check_exit=1).stdout)
+    [finding] = doc["findings"]
+    [rename] = finding["replacements"]
+    assert (rename["start"], rename["end"], rename["text"]) == (
+        {"line": 2, "col": 8}, {"line": 2, "col": 21}, "global_variables")
+
+
 def test_graph_and_unfixable_findings_have_no_replacements(source):
     doc = json.loads(run_cli("check", "--no-cache", SEED / "before.pbtxt", "--format", "json",
                              check_exit=1).stdout)

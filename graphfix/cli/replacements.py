@@ -50,8 +50,13 @@ def text_replacements(old: str, new: str) -> list[Replacement]:
     old_lines, new_lines = _lines(old), _lines(new)
     line_starts, new_starts = _offsets(old_lines), _offsets(new_lines)
 
+    # The end of a last line without a line break is on that line, not on the next.
+    ends_open = bool(old_lines) and not old_lines[-1].endswith(("\n", "\r"))
+
     def position(offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(line_starts, offset) - 1
+        if ends_open and line == len(old_lines):
+            line -= 1
         return line + 1, offset - line_starts[line] + 1
 
     out = []

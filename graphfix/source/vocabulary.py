@@ -189,10 +189,6 @@ TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
 # the updates; the loss has no gradient to it.
 OPTIMIZER_CLASS = re.compile(r"train\.\w+Optimizer|contrib\.opt\.\w+Optimizer"
                              r"|keras\.optimizers\.(legacy\.)?[A-Z]\w*")
-# Ops that run every variable initializer they are made for (each an assign).
-INITIALIZER_CALLS = frozenset({
-    "global_variables_initializer", "local_variables_initializer", "variables_initializer",
-    "initialize_all_variables", "initialize_local_variables", "initialize_variables"})
 MONITORED_SESSIONS = frozenset(
     {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
 )
@@ -213,3 +209,9 @@ DEPRECATED_INITIALIZERS = {
     "all_variables": "global_variables",
     "initialize_all_tables": "tables_initializer",
 }
+# Ops that run every variable initializer they are made for (each an assign), by their
+# current names and the deprecated ones above.
+_VARIABLE_INITIALIZERS = frozenset(
+    {"global_variables_initializer", "local_variables_initializer", "variables_initializer"})
+INITIALIZER_CALLS = _VARIABLE_INITIALIZERS | frozenset(
+    old for old, new in DEPRECATED_INITIALIZERS.items() if new in _VARIABLE_INITIALIZERS)

@@ -58,7 +58,8 @@ class DeprecatedInitializersCodemod(SourceCodemod):
         found = []  # (node, old name, spelled, fix), reported in source order
         for reference in self.nodes(cst.Attribute, cst.Name):
             # Only `x.OLD` and a name an import of OLD binds can be reported (below): the
-            # rest are not resolved.
+            # rest are not resolved (a module-level alias, `init = tf.X`, is fixed where it
+            # is assigned).
             if isinstance(reference, cst.Attribute):
                 if reference.attr.value not in DEPRECATED_INITIALIZERS:
                     continue
@@ -76,8 +77,6 @@ class DeprecatedInitializersCodemod(SourceCodemod):
                 fix: tuple[Replace, ...] = (Replace(reference, partial(_renamed, new)),)
                 spelled = self.code(reference)
             else:
-                if reference.value not in imported:
-                    continue  # a module-level alias (`init = tf.X`): fixed where assigned
                 alias, _ = imported[reference.value]
                 used.add(alias)
                 import_fix = import_fixes.setdefault(alias, Replace(alias, partial(_renamed, new)))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 
 from graphfix.source.project.cluster import cluster_programs
 from graphfix.source.project.facts import REUSE_WORDS, reuse_facts
-from graphfix.source.project.feeds import FeedFacts, feed_facts
+from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
     MODULE_BODY,
@@ -72,6 +72,7 @@ class Project:
         self._read_code = code_of or (lambda label: None)
         self._codes: dict[str, str | None] = {}
         self._feeds: dict[str, dict] = {}
+        self._reads: dict[str, dict] = {}
         self._reuse: dict[str, dict] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
@@ -117,8 +118,7 @@ class Project:
         (`graphfix.source.project.feeds`), read from its code when first asked: few files
         are asked, and the reading walks the whole tree."""
         if label not in self._feeds:
-            facts = {"attributes": {}, "updated": [], "monitored": [], "names": [],
-                     "steering": [], "graph_reads": []}
+            facts = {"attributes": {}, "updated": [], "monitored": [], "names": []}
             code = self._code_of(label) if label in self.parts else None
             if code is not None and any(word in code for word in _FEED_WORDS):
                 tree = parsed(code)
@@ -126,6 +126,20 @@ class Project:
                     facts = feed_facts(tree, AstTfNames(tree))
             self._feeds[label] = facts
         return self._feeds[label]
+
+    def reads(self, label: str) -> dict:
+        """What file `label` reads in optimizers' arguments and elsewhere
+        (`graphfix.source.project.feeds.name_reads`), read from its code when first asked.
+        Not behind `feeds`' words: a file that puts a learning rate on a loss's path need
+        name no variable, assign or train method."""
+        if label not in self._reads:
+            facts = {"steering": [], "graph_reads": []}
+            code = self._code_of(label) if label in self.parts else None
+            tree = parsed(code) if code is not None else None
+            if tree is not None:
+                facts = name_reads(tree, AstTfNames(tree))
+            self._reads[label] = facts
+        return self._reads[label]
 
     def reuse(self, label: str) -> dict:
         """Where file `label`'s code runs under a variable scope that reuses, and what it
@@ -573,9 +587,9 @@ class _AttributeKinds:
         if name not in self._steering:
             steering = elsewhere = False
             for label in self._mentioning(name):
-                facts = self.project.feeds(label)
-                steering |= name in facts.get("steering", ())
-                elsewhere |= name in facts.get("graph_reads", ())
+                reads = self.project.reads(label)
+                steering |= name in reads["steering"]
+                elsewhere |= name in reads["graph_reads"]
             self._steering[name] = steering and not elsewhere
         return self._steering[name]
 

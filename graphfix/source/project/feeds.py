@@ -7,10 +7,12 @@ it ("variable": a variable an optimizer may update; "frozen": one no optimizer u
 fields count as its attributes. `updated`: the last names of what the file writes in place
 (`tf.assign(v, ...)`, `v.assign_add(...)`, `global_step=v`). `monitored`: names assigned a
 MonitoredSession. `names`: the `name=` of the trainable variables it creates.
-`steering`: the last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`:
-a learning rate, which the loss has no gradient to); `graph_reads`: the last names read
-anywhere else that may put them on a loss's path (not in a run's fetches or feeds, a feed
-dict built earlier, a summary, a print, an assign, or as the variable a method is called on).
+
+What a file reads (`name_reads`), asked of any file, whatever words it holds: `steering`, the
+last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`: a learning
+rate, which the loss has no gradient to); `graph_reads`, the last names read anywhere else
+that may put them on a loss's path (not in a run's fetches or feeds, a feed dict built
+earlier, a summary, a print, an assign, or as the variable a method is called on).
 """
 
 from __future__ import annotations
@@ -420,12 +422,9 @@ class FeedFacts:
                 if (isinstance(node.value, ast.Call)
                         and self.names.canonical(node.value.func) in MONITORED_SESSIONS):
                     monitored.add(name)
-        reads = _Reads(self.names)
-        reads.visit(self.tree)
         return {"attributes": {k: sorted(v) for k, v in sorted(attributes.items())},
                 "updated": sorted(updated), "monitored": sorted(monitored),
-                "names": sorted(labels), "steering": sorted(reads.steering),
-                "graph_reads": sorted(reads.elsewhere)}
+                "names": sorted(labels)}
 
     def _field_facts(self, call: ast.Call, records: dict[str, list[str]], attributes) -> None:
         """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
@@ -472,7 +471,7 @@ class FeedFacts:
 
 class _Reads(ast.NodeVisitor):
     """The last names (`lr`, `self.lr` -> `lr`) a module reads in an optimizer's arguments
-    (`steering`), and those it reads elsewhere where they may reach a loss (`elsewhere`):
+    (`steering`), and those it reads elsewhere where they may reach a loss (`graph_reads`):
     not in a run's or an eval's arguments, a dict keyed by tensors (a feed dict built
     earlier), a summary, a print, a variable update, or as what a method is called on
     (`lr.assign(..)`, `lr.load(..)`)."""
@@ -483,11 +482,11 @@ class _Reads(ast.NodeVisitor):
     def __init__(self, names: AstTfNames):
         self.names = names
         self.steering: set[str] = set()
-        self.elsewhere: set[str] = set()
+        self.graph_reads: set[str] = set()
         self._in_optimizer = 0
 
     def _note(self, name: str) -> None:
-        (self.steering if self._in_optimizer else self.elsewhere).add(name)
+        (self.steering if self._in_optimizer else self.graph_reads).add(name)
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -558,3 +557,10 @@ def _namedtuple_fields(nodes: list[ast.AST]) -> dict[str, list[str]]:
 def feed_facts(tree: ast.Module, names: AstTfNames) -> dict:
     """One module's facts about feed keys (see the module docstring)."""
     return FeedFacts(tree, names).facts()
+
+
+def name_reads(tree: ast.Module, names: AstTfNames) -> dict:
+    """What one module reads: {"steering", "graph_reads"} (see the module docstring)."""
+    reads = _Reads(names)
+    reads.visit(tree)
+    return {"steering": sorted(reads.steering), "graph_reads": sorted(reads.graph_reads)}
