@@ -910,7 +910,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
     result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
                      project=project.view(label) if project else None)
     # libcst's tree of the file, its metadata and the codemods that read them are left in
-    # reference cycles (77,000 objects, 8 MiB for training/saver.py): only a full
+    # reference cycles (tens of thousands of objects for a large file): only a full
     # collection frees them, and one seldom comes, so a process that parsed many files held
     # the garbage of several at once; its peak grew with the number of files it was given.
     gc.collect()

@@ -25,6 +25,7 @@ from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     GLOBAL_COLLECTION_KEYS,
     GLOBAL_STEP_MAKERS,
+    INITIALIZER_CALLS,
     LAYER_CALLS,
     LOCAL_VARIABLE_MAKERS,
     REPLICA_DEVICE_SETTER,
@@ -57,9 +58,7 @@ _NO_OPS = frozenset({
     "train.MonitoredTrainingSession", "train.Supervisor", "train.Coordinator",
     "train.Scaffold", "train.Saver", "train.start_queue_runners", "train.ChiefSessionCreator",
     "train.WorkerSessionCreator", "train.SessionManager", "summary.FileWriter",
-    "group", "no_op", "global_variables_initializer", "initialize_all_variables",
-    "variables_initializer", "local_variables_initializer", "initialize_local_variables",
-    "tables_initializer", "assign", "assign_add", "assign_sub", "scatter_update",
+    "group", "no_op", *INITIALIZER_CALLS, "tables_initializer", "assign", "assign_add", "assign_sub", "scatter_update",
     "scatter_add", "scatter_sub", "scatter_nd_update", "scatter_nd_add", "scatter_nd_sub",
 })
 _NO_OP_PREFIXES = ("logging.", "app.", "flags.", "gfile.", "io.gfile.", "errors.",
