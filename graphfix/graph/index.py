@@ -23,7 +23,7 @@ from typing import Container, Iterable, Iterator, Mapping, Sequence
 from graphfix.graph.colocation import RESOURCE_COLOCATION_EXEMPT, ColocationGroups, star_members
 from graphfix.graph.columns import NodeColumns
 from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
-from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures
+from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures, is_tf_op
 from graphfix.graph import validity
 from graphfix.graph.validity import GraphError
 
@@ -127,6 +127,11 @@ class GraphIndex:
     def library_names(self) -> frozenset[str]:
         """The names of the graph's library functions (a node whose op is one calls it)."""
         return frozenset(f.signature.name for f in self.graph_def.library.function)
+
+    def is_custom_op(self, op: str) -> bool:
+        """Whether `op` is a custom op: neither one of TF's own ops (`is_tf_op`) nor a
+        function of the graph's library."""
+        return not is_tf_op(op) and op not in self.library_names
 
     def op_kinds(self) -> set[str]:
         """The distinct ops of the graph."""

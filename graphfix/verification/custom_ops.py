@@ -19,7 +19,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from graphfix.graph.index import GraphIndex
-from graphfix.graph.signatures import is_tf_op
 # (run imports this module inside verify_graph, so this import finds run complete)
 from graphfix.verification.run import Check, VerifyError
 
@@ -70,10 +69,9 @@ def unstateful_custom_ops(index: GraphIndex) -> list[str]:
     computes (not in a cond's branch or a loop's body)."""
     from tensorflow.python.framework import op_def_registry
 
-    functions = index.library_names
     found = []
     for position, op in enumerate(index.ops):
-        if is_tf_op(op) or op in functions:
+        if not index.is_custom_op(op):
             continue
         op_def = op_def_registry.get(op)
         if op_def is None or op_def.is_stateful or not op_def.output_arg:

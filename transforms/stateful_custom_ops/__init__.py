@@ -121,7 +121,7 @@ class StatefulCustomOps(Transform):
         op: a configured `op_library` costs nothing to the other graphs and to sources."""
         known: dict[str, bool] = {}
         texts: dict[str, str] = {}
-        has_custom_ops = any(not is_tf_op(op) for op in set(graph.ops) - set(graph.library_names))
+        has_custom_ops = any(map(graph.is_custom_op, graph.op_kinds()))
         for path in ctx.options["op_library"]:
             if has_custom_ops:
                 known.update(registrations.library_ops(path))
@@ -137,7 +137,6 @@ class StatefulCustomOps(Transform):
         """An error for each custom-op call TF will fold (fixable where it has inputs); one
         edit for the C++ sources given, adding `.SetIsStateful()` where needed."""
         known, texts = self._registrations(graph, ctx)
-        functions = graph.library_names
         foldable: dict[str, tuple[bool, tuple[str, ...]]] = {}
 
         def constants_behind(text: str) -> tuple[bool, tuple[str, ...]]:
@@ -164,7 +163,7 @@ class StatefulCustomOps(Transform):
         folded: dict[tuple, list[int]] = {}  # (op, inputs, attrs) -> its calls
         unknown: dict[str, list[int]] = {}
         for position, op in enumerate(graph.ops):
-            if is_tf_op(op) or op in functions:
+            if not graph.is_custom_op(op):
                 continue
             if op in known:
                 stateful = known[op]
