@@ -163,6 +163,39 @@ def test_variables_to_cpu_pre_check_reads_a_looped_device_as_its_codemod_does(ca
     assert passed == bool(found) == (case != "devices at run time")
 
 
+_GPU_BLOCKS = {
+    "a variable made in the block": ("""\
+        import tensorflow as tf
+        with tf.device("/gpu:0"):
+            w = tf.get_variable("w", [2], dtype=tf.int32)
+        """, True),
+    # TF's own test_util.force_gpu: the block runs its caller's code, which the codemod
+    # does not follow; nothing in it is called
+    "a block that only yields": ("""\
+        import contextlib
+        import tensorflow as tf
+        @contextlib.contextmanager
+        def force_gpu():
+            with tf.device("/device:GPU:0"):
+                yield
+        """, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_GPU_BLOCKS))
+def test_variables_to_cpu_pre_check_needs_a_call_in_the_gpu_block(case):
+    """A GPU block whose body calls nothing makes no variable: the pre-check leaves the file
+    out, as its codemod finds nothing there (tensorflow/python's test_util.py once cost
+    2.5 s of libcst for its `force_gpu`)."""
+    code, expected = _GPU_BLOCKS[case]
+    code = textwrap.dedent(code)
+    transform = registry.all_transforms()["variables-to-cpu"]
+    codemods = [(transform.source_codemod(), transform.default_options())]
+    found = run_source(code, "m.py", codemods, fix=False).findings
+    passed = transform in prefilter.prefilter(code, [transform]).work
+    assert passed == bool(found) == expected
+
+
 _ZIPPED = {
     "the recipe": ("""\
         import tensorflow as tf

@@ -94,7 +94,8 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
     `for i, d in enumerate(gpus)` with `gpus = [...]` in the file): this transform's
     pre-check, as loose as the codemod's reading of a device (`_device_templates`), no
     looser (a loop over devices computed at run time, as most of TensorFlow's own
-    distribution code has, is no GPU the codemod can see)."""
+    distribution code has, is no GPU the codemod can see). Only a block whose body calls
+    something counts: variables are made by calls."""
     import ast  # (here: a run over graphs never parses source)
 
     from graphfix.source.syntax import call_arguments, strings_in, tail_name
@@ -123,7 +124,12 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
                 names.add(target.id)
         return names
 
-    scopes = [item.context_expr for block in syntax.withs for item in block.items
+    def calls_in(block: ast.With | ast.AsyncWith) -> bool:  # what could create a variable
+        return any(isinstance(node, ast.Call)
+                   for statement in block.body for node in ast.walk(statement))
+
+    scopes = [item.context_expr for block in syntax.withs if calls_in(block)
+              for item in block.items
               if isinstance(item.context_expr, ast.Call)
               and tail_name(item.context_expr.func) == "device"]
     if any(not isinstance(arg, ast.Name) and spells_gpu(arg)
@@ -166,8 +172,9 @@ class VariablesToCpu(Transform):
     codemod = ".source:VariablesToCpuCodemod"
     # A `with ...device(...)` given a GPU string: the only scopes the codemod moves
     # variables out of (GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}"; a device
-    # string held in a variable is not followed). A call list cannot say "given a GPU
-    # string in a with item", hence the predicate.
+    # string held in a variable is not followed) whose body calls something: variables are
+    # made by calls (TF's own `with device("/gpu:0"): yield` makes none). A call list cannot
+    # say "given a GPU string in a with item", hence the predicate.
     source_triggers = SourceTriggers(calls=DEVICE_CALLS, all_of=(("gpu", "GPU", "Gpu"),),
                                      where=_gpu_device_scope)
 
