@@ -75,7 +75,7 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
     sources stateful-custom-ops reads (its `sources`, and the .cc files beside the script:
     `give_files_to_params`) are fixed with the graph and written with it, all or nothing;
     `diff` shows their diff, writes nothing."""
-    from graphfix.driver import Output, _rewritten_files, give_files_to_params, write_outputs
+    from graphfix.driver import Output, rewritten_files, give_files_to_params, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.trace.at_sites import check_trace
@@ -97,7 +97,7 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
                     notes=[captured.summary()])
     if not fix:
         report.notes.extend(_disagreements(script, selected, findings))
-    rewritten = _rewritten_files(changes, want_diff=diff) if fix else []
+    rewritten = rewritten_files(changes, want_diff=diff) if fix else []
     (report.changed_paths if changes else report.unchanged_paths).append(script)
     report.changed_paths.extend(output.label for output in rewritten)
     if fix and changes and not (dry_run or diff):
