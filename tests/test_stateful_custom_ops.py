@@ -337,6 +337,16 @@ def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, giv
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+def test_the_op_library_setting_is_named_once_as_this_transforms_param():
+    """`registry.OP_LIBRARY`, the setting verify and a traced check read, is the repeatable
+    param of this transform that `--set` spells `stateful-custom-ops.op_library`."""
+    from graphfix.registry import OP_LIBRARY, get_transform
+
+    (param,) = [p for p in get_transform(OP_LIBRARY.transform).params
+                if p.name == OP_LIBRARY.key]
+    assert param.multiple and str(OP_LIBRARY) == f"{NAME}.op_library"
+
+
 def test_verify_takes_no_other_transform_setting(seed_graph, tmp_path):
     graph_path = tmp_path / "seed.pb"
     graph_path.write_bytes(seed_graph.SerializeToString())
