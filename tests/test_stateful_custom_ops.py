@@ -324,10 +324,13 @@ def test_verify_of_one_step_says_the_check_needs_two(seed_graph, library):
     assert "--steps 2 or more" in check["detail"]
 
 
-@pytest.mark.parametrize("given, said", [
+BAD_LIBRARIES = [
     ("{tmp}/missing.so", "missing.so: cannot read: No such file or directory"),
     ("{source}", "get_image_id.cc: cannot load as an op library"),
-])
+]
+
+
+@pytest.mark.parametrize("given, said", BAD_LIBRARIES)
 def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, given, said):
     graph_path = tmp_path / "seed.pb"
     graph_path.write_bytes(seed_graph.SerializeToString())
@@ -335,6 +338,22 @@ def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, giv
     result = run_cli("verify", graph_path, "--steps", "2",
                      "--set", f"{NAME}.op_library={given}", check_exit=2)
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("given, said", BAD_LIBRARIES)
+def test_check_with_a_bad_library_says_what_verify_says(seed_graph, tmp_path, given, said):
+    """check reads a library in a child process, verify loads it in its own; a library
+    neither can read or load is said in the same words (`graphfix.tf_runtime`), exit 2."""
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    given = given.format(tmp=tmp_path, source=SOURCE)
+    result = run_cli("check", graph_path, "--only", NAME,
+                     "--set", f"{NAME}.op_library={given}", check_exit=2)
+    (line,) = [line for line in (result.stdout + result.stderr).splitlines() if said in line]
+    verified = run_cli("verify", graph_path, "--set", f"{NAME}.op_library={given}",
+                       check_exit=2)
+    said_by_verify = verified.stderr.strip().removeprefix("graphfix: error: ")
+    assert said in said_by_verify and line.endswith(f": {said_by_verify}"), (line, said_by_verify)
 
 
 def test_the_op_library_setting_is_named_once_as_this_transforms_param():

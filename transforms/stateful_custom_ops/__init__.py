@@ -82,7 +82,8 @@ from typing import Iterator
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.signatures import is_tf_op
-from graphfix.registry import OP_LIBRARY, Context, Param, Transform
+from graphfix.registry import OP_LIBRARY, Context, Param, Transform, UsageError
+from graphfix.tf_runtime import op_library_stat
 
 from . import registrations
 
@@ -126,7 +127,7 @@ class StatefulCustomOps(Transform):
             if has_custom_ops:
                 known.update(registrations.library_ops(path))
             else:
-                registrations.library_stat(path)  # (a path that cannot be read is still said)
+                op_library_stat(path, UsageError)  # (a path that cannot be read is still said)
         for path in ctx.options["sources"]:
             texts[path] = registrations.read_source(path)
             for chain in registrations.chains_in(texts[path], path):
