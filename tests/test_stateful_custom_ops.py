@@ -502,7 +502,7 @@ def line_of(path, text: str) -> int:
 def test_trace_records_each_library_the_script_loads_absolute_once(library, tmp_path):
     """tf.load_op_library (here TF1's, `import tensorflow` in a TF1 script), TF 2's own and
     load_library's, with a relative path: the absolute path, once."""
-    from graphfix.trace import trace
+    from graphfix.trace import Trace, trace
 
     captured = trace(TRACED, [library])
     assert captured.op_libraries == [library]
@@ -520,8 +520,15 @@ def test_trace_records_each_library_the_script_loads_absolute_once(library, tmp_
     (finding,) = check_trace(captured, selected)[0]
     assert (finding.severity, finding.fixable, finding.line) == (
         "error", True, line_of(TRACED, "get_image_id(tf.constant(32)"))
-    captured._trace_doc["op_libraries"] = []
-    (finding,) = check_trace(captured, selected)[0]
+
+    # The same trace, had the script loaded no library (its trace.json saying none too).
+    files = captured.files()
+    loaded_none = Trace(captured.script, captured.meta_graph, captured.sites, captured.runs,
+                        captured.stopped, files["graph.meta"],
+                        {**json.loads(files["trace.json"]), "op_libraries": []},
+                        sessions=captured.sessions)
+    assert loaded_none.op_libraries == []
+    (finding,) = check_trace(loaded_none, selected)[0]
     assert finding.severity == "warning" and "registration is unknown" in finding.message
 
     (tmp_path / "lib").mkdir()
