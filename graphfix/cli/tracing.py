@@ -162,8 +162,9 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
     a local cluster of the jobs its devices name (a ps/worker script's: the script made its
     cluster), else in this process on the target devices. The custom-op libraries given
     (`op_libraries`) and those the script loaded are loaded first (a graph with a custom
-    op does not import without its library); a library is loaded once. It is placed with
-    soft placement where the script's sessions have it (`Trace.soft_placement`)."""
+    op does not import without its library); a library is loaded once. It is placed and run
+    with soft placement where the script's sessions have it (`Trace.soft_placement`), on a
+    cluster as in this process."""
     from graphfix.graph import graphfile
     from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -183,7 +184,8 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
             if jobs:
                 return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
                                          feeds=captured.feeds, label=label,
-                                         op_libraries=libraries)
+                                         op_libraries=libraries,
+                                         soft_placement=captured.soft_placement)
             return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
                                 fetches=fetches, target_devices=target_devices,
                                 op_libraries=libraries,
