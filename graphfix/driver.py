@@ -196,7 +196,7 @@ def _run_files_without_a_graph(selected: Selected, fix: bool, want_diff: bool, r
         return
     report.findings.extend(findings)
     report.changes.extend(changes)
-    rewritten = _rewritten_files(changes, want_diff)
+    rewritten = rewritten_files(changes, want_diff)
     report.changed_paths.extend(output.label for output in rewritten)
     taken = [path for transform, options in takers for param in transform.params
              if param.files for path in options.get(param.name) or ()]
@@ -215,6 +215,34 @@ class Output:
         self.data = data
         self.graph_file = graph_file
         self.diff = [] if diff is None else diff
+
+
+def rewritten_files(changes: list[Change], want_diff: bool = False) -> list[Output]:
+    """The `Output`s of the files other than the graph that a graph fix rewrote
+    (stateful-custom-ops' C++: a Change whose details carry `file` and its new `text`), to be
+    written with the graph's outputs, all or none (`write_outputs`), by `run` and by a fix of
+    a traced graph alike; the text leaves the Change (the report names the file). With
+    `want_diff`, each carries its unified diff against the file as it is."""
+    import difflib
+
+    rewritten = []
+    for change in changes:
+        if "file" in change.details and "text" in change.details:
+            text = change.details.pop("text")
+            target = Path(change.details["file"])
+            diff = []
+            if want_diff:
+                diff = list(difflib.unified_diff(
+                    target.read_text(encoding="utf-8").splitlines(keepends=True),
+                    text.splitlines(keepends=True), *_diff_labels(change.path)))
+            rewritten.append(Output(change.path, target, data=text.encode("utf-8"),
+                                    diff=diff))
+    return rewritten
+
+
+def _diff_labels(label: str) -> tuple[str, str]:
+    """git's a/ b/ prefixes for a relative path; an absolute path is shown as it is."""
+    return (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
 
 
 def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
@@ -808,7 +836,7 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
             findings, changes, index = apply_to_graph(graph_def, meta, label, selected, fix=fix)
             report.findings.extend(findings)
             report.changes.extend(changes)
-            outputs.extend(_rewritten_files(changes, want_diff))
+            outputs.extend(rewritten_files(changes, want_diff))
             if not fix:
                 lines = placement.summary(index)
                 report.notes.append(f"{label}: placement: " + "; ".join(lines))
@@ -830,33 +858,6 @@ def _run_graph(label, path, selected, fix, report, outputs, out, in_place, want_
         target = _graph_target(label, path, out, in_place, count)
         if changed or target != path:
             outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
-
-
-def _rewritten_files(changes, want_diff: bool = False) -> list[Output]:
-    """The files other than the graph that a graph fix rewrote (stateful-custom-ops' C++:
-    a Change whose details carry `file` and its new `text`), written with the graph's
-    outputs, all or none; the text leaves the Change (the report names the file). With
-    `want_diff`, each carries its unified diff against the file as it is."""
-    import difflib
-
-    rewritten = []
-    for change in changes:
-        if "file" in change.details and "text" in change.details:
-            text = change.details.pop("text")
-            target = Path(change.details["file"])
-            diff = []
-            if want_diff:
-                diff = list(difflib.unified_diff(
-                    target.read_text(encoding="utf-8").splitlines(keepends=True),
-                    text.splitlines(keepends=True), *_diff_labels(change.path)))
-            rewritten.append(Output(change.path, target, data=text.encode("utf-8"),
-                                    diff=diff))
-    return rewritten
-
-
-def _diff_labels(label: str) -> tuple[str, str]:
-    """git's a/ b/ prefixes for a relative path; an absolute path is shown as it is."""
-    return (label, label) if Path(label).is_absolute() else (f"a/{label}", f"b/{label}")
 
 
 def _cached_result(item) -> bool:

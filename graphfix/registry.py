@@ -13,7 +13,7 @@ import os
 import sys
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, NamedTuple
 
 if TYPE_CHECKING:
     from graphfix.findings import Edit, Finding
@@ -283,6 +283,23 @@ def select(only: list[str] | None) -> list[type[Transform]]:
     if only:
         return [get_transform(n) for n in only]
     return list(all_transforms().values())
+
+
+class SettingName(NamedTuple):
+    """A transform's setting, named once where code besides the transform reads it:
+    `str()` spells it as `--set` does (`transform.key`)."""
+
+    transform: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.transform}.{self.key}"
+
+
+# The custom-op libraries (`.so`) named by the user: stateful-custom-ops reads the ops'
+# registrations from them, and verify (of a graph file or a traced script) loads them
+# before it imports the graph (`--set stateful-custom-ops.op_library=`, `[tool.graphfix]`).
+OP_LIBRARY = SettingName("stateful-custom-ops", "op_library")
 
 
 def validate_settings(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,10 @@ set it). Asking for GPUs where there is no CUDA driver logs an error ("failed ca
 cuInit") that only says there is no GPU, which verify reports in its own words:
 `physical_gpus` hides that one when it finds none. Every other line is shown, and all of
 them if the call fails.
+
+Custom-op libraries (`tf.load_op_library`'s `.so` files), which check reads and verify loads:
+one that cannot be read or that TF's loader refuses is said here, in one line naming it
+(`op_library_stat`, `op_library_refused`), as the caller's usage error (exit 2).
 """
 
 from __future__ import annotations
@@ -30,6 +34,33 @@ def import_runtime():
         _quietly(lambda: importlib.import_module("tensorflow"),
                  lambda line: (_severity(line) or "-") in hidden)
     return importlib.import_module("tensorflow")
+
+
+def op_library_stat(path: str, error: type[Exception]) -> os.stat_result:
+    """The stat of the custom-op library at `path`, taken before anything loads it (and
+    before TF is imported); `error`, the caller's one-line usage error, naming the file
+    where it cannot be read."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def op_library_refused(path: str, said: str, kind: str, error: type[Exception]) -> Exception:
+    """`error` for a custom-op library TF's loader refused (a file that is no library, a
+    missing symbol): the first line of what it `said`, else the `kind` of error it gave."""
+    reason = (said.strip().splitlines() or [kind])[0]
+    return error(f"{path}: cannot load as an op library: {reason}")
+
+
+def load_op_library(path: str, error: type[Exception]):
+    """`tf.load_op_library` of the library at `path` (its ops registered in this process),
+    the module it gives; `op_library_refused` where TF refuses it."""
+    tf = import_runtime()
+    try:
+        return tf.load_op_library(os.path.abspath(path))
+    except Exception as exc:  # (tf.errors.NotFoundError: a missing symbol, not a library)
+        raise op_library_refused(path, str(exc), type(exc).__name__, error) from None
 
 
 def physical_gpus() -> list:

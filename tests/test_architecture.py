@@ -130,3 +130,24 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
     assert [name for _, name in _imports("graphfix.graph.bad", bad)] == ["graphfix.source"]
     assert not _allowed("graphfix.graph.bad", "graphfix.source")
     assert _allowed("graphfix.cli.main", "graphfix.source")
+
+
+def _private_names(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) for every `from graphfix... import _name` of the file (not a
+    dunder such as `__version__`)."""
+    tree = ast.parse(path.read_text())
+    return [(node.lineno, node.module, alias.name) for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and not node.level
+            and (node.module or "").split(".")[0] == "graphfix"
+            for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+@pytest.mark.parametrize("module,path", _modules(), ids=[m for m, _ in _modules()])
+def test_a_private_name_is_used_only_inside_its_part(module, path):
+    """A name beginning with `_` is its part's own: another part that needs it needs a
+    public, documented name (the driver's `rewritten_files`, which the traced fix uses)."""
+    against = [f"{path.relative_to(ROOT)}:{line} imports {name} from {imported}"
+               for line, imported, name in _private_names(path)
+               if _part_of(imported) != _part_of(module)]
+    assert against == []

@@ -324,10 +324,13 @@ def test_verify_of_one_step_says_the_check_needs_two(seed_graph, library):
     assert "--steps 2 or more" in check["detail"]
 
 
-@pytest.mark.parametrize("given, said", [
+BAD_LIBRARIES = [
     ("{tmp}/missing.so", "missing.so: cannot read: No such file or directory"),
     ("{source}", "get_image_id.cc: cannot load as an op library"),
-])
+]
+
+
+@pytest.mark.parametrize("given, said", BAD_LIBRARIES)
 def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, given, said):
     graph_path = tmp_path / "seed.pb"
     graph_path.write_bytes(seed_graph.SerializeToString())
@@ -335,6 +338,32 @@ def test_verify_with_a_bad_library_is_a_one_line_error(seed_graph, tmp_path, giv
     result = run_cli("verify", graph_path, "--steps", "2",
                      "--set", f"{NAME}.op_library={given}", check_exit=2)
     assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("given, said", BAD_LIBRARIES)
+def test_check_with_a_bad_library_says_what_verify_says(seed_graph, tmp_path, given, said):
+    """check reads a library in a child process, verify loads it in its own; a library
+    neither can read or load is said in the same words (`graphfix.tf_runtime`), exit 2."""
+    graph_path = tmp_path / "seed.pb"
+    graph_path.write_bytes(seed_graph.SerializeToString())
+    given = given.format(tmp=tmp_path, source=SOURCE)
+    result = run_cli("check", graph_path, "--only", NAME,
+                     "--set", f"{NAME}.op_library={given}", check_exit=2)
+    (line,) = [line for line in (result.stdout + result.stderr).splitlines() if said in line]
+    verified = run_cli("verify", graph_path, "--set", f"{NAME}.op_library={given}",
+                       check_exit=2)
+    said_by_verify = verified.stderr.strip().removeprefix("graphfix: error: ")
+    assert said in said_by_verify and line.endswith(f": {said_by_verify}"), (line, said_by_verify)
+
+
+def test_the_op_library_setting_is_named_once_as_this_transforms_param():
+    """`registry.OP_LIBRARY`, the setting verify and a traced check read, is the repeatable
+    param of this transform that `--set` spells `stateful-custom-ops.op_library`."""
+    from graphfix.registry import OP_LIBRARY, get_transform
+
+    (param,) = [p for p in get_transform(OP_LIBRARY.transform).params
+                if p.name == OP_LIBRARY.key]
+    assert param.multiple and str(OP_LIBRARY) == f"{NAME}.op_library"
 
 
 def test_verify_takes_no_other_transform_setting(seed_graph, tmp_path):
@@ -473,7 +502,7 @@ def line_of(path, text: str) -> int:
 def test_trace_records_each_library_the_script_loads_absolute_once(library, tmp_path):
     """tf.load_op_library (here TF1's, `import tensorflow` in a TF1 script), TF 2's own and
     load_library's, with a relative path: the absolute path, once."""
-    from graphfix.trace import trace
+    from graphfix.trace import Trace, trace
 
     captured = trace(TRACED, [library])
     assert captured.op_libraries == [library]
@@ -491,8 +520,15 @@ def test_trace_records_each_library_the_script_loads_absolute_once(library, tmp_
     (finding,) = check_trace(captured, selected)[0]
     assert (finding.severity, finding.fixable, finding.line) == (
         "error", True, line_of(TRACED, "get_image_id(tf.constant(32)"))
-    captured._trace_doc["op_libraries"] = []
-    (finding,) = check_trace(captured, selected)[0]
+
+    # The same trace, had the script loaded no library (its trace.json saying none too).
+    files = captured.files()
+    loaded_none = Trace(captured.script, captured.meta_graph, captured.sites, captured.runs,
+                        captured.stopped, files["graph.meta"],
+                        {**json.loads(files["trace.json"]), "op_libraries": []},
+                        sessions=captured.sessions)
+    assert loaded_none.op_libraries == []
+    (finding,) = check_trace(loaded_none, selected)[0]
     assert finding.severity == "warning" and "registration is unknown" in finding.message
 
     (tmp_path / "lib").mkdir()

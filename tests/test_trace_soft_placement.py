@@ -210,3 +210,59 @@ def test_a_supervisors_managed_session_config_is_the_scripts(tmp_path):
     assert captured.soft_placement and captured.runs[-1].train
     (found,) = findings_of(captured)  # (the float variable on the GPU: the known warning)
     assert (found.line, found.severity) == (3, "warning") and "soft" not in found.message
+
+
+PS_WORKER_SOFT = """\
+import socket
+import sys
+import tensorflow as tf
+sockets = [socket.socket() for _ in range(2)]
+for sock in sockets:
+    sock.bind(("127.0.0.1", 0))
+ps_address, worker_address = ["127.0.0.1:%d" % sock.getsockname()[1] for sock in sockets]
+for sock in sockets:
+    sock.close()
+cluster = tf.train.ClusterSpec({"ps": [ps_address], "worker": [worker_address]})
+ps = tf.train.Server(cluster, job_name="ps", task_index=0)
+worker = tf.train.Server(cluster, job_name="worker", task_index=0)
+with tf.device("/job:ps/task:0"):
+    x = tf.get_variable("x", [], initializer=tf.constant_initializer(3.0))
+    step = tf.train.get_or_create_global_step()
+with tf.device("/job:worker/task:0/device:GPU:0"):
+    loss = tf.square(x, name="loss")
+    tf.summary.scalar("loss", loss)
+train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+config = tf.ConfigProto(allow_soft_placement="--no-soft-placement" not in sys.argv)
+with tf.Session(worker.target, config=config) as sess:
+    sess.run(tf.global_variables_initializer())
+    sess.run(train_op)
+"""
+
+
+def test_verify_on_a_cluster_places_and_runs_as_the_scripts_sessions_do(tmp_path):
+    """A ps/worker script (verified on a local cluster) whose summary under the worker's
+    GPU has no GPU kernel: with its sessions' soft placement, the placement check passes
+    saying soft placement moves it and the step runs on the cluster; without, TF's error,
+    and no cluster is started. As `verify SCRIPT` does in one process."""
+    import json
+
+    from conftest import run_cli
+
+    script = tmp_path / "ps_worker_soft.py"
+    script.write_text(PS_WORKER_SOFT)
+    soft = json.loads(run_cli("verify", script, "--format", "json", check_exit=0).stdout)
+    checks = {c["name"]: c for c in soft["checks"]}
+    # (the summary and its tag, a string constant: neither has a GPU kernel)
+    assert "but 2 with none there that soft placement moves to the CPU" in \
+        checks["placement"]["detail"], soft
+    assert checks["run"]["passed"] and checks["run"]["detail"].endswith(
+        "from /job:worker/task:0")
+    assert sorted(d.partition(" ")[0] for d in soft["devices"]) == [
+        "/job:ps/task:0", "/job:worker/task:0"]
+
+    hard = json.loads(run_cli("verify", script, "--format", "json", "--",
+                              "--no-soft-placement", check_exit=1).stdout)
+    assert [(c["name"], c["passed"]) for c in hard["checks"]] == [("placement", False)] * 2
+    on_worker = NO_GPU_KERNEL.replace("'/device:GPU:0'", "'/job:worker/task:0/device:GPU:0'")
+    assert all(on_worker in c["detail"] for c in hard["checks"]), hard
+    assert hard["devices"] == ["local cluster ps=1, worker=1"]  # (none started)

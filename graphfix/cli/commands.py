@@ -324,22 +324,18 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     return report.exit_code(fixing=True)
 
 
-# The custom-op libraries verify loads: the setting check and fix read them from.
-OP_LIBRARY = ("stateful-custom-ops", "op_library")
-
-
 def _op_libraries(graph: str, settings: list[str] | None) -> list[str]:
     """The custom-op libraries to load before a graph is verified: `--set
     stateful-custom-ops.op_library=my_ops.so` (repeatable), else the same key of
     `[tool.graphfix]`, as check and fix read it. One line, exit 2, for another setting."""
     from graphfix import config as config_module
 
-    name, key = OP_LIBRARY
+    name, key = registry.OP_LIBRARY
     try:
         given = registry.parse_settings(settings or [])
     except registry.UsageError as exc:
         fail(str(exc))
-    others = [f"{n}.{k}" for n, options in given.items() for k in options if (n, k) != OP_LIBRARY]
+    others = [f"{n}.{k}" for n, options in given.items() for k in options if (n, k) != (name, key)]
     if others:
         fail(f"verify: --set {others[0]} is not verify's; it takes only "
              f"--set {name}.{key}=LIBRARY.so")

@@ -274,8 +274,8 @@ def seed003_custom_op(workdir: Path) -> bool:
     except build_ops.BuildError as exc:  # (a compiler that fails: the case fails, saying why)
         _say(f"  {exc}")
         return False
-    loaded = f"--set stateful-custom-ops.op_library={library.name}"
-    settings = {"stateful-custom-ops": {"op_library": [str(library)]}}
+    loaded = f"--set {registry.OP_LIBRARY}={library.name}"
+    settings = {registry.OP_LIBRARY.transform: {registry.OP_LIBRARY.key: [str(library)]}}
     _say(f"$ for step in range({STEPS}): sess.run('image_ids:0')[0]  # the seed's loop")
     stuck = seed_loop(str(library), str(before))
     _say(f"  {', '.join(stuck)}")

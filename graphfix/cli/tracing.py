@@ -75,7 +75,7 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
     sources stateful-custom-ops reads (its `sources`, and the .cc files beside the script:
     `give_files_to_params`) are fixed with the graph and written with it, all or nothing;
     `diff` shows their diff, writes nothing."""
-    from graphfix.driver import Output, _rewritten_files, give_files_to_params, write_outputs
+    from graphfix.driver import Output, rewritten_files, give_files_to_params, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.trace.at_sites import check_trace
@@ -97,7 +97,7 @@ def check_traced(paths: list[str], selected, *, fix: bool, fmt: str, report_path
                     notes=[captured.summary()])
     if not fix:
         report.notes.extend(_disagreements(script, selected, findings))
-    rewritten = _rewritten_files(changes, want_diff=diff) if fix else []
+    rewritten = rewritten_files(changes, want_diff=diff) if fix else []
     (report.changed_paths if changes else report.unchanged_paths).append(script)
     report.changed_paths.extend(output.label for output in rewritten)
     if fix and changes and not (dry_run or diff):
@@ -162,8 +162,9 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
     a local cluster of the jobs its devices name (a ps/worker script's: the script made its
     cluster), else in this process on the target devices. The custom-op libraries given
     (`op_libraries`) and those the script loaded are loaded first (a graph with a custom
-    op does not import without its library); a library is loaded once. It is placed with
-    soft placement where the script's sessions have it (`Trace.soft_placement`)."""
+    op does not import without its library); a library is loaded once. It is placed and run
+    with soft placement where the script's sessions have it (`Trace.soft_placement`), on a
+    cluster as in this process."""
     from graphfix.graph import graphfile
     from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -183,7 +184,8 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
             if jobs:
                 return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
                                          feeds=captured.feeds, label=label,
-                                         op_libraries=libraries)
+                                         op_libraries=libraries,
+                                         soft_placement=captured.soft_placement)
             return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
                                 fetches=fetches, target_devices=target_devices,
                                 op_libraries=libraries,

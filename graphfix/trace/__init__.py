@@ -96,21 +96,20 @@ class Trace:
     person), `script` (the path as given), `feeds` (placeholder tensor name -> the value
     the last run seen fed it: what `verify SCRIPT` feeds), `op_libraries` (the custom-op
     libraries the script loaded with `tf.load_op_library`: absolute paths, in load order),
-    `sessions` (every session the script made, with its config: `SessionConfig`)."""
+    `sessions` (every session the script made, with its config: `SessionConfig`). Made from
+    the files the child wrote (`meta_bytes`, `trace_doc`: trace.json read, `feeds_bytes`),
+    which `files` gives back as they were, and the facts read from them."""
 
     def __init__(self, script: str, meta_graph, sites: dict[str, Site], runs: list[Run],
                  stopped: str, meta_bytes: bytes, trace_doc: dict, feeds_bytes: bytes = b"",
-                 sessions: list[SessionConfig] | None = None):
+                 sessions: list[SessionConfig] | None = None,
+                 op_libraries: list[str] | None = None):
         self.script, self.meta_graph, self.sites, self.runs = script, meta_graph, sites, runs
         self.stopped = stopped
         self.sessions = list(sessions or ())
+        # (what check reads the ops' registrations from and verify loads before the import)
+        self.op_libraries = list(op_libraries or ())
         self._meta_bytes, self._trace_doc, self._feeds_bytes = meta_bytes, trace_doc, feeds_bytes
-
-    @property
-    def op_libraries(self) -> list[str]:
-        """The custom-op libraries (`.so`) the script loaded, absolute, in the order loaded:
-        what check reads the registrations from and verify loads before the import."""
-        return list(self._trace_doc.get("op_libraries") or ())
 
     @property
     def soft_placement(self) -> bool:
@@ -394,7 +393,8 @@ def _read(label: str, script: Path, out: Path) -> Trace:
                 for s in doc.get("sessions", ())]
     feeds = out / "feeds.npz"
     return Trace(label, meta, sites, runs, doc["stop"]["said"], meta_bytes, doc,
-                 feeds.read_bytes() if feeds.exists() else b"", sessions)
+                 feeds.read_bytes() if feeds.exists() else b"", sessions,
+                 doc.get("op_libraries", []))
 
 
 class _CallablePackage(types.ModuleType):

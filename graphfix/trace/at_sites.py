@@ -12,11 +12,10 @@ from __future__ import annotations
 from graphfix.driver import Selected, apply_to_graph
 from graphfix.findings import SEVERITIES, Change, Finding
 from graphfix.graph.index import VARIABLE_OPS
+from graphfix.registry import OP_LIBRARY
 from graphfix.trace import Site, Trace
 
 FEED_TO_ASSIGN = "feed-to-assign"
-STATEFUL_CUSTOM_OPS = "stateful-custom-ops"
-OP_LIBRARY = "op_library"  # (its setting that names custom-op libraries)
 
 
 def check_trace(trace: Trace, selected: Selected, *, fix: bool = False
@@ -96,10 +95,11 @@ def _with_feeds(selected: Selected, fed: dict) -> Selected:
 
 
 def given_op_libraries(selected: Selected) -> list[str]:
-    """The custom-op libraries the user named (`stateful-custom-ops.op_library`), where
-    stateful-custom-ops runs."""
+    """The custom-op libraries the user named (`OP_LIBRARY`), where stateful-custom-ops
+    runs."""
     return [path for transform, options in selected.transforms
-            if transform.name == STATEFUL_CUSTOM_OPS for path in options.get(OP_LIBRARY) or ()]
+            if transform.name == OP_LIBRARY.transform
+            for path in options.get(OP_LIBRARY.key) or ()]
 
 
 def with_op_libraries(selected: Selected, libraries: list[str]) -> Selected:
@@ -110,8 +110,8 @@ def with_op_libraries(selected: Selected, libraries: list[str]) -> Selected:
         return selected
     transforms = []
     for transform, options in selected.transforms:
-        if transform.name == STATEFUL_CUSTOM_OPS:
-            options = {**options, OP_LIBRARY: list(libraries)}
+        if transform.name == OP_LIBRARY.transform:
+            options = {**options, OP_LIBRARY.key: list(libraries)}
         transforms.append((transform, options))
     return Selected(transforms, selected.target_devices)
 

@@ -13,12 +13,12 @@ imported (the graph does not import without them).
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 import numpy as np
 
 from graphfix.graph.index import GraphIndex
+from graphfix.tf_runtime import load_op_library, op_library_stat
 # (run imports this module inside verify_graph, so this import finds run complete)
 from graphfix.verification.run import Check, VerifyError
 
@@ -33,24 +33,14 @@ _SPLITS = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 def check_libraries(paths: Sequence[str]) -> None:
     """VerifyError for a library path that cannot be read (said before TF is imported)."""
     for path in paths:
-        try:
-            os.stat(path)
-        except OSError as exc:
-            raise VerifyError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        op_library_stat(path, VerifyError)
 
 
 def load_libraries(paths: Sequence[str]) -> None:
     """Register the ops of each library in this process (`tf.load_op_library`)."""
-    from graphfix.tf_runtime import import_runtime
-
-    tf = import_runtime()
     check_libraries(paths)
     for path in paths:
-        try:
-            tf.load_op_library(os.path.abspath(path))
-        except Exception as exc:  # (tf.errors.NotFoundError: a missing symbol, not a library)
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise VerifyError(f"{path}: cannot load as an op library: {reason}") from None
+        load_op_library(path, VerifyError)
 
 
 def folding_off(config) -> None:

@@ -715,20 +715,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
             f"does not have; verify it on a local cluster: --cluster {cluster}")))
         return result
 
-    clock = time.perf_counter()
-    phase("checking placement")
-    found = placement.problems(index, soft_placement=soft_placement)
-    problems = [p for p in found if p.refused]
-    seconds["placement_check"] = time.perf_counter() - clock
-    if problems:
-        for problem in problems:
-            result.checks.append(Check("placement", False, problem.message))
+    if not _placed(index, soft_placement, result):
         return result
-    placed = "every colocation group has a kernel on its device"
-    if found:  # (none refused: each is one soft placement moves)
-        placed += (f", but {len(found)} with none there that soft placement moves to the "
-                   f"CPU, where they have one")
-    result.checks.append(Check("placement", True, placed))
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     run_graph = functools.partial(
@@ -780,6 +768,26 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     return result
 
 
+
+
+def _placed(index: GraphIndex, soft_placement: bool, result: VerifyResult) -> bool:
+    """The "placement" check, added to `result` (its time in `result.seconds`): whether TF's
+    placer places every colocation group of the graph (`placement.problems`), with soft
+    placement where the graph's session has it (a failed check for each group refused)."""
+    clock = time.perf_counter()
+    phase("checking placement")
+    found = placement.problems(index, soft_placement=soft_placement)
+    refused = [p for p in found if p.refused]
+    result.seconds["placement_check"] = time.perf_counter() - clock
+    if refused:
+        result.checks.extend(Check("placement", False, p.message) for p in refused)
+        return False
+    placed = "every colocation group has a kernel on its device"
+    if found:  # (none refused: each is one soft placement moves)
+        placed += (f", but {len(found)} with none there that soft placement moves to the "
+                   f"CPU, where they have one")
+    result.checks.append(Check("placement", True, placed))
+    return True
 
 
 def parse_cluster(text: str) -> dict[str, int]:
@@ -848,11 +856,14 @@ def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
 def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *, steps: int = 1,
                       fetches: Sequence[str] = (), feeds: dict[str, np.ndarray] | None = None,
                       label: str | None = None, step_timeout: float = STEP_TIMEOUT,
-                      op_libraries: Sequence[str] = ()) -> VerifyResult:
+                      op_libraries: Sequence[str] = (), soft_placement: bool = False
+                      ) -> VerifyResult:
     """Run a ps/worker graph on a real local cluster: init, `steps` steps from worker 0.
 
-    Reports where each variable actually lived (from the traced step's step stats), the ops
-    and bytes per device, and whether a step changed the loss.
+    Checks placement first, and runs, as `verify_graph` does: with soft placement where
+    the graph's session has it (`soft_placement`: a traced script's,
+    `Trace.soft_placement`). Reports where each variable actually lived (from the traced
+    step's step stats), the ops and bytes per device, and whether a step changed the loss.
     """
     graph_def, meta = _first_graph(graph_file)
     index = index_for(graph_def, meta)
@@ -866,6 +877,8 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     custom_ops.load_libraries(op_libraries)
     result = VerifyResult(label or str(graph_file.path), [f"local cluster {described}"],
                           simulated, placement=placement.summary(index))
+    if not _placed(index, soft_placement, result):
+        return result
     phase(f"starting a local cluster ({described})")
     servers, spec = start_local_cluster(cluster, cpu_count)
     result.devices = [f"/job:{job}/task:{i} {address}" for job, addresses in spec.items()
@@ -873,7 +886,7 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     loss = training.detect_loss(index)
     run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-               cpu_count=cpu_count, soft=False, target=servers["worker"][0].target,
+               cpu_count=cpu_count, soft=soft_placement, target=servers["worker"][0].target,
                loss_name=loss, checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout)
     if run.error:
         result.checks.append(Check("run", False, run.error, run.error_message))

@@ -82,7 +82,8 @@ from typing import Iterator
 from graphfix.findings import Change, Finding
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.signatures import is_tf_op
-from graphfix.registry import Context, Param, Transform
+from graphfix.registry import OP_LIBRARY, Context, Param, Transform, UsageError
+from graphfix.tf_runtime import op_library_stat
 
 from . import registrations
 
@@ -106,7 +107,7 @@ class StatefulCustomOps(Transform):
     name = "stateful-custom-ops"
     summary = "custom ops not registered stateful that TF folds: SetIsStateful, or unfold in the graph"
     params = (
-        Param("op_library", None, "custom-op libraries (.so) to read registrations from",
+        Param(OP_LIBRARY.key, None, "custom-op libraries (.so) to read registrations from",
               multiple=True),
         Param("sources", None, "C++ sources whose REGISTER_OP chains are read and fixed",
               multiple=True, files=(".cc", ".cpp", ".cxx")),
@@ -122,11 +123,11 @@ class StatefulCustomOps(Transform):
         known: dict[str, bool] = {}
         texts: dict[str, str] = {}
         has_custom_ops = any(map(graph.is_custom_op, graph.op_kinds()))
-        for path in ctx.options["op_library"]:
+        for path in ctx.options[OP_LIBRARY.key]:
             if has_custom_ops:
                 known.update(registrations.library_ops(path))
             else:
-                registrations.library_stat(path)  # (a path that cannot be read is still said)
+                op_library_stat(path, UsageError)  # (a path that cannot be read is still said)
         for path in ctx.options["sources"]:
             texts[path] = registrations.read_source(path)
             for chain in registrations.chains_in(texts[path], path):
@@ -192,7 +193,7 @@ class StatefulCustomOps(Transform):
             yield Finding(ctx.path, self.name,
                           f"custom op {op} ({', '.join(names)}) has only constant inputs and "
                           "its registration is unknown: if it is not registered stateful TF "
-                          "evaluates it once; give its library (stateful-custom-ops.op_library)"
+                          f"evaluates it once; give its library ({OP_LIBRARY})"
                           " or its C++ (stateful-custom-ops.sources)",
                           node=names[0], severity="warning", fixable=False,
                           details={"op": op, "nodes": names})

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from graphfix.registry import UsageError
+from graphfix.tf_runtime import op_library_refused, op_library_stat
 
 # `REGISTER_OP("Name")` up to the `;` that ends the chain (a `;` inside a shape function's
 # braces does not end it: the chain is read with its brackets balanced, `_chain_end`).
@@ -124,26 +125,18 @@ before = registered()
 try:
     tf.load_op_library(sys.argv[1])
 except Exception as exc:  # (tf.errors.NotFoundError: a missing symbol, a wrong file)
-    print(json.dumps({"error": (str(exc).strip().splitlines() or [type(exc).__name__])[0]}))
+    print(json.dumps({"error": str(exc), "kind": type(exc).__name__}))
     sys.exit(0)
 print(json.dumps({"ops": {name: {"stateful": op.is_stateful}
                           for name, op in registered().items() if name not in before}}))
 """
 
 
-def library_stat(path: str) -> os.stat_result:
-    """The library file's stat; UsageError, one line naming it, where it cannot be read."""
-    try:
-        return os.stat(path)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def library_ops(path: str) -> dict[str, bool]:
     """Op name -> is_stateful, for each op the library at `path` registers: what TF's own
     loader reads from it (`tf.load_op_library` ... `OP_LIST`), in a child process. UsageError,
-    one line naming the file, where it cannot be loaded."""
-    stat = library_stat(path)
+    one line naming the file, where it cannot be read or loaded (`graphfix.tf_runtime`)."""
+    stat = op_library_stat(path, UsageError)
     return _library_ops(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
 
 
@@ -153,9 +146,9 @@ def _library_ops(path: str, mtime_ns: int, size: int) -> dict[str, bool]:
                           capture_output=True, text=True, timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise UsageError(f"{path}: cannot load as an op library: {reason}")
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        raise op_library_refused(path, last, f"exit {done.returncode}", UsageError)
     answer = json.loads(lines[-1])
     if "error" in answer:
-        raise UsageError(f"{path}: cannot load as an op library: {answer['error']}")
+        raise op_library_refused(path, answer["error"], answer["kind"], UsageError)
     return {name: op["stateful"] for name, op in answer["ops"].items()}
