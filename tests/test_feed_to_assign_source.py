@@ -222,6 +222,19 @@ def test_feeds_left_alone_work_and_are_read(worked: dict):
     assert result["weights"] == pytest.approx([-0.5, -0.5])
 
 
+def test_a_variable_fed_to_runs_that_only_evaluate_is_read_for_that_run_alone(worked: dict):
+    """Between train runs that do not feed it, the weights are fed to evaluations (the
+    loss, a streaming mean) at other values: TF computes those from the fed weights, and
+    training goes on from its own (loss 2, 1.5, 1 with a step of 0.25 on each weight). A
+    load before the evaluations would have trained from the probe each time (2, 2, 2)."""
+    result = worked["noop_fed_to_runs_that_evaluate"]["before"]
+    assert "error" not in result, result
+    assert result["trained"] == pytest.approx([2.0, 1.5, 1.0])
+    assert result["weights"] == pytest.approx([0.25, 0.25])
+    assert result["probed"] == pytest.approx([0.0, 0.0, 0.0, -2.0, 0.0, 4.0])
+    assert result["metric"] == pytest.approx(2.0)  # the mean of the loss at the fed weights
+
+
 def _worker(case_dirs: list[str]) -> dict:
     """Run each case's main() (or observe()) before and after the fix, each in a graph of
     its own."""

@@ -26,7 +26,6 @@ from graphfix.source.vocabulary import (
     GLOBAL_STEP_GETTERS,
     GLOBAL_STEP_MAKERS,
     INITIALIZER_CALLS,
-    METRIC_CALLS,
     MONITORED_SESSIONS,
     OPTIMIZER_CLASS,
     TRAIN_METHODS,
@@ -62,7 +61,8 @@ def combine(kinds) -> str | None:
 
 class _Bindings(ast.NodeVisitor):
     """Every scope's bindings: name -> what binds it, ("value", expr), ("loop", iterable),
-    ("import", name) or ("unknown",) (a parameter, part of a tuple, `with ... as`)."""
+    ("import", name), ("part", expr) (one name of a tuple assigned `expr`) or ("unknown",)
+    (a parameter, part of a loop's tuple, `with ... as`)."""
 
     def __init__(self):
         self.of: dict[ast.AST, dict[str, list[tuple]]] = {}
@@ -81,9 +81,10 @@ class _Bindings(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             self._bind(target.id, how)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            part = ("part", how[1]) if how[0] == "value" else ("unknown",)
             for element in target.elts:
                 self._targets(element.value if isinstance(element, ast.Starred) else element,
-                              ("unknown",))
+                              part)
 
     def visit(self, node: ast.AST):
         if isinstance(node, _SCOPES):
@@ -331,12 +332,13 @@ class FeedFacts:
     # -- what a run's fetches do ---------------------------------------------------------------
 
     def updates_nothing(self, fetch: ast.expr | None, depth: int = 0) -> bool:
-        """Whether fetching `fetch` runs no op that writes a variable: it is a variable
-        (fetching reads it), a constant, or a TF op of another kind made outside any
-        `control_dependencies` from such inputs (a placeholder, a decay schedule of the
-        step, a loss), or a list, tuple or dict of those. False where it may write one (a
-        train op, an assign, an initializer, a metric's update) or where the file does not
-        show what it is (a parameter, what a method or a project function returns)."""
+        """Whether fetching `fetch` runs no op that writes a variable a feed may hold: it
+        is a variable (fetching reads it), a constant, or a TF op of another kind made
+        outside any `control_dependencies` from such inputs (a placeholder, a decay schedule
+        of the step, a loss, a metric's value or update, which writes only the metric's own
+        local variables), or a list, tuple or dict of those. False where it may write one (a
+        train op, an assign, an initializer) or where the file does not show what it is (a
+        parameter, what a method or a project function returns)."""
         if fetch is None or depth > 8:
             return False
         if isinstance(fetch, ast.Constant):
@@ -358,15 +360,15 @@ class FeedFacts:
             return self.names.canonical(fetch) is not None  # `tf.float32`, not an op's
         if isinstance(fetch, ast.Name):
             bound = self._bound(fetch)
-            return bool(bound) and all(
-                how[0] == "value" and how[1] not in self._under_dependencies()
+            return bool(bound) and all(  # (`value, update = tf.metrics.mean(loss)`: a part)
+                how[0] in ("value", "part") and how[1] not in self._under_dependencies()
                 and self.updates_nothing(how[1], depth + 1) for how in bound)
         if isinstance(fetch, ast.Call):
             name = self.names.canonical(fetch.func)
             if name is None:
                 return False
             last = name.rsplit(".", 1)[-1]
-            if last in VARIABLE_UPDATES or last in INITIALIZER_CALLS or name in METRIC_CALLS:
+            if last in VARIABLE_UPDATES or last in INITIALIZER_CALLS:
                 return False
             # (`tf.group(train_op)` runs what it is given: every input must write nothing)
             return all(self.updates_nothing(given, depth + 1)
