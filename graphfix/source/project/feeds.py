@@ -476,13 +476,16 @@ class _Reads(ast.NodeVisitor):
     (`steering`), and those it reads elsewhere where they may reach a loss (`graph_reads`):
     not in a run's or an eval's arguments, a dict keyed by tensors (a feed dict built
     earlier), a summary, a print, a variable update, or as what a method is called on
-    (`lr.assign(..)`, `lr.load(..)`)."""
+    (`lr.assign(..)`, `lr.load(..)`). A dict keyed by names the module binds only to
+    literals (`{PENALTY: scale * norm}`, `PENALTY = "penalty"`), or by TF's own constants,
+    is no feed dict: its values are read."""
 
     _QUIET_METHODS = VARIABLE_UPDATES | {"run", "eval", "load", "initializer", "read_value",
                                          "initialized_value", "op", "name"}
 
-    def __init__(self, names: AstTfNames):
+    def __init__(self, names: AstTfNames, literals: frozenset[str] = frozenset()):
         self.names = names
+        self.literals = literals  # the last names the module binds to literals only
         self.steering: set[str] = set()
         self.graph_reads: set[str] = set()
         self._in_optimizer = 0
@@ -505,10 +508,17 @@ class _Reads(ast.NodeVisitor):
         self.visit(node.value)
 
     def visit_Dict(self, node: ast.Dict) -> None:
-        if any(isinstance(key, (ast.Name, ast.Attribute, ast.Subscript)) for key in node.keys):
+        if any(self._may_be_tensor(key) for key in node.keys):
             return  # keyed by tensors: a feed dict, its values fed from Python
         for value in node.values:
             self.visit(value)
+
+    def _may_be_tensor(self, key: ast.expr | None) -> bool:
+        if isinstance(key, ast.Name):
+            return key.id not in self.literals
+        if isinstance(key, ast.Attribute):
+            return self.names.canonical(key) is None and key.attr not in self.literals
+        return isinstance(key, ast.Subscript)
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.names.canonical(node.func) or ""
@@ -525,6 +535,31 @@ class _Reads(ast.NodeVisitor):
         for given in [*node.args, *(k.value for k in node.keywords)]:
             self.visit(given)
         self._in_optimizer -= steering
+
+
+def _literal_names(tree: ast.Module) -> frozenset[str]:
+    """The last names (`PENALTY`, `self.key` -> `key`) a module binds, wherever it does, to
+    a literal (`PENALTY = "penalty"`) and in no other way."""
+    literal, other, targets = set(), set(), set()
+    for node in ast.walk(tree):  # (an assignment before its targets)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    literal.add(target.id if isinstance(target, ast.Name) else target.attr)
+                    targets.add(target)
+        elif node in targets:
+            continue
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            other.add(node.id)
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            other.add(node.attr)
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, ast.alias):
+            other.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(node.name)
+    return frozenset(literal - other)
 
 
 def _not_float(value: ast.expr | None) -> bool:
@@ -563,6 +598,6 @@ def feed_facts(tree: ast.Module, names: AstTfNames) -> dict:
 
 def name_reads(tree: ast.Module, names: AstTfNames) -> dict:
     """What one module reads: {"steering", "graph_reads"} (see the module docstring)."""
-    reads = _Reads(names)
+    reads = _Reads(names, _literal_names(tree))
     reads.visit(tree)
     return {"steering": sorted(reads.steering), "graph_reads": sorted(reads.graph_reads)}
