@@ -6,7 +6,10 @@ it ("variable": a variable an optimizer may update; "frozen": one no optimizer u
 `trainable=False`, a bool or int; "global_step"; "other": not a variable); a namedtuple's
 fields count as its attributes. `updated`: the last names of what the file writes in place
 (`tf.assign(v, ...)`, `v.assign_add(...)`, `global_step=v`). `monitored`: names assigned a
-MonitoredSession. `names`: the `name=` of the trainable variables it creates.
+MonitoredSession. `names`: the `name=` of the trainable variables it creates. `fetched`: an
+attribute (or module-level) name -> {"writes": whether a value the file assigns it may
+write a variable when fetched (a train op), "reads": the attribute names those values read,
+whose own values say the rest}.
 
 What a file reads (`name_reads`), asked of any file, whatever words it holds: `steering`, the
 last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`: a learning
@@ -200,6 +203,7 @@ class FeedFacts:
         self.bindings = _Bindings()
         self.bindings.visit(tree)
         self._dependent: set[ast.expr] | None = None  # see `_under_dependencies`
+        self._deferred: set[str] | None = None  # see `_attribute_quiet`
 
     # -- kinds -------------------------------------------------------------------------------
 
@@ -356,13 +360,11 @@ class FeedFacts:
             return self.updates_nothing(fetch.value, depth + 1)
         if isinstance(fetch, (ast.Name, ast.Attribute)) and self._kind(fetch) in VARIABLE_KINDS:
             return True
-        if isinstance(fetch, ast.Attribute):
-            return self.names.canonical(fetch) is not None  # `tf.float32`, not an op's
+        if isinstance(fetch, ast.Attribute):  # (`tf.float32` is no op's)
+            return self.names.canonical(fetch) is not None or self._attribute_quiet(fetch.attr)
         if isinstance(fetch, ast.Name):
             bound = self._bound(fetch)
-            return bool(bound) and all(  # (`value, update = tf.metrics.mean(loss)`: a part)
-                how[0] in ("value", "part") and how[1] not in self._under_dependencies()
-                and self.updates_nothing(how[1], depth + 1) for how in bound)
+            return bool(bound) and all(self._quiet_binding(how, depth) for how in bound)
         if isinstance(fetch, ast.Call):
             name = self.names.canonical(fetch.func)
             if name is None:
@@ -374,6 +376,22 @@ class FeedFacts:
             return all(self.updates_nothing(given, depth + 1)
                        for given in [*fetch.args, *(k.value for k in fetch.keywords)])
         return False
+
+    def _quiet_binding(self, how: tuple, depth: int) -> bool:
+        if how[0] == "import":
+            return self._attribute_quiet(how[1])
+        return (how[0] in ("value", "part")  # (`value, update = tf.metrics.mean(loss)`)
+                and how[1] not in self._under_dependencies()
+                and self.updates_nothing(how[1], depth + 1))
+
+    def _attribute_quiet(self, name: str) -> bool:
+        """Whether what an attribute (or imported) name holds writes no variable when
+        fetched: as the connected files' `fetched` facts say. Reading the module's own facts,
+        the name is noted (`_deferred`) for those facts to say."""
+        if self._deferred is not None:
+            self._deferred.add(name)
+            return True
+        return bool(self.known) and "quiet" in self.known and self.known["quiet"](name)
 
     def _under_dependencies(self) -> set[ast.expr]:
         """The values assigned inside a `with ...control_dependencies(...)` block: ops that
@@ -403,6 +421,7 @@ class FeedFacts:
                         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.Call))),
                        key=lambda n: (n.lineno, n.col_offset))
         records = _namedtuple_fields(nodes)
+        fetched: dict[str, dict] = {}
         for node in nodes:
             if isinstance(node, ast.Call):
                 self._call_facts(node, updated, labels)
@@ -410,6 +429,7 @@ class FeedFacts:
                 continue
             if node.value is None:
                 continue
+            self._fetch_facts(node, fetched)
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 if isinstance(target, ast.Attribute):
                     name = target.attr
@@ -426,7 +446,34 @@ class FeedFacts:
                     monitored.add(name)
         return {"attributes": {k: sorted(v) for k, v in sorted(attributes.items())},
                 "updated": sorted(updated), "monitored": sorted(monitored),
-                "names": sorted(labels)}
+                "names": sorted(labels),
+                "fetched": {k: {"writes": v["writes"], "reads": sorted(v["reads"])}
+                            for k, v in sorted(fetched.items())}}
+
+    def _fetch_facts(self, node: ast.Assign | ast.AnnAssign, fetched: dict) -> None:
+        """What fetching the attribute (or module-level name) an assignment binds would
+        write: `self.loss = ...`, `self.value, self.update = tf.metrics.mean(...)`."""
+        names = []
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+            for one in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(one, ast.Attribute):
+                    names.append(one.attr)
+                elif (isinstance(one, ast.Name)
+                      and isinstance(self.bindings.scope_of.get(node), ast.Module)):
+                    names.append(one.id)
+        if not names:
+            return
+        self._deferred = set()
+        try:
+            quiet = (node.value not in self._under_dependencies()
+                     and self.updates_nothing(node.value))
+            reads = self._deferred
+        finally:
+            self._deferred = None
+        for name in names:
+            entry = fetched.setdefault(name, {"writes": False, "reads": set()})
+            entry["writes"] |= not quiet
+            entry["reads"] |= reads - {name}
 
     def _field_facts(self, call: ast.Call, records: dict[str, list[str]], attributes) -> None:
         """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
