@@ -250,7 +250,8 @@ class FeedToAssignCodemod(SourceCodemod):
     updates them in place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`,
     `v.assign_add(...)`) and the run may be what does. Any variable, trained or not, is left
     alone in the feed of a run whose fetches write no variable (a loss or a metric evaluated
-    at fed weights, a decay schedule at a fed step, a variable): the run works, TF reads the
+    at fed weights, a decay schedule at a fed step, a variable; an attribute, `model.loss`,
+    where every value the connected files assign it is such): the run works, TF reads the
     fed value for that run alone, and a `load` would keep it in the variable for the train
     runs after it. Placeholders, tensors, and keys whose binding the source does not show
     (a parameter) stay as they are.
@@ -293,8 +294,8 @@ class FeedToAssignCodemod(SourceCodemod):
 
     Idempotent; findings and fixes honour `# graphfix: ignore[feed-to-assign]`. Not
     followed: feed dicts passed in from a caller, sessions held in a container, and fetches
-    the file does not show (`model.loss`, a parameter, what a function returns): their run
-    may train, and a variable fed to it is found.
+    the files do not show (a parameter, what a function or method returns, an attribute no
+    connected file assigns): their run may train, and a variable fed to it is found.
     """
 
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
