@@ -283,6 +283,14 @@ def test_a_step_or_counter_fed_while_updated_is_said_with_its_own_type():
     assert said == {"w": "float", "step": "int64", "counter": "<its type>"}
 
 
+def _assert_train_findings(root: Path, train: str) -> None:
+    """Check `root` with `train` as its train.py: the findings are train.py's markers."""
+    (root / "train.py").write_text(train)
+    report, _ = run([str(root)], Selected.build(registry.select([NAME]), {}), fix=False)
+    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
+        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
+
+
 def test_a_rate_another_file_puts_on_the_loss_path_is_found_whatever_that_file_names(
         tmp_path: Path):
     """A trainable variable the optimizer is given is a learning rate only where no file
@@ -300,10 +308,7 @@ def test_a_rate_another_file_puts_on_the_loss_path_is_found_whatever_that_file_n
              "    sess.run(tf.global_variables_initializer())\n"
              "    sess.run(train_op, feed_dict={x: [1.0, 2.0], lr: 0.5})"
              "  # expect: error col 50\n")
-    (tmp_path / "train.py").write_text(train)
-    report, _ = run([str(tmp_path)], Selected.build(registry.select([NAME]), {}), fix=False)
-    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
-        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
+    _assert_train_findings(tmp_path, train)
 
 
 def test_a_run_of_another_files_attributes_evaluates_where_that_file_says_so(tmp_path: Path):
@@ -323,7 +328,4 @@ def test_a_run_of_another_files_attributes_evaluates_where_that_file_says_so(tmp
              "    sess.run(model.total, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})\n"
              "    sess.run(model.train_op, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})"
              "  # expect: error col 52\n")
-    (tmp_path / "train.py").write_text(train)
-    report, _ = run([str(tmp_path)], Selected.build(registry.select([NAME]), {}), fix=False)
-    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
-        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
+    _assert_train_findings(tmp_path, train)
