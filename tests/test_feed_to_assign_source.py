@@ -329,3 +329,22 @@ def test_a_run_of_another_files_attributes_evaluates_where_that_file_says_so(tmp
              "    sess.run(model.train_op, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})"
              "  # expect: error col 52\n")
     _assert_train_findings(tmp_path, train)
+
+
+@pytest.mark.parametrize("fetched, found", [
+    ("tf.group(train_op)", True),
+    ("tf.get_collection(tf.GraphKeys.TRAIN_OP)", True),  # what a collection of ops holds
+    ("tf.contrib.layers.optimize_loss(loss, None, 0.1, 'SGD')", True),  # TF 1.x's train op
+    ("tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)", False),  # reads the variables
+    ("tf.summary.scalar('w', w)", False),
+])
+def test_a_run_evaluates_only_where_what_it_fetches_writes_no_variable(fetched, found):
+    """As TF runs them (graph mode, `w` fed): the train op's runs fail with the float_ref
+    error, the collection of variables gives the fed 3.0 and the summary is made from it,
+    and `w` stays 1.0 after either."""
+    code = ("import tensorflow as tf\n\nw = tf.Variable(1.0)\nloss = w * 2.0\n"
+            "train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)\n"
+            "tf.add_to_collection(tf.GraphKeys.TRAIN_OP, train_op)\n"
+            f"fetched = {fetched}\nwith tf.Session() as sess:\n"
+            "    sess.run(fetched, feed_dict={w: 3.0})\n")
+    assert len(graphfix.check_source(code, only=[NAME])) == found

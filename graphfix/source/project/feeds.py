@@ -32,6 +32,7 @@ from graphfix.source.vocabulary import (
     MONITORED_SESSIONS,
     OPTIMIZER_CLASS,
     TRAIN_METHODS,
+    TRAIN_OP_MAKERS,
     UNIQUE_VARIABLE_GETTER,
     VARIABLE_COLLECTION_KEYS,
     VARIABLE_CONSTRUCTORS,
@@ -341,8 +342,9 @@ class FeedFacts:
         outside any `control_dependencies` from such inputs (a placeholder, a decay schedule
         of the step, a loss, a metric's value or update, which writes only the metric's own
         local variables), or a list, tuple or dict of those. False where it may write one (a
-        train op, an assign, an initializer) or where the file does not show what it is (a
-        parameter, what a method or a project function returns)."""
+        train op, an assign, an initializer, a collection other than of variables:
+        UPDATE_OPS) or where the file does not show what it is (a parameter, what a method or
+        a project function returns)."""
         if fetch is None or depth > 8:
             return False
         if isinstance(fetch, ast.Constant):
@@ -370,8 +372,11 @@ class FeedFacts:
             if name is None:
                 return False
             last = name.rsplit(".", 1)[-1]
-            if last in VARIABLE_UPDATES or last in INITIALIZER_CALLS:
+            if (last in VARIABLE_UPDATES or last in INITIALIZER_CALLS
+                    or name in TRAIN_OP_MAKERS or name.startswith("raw_ops.")):
                 return False
+            if name in COLLECTION_GETTERS:  # (UPDATE_OPS, TRAIN_OP: ops that may write)
+                return self.collection(fetch) is not None
             # (`tf.group(train_op)` runs what it is given: every input must write nothing)
             return all(self.updates_nothing(given, depth + 1)
                        for given in [*fetch.args, *(k.value for k in fetch.keywords)])
