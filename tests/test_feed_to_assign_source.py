@@ -222,6 +222,20 @@ def test_feeds_left_alone_work_and_are_read(worked: dict):
     assert result["weights"] == pytest.approx([-0.5, -0.5])
 
 
+def test_a_variable_fed_to_runs_that_only_evaluate_is_read_for_that_run_alone(worked: dict):
+    """Between train runs that do not feed it, the weights are fed to evaluations (the
+    loss, a streaming mean, by name and as the model's attributes) at other values: TF
+    computes those from the fed weights, and training goes on from its own (loss 2, 1.5, 1
+    with a step of 0.25 on each weight). Loads before the evaluations would have trained
+    from the last weights loaded (2, 4, 4)."""
+    result = worked["noop_fed_to_runs_that_evaluate"]["before"]
+    assert "error" not in result, result
+    assert result["trained"] == pytest.approx([2.0, 1.5, 1.0])
+    assert result["weights"] == pytest.approx([0.25, 0.25])
+    assert result["probed"] == pytest.approx([0.0, 4.0] * 3 + [-2.0, 0.0, 4.0])
+    assert result["metric"] == pytest.approx(4.0)  # the mean loss at the weights fed to it
+
+
 def _worker(case_dirs: list[str]) -> dict:
     """Run each case's main() (or observe()) before and after the fix, each in a graph of
     its own."""
@@ -269,6 +283,14 @@ def test_a_step_or_counter_fed_while_updated_is_said_with_its_own_type():
     assert said == {"w": "float", "step": "int64", "counter": "<its type>"}
 
 
+def _assert_train_findings(root: Path, train: str) -> None:
+    """Check `root` with `train` as its train.py: the findings are train.py's markers."""
+    (root / "train.py").write_text(train)
+    report, _ = run([str(root)], Selected.build(registry.select([NAME]), {}), fix=False)
+    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
+        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
+
+
 def test_a_rate_another_file_puts_on_the_loss_path_is_found_whatever_that_file_names(
         tmp_path: Path):
     """A trainable variable the optimizer is given is a learning rate only where no file
@@ -286,7 +308,43 @@ def test_a_rate_another_file_puts_on_the_loss_path_is_found_whatever_that_file_n
              "    sess.run(tf.global_variables_initializer())\n"
              "    sess.run(train_op, feed_dict={x: [1.0, 2.0], lr: 0.5})"
              "  # expect: error col 50\n")
-    (tmp_path / "train.py").write_text(train)
-    report, _ = run([str(tmp_path)], Selected.build(registry.select([NAME]), {}), fix=False)
-    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
-        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
+    _assert_train_findings(tmp_path, train)
+
+
+def test_a_run_of_another_files_attributes_evaluates_where_that_file_says_so(tmp_path: Path):
+    """model.py assigns `loss` and `total` (read from `loss`) ops that write nothing, and
+    `train_op` one that trains: train.py's run of `model.total` only evaluates, and its
+    feed of the weights stays; its run of `model.train_op` is found."""
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\n\n\nclass Model(object):\n    def __init__(self):\n"
+        "        self.x = tf.placeholder(tf.float32, [2])\n"
+        "        self.weights = tf.Variable(tf.ones([2]))\n"
+        "        self.loss = tf.reduce_sum(self.x * self.weights)\n"
+        "        self.total = self.loss * 2.0\n"
+        "        self.train_op = tf.train.GradientDescentOptimizer(0.1).minimize(self.total)\n")
+    train = ("import tensorflow as tf\n\nfrom model import Model\n\nmodel = Model()\n"
+             "with tf.Session() as sess:\n"
+             "    sess.run(tf.global_variables_initializer())\n"
+             "    sess.run(model.total, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})\n"
+             "    sess.run(model.train_op, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})"
+             "  # expect: error col 52\n")
+    _assert_train_findings(tmp_path, train)
+
+
+@pytest.mark.parametrize("fetched, found", [
+    ("tf.group(train_op)", True),
+    ("tf.get_collection(tf.GraphKeys.TRAIN_OP)", True),  # what a collection of ops holds
+    ("tf.contrib.layers.optimize_loss(loss, None, 0.1, 'SGD')", True),  # TF 1.x's train op
+    ("tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)", False),  # reads the variables
+    ("tf.summary.scalar('w', w)", False),
+])
+def test_a_run_evaluates_only_where_what_it_fetches_writes_no_variable(fetched, found):
+    """As TF runs them (graph mode, `w` fed): the train op's runs fail with the float_ref
+    error, the collection of variables gives the fed 3.0 and the summary is made from it,
+    and `w` stays 1.0 after either."""
+    code = ("import tensorflow as tf\n\nw = tf.Variable(1.0)\nloss = w * 2.0\n"
+            "train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)\n"
+            "tf.add_to_collection(tf.GraphKeys.TRAIN_OP, train_op)\n"
+            f"fetched = {fetched}\nwith tf.Session() as sess:\n"
+            "    sess.run(fetched, feed_dict={w: 3.0})\n")
+    assert len(graphfix.check_source(code, only=[NAME])) == found

@@ -184,6 +184,10 @@ SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resn
 
 # Optimizer methods that make the train op (a variable given second is the global step).
 TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+# TF functions whose op writes variables when fetched: train ops made in one call, a counter
+# (any `raw_ops.` op counts too: what it writes is its own).
+TRAIN_OP_MAKERS = frozenset({"contrib.layers.optimize_loss", "slim.create_train_op",
+                             "contrib.training.create_train_op", "count_up_to"})
 # An optimizer's constructor, canonically (`train.AdamOptimizer`, `keras.optimizers.SGD`,
 # `contrib.opt.LazyAdamOptimizer`): what it is given (a learning rate, a momentum) steers
 # the updates; the loss has no gradient to it.

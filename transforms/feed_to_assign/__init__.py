@@ -32,10 +32,12 @@ Parameters:
 In source: a feed entry keyed by a variable that an optimizer (or an assign) updates leaves
 the feed, and the variable is loaded just before the run: `var.load(value, sess)`, through
 `run_step_fn` for a MonitoredSession. A load feeds the variable's initializer, so it adds no
-op to the graph however often it runs. A variable no optimizer updates (a step counter, a
-learning rate only the optimizer reads) stays in the feed where nothing updates it, or where
-the run writes no variable (a decay schedule evaluated at a fed step reads the fed step); a
-run that fetches nothing but the variables it feeds stores nothing, and gets the load too.
+op to the graph however often it runs. Any variable stays in the feed of a run that writes
+no variable (an evaluation of the loss or a metric at fed weights, a decay schedule at a fed
+step: TF reads the fed value for that run alone, where a load would keep it for the train
+runs after it), and a variable no optimizer updates (a step counter, a learning rate only
+the optimizer reads) wherever nothing updates it; a run that fetches nothing but the
+variables it feeds stores nothing, and gets the load too.
 Feeds of placeholders and tensors stay; variables known only at run time (keys taken from a
 collection, fed by name) and runs a load cannot safely precede are reported, not fixed. See
 `FeedToAssignCodemod`.

@@ -248,11 +248,13 @@ class FeedToAssignCodemod(SourceCodemod):
     counter; a trainable one that only optimizers' arguments read, as a learning rate, which
     the loss has no gradient to) are left alone, since feeding one works, unless something
     updates them in place (`minimize(..., global_step=v)`, `tf.assign(v, ...)`,
-    `v.assign_add(...)`) and the run may be what does: a run whose fetches write no
-    variable (a decay schedule evaluated at a fed step, a loss, a variable) reads the fed
-    value and works, and a `load` would keep the value in the variable for good.
-    Placeholders, tensors, and keys whose binding the source does not show (a parameter)
-    stay as they are.
+    `v.assign_add(...)`) and the run may be what does. Any variable, trained or not, is left
+    alone in the feed of a run whose fetches write no variable (a loss or a metric evaluated
+    at fed weights, a decay schedule at a fed step, a variable; an attribute, `model.loss`,
+    where every value the connected files assign it is such): the run works, TF reads the
+    fed value for that run alone, and a `load` would keep it in the variable for the train
+    runs after it. Placeholders, tensors, and keys whose binding the source does not show
+    (a parameter) stay as they are.
 
     A run that fetches nothing but the variables it feeds (`sess.run(step,
     feed_dict={step: n})`, `sess.run([], feed_dict={step: n})`) does not fail, and stores
@@ -291,9 +293,9 @@ class FeedToAssignCodemod(SourceCodemod):
     variable fed by name (`"embeddings:0"`, `get_tensor_by_name`).
 
     Idempotent; findings and fixes honour `# graphfix: ignore[feed-to-assign]`. Not
-    followed: feed dicts passed in from a caller, sessions held in a container, and whether
-    a given run's fetches update a trainable variable (one fed is loaded even in a run that
-    only evaluates, so the value stays in the variable afterwards).
+    followed: feed dicts passed in from a caller, sessions held in a container, and fetches
+    the files do not show (a parameter, what a function or method returns, an attribute no
+    connected file assigns): their run may train, and a variable fed to it is found.
     """
 
     METADATA_DEPENDENCIES = (*SourceCodemod.METADATA_DEPENDENCIES, ScopeProvider)
@@ -458,16 +460,17 @@ class FeedToAssignCodemod(SourceCodemod):
 
     def _verdict(self, key: cst.BaseExpression, quiet: bool = False):
         """"move" for a variable key to load instead; ("by-name", op) for a variable fed by
-        its name; None for keys that stay. A variable no optimizer updates stays where
-        nothing updates it in place, or where the runs it is fed to write no variable
-        (`quiet`: a schedule evaluated at a fed step reads the fed value, and a load would
-        keep it in the variable for good)."""
+        its name; None for keys that stay. Any variable stays where the runs it is fed to
+        write no variable (`quiet`: an evaluation at fed weights, a schedule at a fed step,
+        reads the fed value for that run only, and a load would keep it in the variable for
+        the runs after it); one no optimizer updates stays where nothing updates it in
+        place."""
         kind = self._reader.kind(key)
+        if kind in VARIABLE_KINDS and quiet:
+            return None
         if kind == "variable":
             return "move"
         if kind in ("frozen", "global_step"):
-            if quiet:
-                return None
             updated = self._reader.updated
             if _update_key(key) in updated or (kind == "global_step" and GLOBAL_STEP_UPDATED in updated):
                 return "move"

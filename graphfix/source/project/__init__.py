@@ -571,6 +571,7 @@ class _AttributeKinds:
         self.labels = sorted(project.connected(label))
         self._kinds: dict[str, set[str]] = {}
         self._steering: dict[str, bool] = {}
+        self._quiet: dict[str, bool] = {}
 
     def get(self, name: str, default=()) -> set[str]:
         if name not in self._kinds:
@@ -579,6 +580,22 @@ class _AttributeKinds:
                 kinds.update(self.project.feeds(label)["attributes"].get(name, ()))
             self._kinds[name] = kinds
         return self._kinds[name] or set(default)
+
+    def fetch_quiet(self, name: str, chain: frozenset[str] = frozenset()) -> bool:
+        """Whether fetching what the connected files assign to attribute `name` writes no
+        variable: it is assigned somewhere, never a value that may write one, and every
+        attribute those values read is likewise (`fetched` of `graphfix.source.project.feeds`;
+        a cycle of names counts as writing)."""
+        if not chain and name in self._quiet:
+            return self._quiet[name]
+        entries = [facts[name] for label in self._mentioning(name)
+                   if name in (facts := self.project.feeds(label).get("fetched", {}))]
+        quiet = bool(entries) and not any(e["writes"] for e in entries) and all(
+            read not in chain and self.fetch_quiet(read, chain | {name})
+            for e in entries for read in e["reads"])
+        if not chain:
+            self._quiet[name] = quiet
+        return quiet
 
     def steering_only(self, name: str) -> bool:
         """Whether the connected files read `name` in an optimizer's arguments and nowhere
@@ -777,7 +794,8 @@ class FileView:
             return None
         connected = _AttributeKinds(self.project, self.label)
         return FeedFacts(tree, AstTfNames(tree),
-                         {"attributes": connected, "steering_only": connected.steering_only})
+                         {"attributes": connected, "steering_only": connected.steering_only,
+                          "quiet": connected.fetch_quiet})
 
     def cluster_reaching(self, line: int | None = None) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job (path, line, ps task count or None) that code at `line`

@@ -6,7 +6,10 @@ it ("variable": a variable an optimizer may update; "frozen": one no optimizer u
 `trainable=False`, a bool or int; "global_step"; "other": not a variable); a namedtuple's
 fields count as its attributes. `updated`: the last names of what the file writes in place
 (`tf.assign(v, ...)`, `v.assign_add(...)`, `global_step=v`). `monitored`: names assigned a
-MonitoredSession. `names`: the `name=` of the trainable variables it creates.
+MonitoredSession. `names`: the `name=` of the trainable variables it creates. `fetched`: an
+attribute (or module-level) name -> {"writes": whether a value the file assigns it may
+write a variable when fetched (a train op), "reads": the attribute names those values read,
+whose own values say the rest}.
 
 What a file reads (`name_reads`), asked of any file, whatever words it holds: `steering`, the
 last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`: a learning
@@ -26,10 +29,10 @@ from graphfix.source.vocabulary import (
     GLOBAL_STEP_GETTERS,
     GLOBAL_STEP_MAKERS,
     INITIALIZER_CALLS,
-    METRIC_CALLS,
     MONITORED_SESSIONS,
     OPTIMIZER_CLASS,
     TRAIN_METHODS,
+    TRAIN_OP_MAKERS,
     UNIQUE_VARIABLE_GETTER,
     VARIABLE_COLLECTION_KEYS,
     VARIABLE_CONSTRUCTORS,
@@ -62,7 +65,8 @@ def combine(kinds) -> str | None:
 
 class _Bindings(ast.NodeVisitor):
     """Every scope's bindings: name -> what binds it, ("value", expr), ("loop", iterable),
-    ("import", name) or ("unknown",) (a parameter, part of a tuple, `with ... as`)."""
+    ("import", name), ("part", expr) (one name of a tuple assigned `expr`) or ("unknown",)
+    (a parameter, part of a loop's tuple, `with ... as`)."""
 
     def __init__(self):
         self.of: dict[ast.AST, dict[str, list[tuple]]] = {}
@@ -81,9 +85,10 @@ class _Bindings(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             self._bind(target.id, how)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            part = ("part", how[1]) if how[0] == "value" else ("unknown",)
             for element in target.elts:
                 self._targets(element.value if isinstance(element, ast.Starred) else element,
-                              ("unknown",))
+                              part)
 
     def visit(self, node: ast.AST):
         if isinstance(node, _SCOPES):
@@ -199,6 +204,7 @@ class FeedFacts:
         self.bindings = _Bindings()
         self.bindings.visit(tree)
         self._dependent: set[ast.expr] | None = None  # see `_under_dependencies`
+        self._deferred: set[str] | None = None  # see `_attribute_quiet`
 
     # -- kinds -------------------------------------------------------------------------------
 
@@ -331,12 +337,14 @@ class FeedFacts:
     # -- what a run's fetches do ---------------------------------------------------------------
 
     def updates_nothing(self, fetch: ast.expr | None, depth: int = 0) -> bool:
-        """Whether fetching `fetch` runs no op that writes a variable: it is a variable
-        (fetching reads it), a constant, or a TF op of another kind made outside any
-        `control_dependencies` from such inputs (a placeholder, a decay schedule of the
-        step, a loss), or a list, tuple or dict of those. False where it may write one (a
-        train op, an assign, an initializer, a metric's update) or where the file does not
-        show what it is (a parameter, what a method or a project function returns)."""
+        """Whether fetching `fetch` runs no op that writes a variable a feed may hold: it
+        is a variable (fetching reads it), a constant, or a TF op of another kind made
+        outside any `control_dependencies` from such inputs (a placeholder, a decay schedule
+        of the step, a loss, a metric's value or update, which writes only the metric's own
+        local variables), or a list, tuple or dict of those. False where it may write one (a
+        train op, an assign, an initializer, a collection other than of variables:
+        UPDATE_OPS) or where the file does not show what it is (a parameter, what a method or
+        a project function returns)."""
         if fetch is None or depth > 8:
             return False
         if isinstance(fetch, ast.Constant):
@@ -354,24 +362,41 @@ class FeedFacts:
             return self.updates_nothing(fetch.value, depth + 1)
         if isinstance(fetch, (ast.Name, ast.Attribute)) and self._kind(fetch) in VARIABLE_KINDS:
             return True
-        if isinstance(fetch, ast.Attribute):
-            return self.names.canonical(fetch) is not None  # `tf.float32`, not an op's
+        if isinstance(fetch, ast.Attribute):  # (`tf.float32` is no op's)
+            return self.names.canonical(fetch) is not None or self._attribute_quiet(fetch.attr)
         if isinstance(fetch, ast.Name):
             bound = self._bound(fetch)
-            return bool(bound) and all(
-                how[0] == "value" and how[1] not in self._under_dependencies()
-                and self.updates_nothing(how[1], depth + 1) for how in bound)
+            return bool(bound) and all(self._quiet_binding(how, depth) for how in bound)
         if isinstance(fetch, ast.Call):
             name = self.names.canonical(fetch.func)
             if name is None:
                 return False
             last = name.rsplit(".", 1)[-1]
-            if last in VARIABLE_UPDATES or last in INITIALIZER_CALLS or name in METRIC_CALLS:
+            if (last in VARIABLE_UPDATES or last in INITIALIZER_CALLS
+                    or name in TRAIN_OP_MAKERS or name.startswith("raw_ops.")):
                 return False
+            if name in COLLECTION_GETTERS:  # (UPDATE_OPS, TRAIN_OP: ops that may write)
+                return self.collection(fetch) is not None
             # (`tf.group(train_op)` runs what it is given: every input must write nothing)
             return all(self.updates_nothing(given, depth + 1)
                        for given in [*fetch.args, *(k.value for k in fetch.keywords)])
         return False
+
+    def _quiet_binding(self, how: tuple, depth: int) -> bool:
+        if how[0] == "import":
+            return self._attribute_quiet(how[1])
+        return (how[0] in ("value", "part")  # (`value, update = tf.metrics.mean(loss)`)
+                and how[1] not in self._under_dependencies()
+                and self.updates_nothing(how[1], depth + 1))
+
+    def _attribute_quiet(self, name: str) -> bool:
+        """Whether what an attribute (or imported) name holds writes no variable when
+        fetched: as the connected files' `fetched` facts say. Reading the module's own facts,
+        the name is noted (`_deferred`) for those facts to say."""
+        if self._deferred is not None:
+            self._deferred.add(name)
+            return True
+        return bool(self.known) and "quiet" in self.known and self.known["quiet"](name)
 
     def _under_dependencies(self) -> set[ast.expr]:
         """The values assigned inside a `with ...control_dependencies(...)` block: ops that
@@ -401,6 +426,7 @@ class FeedFacts:
                         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.Call))),
                        key=lambda n: (n.lineno, n.col_offset))
         records = _namedtuple_fields(nodes)
+        fetched: dict[str, dict] = {}
         for node in nodes:
             if isinstance(node, ast.Call):
                 self._call_facts(node, updated, labels)
@@ -408,6 +434,7 @@ class FeedFacts:
                 continue
             if node.value is None:
                 continue
+            self._fetch_facts(node, fetched)
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 if isinstance(target, ast.Attribute):
                     name = target.attr
@@ -424,7 +451,34 @@ class FeedFacts:
                     monitored.add(name)
         return {"attributes": {k: sorted(v) for k, v in sorted(attributes.items())},
                 "updated": sorted(updated), "monitored": sorted(monitored),
-                "names": sorted(labels)}
+                "names": sorted(labels),
+                "fetched": {k: {"writes": v["writes"], "reads": sorted(v["reads"])}
+                            for k, v in sorted(fetched.items())}}
+
+    def _fetch_facts(self, node: ast.Assign | ast.AnnAssign, fetched: dict) -> None:
+        """What fetching the attribute (or module-level name) an assignment binds would
+        write: `self.loss = ...`, `self.value, self.update = tf.metrics.mean(...)`."""
+        names = []
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+            for one in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(one, ast.Attribute):
+                    names.append(one.attr)
+                elif (isinstance(one, ast.Name)
+                      and isinstance(self.bindings.scope_of.get(node), ast.Module)):
+                    names.append(one.id)
+        if not names:
+            return
+        self._deferred = set()
+        try:
+            quiet = (node.value not in self._under_dependencies()
+                     and self.updates_nothing(node.value))
+            reads = self._deferred
+        finally:
+            self._deferred = None
+        for name in names:
+            entry = fetched.setdefault(name, {"writes": False, "reads": set()})
+            entry["writes"] |= not quiet
+            entry["reads"] |= reads - {name}
 
     def _field_facts(self, call: ast.Call, records: dict[str, list[str]], attributes) -> None:
         """A namedtuple built with a variable in a field (`Model(is_training=v)`): the
@@ -474,13 +528,16 @@ class _Reads(ast.NodeVisitor):
     (`steering`), and those it reads elsewhere where they may reach a loss (`graph_reads`):
     not in a run's or an eval's arguments, a dict keyed by tensors (a feed dict built
     earlier), a summary, a print, a variable update, or as what a method is called on
-    (`lr.assign(..)`, `lr.load(..)`)."""
+    (`lr.assign(..)`, `lr.load(..)`). A dict keyed by names the module binds only to
+    literals (`{PENALTY: scale * norm}`, `PENALTY = "penalty"`), or by TF's own constants,
+    is no feed dict: its values are read."""
 
     _QUIET_METHODS = VARIABLE_UPDATES | {"run", "eval", "load", "initializer", "read_value",
                                          "initialized_value", "op", "name"}
 
-    def __init__(self, names: AstTfNames):
+    def __init__(self, names: AstTfNames, literals: frozenset[str] = frozenset()):
         self.names = names
+        self.literals = literals  # the last names the module binds to literals only
         self.steering: set[str] = set()
         self.graph_reads: set[str] = set()
         self._in_optimizer = 0
@@ -503,10 +560,17 @@ class _Reads(ast.NodeVisitor):
         self.visit(node.value)
 
     def visit_Dict(self, node: ast.Dict) -> None:
-        if any(isinstance(key, (ast.Name, ast.Attribute, ast.Subscript)) for key in node.keys):
+        if any(self._may_be_tensor(key) for key in node.keys):
             return  # keyed by tensors: a feed dict, its values fed from Python
         for value in node.values:
             self.visit(value)
+
+    def _may_be_tensor(self, key: ast.expr | None) -> bool:
+        if isinstance(key, ast.Name):
+            return key.id not in self.literals
+        if isinstance(key, ast.Attribute):
+            return self.names.canonical(key) is None and key.attr not in self.literals
+        return isinstance(key, ast.Subscript)
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.names.canonical(node.func) or ""
@@ -523,6 +587,31 @@ class _Reads(ast.NodeVisitor):
         for given in [*node.args, *(k.value for k in node.keywords)]:
             self.visit(given)
         self._in_optimizer -= steering
+
+
+def _literal_names(tree: ast.Module) -> frozenset[str]:
+    """The last names (`PENALTY`, `self.key` -> `key`) a module binds, wherever it does, to
+    a literal (`PENALTY = "penalty"`) and in no other way."""
+    literal, other, targets = set(), set(), set()
+    for node in ast.walk(tree):  # (an assignment before its targets)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(target, (ast.Name, ast.Attribute)):
+                    literal.add(target.id if isinstance(target, ast.Name) else target.attr)
+                    targets.add(target)
+        elif node in targets:
+            continue
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            other.add(node.id)
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            other.add(node.attr)
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, ast.alias):
+            other.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other.add(node.name)
+    return frozenset(literal - other)
 
 
 def _not_float(value: ast.expr | None) -> bool:
@@ -561,6 +650,6 @@ def feed_facts(tree: ast.Module, names: AstTfNames) -> dict:
 
 def name_reads(tree: ast.Module, names: AstTfNames) -> dict:
     """What one module reads: {"steering", "graph_reads"} (see the module docstring)."""
-    reads = _Reads(names)
+    reads = _Reads(names, _literal_names(tree))
     reads.visit(tree)
     return {"steering": sorted(reads.steering), "graph_reads": sorted(reads.graph_reads)}
