@@ -944,6 +944,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
     else:
         run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
         result = run_one(raw, label, codemods, fix=fix, project=view)
+    result.read = None  # (the tree: the collection below frees it)
     # libcst's tree of the file, its metadata and the codemods that read them are left in
     # reference cycles (tens of thousands of objects for a large file): only a full
     # collection frees them, and one seldom comes, so a process that parsed many files held
@@ -991,9 +992,10 @@ def _checked_and_fixed(raw: bytes, label: str, codemods: list, project
     names = [codemod.transform().name for codemod, _ in codemods]
     upto = names.index(first) + 1
     findings = [f for f in fixing.findings if f.transform in names[:upto]]
-    if upto < len(codemods):
-        findings += run_source(raw, label, codemods[upto:], fix=False,
-                               project=project).findings
+    if upto < len(codemods):  # (the file as first read: not parsed again)
+        findings += run_source(raw, label, codemods[upto:], fix=False, project=project,
+                               read=fixing.read).findings
+    fixing.read = None
     checked = SourceResult(label, fixing.code, fixing.code, findings,
                            encoding=fixing.encoding)
     return checked, fixing.new_code if fixing.changed else fixing.code

@@ -641,14 +641,16 @@ def parse_error(exc: Exception, code: str) -> str:
 
 
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, project: FileView | None = None) -> SourceResult:
+               *, fix: bool, project: FileView | None = None,
+               read: MetadataWrapper | None = None) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`).
 
     `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
     `new_bytes` is the fixed file in that same encoding. Line endings are kept. `project`:
     the run's project model as this file's view (None: the file is a project of its own).
     (A run over files reads each codemod's trigger words first, without libcst: see
-    `graphfix.driver`.)
+    `graphfix.driver`.) `read`: an earlier result's `read` for the same `code`, whose tree
+    and metadata are used instead of parsing the file again.
     """
     if (too_deep := beyond_parser_limits(code)) is not None:  # would crash or stall libcst
         return SourceResult(path, "", "", [], skipped=too_deep)
@@ -662,7 +664,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     else:
         raw = None
     try:
-        module = cst.parse_module(raw if raw is not None else code)
+        module = read.module if read else cst.parse_module(raw if raw is not None else code)
     except Exception as exc:  # libcst raises ParserSyntaxError and a few others
         return SourceResult(path, code, code, [], skipped=parse_error(exc, code),
                             encoding=encoding)
@@ -671,7 +673,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
         return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     findings: list[Finding] = []
     # Straight from the parser, the tree has no shared nodes: no copy needed.
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    read = wrapper = read or MetadataWrapper(module, unsafe_skip_copy=True)
     current = module
     for codemod_class, options in codemods:
         if not triggered_by(codemod_class.transform(), code):
@@ -689,6 +691,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)
+    result.read = read
     if result.changed:
         try:
             result.new_bytes
