@@ -376,7 +376,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     A rule whose only visit method is `visit_Module` (all built-in ones: it reads the nodes
     it wants from `nodes` and reports every finding there) is not traversed further unless
     it edits: the rest of the traversal, every node visited and rebuilt (the bulk of a rule's
-    time on a big file), runs only in fix mode after a finding with a fix. Others are
+    time on a big file), runs only in fix mode after a finding with a fix, and only down to
+    the nodes its edits are made at. Others are
     traversed as libcst does; their edits must be reported by the time the traversal leaves
     the node an edit is made at (the reported node, or the block or brackets holding it).
     """
@@ -432,9 +433,23 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit_children = super().on_visit(node)
-        if node is self._tree and self._reports_in_visit_module():  # the rest only edits
-            return visit_children and self._edits
+        if self._reports_in_visit_module():
+            if node is self._tree:  # the rest only edits
+                return visit_children and self._edits
+            # (and goes only where they are made: the other nodes stay as they are)
+            return visit_children and node in self._toward_edits()
         return visit_children
+
+    def _toward_edits(self) -> set[cst.CSTNode]:
+        """The nodes the edits are made at and every node holding one (all the edits'
+        traversal visits, in a rule that reports all it finds in `visit_Module`)."""
+        if self._toward is None:
+            self._toward = set()
+            for node in self._planned:
+                while node is not None and node not in self._toward:
+                    self._toward.add(node)
+                    node = self.parent(node)
+        return self._toward
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         if not self._edits:
@@ -612,6 +627,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self._tf_names = None
         self._positions = None
         self._code = None
+        self._toward: set[cst.CSTNode] | None = None
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)
