@@ -3,9 +3,9 @@
 The text is what `graphfix fix` would write, not a description of it: the check's run makes
 it (`driver.run(fix_texts=True)`: the same rules, settings and project model, in the worker
 that checks the file, and only for a file with a fixable finding), and each difference
-between a file and its fixed text becomes one `Replacement` of the unfixed file. Each is given to one fixable finding of that file: the
-one whose line it covers, else the nearest (an import a fix adds at the top goes to the
-nearest finding). So the replacements of all a file's findings, applied together, make
+between a file and its fixed text becomes one `Replacement` of the unfixed file. Each is
+given to one fixable finding of that file: the one whose line it covers, else the nearest
+(an import a fix adds at the top goes to the nearest finding). So the replacements of all a file's findings, applied together, make
 exactly the file `fix` writes; a finding's own may need the others' (an import they share).
 
 Sources only: a graph's fix is no text edit, and a notebook's findings count lines within

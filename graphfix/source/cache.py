@@ -16,10 +16,11 @@ everything the file's result depends on:
   feed-to-assign another file's variables), so a change there re-checks it.
 
 Each file's survey, its part of the project model with it, is cached the same way (keyed by
-file bytes, path and the run's configuration), so a warm run parses nothing. An entry holds what `check` reports for the
-file (findings, or why it was skipped) and, where a check that gives the fixes as text made
-it (`driver.run(fix_texts=True)`) for a file with a fixable finding, the text `fix` would
-write; `fix` uses an entry only to skip a file known to be clean or unreadable. Entries are written atomically; an entry that cannot be read or
+file bytes, path and the run's configuration), so a warm run parses nothing. An entry holds
+what `check` reports for the file (findings, or why it was skipped) and, where a check that
+gives the fixes as text made it (`driver.run(fix_texts=True)`) for a file with a fixable
+finding, the text `fix` would write; `fix` uses an entry only to skip a file known to be
+clean or unreadable. Entries are written atomically; an entry that cannot be read or
 understood is a miss; a folder that cannot be written turns the cache off for the run. The
 cache never fails a run.
 
