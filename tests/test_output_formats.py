@@ -5,8 +5,11 @@ graph, its fixed graph and source files."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -278,8 +281,6 @@ def _two_file_project(root):
 def _two_runs(root) -> dict:
     """The JSON document as `check --format json --no-cache` made it before the fixes as text
     came from its own run: a check, then a whole run fixing (unwritten) for the texts."""
-    import os
-
     from graphfix.api import _selected
     from graphfix.cli import replacements
     from graphfix.driver import run
@@ -343,20 +344,19 @@ main()
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_without_the_cache_libcst_reads_each_file_once(tmp_path, jobs):
-    import subprocess
-    import sys
-
     root = _two_file_project(tmp_path / "project")
     (root / "clean.py").write_text("import tensorflow as tf\nx = tf.constant(1)\n")
+    (root / "other.py").write_text(SOURCE)  # (its only fixing rule is the last to run)
     log = tmp_path / "parses.txt"
     result = subprocess.run(
         [sys.executable, "-c", _COUNTING_PARSES, "check", ".", "--no-cache", "--format",
          "json", "--jobs", jobs], cwd=root, capture_output=True, text=True, timeout=300,
-        env={**__import__("os").environ, "GRAPHFIX_TEST_PARSES": str(log)})
+        env={**os.environ, "GRAPHFIX_TEST_PARSES": str(log)})
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
-    assert {f["path"] for f in doc["findings"] if f["replacements"]} == {"train.py"}
-    # train.py is parsed once, though its fix is made too and rules after the first that
-    # fixes are asked of it again; model.py (its facts come from the stdlib parse of the
-    # survey) and clean.py have nothing for libcst
-    assert log.read_text().split() == ["train.py"]
+    assert {f["path"] for f in doc["findings"] if f["replacements"]} == {"other.py",
+                                                                         "train.py"}
+    # each is parsed once, though its fix is made too (and train.py's rules after the first
+    # that fixes are asked of it again); model.py (its facts come from the survey's stdlib
+    # parse) and clean.py have nothing for libcst
+    assert sorted(log.read_text().split()) == ["other.py", "train.py"]
