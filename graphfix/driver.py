@@ -248,7 +248,8 @@ def _diff_labels(label: str) -> tuple[str, str]:
 def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = None,
         in_place: bool = False, want_diff: bool = False, excludes: tuple[str, ...] = (),
         jobs: int | None = None, progress=None, cache_dir: Path | None = None,
-        timeout_per_file: float | None = None) -> tuple[Report, list[Output]]:
+        timeout_per_file: float | None = None, fix_texts: bool = False
+        ) -> tuple[Report, list[Output]]:
     """Check or fix every input; return the report and the outputs to write.
 
     Sources are read by `jobs` forked processes (default 1: this process; the CLI uses one
@@ -259,6 +260,11 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
     files read from it in `cached_paths`. The answers of TF's kernel registry are kept there
     too (`kernels.use_snapshot`). A source file whose reading takes longer than
     `timeout_per_file` seconds fails with that reason (None: no bound).
+
+    `fix_texts`, in a check: each Python source with a fixable finding also gives the
+    output `fix` would write for it (the fix as text, `graphfix.cli.replacements`), made in
+    the same pass, by the worker that checks the file, with the same project model; the
+    findings are still the check's. A check writes no output.
     """
     report = Report()
     outputs: list[Output] = []
@@ -271,7 +277,7 @@ def run(paths: list[str], selected: Selected, *, fix: bool, out: str | None = No
                and not graphio.is_graph_path(path)]
     # Sources first, before anything may load the TF runtime (its threads and fork do not mix).
     done = iter(_run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir,
-                             timeout_per_file))
+                             timeout_per_file, fix_texts=fix_texts and not fix))
     for label, path, problem in inputs:
         if problem is not None:
             report.failed.append({"path": label, "error": problem})
@@ -361,7 +367,7 @@ class _Survey:
 
 
 def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=None,
-                 timeout: float | None = None) -> list:
+                 timeout: float | None = None, fix_texts: bool = False) -> list:
     """[(Report, [Output])] for each source file, in order. Two passes over the files, by
     `jobs` forked processes: a survey without libcst (which codemods may have work in each
     file, and its part of the project model), then, once the model is joined here, the
@@ -383,7 +389,7 @@ def _run_sources(sources, selected, fix, want_diff, jobs, progress, cache_dir=No
     tick = progress(len(sources)) if progress is not None else None
     _JOB.clear()
     _JOB.update(selected=selected, fix=fix, want_diff=want_diff, cache=cache, parts=None,
-                project=None, paths=dict(sources))
+                project=None, paths=dict(sources), fix_texts=fix_texts)
     with contextlib.ExitStack() as stack:
         try:
             # (a run the cache answers whole, a warm check, forks no workers to read it)
@@ -782,7 +788,7 @@ def _source_one(item) -> tuple[Report, list[Output]]:
     report, outputs = Report(), []
     try:
         _run_source(label, path, _JOB["selected"], _JOB["fix"], report, outputs,
-                    _JOB["want_diff"], _JOB["cache"], work, context)
+                    _JOB["want_diff"], _JOB["cache"], work, context, _JOB["fix_texts"])
     except Exception as exc:  # a codemod's bug must not hide the other files' results
         report = Report(failed=[{"path": label,
                                  "error": f"internal error: {type(exc).__name__}: {exc}"}])
@@ -867,31 +873,55 @@ def _cached_result(item) -> bool:
         raw = path.read_bytes()
     except OSError:
         return False
-    key = _JOB["cache"].result_key(label, raw, _code_text(path, raw), work, context)
+    code = _code_text(path, raw)
+    key = _JOB["cache"].result_key(label, raw, code, work, context)
     cached = _JOB["cache"].load_result(key) if key is not None else None
-    return cached is not None and (not _JOB["fix"] or cached.nothing_to_fix)
+    return _answers(cached, _JOB["fix"], _JOB["fix_texts"] and _has_text(path, code))
+
+
+def _has_text(path: Path, code: str | None) -> bool:
+    """Whether a source's fix can be given as text: a Python file, decoded (a notebook's
+    findings count lines within their cell)."""
+    return code is not None and path.suffix != NOTEBOOK_SUFFIX
+
+
+def _answers(cached, fix: bool, fix_text: bool) -> bool:
+    """Whether a cached result (`graphfix.source.cache.CachedResult`, None: a miss) is what
+    `_run_source` would give: a check's findings, with the text `fix` would write where
+    `fix_text` wants it and a finding is fixable; for a fix, a file it leaves as it is."""
+    if cached is None:
+        return False
+    if fix:
+        return cached.nothing_to_fix
+    return not fix_text or cached.fixed is not None or not any(
+        finding.fixable for finding in cached.findings)
 
 
 def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, work,
-                context=""):
+                context="", fix_texts=False):
     """Check or fix one source file with the codemods that have `work` in it (the survey's;
     the project model may leave fewer, asked only where the cache does not answer: what it
-    says follows from the parts the key holds, `context`: `Project.context_digest`)."""
+    says follows from the parts the key holds, `context`: `Project.context_digest`).
+    `fix_texts` (a check): a Python file with a fixable finding also gives the output `fix`
+    would write (`run`)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         report.failed.append({"path": label, "error": f"cannot read: {exc.strerror or exc}"})
         return
     code = _code_text(path, raw)
+    fix_text = fix_texts and _has_text(path, code)
     key = cache.result_key(label, raw, code, work, context) if cache is not None else None
     cached = cache.load_result(key) if key is not None else None
-    if cached is not None and (not fix or cached.nothing_to_fix):
+    if _answers(cached, fix, fix_text):
         report.cached_paths.append(label)
         if cached.skipped is not None:
             report.skipped.append({"path": label, "reason": cached.skipped})
         else:
             report.findings.extend(cached.findings)
             report.unchanged_paths.append(label)
+            if fix_text:
+                outputs.extend(_fixed_output(label, path, raw, cached.fixed))
         return
     # The model, where the cache does not answer and the survey left work (a file without
     # is sent no parts); a file that cannot be decoded is a project of its own.
@@ -907,9 +937,15 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
     from graphfix.source.codemod import run_source
     from graphfix.source.notebooks import run_notebook
 
-    run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
-    result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
-                     project=project.view(label) if project else None)
+    codemods = _codemods(selected, None if code is None else work)
+    view = project.view(label) if project else None
+    fixed = None  # the text `fix` would write (fix_text, a fixable finding)
+    if fix_text:
+        result, fixed = _checked_and_fixed(raw, label, codemods, view)
+    else:
+        run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
+        result = run_one(raw, label, codemods, fix=fix, project=view)
+    result.read = None  # (the tree: the collection below frees it)
     # libcst's tree of the file, its metadata and the codemods that read them are left in
     # reference cycles (tens of thousands of objects for a large file): only a full
     # collection frees them, and one seldom comes, so a process that parsed many files held
@@ -918,7 +954,7 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
     # A fix that changed nothing found what check finds (every codemod saw the file as it
     # is); one that changed the file, or could not write it back, is not check's result.
     if key is not None and not (fix and (result.changed or result.skipped)):
-        cache.store_result(key, result.findings, result.skipped)
+        cache.store_result(key, result.findings, result.skipped, fixed)
     if result.skipped:
         report.skipped.append({"path": label, "reason": result.skipped})
         return
@@ -933,6 +969,48 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
         outputs.append(Output(label, path, data=result.new_bytes, diff=diff))
     else:
         report.unchanged_paths.append(label)
+        outputs.extend(_fixed_output(label, path, raw, fixed))
+
+
+def _checked_and_fixed(raw: bytes, label: str, codemods: list, project
+                       ) -> tuple[Any, str | None]:
+    """What a check of one Python file gives, and the text `fix` would write for it (None:
+    no finding is fixable), with one run of each codemod where that can be: a rule finds
+    the same whether it fixes or not and edits only what it reports fixable, so the codemods
+    run fixing, and the findings of those up to the first that reports a fixable one (each
+    read the file as it is) are the check's; the codemods after it read the fixed file, so
+    they are asked once more, not fixing (the file as it is). A fix that fails leaves the
+    check's findings, without a text (as a `fix` run of its own would fail on the file)."""
+    from graphfix.source.codemod import SourceResult, run_source
+
+    try:
+        fixing = run_source(raw, label, codemods, fix=True, project=project)
+    except Exception:
+        return run_source(raw, label, codemods, fix=False, project=project), None
+    first = next((f.transform for f in fixing.findings if f.fixable), None)
+    if first is None:  # nothing was edited: every codemod read the file as it is
+        return fixing, None
+    names = [codemod.transform().name for codemod, _ in codemods]
+    upto = names.index(first) + 1
+    findings = [f for f in fixing.findings if f.transform in names[:upto]]
+    if upto < len(codemods):  # (the file as first read: not parsed again)
+        findings += run_source(raw, label, codemods[upto:], fix=False, project=project,
+                               read=fixing.read).findings
+    fixing.read = None
+    checked = SourceResult(label, fixing.code, fixing.code, findings,
+                           encoding=fixing.encoding)
+    return checked, fixing.new_code if fixing.changed else fixing.code
+
+
+def _fixed_output(label: str, path: Path, raw: bytes, fixed: str | None) -> list[Output]:
+    """The output `fix` would write for a Python file whose bytes are `raw`, given its text
+    (`fixed`; None: not known); none where that is the file's own."""
+    from graphfix.source.syntax import decode_source
+
+    if fixed is None:
+        return []
+    code, encoding = decode_source(raw)
+    return [] if fixed == code else [Output(label, path, data=fixed.encode(encoding))]
 
 
 def preflight(outputs: list[Output], *, force: bool = False,

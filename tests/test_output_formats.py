@@ -5,8 +5,11 @@ graph, its fixed graph and source files."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -260,3 +263,100 @@ def test_graph_and_unfixable_findings_have_no_replacements(source):
                              check_exit=1).stdout)
     assert any(not f["fixable"] for f in doc["findings"])
     assert all(f["replacements"] == [] for f in doc["findings"] if not f["fixable"])
+
+
+# -- the fixes as text come from the check's own run ---------------------------------------------
+
+def _two_file_project(root):
+    """update-ops' two-file project (its fix needs model.py's batch norm), with a deprecated
+    initializer in train.py: the first rule that fixes runs before the ones still to ask."""
+    shutil.copytree(FIXTURES / "update_ops/source/multi_file/before", root)
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("tf.global_variables_initializer()",
+                                                "tf.initialize_all_variables()")
+                     + "with tf.device('/gpu:0'):\n    step = tf.Variable(0, name='step')\n")
+    return root
+
+
+def _two_runs(root) -> dict:
+    """The JSON document as `check --format json --no-cache` made it before the fixes as text
+    came from its own run: a check, then a whole run fixing (unwritten) for the texts."""
+    from graphfix.api import _selected
+    from graphfix.cli import replacements
+    from graphfix.driver import run
+
+    selected = _selected(None, None, None)
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        report, _ = run(["."], selected, fix=False)
+        _, outputs = run(["."], selected, fix=True)
+        replacements.give_replacements(report, replacements.fixed_texts(outputs))
+    finally:
+        os.chdir(here)
+    return report.to_json(fixing=False)
+
+
+def test_json_of_one_run_is_that_of_a_check_and_a_fix_run(tmp_path):
+    root = _two_file_project(tmp_path / "project")
+    before = _two_runs(root)
+    fixable = [f for f in before["findings"] if f["fixable"]]
+    assert {f["transform"] for f in fixable} >= {"deprecated-initializers", "update-ops",
+                                                 "variables-to-cpu"}
+    assert all(f["replacements"] for f in fixable)
+    before["summary"].pop("cached")
+    cache = tmp_path / "cache"
+    # uncached, cold, then warm (the texts from the cache)
+    for extra, cached in ((["--no-cache"], 0), (["--no-cache", "--jobs", "1"], 0),
+                          (["--cache-dir", cache], 0), (["--cache-dir", cache], 2),
+                          (["--cache-dir", cache, "--jobs", "1"], 2)):
+        doc = json.loads(run_cli("check", ".", "--format", "json", *extra, cwd=root,
+                                 check_exit=1).stdout)
+        assert doc["summary"].pop("cached") == cached, extra
+        assert doc == before, extra
+    # the --report file of a text check carries them too
+    run_cli("check", ".", "--no-cache", "--report", tmp_path / "report.json", cwd=root,
+            check_exit=1)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    doc["summary"].pop("cached")
+    assert doc == before
+
+
+# libcst's parser, counted: each call appends the name of the file it parses (found by its
+# text) to the file named by GRAPHFIX_TEST_PARSES, from whichever process makes it.
+_COUNTING_PARSES = """\
+import os, sys
+import libcst
+from pathlib import Path
+texts = {p.read_bytes(): str(p) for p in Path('.').rglob('*.py')}
+parse = libcst.parse_module
+def counted(source, *args, **kwargs):
+    data = source if isinstance(source, bytes) else source.encode()
+    with open(os.environ['GRAPHFIX_TEST_PARSES'], 'a') as log:
+        log.write(texts.get(data, '<other>') + '\\n')
+    return parse(source, *args, **kwargs)
+libcst.parse_module = counted
+from graphfix.cli.main import main
+sys.argv = ['graphfix', *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_without_the_cache_libcst_reads_each_file_once(tmp_path, jobs):
+    root = _two_file_project(tmp_path / "project")
+    (root / "clean.py").write_text("import tensorflow as tf\nx = tf.constant(1)\n")
+    (root / "other.py").write_text(SOURCE)  # (its only fixing rule is the last to run)
+    log = tmp_path / "parses.txt"
+    result = subprocess.run(
+        [sys.executable, "-c", _COUNTING_PARSES, "check", ".", "--no-cache", "--format",
+         "json", "--jobs", jobs], cwd=root, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "GRAPHFIX_TEST_PARSES": str(log)})
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert {f["path"] for f in doc["findings"] if f["replacements"]} == {"other.py",
+                                                                         "train.py"}
+    # each is parsed once, though its fix is made too (and train.py's rules after the first
+    # that fixes are asked of it again); model.py (its facts come from the survey's stdlib
+    # parse) and clean.py have nothing for libcst
+    assert sorted(log.read_text().split()) == ["other.py", "train.py"]

@@ -375,6 +375,26 @@ def test_a_run_of_cached_or_filtered_files_never_imports_libcst(tmp_path):
                           cwd=tmp_path) == ("0", "False")
 
 
+def test_a_warm_check_gives_the_fixes_as_text_from_the_cache(tmp_path):
+    """`check --format json` carries each fix as text (`replacements`): the entry of a file
+    with a fixable finding keeps the text `fix` writes, so a second run parses nothing. An
+    entry a text check made has no such text: the first JSON run reads the file again."""
+    (tmp_path / "bug.py").write_text(BUG)
+    cache = tmp_path / "cache"
+    text = ("check", "bug.py", "--jobs", "1", "--cache-dir", cache)
+    assert _libcst_loaded(*text, cwd=tmp_path) == ("1", "True")
+    assert _libcst_loaded(*text, cwd=tmp_path) == ("1", "False")
+    as_json = (*text, "--format", "json")
+    assert _libcst_loaded(*as_json, cwd=tmp_path) == ("1", "True")
+    assert _libcst_loaded(*as_json, cwd=tmp_path) == ("1", "False")
+    assert _libcst_loaded(*text, cwd=tmp_path) == ("1", "False")  # (the entry serves both)
+    warm = _run("check", "bug.py", cache=cache, cwd=tmp_path)
+    uncached = _run("check", "bug.py", "--no-cache", cwd=tmp_path)
+    assert warm["summary"]["cached"] == 1
+    assert warm["findings"][0]["replacements"]
+    assert _without_cache_count(warm) == _without_cache_count(uncached)
+
+
 def test_no_codemod_reads_other_files_but_through_the_project_model():
     """What other files say reaches a codemod only as the project model's answers
     (`SourceCodemod.project`): no transform declares a scan of its own any more."""

@@ -202,7 +202,6 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
           html: opt.Html = None) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
-    from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
 
     check_format(fmt, ("text", "json", "sarif", "github", "junit"))
@@ -218,23 +217,21 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
         return check_traced(paths, selected, fix=False, fmt=fmt, report_path=report_path,
                             least=least, runs=runs, until=until, timeout=timeout)
     cache = _cache_dir(paths, no_cache, cache_dir, configured_cache)
+    # JSON and SARIF carry each source fix as text: what `fix` would write, made in the
+    # same run (the outputs of a check are never written).
+    fix_texts = fmt in ("json", "sarif") or report_path is not None
     try:
         with progress() as shown:
-            report, _ = run(paths, selected, fix=False, excludes=excludes, jobs=_jobs(jobs),
-                            progress=shown, timeout_per_file=timeout_per_file,
-                            cache_dir=cache)
+            report, outputs = run(paths, selected, fix=False, excludes=excludes,
+                                  jobs=_jobs(jobs), progress=shown,
+                                  timeout_per_file=timeout_per_file, cache_dir=cache,
+                                  fix_texts=fix_texts)
     except NoGpuKernelsError as exc:
         fail(str(exc))
-    if fmt in ("json", "sarif") or report_path is not None:
+    if fix_texts:
         from graphfix.cli import replacements
 
-        if replacements.wants_replacements(report):
-            # The fixes as text are what `fix` would write: the same run, fixing, unwritten
-            # (over the sources only: the project model is theirs; a graph's fix is no text).
-            sources = [p for p in paths if not graphfile.is_graph_path(Path(p))]
-            _, outputs = run(sources, selected, fix=True, excludes=excludes, jobs=_jobs(jobs),
-                             timeout_per_file=timeout_per_file, cache_dir=cache)
-            replacements.give_replacements(report, replacements.fixed_texts(outputs))
+        replacements.give_replacements(report, replacements.fixed_texts(outputs))
     report.findings = at_least(report.findings, least)
     emit(report, fmt, report_path, fixing=False,
          transforms=[t.name for t, _ in selected.transforms])

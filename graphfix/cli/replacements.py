@@ -1,11 +1,11 @@
 """A source finding's fix as text (the JSON report's `replacements`, SARIF's `fixes`).
 
-The text is what `graphfix fix` would write, not a description of it: `check` runs the fix
-once more without writing (the driver's own `run(fix=True)`, so the same rules, settings
-and project model), and each difference between a file and its fixed text becomes one
-`Replacement` of the unfixed file. Each is given to one fixable finding of that file: the
-one whose line it covers, else the nearest (an import a fix adds at the top goes to the
-nearest finding). So the replacements of all a file's findings, applied together, make
+The text is what `graphfix fix` would write, not a description of it: the check's run makes
+it (`driver.run(fix_texts=True)`: the same rules, settings and project model, in the worker
+that checks the file, and only for a file with a fixable finding), and each difference
+between a file and its fixed text becomes one `Replacement` of the unfixed file. Each is
+given to one fixable finding of that file: the one whose line it covers, else the nearest
+(an import a fix adds at the top goes to the nearest finding). So the replacements of all a file's findings, applied together, make
 exactly the file `fix` writes; a finding's own may need the others' (an import they share).
 
 Sources only: a graph's fix is no text edit, and a notebook's findings count lines within
@@ -118,14 +118,10 @@ def give_replacements(report: Report, fixed: dict[str, tuple[str, str]]) -> None
             _owner(replacement, findings).replacements.append(replacement)
 
 
-def wants_replacements(report: Report) -> bool:
-    """Whether any finding of `report` could carry replacements."""
-    return any(map(_may_carry, report.findings))
-
-
 def fixed_texts(outputs) -> dict[str, tuple[str, str]]:
-    """From the outputs a fix run would write (`driver.run(fix=True)`): each Python
-    source's path -> (its text now, the text the fix writes), decoded as Python reads them."""
+    """From the outputs a fix would write (`driver.run(fix_texts=True)` gives them in a
+    check): each Python source's path -> (its text now, the text the fix writes), decoded
+    as Python reads them."""
     from graphfix.source.syntax import SourceDecodeError, decode_source
 
     out = {}

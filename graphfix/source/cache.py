@@ -16,8 +16,10 @@ everything the file's result depends on:
   feed-to-assign another file's variables), so a change there re-checks it.
 
 Each file's survey, its part of the project model with it, is cached the same way (keyed by
-file bytes, path and the run's configuration), so a warm run parses nothing. An entry holds what `check` reports for the
-file (findings, or why it was skipped); `fix` uses an entry only to skip a file known to be
+file bytes, path and the run's configuration), so a warm run parses nothing. An entry holds
+what `check` reports for the file (findings, or why it was skipped) and, where a check that
+gives the fixes as text made it (`driver.run(fix_texts=True)`) for a file with a fixable
+finding, the text `fix` would write; `fix` uses an entry only to skip a file known to be
 clean or unreadable. Entries are written atomically; an entry that cannot be read or
 understood is a miss; a folder that cannot be written turns the cache off for the run. The
 cache never fails a run.
@@ -40,7 +42,7 @@ from pathlib import Path
 from graphfix.findings import Finding
 from graphfix.storage import make_cache_folder, write_atomically
 
-ENTRY_FORMAT = 5  # bump when what an entry holds changes
+ENTRY_FORMAT = 6  # bump when what an entry holds changes
 MAX_UNUSED_DAYS = 30  # an entry no run has read or written for this long is deleted
 _DAY = 24 * 3600.0
 
@@ -195,12 +197,18 @@ class SourceCache:
             findings = [Finding(**f) for f in doc["findings"]]
         except Exception:  # a hand-edited or truncated entry: a miss
             return None
-        if not (skipped is None or isinstance(skipped, str)):
+        fixed = doc.get("fixed")
+        if not (skipped is None or isinstance(skipped, str)) or not (
+                fixed is None or isinstance(fixed, str)):
             return None
-        return CachedResult(findings, skipped)
+        return CachedResult(findings, skipped, fixed)
 
-    def store_result(self, key: str, findings: list[Finding], skipped: str | None) -> None:
-        self._write(key, {"findings": [f.to_json() for f in findings], "skipped": skipped})
+    def store_result(self, key: str, findings: list[Finding], skipped: str | None,
+                     fixed: str | None = None) -> None:
+        """`fixed`: the text `fix` would write for the file, where it was made (a file with
+        a fixable finding, checked with the fixes as text)."""
+        self._write(key, {"findings": [f.to_json() for f in findings], "skipped": skipped,
+                          "fixed": fixed})
 
     def load_survey(self, key: str) -> dict | None:
         """What the pre-checks said of a file (as JSON); None on a miss."""
@@ -267,10 +275,12 @@ def _remove_if_empty(path: str) -> None:
 
 
 class CachedResult:
-    """What `check` found in one file, from the cache."""
+    """What `check` found in one file, from the cache, and the text `fix` would write for
+    it (`fixed`: None where it was not made)."""
 
-    def __init__(self, findings: list[Finding], skipped: str | None):
-        self.findings, self.skipped = findings, skipped
+    def __init__(self, findings: list[Finding], skipped: str | None,
+                 fixed: str | None = None):
+        self.findings, self.skipped, self.fixed = findings, skipped, fixed
 
     @property
     def nothing_to_fix(self) -> bool:

@@ -376,7 +376,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     A rule whose only visit method is `visit_Module` (all built-in ones: it reads the nodes
     it wants from `nodes` and reports every finding there) is not traversed further unless
     it edits: the rest of the traversal, every node visited and rebuilt (the bulk of a rule's
-    time on a big file), runs only in fix mode after a finding with a fix. Others are
+    time on a big file), runs only in fix mode after a finding with a fix, and only down to
+    the nodes its edits are made at. Others are
     traversed as libcst does; their edits must be reported by the time the traversal leaves
     the node an edit is made at (the reported node, or the block or brackets holding it).
     """
@@ -432,9 +433,23 @@ class SourceCodemod(VisitorBasedCodemodCommand):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         visit_children = super().on_visit(node)
-        if node is self._tree and self._reports_in_visit_module():  # the rest only edits
-            return visit_children and self._edits
+        if self._reports_in_visit_module():
+            if node is self._tree:  # the rest only edits
+                return visit_children and self._edits
+            # (and goes only where they are made: the other nodes stay as they are)
+            return visit_children and node in self._toward_edits()
         return visit_children
+
+    def _toward_edits(self) -> set[cst.CSTNode]:
+        """The nodes the edits are made at and every node holding one (all the edits'
+        traversal visits, in a rule that reports all it finds in `visit_Module`)."""
+        if self._toward is None:
+            self._toward = set()
+            for node in self._planned:
+                while node is not None and node not in self._toward:
+                    self._toward.add(node)
+                    node = self.parent(node)
+        return self._toward
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         if not self._edits:
@@ -612,6 +627,7 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         self._tf_names = None
         self._positions = None
         self._code = None
+        self._toward: set[cst.CSTNode] | None = None
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)
@@ -641,14 +657,16 @@ def parse_error(exc: Exception, code: str) -> str:
 
 
 def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, project: FileView | None = None) -> SourceResult:
+               *, fix: bool, project: FileView | None = None,
+               read: MetadataWrapper | None = None) -> SourceResult:
     """Run codemods over one file's code; never raises for bad code (see `skipped`).
 
     `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
     `new_bytes` is the fixed file in that same encoding. Line endings are kept. `project`:
     the run's project model as this file's view (None: the file is a project of its own).
     (A run over files reads each codemod's trigger words first, without libcst: see
-    `graphfix.driver`.)
+    `graphfix.driver`.) `read`: an earlier result's `read` for the same `code`, whose tree
+    and metadata are used instead of parsing the file again.
     """
     if (too_deep := beyond_parser_limits(code)) is not None:  # would crash or stall libcst
         return SourceResult(path, "", "", [], skipped=too_deep)
@@ -662,7 +680,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
     else:
         raw = None
     try:
-        module = cst.parse_module(raw if raw is not None else code)
+        module = read.module if read else cst.parse_module(raw if raw is not None else code)
     except Exception as exc:  # libcst raises ParserSyntaxError and a few others
         return SourceResult(path, code, code, [], skipped=parse_error(exc, code),
                             encoding=encoding)
@@ -671,7 +689,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
         return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     findings: list[Finding] = []
     # Straight from the parser, the tree has no shared nodes: no copy needed.
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    read = wrapper = read or MetadataWrapper(module, unsafe_skip_copy=True)
     current = module
     for codemod_class, options in codemods:
         if not triggered_by(codemod_class.transform(), code):
@@ -689,6 +707,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCod
             current = result
     new_code = code if current is module else _keep_newlines(code, current.code)
     result = SourceResult(path, code, new_code, findings, encoding=encoding)
+    result.read = read
     if result.changed:
         try:
             result.new_bytes

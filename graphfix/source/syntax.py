@@ -17,6 +17,10 @@ from graphfix.findings import Finding
 class SourceResult:
     """What running codemods on one file gave: new code (or the reason it was skipped)."""
 
+    # The file as libcst read it (`run_source`: its tree and metadata), for another run over
+    # the same code; None where it was not parsed. It holds the whole tree: drop it when done.
+    read = None
+
     def __init__(self, path: str, code: str, new_code: str, findings: list[Finding],
                  skipped: str | None = None, encoding: str = "utf-8"):
         self.path = path
