@@ -903,8 +903,8 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             cache.store_result(key, [], None)
         report.unchanged_paths.append(label)
         return
-    from graphfix.source.codemod import run_source
     from graphfix.source.notebooks import run_notebook
+    from graphfix.source.run import run_source
 
     run_one = run_notebook if path.suffix == NOTEBOOK_SUFFIX else run_source
     result = run_one(raw, label, _codemods(selected, None if code is None else work), fix=fix,
