@@ -56,6 +56,8 @@ def apply_edits(code: str, edits: Sequence[TextEdit], rule: str) -> str:
 
 
 _NEWLINES = re.compile(r"\r\n|\r|\n")  # where the parser's lines end
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # a line with its end
+_INDENT = re.compile(r"[ \t]*")
 _ELSE_OR_FINALLY = re.compile(r"\s*(?:else|finally)\s*:")
 
 
@@ -166,7 +168,30 @@ class AstRule:
         start, end = self.span(node)
         if isinstance(node, ast.expr):
             start, end = self._parenthesized(node, start, end)
-        return self._code[start:end]
+        text = self._code[start:end]
+        return text if "\n" not in text else self._without_block_indent(node, text)
+
+    def _without_block_indent(self, node: ast.AST, text: str) -> str:
+        """A node's text over several lines as libcst gives it alone: a line that continues
+        it inside brackets loses the indentation of the block around its statement (libcst
+        keeps that indentation with the block, not with the node); a backslash's
+        continuation and a string's lines are kept as they are."""
+        statement = node
+        while not isinstance(statement, ast.stmt):
+            statement = self.parent(statement)
+            if statement is None:
+                return text
+        at = self.offset(statement.lineno, 0)
+        indent = _INDENT.match(self._code, at).group()
+        if not indent:
+            return text
+        in_strings = _lines_inside_strings(text, node.lineno)
+        lines = _LINE.findall(text)
+        for number, line in enumerate(lines[1:], node.lineno + 1):
+            if (line.startswith(indent) and number not in in_strings
+                    and not lines[number - node.lineno - 1].rstrip("\r\n").endswith("\\")):
+                lines[number - node.lineno] = line[len(indent):]
+        return "".join(lines)
 
     def position(self, node: ast.AST) -> tuple[int, int]:
         """(line, column), both from 1, where `node` starts (the column in characters)."""
@@ -260,13 +285,18 @@ class AstRule:
                                      fixable=bool(edits), line=line, col=col,
                                      severity=severity))  # type: ignore[arg-type]
 
+    def _code_lines(self) -> list[str]:
+        """The code's lines as `str.splitlines` gives them (libcst's rule for suppression
+        comments reads them so)."""
+        if self._lines is None:
+            self._lines = self._code.splitlines()
+        return self._lines
+
     def suppressed(self, node: ast.AST) -> bool:
         """Whether `# graphfix: ignore[...]` covers `node`: on its line, or on the first line
         (or the comment line just above) of any enclosing statement or `with` block (also an
         `else:` or `finally:` block, a dict entry, a parameter: the nodes libcst has)."""
-        if self._lines is None:
-            self._lines = self._code.splitlines()
-        lines = self._lines
+        lines = self._code_lines()
         for start in self._start_lines(node):
             for number in (start, start - 1):
                 if (1 <= number <= len(lines)
@@ -317,8 +347,24 @@ class AstRule:
 
     def _keyword_line(self, first: ast.stmt) -> int:
         """The line of the `else:` or `finally:` before a block's first statement."""
-        lines = self._lines or self._code.splitlines()
+        lines = self._code_lines()
         for number in range(first.lineno, 0, -1):
             if number <= len(lines) and _ELSE_OR_FINALLY.match(lines[number - 1]):
                 return number
         return first.lineno
+
+
+def _lines_inside_strings(text: str, first_line: int) -> set[int]:
+    """The lines of an expression's `text` (its first at `first_line`) that a string's own
+    text continues onto (a triple-quoted string's lines)."""
+    import io
+    import tokenize
+
+    found: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(f"({text})").readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                found.update(range(first_line + token.start[0], first_line + token.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return found
