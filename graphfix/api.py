@@ -151,13 +151,13 @@ def _run_source(code, path, codemods, fix):
 
 
 def _source_codemods(code, only, settings):
-    """The rules of the selected transforms whose trigger words `code` has: the others'
-    modules (libcst's, for a libcst rule) are not imported."""
-    from graphfix.source.prefilter import triggered_by
+    """The rules of the selected transforms the pre-filter leaves work in `code` (as a run
+    over files does): the others' modules (libcst's, for a libcst rule) are not imported."""
+    from graphfix.source.prefilter import prefilter
 
     selected = _selected(only, settings, ())
-    return [(t.source_codemod(), o) for t, o in selected.transforms
-            if t.codemod is not None and triggered_by(t, code)]
+    work = prefilter(code, [t for t, _ in selected.transforms]).work
+    return [(t.source_codemod(), o) for t, o in selected.transforms if t in work]
 
 
 def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
