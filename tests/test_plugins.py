@@ -141,6 +141,51 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
     assert (tmp_path / "loop.py").read_text() == "for step in range(3):\n    log.info(step)\n"
 
 
+AST_PLUGIN = textwrap.dedent('''
+    import ast
+
+    from graphfix.source.astrule import AstRule, TextEdit
+    from graphfix.source.prefilter import SourceTriggers
+    from graphfix.registry import Transform
+
+
+    class NoPrintRule(AstRule):
+        """The stdlib-tree shape: `print(...)` becomes `log.info(...)` as a text edit."""
+
+        def visit_Module(self, node):
+            for call in self.nodes(ast.Call):
+                if isinstance(call.func, ast.Name) and call.func.id == "print":
+                    start, end = self.span(call.func)
+                    self.report(call, "print() in a training loop",
+                                fix=TextEdit(start, end, "log.info"), severity="warning")
+
+
+    class NoPrint(Transform):
+        name = "no-print"
+        summary = "report print calls"
+        codemod = NoPrintRule
+        source_triggers = SourceTriggers(words=("print",))
+''')
+
+
+def test_entry_point_rule_of_the_stdlib_tree_shape(tmp_path):
+    """A third-party `AstRule` is listed, checked and fixed as a libcst rule is, after the
+    built-in rules of the run, and libcst is never imported for a file only it has work in."""
+    site = tmp_path / "site"
+    _install_plugin(site, code=AST_PLUGIN, entry_point="no-print = gfx_clear:NoPrint")
+    (tmp_path / "loop.py").write_text("for step in range(3):\n    print(step)\n")
+    listed = _graphfix("list", site=site, cwd=tmp_path)
+    assert "no-print" in listed.stdout, listed.stderr
+    result = _graphfix("check", "loop.py", "--no-cache", "--jobs", "1", site=site,
+                       cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "loop.py:2:5: no-print: print() in a training loop (fixable)" in result.stdout
+    fixed = _graphfix("fix", "loop.py", "--only", "no-print", "--no-cache",
+                      site=site, cwd=tmp_path)
+    assert fixed.returncode == 1, fixed.stderr
+    assert (tmp_path / "loop.py").read_text() == "for step in range(3):\n    log.info(step)\n"
+
+
 # A source transform whose codemod module is named, imported by the first file that needs
 # it, and slow to import.
 SLOW_START_PLUGIN = textwrap.dedent('''
