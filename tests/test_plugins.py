@@ -130,8 +130,13 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
     site = tmp_path / "site"
     _install_plugin(site)
     (site / "gfx_clear.py").write_text(SOURCE_PLUGIN.replace("NoPrint(", "ClearDevices("))
+    _check_and_fix_a_print(site, tmp_path, "--only", "no-print")
+
+
+def _check_and_fix_a_print(site, tmp_path, *check_options):
+    """no-print, installed in `site`, finds the print of a loop and its fix logs instead."""
     (tmp_path / "loop.py").write_text("for step in range(3):\n    print(step)\n")
-    result = _graphfix("check", "loop.py", "--only", "no-print", "--no-cache",
+    result = _graphfix("check", "loop.py", *check_options, "--no-cache",
                        site=site, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "loop.py:2:5: no-print: print() in a training loop (fixable)" in result.stdout
@@ -169,21 +174,13 @@ AST_PLUGIN = textwrap.dedent('''
 
 
 def test_entry_point_rule_of_the_stdlib_tree_shape(tmp_path):
-    """A third-party `AstRule` is listed, checked and fixed as a libcst rule is, after the
-    built-in rules of the run, and libcst is never imported for a file only it has work in."""
+    """A third-party `AstRule` is listed, checked (with the built-in rules) and fixed as a
+    libcst rule is."""
     site = tmp_path / "site"
     _install_plugin(site, code=AST_PLUGIN, entry_point="no-print = gfx_clear:NoPrint")
-    (tmp_path / "loop.py").write_text("for step in range(3):\n    print(step)\n")
     listed = _graphfix("list", site=site, cwd=tmp_path)
     assert "no-print" in listed.stdout, listed.stderr
-    result = _graphfix("check", "loop.py", "--no-cache", "--jobs", "1", site=site,
-                       cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
-    assert "loop.py:2:5: no-print: print() in a training loop (fixable)" in result.stdout
-    fixed = _graphfix("fix", "loop.py", "--only", "no-print", "--no-cache",
-                      site=site, cwd=tmp_path)
-    assert fixed.returncode == 1, fixed.stderr
-    assert (tmp_path / "loop.py").read_text() == "for step in range(3):\n    log.info(step)\n"
+    _check_and_fix_a_print(site, tmp_path, "--jobs", "1")
 
 
 # A source transform whose codemod module is named, imported by the first file that needs

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from graphfix.findings import Finding
 from graphfix.source.examples import Example
-from graphfix.source.project.names import Scopes, ScopedAstTfNames
+from graphfix.source.project.names import AsksTfNames, Scopes, ScopedAstTfNames
 from graphfix.source.syntax import comment_ignores
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ _INDENT = re.compile(r"[ \t]*")
 _ELSE_OR_FINALLY = re.compile(r"\s*(?:else|finally)\s*:")
 
 
-class AstRule:
+class AstRule(AsksTfNames):
     """Base class of a source rule of the stdlib-tree shape: `visit_Module` reads the tree
     (its nodes of a kind from `nodes`, in source order) and `report`s each finding with its
     fix, `TextEdit`s of the code it read (None: reported, not fixed); in fix mode the base
@@ -242,18 +242,9 @@ class AstRule:
         """The file's TF names (imports, module aliases, the project's re-exports and star
         imports), resolved when first asked."""
         if self._tf_names is None:
-            self._tf_names = ScopedAstTfNames(
-                self.tree, self.scopes, lambda q: self.project.tf_name_of_import(q),
-                lambda name: self.project.tf_name_of_star(name))
+            self._tf_names = ScopedAstTfNames(self.tree, self.scopes,
+                                              *self._project_resolvers())
         return self._tf_names
-
-    def tf_canonical(self, node: ast.AST) -> str | None:
-        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
-        return self.tf_names.canonical(node)
-
-    def tf_qualified(self, node: ast.AST) -> str | None:
-        """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
-        return self.tf_names.tf_qualified(node)
 
     @property
     def project(self) -> FileView:

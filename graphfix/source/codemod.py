@@ -40,7 +40,7 @@ from graphfix.registry import Transform
 from graphfix.source import fixes
 from graphfix.source.examples import Example  # noqa: F401  (part of this module's API)
 from graphfix.source.project import FileView
-from graphfix.source.project.names import TfNameRules
+from graphfix.source.project.names import AsksTfNames, TfNameRules
 from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import comment_ignores
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
@@ -285,7 +285,7 @@ class StatementPositions:
         return CodeRange(CodePosition(1, 0), CodePosition(code.count("\n") + 1, len(last)))
 
 
-class SourceCodemod(VisitorBasedCodemodCommand):
+class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
     """Base class of a transform's source surface (a rule): its visit methods find what is
     wrong and `report` it, each finding with its fix (edits of the tree as read, see
     `graphfix.source.fixes`), and in fix mode the base class makes every reported edit in one
@@ -411,18 +411,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def tf_names(self) -> TfNames:
         """The file's TF names (imports and module aliases), resolved when first asked."""
         if self._tf_names is None:
-            self._tf_names = TfNames(self._tree, self._qualified,
-                                     lambda q: self.project.tf_name_of_import(q),
-                                     lambda name: self.project.tf_name_of_star(name))
+            self._tf_names = TfNames(self._tree, self._qualified, *self._project_resolvers())
         return self._tf_names
-
-    def tf_canonical(self, node: cst.CSTNode) -> str | None:
-        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
-        return self.tf_names.canonical(node)
-
-    def tf_qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
-        return self.tf_names.tf_qualified(node)
 
     def code(self, node: cst.CSTNode) -> str:
         """`node`'s source text, as the file spells it."""

@@ -215,6 +215,28 @@ class TfNameRules:
                 and self._through_project(node) is None)
 
 
+class AsksTfNames:
+    """What a rule of either shape asks of its file's TF names (`tf_names`, the file's
+    `TfNameRules`, made by the rule's base class when first asked)."""
+
+    tf_names: TfNameRules
+
+    def tf_canonical(self, node) -> str | None:
+        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
+        return self.tf_names.canonical(node)
+
+    def tf_qualified(self, node) -> str | None:
+        """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
+        return self.tf_names.tf_qualified(node)
+
+    def _project_resolvers(self) -> tuple[Callable[[str], str | None],
+                                          Callable[[str], str | None]]:
+        """(an import's TF name through the project's modules, a star-imported name's):
+        what `TfNameRules` asks the project model (`self.project`), when it asks."""
+        return (lambda qualified: self.project.tf_name_of_import(qualified),
+                lambda name: self.project.tf_name_of_star(name))
+
+
 class ScopedAstTfNames(TfNameRules):
     """`TfNameRules` for the stdlib tree: qualified names as libcst's scope analysis gives
     them (`Scopes`), so a parameter or local variable named `tf` is not TF in the function
