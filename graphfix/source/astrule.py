@@ -204,15 +204,12 @@ class AstRule(AsksTfNames):
         code = self._code
         before, after, i, j = [], [], start, end
         while True:
-            i -= 1
-            while i >= 0 and code[i] in " \t\r\n\\\f":
-                i -= 1
+            i = _skip_back(code, i - 1)
             if i < 0 or code[i] != "(":
                 break
             before.append(i)
         while True:
-            while j < len(code) and code[j] in " \t\r\n\\\f":
-                j += 1
+            j = _skip_on(code, j)
             if j >= len(code) or code[j] != ")":
                 break
             after.append(j)
@@ -359,3 +356,35 @@ def _lines_inside_strings(text: str, first_line: int) -> set[int]:
     except (tokenize.TokenError, SyntaxError):
         pass
     return found
+
+
+_BLANK = " \t\r\n\\\f"
+
+
+def _skip_back(code: str, i: int) -> int:
+    """The last character at or before `i` that is no white space, line continuation or
+    comment (a comment is read as from a line's first `#`)."""
+    while i >= 0:
+        if code[i] in "\r\n":
+            line_start = max(code.rfind("\n", 0, i), code.rfind("\r", 0, i)) + 1
+            comment = code.find("#", line_start, i)
+            if comment >= 0:
+                i = comment
+        elif code[i] not in _BLANK:
+            return i
+        i -= 1
+    return i
+
+
+def _skip_on(code: str, j: int) -> int:
+    """The first character at or after `j` that is no white space, line continuation or
+    comment."""
+    while j < len(code):
+        if code[j] == "#":
+            while j < len(code) and code[j] not in "\r\n":
+                j += 1
+        elif code[j] in _BLANK:
+            j += 1
+        else:
+            return j
+    return j

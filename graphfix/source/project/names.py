@@ -422,7 +422,7 @@ class Scopes:
             body = scope.body if isinstance(scope.body, list) else [scope.body]
         elif isinstance(scope, _COMPREHENSIONS):
             for number, generator in enumerate(scope.generators):
-                visit(generator.target, _end(generator.target))
+                visit(generator.target, (0, 0))  # seen by the element before it, too
                 if number:
                     visit(generator.iter, None)
                 for condition in generator.ifs:
