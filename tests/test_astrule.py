@@ -176,3 +176,79 @@ def test_the_rule_has_the_shape_of_an_ast_rule_in_docs_and_listing():
     assert NAME in listed
     page = (REPO / "docs" / "transforms" / f"{NAME}.md").read_text()
     assert "- source" in page
+
+
+TRICKY = '''\
+# -*- coding: utf-8 -*-
+import tensorflow as tf
+import tensorflow.compat.v1
+from tensorflow import initialize_all_variables as init_all, all_variables
+v1 = tf.compat.v1
+slim = tf.contrib.slim
+note = "é"; x = tf.all_variables()
+y = (  # why
+    tf.initialize_all_variables
+)()
+fns = [all_variables for all_variables in (len, str)]
+z = [initialize_all_variables() for initialize_all_variables in fns]
+w = tensorflow.compat.v1.initialize_local_variables()
+
+
+def f(tf, *args, v=v1.all_variables, **kwargs):
+    global slim
+    slim = object()
+    return tf.all_variables(), v1.initialize_all_tables(
+        "a"
+        "b", init_all)
+
+
+class C:
+    tf = None
+    names = [tf for _ in range(2)]
+
+    def m(self):
+        return (tf.all_variables)(), [q for q in all_variables()]
+'''
+
+
+def test_names_positions_and_text_are_libcsts():
+    """On code that exercises scopes and spelling, every name and attribute resolves to the
+    TF name libcst's scope analysis gives (`TfNames`), at libcst's position, with the text
+    libcst gives it."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
+
+    from graphfix.source.astrule import AstRule
+    from graphfix.source.codemod import TfNames, qualified_name_lookup
+
+    class Probe(AstRule):
+        @classmethod
+        def transform(cls):
+            return registry.get_transform(NAME)
+
+        def visit_Module(self, node):
+            self.seen = {}
+            for n in self.nodes(ast.Attribute, ast.Name):
+                line, col = self.position(n)
+                end = self.offset(n.end_lineno, n.end_col_offset) - self.offset(n.end_lineno, 0)
+                self.seen[(type(n).__name__, line, col - 1, n.end_lineno, end)] = (
+                    self.tf_qualified(n), self.tf_names.is_foreign_import(n), self.code(n))
+
+    probe = Probe("tricky.py", fix=False)
+    probe.run(TRICKY, ast.parse(TRICKY))
+    wrapper = MetadataWrapper(cst.parse_module(TRICKY))
+    scopes, positions = wrapper.resolve(ScopeProvider), wrapper.resolve(PositionProvider)
+    names = TfNames(wrapper.module, qualified_name_lookup(scopes.get),
+                    probe.project.tf_name_of_import, probe.project.tf_name_of_star)
+    compared = 0
+    for node, where in positions.items():
+        key = (type(node).__name__, where.start.line, where.start.column, where.end.line,
+               where.end.column)
+        if key in probe.seen:
+            compared += 1
+            assert probe.seen[key] == (names.tf_qualified(node), names.is_foreign_import(node),
+                                       wrapper.module.code_for_node(node)), key
+    assert compared > 40
+    # (what the rule gave as a libcst rule, before it became a stdlib-tree one)
+    found = [(f.line, f.col) for f in _check(TRICKY)]
+    assert found == [(7, 17), (9, 5), (13, 5), (16, 20), (19, 32), (21, 14), (29, 17), (29, 50)]
