@@ -127,10 +127,17 @@ class AstRule(AsksTfNames):
             while stack:
                 node = stack.pop()
                 order.append(node)
-                children = list(ast.iter_child_nodes(node))
+                children = []  # (`ast.iter_child_nodes`, without a generator's cost)
+                for field in node._fields:
+                    value = getattr(node, field, None)
+                    if isinstance(value, ast.AST):
+                        children.append(value)
+                    elif type(value) is list:
+                        children.extend(item for item in value if isinstance(item, ast.AST))
                 for child in children:
                     parents[child] = node
-                stack.extend(reversed(children))
+                children.reverse()
+                stack.extend(children)
             self._parents = parents
         return self._parents
 
