@@ -128,8 +128,11 @@ def test_edits_shared_by_findings_are_made_once_and_overlaps_refused():
     assert len(findings) == 2 and fixed == code.replace("initialize_all_variables",
                                                         "global_variables_initializer")
     assert apply_edits("abcdef", [TextEdit(1, 3, "X"), TextEdit(1, 3, "X")], "r") == "aXdef"
-    with pytest.raises(RuntimeError, match="r: two edits of its fix overlap"):
-        apply_edits("abcdef", [TextEdit(1, 3, "X"), TextEdit(2, 4, "Y")], "r")
+    assert apply_edits("abcdef", [TextEdit(3, 3, "+"), TextEdit(1, 3, "X")], "r") == "aX+def"
+    for overlapping in ([TextEdit(1, 3, "X"), TextEdit(2, 4, "Y")],
+                        [TextEdit(2, 2, "X"), TextEdit(2, 2, "Y")]):
+        with pytest.raises(RuntimeError, match="r: two edits of its fix overlap"):
+            apply_edits("abcdef", overlapping, "r")
 
 
 def test_a_libcst_rule_after_an_ast_rule_reads_the_code_as_it_left_it():

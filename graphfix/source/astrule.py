@@ -44,7 +44,8 @@ def apply_edits(code: str, edits: Sequence[TextEdit], rule: str) -> str:
     overlap, which is a bug of the rule's, never the user's."""
     ordered = sorted(set(edits), key=lambda e: (e.start, e.end))
     for before, after in zip(ordered, ordered[1:]):
-        if after.start < before.end or (after.start == before.end == after.end):
+        # (two insertions at one place overlap too: which goes first is not said)
+        if after.start < before.end or before.start == before.end == after.start == after.end:
             raise RuntimeError(f"{rule}: two edits of its fix overlap at characters "
                                f"{before.start}-{before.end} and {after.start}-{after.end}")
     pieces, at = [], 0
