@@ -1,5 +1,8 @@
-"""TF names as the stdlib's tree spells them: `graphfix.source.codemod.TfNames` for `ast`,
-read by the project model's facts (no libcst)."""
+"""TF names as the stdlib's tree spells them (no libcst): `AstTfNames`, the project model's
+facts' quick reading (every import of the file counts); the rules of TF name resolution said
+once for both trees (`TfNameRules`: `graphfix.source.codemod.TfNames` over libcst's scope
+analysis, `ScopedAstTfNames` over `Scopes`, libcst's scope reading for the stdlib tree), and
+what a rule of either shape asks of them (`AsksTfNames`)."""
 
 from __future__ import annotations
 
