@@ -41,7 +41,6 @@ from graphfix.source import fixes
 from graphfix.source.examples import Example  # noqa: F401  (part of this module's API)
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AsksTfNames, TfNameRules
-from graphfix.source.vocabulary import canonical_tf_name
 from graphfix.source.syntax import comment_ignores
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
