@@ -255,3 +255,18 @@ def test_names_positions_and_text_are_libcsts():
     # (what the rule gave as a libcst rule, before it became a stdlib-tree one)
     found = [(f.line, f.col) for f in _check(TRICKY)]
     assert found == [(7, 17), (9, 5), (13, 5), (16, 20), (19, 32), (21, 14), (29, 17), (29, 50)]
+
+
+def test_rules_of_both_shapes_read_the_code_each_other_left_in_either_order():
+    from graphfix.source.run import run_source
+
+    code = (FIXTURES / "trace" / "seed000.py").read_text()
+    ours = registry.get_transform(NAME)
+    theirs = registry.get_transform("variables-to-cpu")
+    rules = [(t.source_codemod(), t.default_options()) for t in (ours, theirs)]
+    first = run_source(code, "seed000.py", rules, fix=True)
+    second = run_source(code, "seed000.py", rules[::-1], fix=True)
+    assert first.new_code == second.new_code != code
+    assert "initialize_all_variables" not in first.new_code
+    assert ({f.transform for f in first.findings} == {f.transform for f in second.findings}
+            == {NAME, "variables-to-cpu"})
