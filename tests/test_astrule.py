@@ -117,6 +117,9 @@ def test_an_ignore_on_the_enclosing_with_line_covers_its_body():
             pass
         finally:  # graphfix: ignore[deprecated-initializers]
             tf.all_variables()
+        match session:
+            case None:  # graphfix: ignore[deprecated-initializers]
+                tf.all_variables()
         """
     assert [f.line for f in _check(code)] == [8]
 

@@ -303,7 +303,7 @@ class AstRule(AsksTfNames):
     def _start_lines(self, node: ast.AST):
         """The first line of `node` and of each node around it, libcst's nodes read from
         the stdlib tree: an `else:`/`finally:` block starts at its keyword, a dict's value
-        at its key, a parameter's default at the parameter."""
+        at its key, a parameter's default at the parameter, a `case` at its pattern."""
         child, current = None, node
         while current is not None and not isinstance(current, ast.Module):
             line = getattr(current, "lineno", None)
@@ -323,6 +323,8 @@ class AstRule(AsksTfNames):
                     yield self._keyword_line(block[0])
             elif isinstance(current, ast.comprehension):
                 yield current.target.lineno
+            elif isinstance(current, ast.match_case):  # (`case` and its pattern: one line)
+                yield current.pattern.lineno
             child, current = current, self.parent(current)
 
     @staticmethod
