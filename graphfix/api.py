@@ -145,20 +145,25 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
 
 
 def _run_source(code, path, codemods, fix):
-    from graphfix.source.codemod import run_source  # libcst: only the source path pays for it
+    from graphfix.source.run import run_source
 
     return run_source(code, path, codemods, fix=fix)
 
 
-def _source_codemods(only, settings):
+def _source_codemods(code, only, settings):
+    """The rules of the selected transforms the pre-filter leaves work in `code` (as a run
+    over files does): the others' modules (libcst's, for a libcst rule) are not imported."""
+    from graphfix.source.prefilter import prefilter
+
     selected = _selected(only, settings, ())
-    return [(t.source_codemod(), o) for t, o in selected.transforms if t.codemod is not None]
+    work = prefilter(code, [t for t, _ in selected.transforms]).work
+    return [(t.source_codemod(), o) for t, o in selected.transforms if t in work]
 
 
 def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
                  settings: dict[str, dict] | None = None) -> list[Finding]:
     """Findings for Python source code. A file that cannot be parsed raises SyntaxError."""
-    result = _run_source(code, path, _source_codemods(only, settings), False)
+    result = _run_source(code, path, _source_codemods(code, only, settings), False)
     if result.skipped:
         raise SyntaxError(f"{path}: {result.skipped}")
     return result.findings
@@ -167,7 +172,7 @@ def check_source(code: str, *, path: str = "<string>", only: Iterable[str] | Non
 def fix_source(code: str, *, path: str = "<string>", only: Iterable[str] | None = None,
                settings: dict[str, dict] | None = None) -> tuple[str, list[Finding]]:
     """Fix Python source code; return (new code, the findings it addressed)."""
-    result = _run_source(code, path, _source_codemods(only, settings), True)
+    result = _run_source(code, path, _source_codemods(code, only, settings), True)
     if result.skipped:
         raise SyntaxError(f"{path}: {result.skipped}")
     return result.new_code, result.findings

@@ -934,8 +934,8 @@ def _run_source(label, path, selected, fix, report, outputs, want_diff, cache, w
             cache.store_result(key, [], None)
         report.unchanged_paths.append(label)
         return
-    from graphfix.source.codemod import run_source
     from graphfix.source.notebooks import run_notebook
+    from graphfix.source.run import run_source
 
     codemods = _codemods(selected, None if code is None else work)
     view = project.view(label) if project else None
@@ -981,7 +981,8 @@ def _checked_and_fixed(raw: bytes, label: str, codemods: list, project
     read the file as it is) are the check's; the codemods after it read the fixed file, so
     they are asked once more, not fixing (the file as it is). A fix that fails leaves the
     check's findings, without a text (as a `fix` run of its own would fail on the file)."""
-    from graphfix.source.codemod import SourceResult, run_source
+    from graphfix.source.run import run_source
+    from graphfix.source.syntax import SourceResult
 
     try:
         fixing = run_source(raw, label, codemods, fix=True, project=project)

@@ -115,13 +115,15 @@ class Context:
 class Transform:
     """Base class of every transform. Subclasses set `name`, `summary`, `params` and
     implement the surfaces they cover: `graph` for graphs and `codemod` (a
-    `graphfix.source.codemod.SourceCodemod` subclass) for Python sources."""
+    `graphfix.source.codemod.SourceCodemod` or `graphfix.source.astrule.AstRule` subclass)
+    for Python sources."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     params: ClassVar[tuple[Param, ...]] = ()
-    # The source surface: a SourceCodemod subclass, or "module:Class" (relative to the
-    # transform's package) imported on first use, so the graph path never loads libcst.
+    # The source surface: a rule class (SourceCodemod, libcst's shape, or AstRule, the stdlib
+    # tree's), or "module:Class" (relative to the transform's package) imported on first use,
+    # so the graph path never loads libcst.
     codemod: ClassVar[type | str | None] = None
     # The source surface's trigger vocabulary (`graphfix.source.prefilter.SourceTriggers`),
     # declared once and read before libcst is imported (a run whose files are all filtered

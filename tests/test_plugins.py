@@ -130,8 +130,13 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
     site = tmp_path / "site"
     _install_plugin(site)
     (site / "gfx_clear.py").write_text(SOURCE_PLUGIN.replace("NoPrint(", "ClearDevices("))
+    _check_and_fix_a_print(site, tmp_path, "--only", "no-print")
+
+
+def _check_and_fix_a_print(site, tmp_path, *check_options):
+    """no-print, installed in `site`, finds the print of a loop and its fix logs instead."""
     (tmp_path / "loop.py").write_text("for step in range(3):\n    print(step)\n")
-    result = _graphfix("check", "loop.py", "--only", "no-print", "--no-cache",
+    result = _graphfix("check", "loop.py", *check_options, "--no-cache",
                        site=site, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "loop.py:2:5: no-print: print() in a training loop (fixable)" in result.stdout
@@ -139,6 +144,43 @@ def test_entry_point_codemod_that_reports_as_it_visits(tmp_path):
                       site=site, cwd=tmp_path)
     assert fixed.returncode == 1, fixed.stderr
     assert (tmp_path / "loop.py").read_text() == "for step in range(3):\n    log.info(step)\n"
+
+
+AST_PLUGIN = textwrap.dedent('''
+    import ast
+
+    from graphfix.source.astrule import AstRule, TextEdit
+    from graphfix.source.prefilter import SourceTriggers
+    from graphfix.registry import Transform
+
+
+    class NoPrintRule(AstRule):
+        """The stdlib-tree shape: `print(...)` becomes `log.info(...)` as a text edit."""
+
+        def visit_Module(self, node):
+            for call in self.nodes(ast.Call):
+                if isinstance(call.func, ast.Name) and call.func.id == "print":
+                    start, end = self.span(call.func)
+                    self.report(call, "print() in a training loop",
+                                fix=TextEdit(start, end, "log.info"), severity="warning")
+
+
+    class NoPrint(Transform):
+        name = "no-print"
+        summary = "report print calls"
+        codemod = NoPrintRule
+        source_triggers = SourceTriggers(words=("print",))
+''')
+
+
+def test_entry_point_rule_of_the_stdlib_tree_shape(tmp_path):
+    """A third-party `AstRule` is listed, checked (with the built-in rules) and fixed as a
+    libcst rule is."""
+    site = tmp_path / "site"
+    _install_plugin(site, code=AST_PLUGIN, entry_point="no-print = gfx_clear:NoPrint")
+    listed = _graphfix("list", site=site, cwd=tmp_path)
+    assert "no-print" in listed.stdout, listed.stderr
+    _check_and_fix_a_print(site, tmp_path, "--jobs", "1")
 
 
 # A source transform whose codemod module is named, imported by the first file that needs

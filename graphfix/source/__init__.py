@@ -1,13 +1,16 @@
 """The source side: Python files and notebooks that build TF1-style graphs, read and rewritten.
 
-Owns the rule base the transforms' source surfaces subclass (`codemod`), the TF vocabulary
-every rule and pre-check reads (`vocabulary`), the central pre-filter that applies each
+Owns the two rule bases the transforms' source surfaces subclass (`codemod`, libcst's tree
+and edits of it; `astrule`, the stdlib's tree and text edits), their examples (`examples`),
+the running of a file's rules of either shape in order (`run`), the TF vocabulary every rule
+and pre-check reads (`vocabulary`), the central pre-filter that applies each
 rule's declared trigger vocabulary before libcst (`prefilter`), the reading of a file's
 text and its stdlib syntax tree (`syntax`), source files found under a directory (`files`),
 Jupyter notebooks as sources (`notebooks`) and the per-file result cache (`cache`).
 
 May import: the standard library, libcst (only where a file is parsed: never at import time
-of `files`, `syntax`, `vocabulary`, `prefilter` or `cache`), `graphfix.findings`,
+of `files`, `syntax`, `vocabulary`, `prefilter`, `cache`, `examples`, `astrule`, `run` or
+`project`), `graphfix.findings`,
 `graphfix.config`, `graphfix.registry`, `graphfix.storage`. Never imports `graphfix.graph`,
 `graphfix.verification`, `graphfix.cli` or the transforms.
 """

@@ -1,11 +1,13 @@
-"""The source surface: libcst codemods over Python files that build TF1-style graphs.
+"""The source surface's libcst shape: codemods over Python files that build TF1-style graphs.
 
-Each transform's `codemod` is a `SourceCodemod`, a rule as Fixit shapes one: its visit
+A transform's `codemod` may be a `SourceCodemod`, a rule as Fixit shapes one: its visit
 methods read the tree and `report(node, message, fix=...)`, the fix being edits of the tree it
 read (`graphfix.source.fixes`), which the base class makes once, in one traversal, in fix mode.
 TF-aware helpers: `tf_canonical` resolves any import or module alias, `suppressed` honours
-`# graphfix: ignore[name]`. `run_source` applies a list of them and never raises on bad
-input: it returns the result, or the reason the file was skipped.
+`# graphfix: ignore[name]`. (A rule whose fix is text replaced, a rename, is better an
+`graphfix.source.astrule.AstRule`, which needs no libcst.) `run_source`
+(`graphfix.source.run`, re-exported here) applies a list of rules of either shape and never
+raises on bad input: it returns the result, or the reason the file was skipped.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import contextlib
 import dataclasses
 import functools
 import re
-import textwrap
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
@@ -35,11 +36,11 @@ from libcst.metadata import (
 )
 
 from graphfix.findings import Finding
-from graphfix.source import fixes
 from graphfix.registry import Transform
-from graphfix.source.prefilter import triggered_by
+from graphfix.source import fixes
+from graphfix.source.examples import Example  # noqa: F401  (part of this module's API)
 from graphfix.source.project import FileView
-from graphfix.source.vocabulary import canonical_tf_name
+from graphfix.source.project.names import AsksTfNames, TfNameRules
 from graphfix.source.syntax import comment_ignores
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
@@ -49,8 +50,7 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     decode_source,
     python_syntax_error,
 )
-
-
+from graphfix.source.run import run_source  # noqa: F401  (part of this module's API)
 
 HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
@@ -186,34 +186,26 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
     return None
 
 
-class TfNames:
-    """The TF symbols one file's expressions name: through its imports (libcst's qualified
-    names) and its module-level aliases (`slim = tf.contrib.slim`, `v1 = tf.compat.v1`).
-    The one resolver every rule reads (`SourceCodemod.tf_names`); the names it gives are
+class TfNames(TfNameRules):
+    """`TfNameRules` over libcst's scope analysis (its qualified names): the TF symbols one
+    file's expressions name, through its imports, its module-level aliases (`slim =
+    tf.contrib.slim`, `v1 = tf.compat.v1`), the project's re-exports and star imports. The
+    resolver every libcst rule reads (`SourceCodemod.tf_names`); the names it gives are
     those of `graphfix.source.vocabulary`."""
 
     def __init__(self, module: cst.Module,
                  lookup: Callable[[cst.CSTNode], Collection[QualifiedName]],
                  reexports: Callable[[str], str | None] | None = None,
                  star: Callable[[str], str | None] | None = None):
+        super().__init__(reexports, star)
         self._lookup = lookup  # node -> libcst QualifiedNames (`qualified_name_lookup`)
-        # An imported qualified name -> the TF name it stands for through the project's
-        # modules (`helpers.tf1.Variable` where helpers.py imports compat.v1 as tf1):
-        self._reexports = reexports
-        # A name nothing in the file binds -> the TF name a `from module import *` of the
-        # project's brings under it (`tf`, from a star-imported settings module):
-        self._star = star
-        self.aliases: dict[str, str] = {}  # module-level name -> the TF qualified name it holds
-        for statement in module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Name)
-                        and isinstance(small.value, (cst.Name, cst.Attribute))):
-                    qualified = self.tf_qualified(small.value)
-                    if qualified is not None:
-                        self.aliases[small.targets[0].target.value] = qualified
+        self._add_aliases(
+            (small.targets[0].target.value, small.value)
+            for statement in module.body if isinstance(statement, cst.SimpleStatementLine)
+            for small in statement.body
+            if isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and isinstance(small.value, (cst.Name, cst.Attribute)))
 
     def imported(self, node: cst.CSTNode) -> set[QualifiedName]:
         """The qualified names `node` may refer to through imports and bindings alone, with
@@ -223,74 +215,17 @@ class TfNames:
         except KeyError:
             return set()
 
-    def _through_alias(self, node: cst.CSTNode) -> str | None:
+    def imported_names(self, node: cst.CSTNode) -> set[tuple[str, bool]]:
+        return {(q.name, q.source == QualifiedNameSource.IMPORT) for q in self.imported(node)}
+
+    def attribute_chain(self, node: cst.CSTNode) -> tuple[cst.Name | None, str | None, list[str]]:
         chain = []
-        current = node
-        while isinstance(current, cst.Attribute):
-            chain.append(current.attr.value)
-            current = current.value
-        if (isinstance(current, cst.Name) and current.value in self.aliases
-                and {q.name for q in self.imported(current)} <= {current.value}):
-            return ".".join([self.aliases[current.value], *reversed(chain)])
-        return None
-
-    def _through_star(self, node: cst.CSTNode) -> str | None:
-        """The TF name `node` names where its leading name is bound by no statement of the
-        file, only (maybe) by a star import of one of the project's modules."""
-        chain = []
-        current = node
-        while isinstance(current, cst.Attribute):
-            chain.append(current.attr.value)
-            current = current.value
-        if self._star is None or not isinstance(current, cst.Name) or self.imported(current):
-            return None
-        found = self._star(current.value)
-        return ".".join([found, *reversed(chain)]) if found is not None else None
-
-    def _through_project(self, node: cst.CSTNode) -> str | None:
-        """The TF name an import from one of the project's modules stands for."""
-        if self._reexports is None:
-            return None
-        for qualified in sorted(q.name for q in self.imported(node)
-                                if q.source == QualifiedNameSource.IMPORT):
-            if qualified.split(".")[0] in ("tensorflow", "tf_slim"):
-                continue
-            found = self._reexports(qualified)
-            if found is not None and canonical_tf_name(found) is not None:
-                return found
-        return None
-
-    def qualified(self, node: cst.CSTNode) -> set[str]:
-        """Every qualified name `node` may refer to, through imports and module aliases."""
-        found = {q.name for q in self.imported(node)}
-        aliased = self._through_alias(node)
-        if aliased is not None:
-            found.add(aliased)
-        for through in (self._through_project(node), self._through_star(node)):
-            if through is not None:
-                found.add(through)
-        return found
-
-    def tf_qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name `node` refers to (`tensorflow.compat.v1.train.Saver`),
-        also through a project module that imports it (`from helpers import tf1`)."""
-        for qualified in sorted(q.name for q in self.imported(node)):
-            if canonical_tf_name(qualified) is not None:
-                return qualified
-        return (self._through_alias(node) or self._through_project(node)
-                or self._through_star(node))
-
-    def canonical(self, node: cst.CSTNode) -> str | None:
-        """The TF symbol `node` names, as the vocabulary spells it (`Variable`,
-        `layers.dense`, `slim.conv2d`); None if it names none."""
-        qualified = self.tf_qualified(node)
-        return canonical_tf_name(qualified) if qualified else None
-
-    def is_foreign_import(self, node: cst.CSTNode) -> bool:
-        """Whether `node` names something imported from outside TF (scipy.optimize.minimize)."""
-        imported = [q.name for q in self.imported(node) if q.source == QualifiedNameSource.IMPORT]
-        return (bool(imported) and all(canonical_tf_name(n) is None for n in imported)
-                and self._through_project(node) is None)
+        while isinstance(node, cst.Attribute):
+            chain.append(node.attr.value)
+            node = node.value
+        if isinstance(node, cst.Name):
+            return node, node.value, chain[::-1]
+        return None, None, chain[::-1]
 
 
 class StatementPositions:
@@ -349,24 +284,7 @@ class StatementPositions:
         return CodeRange(CodePosition(1, 0), CodePosition(code.count("\n") + 1, len(last)))
 
 
-@dataclasses.dataclass
-class Example:
-    """Code on which a codemod reports (in its class's `INVALID`) or stays silent (`VALID`),
-    as its transform alone sees it in a file of its own; `tests/test_rule_examples.py`
-    makes a test of each. For an INVALID one: `fixed`, what `graphfix fix` writes (None: a
-    finding that is not fixed), and `says`, words its first finding's message holds."""
-
-    code: str
-    fixed: str | None = None
-    says: str = ""
-
-    def __post_init__(self):
-        self.code = textwrap.dedent(self.code).lstrip("\n")
-        if self.fixed is not None:
-            self.fixed = textwrap.dedent(self.fixed).lstrip("\n")
-
-
-class SourceCodemod(VisitorBasedCodemodCommand):
+class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
     """Base class of a transform's source surface (a rule): its visit methods find what is
     wrong and `report` it, each finding with its fix (edits of the tree as read, see
     `graphfix.source.fixes`), and in fix mode the base class makes every reported edit in one
@@ -507,18 +425,8 @@ class SourceCodemod(VisitorBasedCodemodCommand):
     def tf_names(self) -> TfNames:
         """The file's TF names (imports and module aliases), resolved when first asked."""
         if self._tf_names is None:
-            self._tf_names = TfNames(self._tree, self._qualified,
-                                     lambda q: self.project.tf_name_of_import(q),
-                                     lambda name: self.project.tf_name_of_star(name))
+            self._tf_names = TfNames(self._tree, self._qualified, *self._project_resolvers())
         return self._tf_names
-
-    def tf_canonical(self, node: cst.CSTNode) -> str | None:
-        """The TF symbol an expression names (`Variable`, `layers.dense`, `slim.conv2d`)."""
-        return self.tf_names.canonical(node)
-
-    def tf_qualified(self, node: cst.CSTNode) -> str | None:
-        """The TF qualified name an expression refers to (`tensorflow.compat.v1.device`)."""
-        return self.tf_names.tf_qualified(node)
 
     def code(self, node: cst.CSTNode) -> str:
         """`node`'s source text, as the file spells it."""
@@ -633,16 +541,6 @@ class SourceCodemod(VisitorBasedCodemodCommand):
         return super().transform_module_impl(tree)
 
 
-_LONE_LF = re.compile(r"(?<!\r)\n")
-
-
-def _keep_newlines(old: str, new: str) -> str:
-    """Lines a codemod added end as the file's lines do (CRLF files stay CRLF)."""
-    if "\r\n" in old and not _LONE_LF.search(old):
-        return _LONE_LF.sub("\r\n", new)
-    return new
-
-
 def parse_error(exc: Exception, code: str) -> str:
     """A one-line reason for a file libcst cannot parse (with a hint for Python 2 code)."""
     if isinstance(exc, cst.ParserSyntaxError):
@@ -656,66 +554,50 @@ def parse_error(exc: Exception, code: str) -> str:
     return f"cannot parse: {text}"
 
 
-def run_source(code: str | bytes, path: str, codemods: list[tuple[type[SourceCodemod], dict]],
-               *, fix: bool, project: FileView | None = None,
-               read: MetadataWrapper | None = None) -> SourceResult:
-    """Run codemods over one file's code; never raises for bad code (see `skipped`).
+class CodemodRun:
+    """The libcst rules of one file, one after another over one parse (`graphfix.source.run`
+    runs them in the run's order among the stdlib-tree rules): the tree they read and its
+    scope analysis are shared until a fix changes the tree, where libcst would deep-copy
+    the tree and resolve everything again for each of them."""
 
-    `code` may be the file's bytes: then its encoding (PEP 263 cookie, BOM) is honoured and
-    `new_bytes` is the fixed file in that same encoding. Line endings are kept. `project`:
-    the run's project model as this file's view (None: the file is a project of its own).
-    (A run over files reads each codemod's trigger words first, without libcst: see
-    `graphfix.driver`.) `read`: an earlier result's `read` for the same `code`, whose tree
-    and metadata are used instead of parsing the file again.
-    """
-    if (too_deep := beyond_parser_limits(code)) is not None:  # would crash or stall libcst
-        return SourceResult(path, "", "", [], skipped=too_deep)
-    encoding = "utf-8"
-    if isinstance(code, bytes):
-        raw = code
+    def __init__(self, module: cst.Module, wrapper: MetadataWrapper | None = None):
+        self.original = self.module = module
+        # Straight from the parser, the tree has no shared nodes: no copy needed.
+        self._wrapper = wrapper or MetadataWrapper(module, unsafe_skip_copy=True)
+        self._first_wrapper = self._wrapper  # (with the metadata resolved over `original`)
+
+    def again(self) -> CodemodRun:
+        """A run over the tree as first parsed, with the metadata resolved over it so far
+        (a second run over the same code: `run_source(read=...)`), however this one's
+        fixes changed its tree."""
+        return CodemodRun(self.original, self._first_wrapper)
+
+    @classmethod
+    def parse(cls, source: str | bytes, code: str) -> tuple[CodemodRun | None, str | None]:
+        """(the run over libcst's tree of `source`, the file's bytes or text, None), or
+        (None, why libcst cannot read it); `code` is its text."""
         try:
-            code, encoding = decode_source(raw)
-        except SourceDecodeError as exc:
-            return SourceResult(path, "", "", [], skipped=str(exc))
-    else:
-        raw = None
-    try:
-        module = read.module if read else cst.parse_module(raw if raw is not None else code)
-    except Exception as exc:  # libcst raises ParserSyntaxError and a few others
-        return SourceResult(path, code, code, [], skipped=parse_error(exc, code),
-                            encoding=encoding)
-    reason = python_syntax_error(code)
-    if reason is not None:  # not Python 3, though libcst took it: never rewritten
-        return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
-    findings: list[Finding] = []
-    # Straight from the parser, the tree has no shared nodes: no copy needed.
-    read = wrapper = read or MetadataWrapper(module, unsafe_skip_copy=True)
-    current = module
-    for codemod_class, options in codemods:
-        if not triggered_by(codemod_class.transform(), code):
-            continue
-        if current is not wrapper.module:  # an earlier fix changed the tree: analyse anew
-            wrapper = MetadataWrapper(current)
-        context = CodemodContext(filename=path)
-        if project is not None and current is not module:
-            project = project.stale_copy()  # an earlier fix changed the file
-        codemod = codemod_class(context, options, fix=fix, project=project)
-        codemod.shared_wrapper = wrapper
-        result = codemod.transform_module(wrapper.module)
-        findings.extend(codemod.findings)
+            return cls(cst.parse_module(source)), None
+        except Exception as exc:  # libcst raises ParserSyntaxError and a few others
+            return None, parse_error(exc, code)
+
+    @property
+    def code(self) -> str:
+        """The code of the tree as the rules so far left it."""
+        return self.module.code
+
+    def apply(self, codemod_class: type[SourceCodemod], options: dict, path: str, *,
+              fix: bool, project: FileView | None) -> tuple[list[Finding], bool]:
+        """(the findings of one codemod over the current tree, whether its fix changed it)."""
+        if self.module is not self._wrapper.module:  # an earlier fix changed the tree
+            self._wrapper = MetadataWrapper(self.module)
+        codemod = codemod_class(CodemodContext(filename=path), options, fix=fix,
+                                project=project)
+        codemod.shared_wrapper = self._wrapper
+        result = codemod.transform_module(self._wrapper.module)
         if codemod._edits:  # else it returns the tree it was given: keep the analysis
-            current = result
-    new_code = code if current is module else _keep_newlines(code, current.code)
-    result = SourceResult(path, code, new_code, findings, encoding=encoding)
-    result.read = read
-    if result.changed:
-        try:
-            result.new_bytes
-        except UnicodeEncodeError as exc:
-            return SourceResult(path, code, code, findings, encoding=encoding,
-                                skipped=f"the fix needs {exc.object[exc.start:exc.end]!r}, "
-                                        f"which {encoding} cannot encode")
-    return result
+            self.module = result
+        return codemod.findings, codemod._edits
 
 
 __all__ = [

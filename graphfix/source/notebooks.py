@@ -435,7 +435,7 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     except NotebookError as exc:
         return NotebookResult(path, "", "", [], skipped=str(exc))
     code = notebook.code
-    from graphfix.source.codemod import run_source  # libcst: only to run them
+    from graphfix.source.run import run_source
 
     reason = notebook.syntax_error()
     if reason is not None:

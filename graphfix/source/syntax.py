@@ -78,18 +78,24 @@ def _python2_hint(code: str) -> str:
     return " (Python 2 code?)" if any(_PYTHON2.search(ln) for ln in code.splitlines()) else ""
 
 
+def parse_python(code: str) -> tuple[ast.Module | None, str | None]:
+    """(Python's own tree of `code`, None), or (None, why Python cannot compile it, in one
+    line)."""
+    try:
+        return ast.parse(code), None
+    except SyntaxError as error:
+        what = f": {error.msg}" if error.msg else ""
+        return None, (f"syntax error at line {error.lineno or 1}, column {error.offset or 1}"
+                      f"{what}{_python2_hint(code)}")
+    except (ValueError, MemoryError, RecursionError) as error:  # NUL bytes, too deep
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return None, f"cannot parse: {text}"
+
+
 def python_syntax_error(code: str) -> str | None:
     """Why Python itself cannot compile `code`, in one line; None if it can. (libcst's
     grammar accepts some code Python 3 does not, such as `except E, e:`.)"""
-    try:
-        ast.parse(code)
-    except SyntaxError as error:
-        what = f": {error.msg}" if error.msg else ""
-        return (f"syntax error at line {error.lineno or 1}, column {error.offset or 1}"
-                f"{what}{_python2_hint(code)}")
-    except (ValueError, MemoryError, RecursionError) as error:  # NUL bytes, too deep
-        return f"cannot parse: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
-    return None
+    return parse_python(code)[1]
 
 
 # -- the syntax pre-check: the stdlib's parser before libcst --------------------------------

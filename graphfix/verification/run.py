@@ -641,9 +641,9 @@ def _maybe_dead(graph) -> set[str]:
 
 def jobs_named(index: GraphIndex) -> dict[str, int]:
     """{job: tasks} of the jobs the graph's devices name (`localhost` aside, the job of a
-    single process)."""
+    single process), by name: the same order on every run."""
     tasks: dict[str, int] = {}
-    for device in set(index.devices):
+    for device in sorted(set(index.devices)):
         spec = DeviceSpec.parse(device) if device else None
         if spec is not None and spec.job not in (None, "localhost"):
             tasks[spec.job] = max(tasks.get(spec.job, 1), (spec.task or 0) + 1)

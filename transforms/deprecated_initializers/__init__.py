@@ -42,6 +42,6 @@ from graphfix.source.vocabulary import DEPRECATED_INITIALIZERS
 class DeprecatedInitializers(Transform):
     name = "deprecated-initializers"
     summary = "rename deprecated initializers (initialize_all_variables -> global_variables_initializer)"
-    codemod = ".source:DeprecatedInitializersCodemod"
+    codemod = ".source:DeprecatedInitializersRule"
     # (names, not calls: a reference is the finding, `init = tf.initialize_all_variables`)
     source_triggers = SourceTriggers(names=frozenset(DEPRECATED_INITIALIZERS))
