@@ -362,3 +362,33 @@ def test_without_the_cache_libcst_reads_each_file_once(tmp_path, jobs):
     # deprecated-initializers, reads the stdlib tree and fixes by text: the libcst rules
     # after it read that text, the one other parse ("<other>": no file's text)
     assert sorted(log.read_text().split()) == ["<other>", "other.py", "train.py"]
+
+
+_LONG = "".join(f"x{i % 7} = {i}\n" for i in range(3000))  # (lines that repeat)
+
+
+@pytest.mark.parametrize("where", ["first line", "middle", "last line", "two places",
+                                   "a line added", "a line removed"])
+def test_the_replacements_of_a_long_file_are_its_changes_alone(where):
+    """A fix of a few lines in a long file gives replacements of those lines only, which
+    make the fixed text (the lines both texts share at the start and end are set aside
+    before difflib compares the rest)."""
+    from graphfix.cli.replacements import text_replacements
+
+    lines = _LONG.splitlines(keepends=True)
+    changed = {"first line": {0}, "middle": {1500}, "last line": {2999},
+               "two places": {10, 2990}}.get(where, set())
+    new_lines = [line.replace(" = ", " = 1 + ") if n in changed else line
+                 for n, line in enumerate(lines)]
+    if where == "a line added":
+        new_lines.insert(1500, "import os\n")
+    if where == "a line removed":
+        del new_lines[1500]
+    new = "".join(new_lines)
+    replacements = text_replacements(_LONG, new)
+    made = _LONG
+    for r in sorted(replacements, key=lambda r: r.offset, reverse=True):
+        made = made[:r.offset] + r.text + made[r.offset + r.length:]
+    assert made == new
+    assert len(replacements) == max(len(changed), 1)
+    assert all(len(r.text) + r.length <= 20 for r in replacements), replacements

@@ -60,10 +60,7 @@ def text_replacements(old: str, new: str) -> list[Replacement]:
         return line + 1, offset - line_starts[line] + 1
 
     out = []
-    by_lines = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    for tag, a1, a2, b1, b2 in by_lines.get_opcodes():
-        if tag == "equal":
-            continue
+    for a1, a2, b1, b2 in _changed_lines(old_lines, new_lines):
         base, new_base = line_starts[a1], new_starts[b1]
         old_tokens = _TOKEN.findall(old[base:line_starts[a2]])
         new_tokens = _TOKEN.findall(new[new_base:new_starts[b2]])
@@ -86,6 +83,24 @@ def text_replacements(old: str, new: str) -> list[Replacement]:
                                    end=position(end),
                                    text=new[new_base + new_at[j1]:new_base + new_at[j2]]))
     return out
+
+
+def _changed_lines(old: list[str], new: list[str]) -> list[tuple[int, int, int, int]]:
+    """(first, end) in `old` and (first, end) in `new` of each run of lines that differs.
+    The lines both share at the start and at the end are set aside first: difflib's time
+    grows with the square of the lines it compares, and a fix changes few lines of a long
+    file (0.2 s of a warm check of tf-slim was its 4,254-line layers_test.py)."""
+    same = min(len(old), len(new))
+    head = 0
+    while head < same and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < same - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    by_lines = difflib.SequenceMatcher(None, old[head:len(old) - tail],
+                                       new[head:len(new) - tail], autojunk=False)
+    return [(head + a1, head + a2, head + b1, head + b2)
+            for tag, a1, a2, b1, b2 in by_lines.get_opcodes() if tag != "equal"]
 
 
 def _owner(replacement: Replacement, findings: list[Finding]) -> Finding:
