@@ -273,3 +273,22 @@ def test_rules_of_both_shapes_read_the_code_each_other_left_in_either_order():
     assert "initialize_all_variables" not in first.new_code
     assert ({f.transform for f in first.findings} == {f.transform for f in second.findings}
             == {NAME, "variables-to-cpu"})
+
+
+@pytest.mark.parametrize("rule, line", [
+    ("deprecated-initializers", "{name} = tf.initialize_all_variables()"),
+    ("variables-to-cpu", "with tf.device('/gpu:0'):\n    {name} = tf.Variable(1, dtype=tf.int32)"),
+])
+@pytest.mark.parametrize("odd_break", ["\x0c", "\x1c", "\u2028"])
+def test_an_ignore_comment_is_read_on_the_line_python_numbers(rule, line, odd_break):
+    """A form feed (or another break `str.splitlines` splits at and Python does not) before
+    a finding: the comment on the suppressed line covers it, not the next one's finding.
+    Both rule shapes."""
+    import graphfix
+
+    ignore = f"  # graphfix: ignore[{rule}]"
+    first, *rest = line.format(name="a").split("\n")
+    code = ("import tensorflow as tf\nnote = 'x" + odd_break + "y'\n"
+            + "\n".join([first + ignore, *rest]) + "\n" + line.format(name="b") + "\n")
+    findings = graphfix.check_source(code, only=[rule])
+    assert [f.line for f in findings] == [2 + 2 * len(line.split("\n"))]  # b's last line

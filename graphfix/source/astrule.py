@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from graphfix.findings import Finding
 from graphfix.source.examples import Example
 from graphfix.source.project.names import AsksTfNames, Scopes, ScopedAstTfNames
-from graphfix.source.syntax import comment_ignores
+from graphfix.source.syntax import LINE_BREAK, code_lines, comment_ignores
 
 if TYPE_CHECKING:
     from graphfix.registry import Transform
@@ -56,7 +56,6 @@ def apply_edits(code: str, edits: Sequence[TextEdit], rule: str) -> str:
     return "".join(pieces)
 
 
-_NEWLINES = re.compile(r"\r\n|\r|\n")  # where the parser's lines end
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # a line with its end
 _INDENT = re.compile(r"[ \t]*")
 _ELSE_OR_FINALLY = re.compile(r"\s*(?:else|finally)\s*:")
@@ -158,7 +157,7 @@ class AstRule(AsksTfNames):
         """The character offset in the code of a parser position (ast's columns are UTF-8
         bytes)."""
         if self._line_starts is None:
-            self._line_starts = [0, *(m.end() for m in _NEWLINES.finditer(self._code))]
+            self._line_starts = [0, *(m.end() for m in LINE_BREAK.finditer(self._code))]
         start = self._line_starts[line - 1]
         text = self._code[start:start + byte_column]
         if text.isascii():
@@ -285,7 +284,7 @@ class AstRule(AsksTfNames):
         """The code's lines as `str.splitlines` gives them (libcst's rule for suppression
         comments reads them so)."""
         if self._lines is None:
-            self._lines = self._code.splitlines()
+            self._lines = code_lines(self._code)
         return self._lines
 
     def suppressed(self, node: ast.AST) -> bool:

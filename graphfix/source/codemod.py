@@ -41,7 +41,7 @@ from graphfix.source import fixes
 from graphfix.source.examples import Example  # noqa: F401  (part of this module's API)
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AsksTfNames, TfNameRules
-from graphfix.source.syntax import comment_ignores
+from graphfix.source.syntax import code_lines, comment_ignores
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -499,7 +499,7 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
 
     def _source_lines(self) -> list[str]:
         if self._lines is None:
-            self._lines = self._tree_code().splitlines()
+            self._lines = code_lines(self._tree_code())
         return self._lines
 
     def _tree_code(self) -> str:

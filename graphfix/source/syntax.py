@@ -172,6 +172,17 @@ class Syntax:
 _IGNORE = re.compile(r"#\s*graphfix:\s*ignore(?:\[([^\]]*)\])?")
 
 
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # where Python's parser ends a line
+
+
+def code_lines(code: str) -> list[str]:
+    """`code`'s lines as Python's parser numbers them: broken at LF, CRLF and CR only (not
+    at the form feeds, U+2028 and the other breaks `str.splitlines` also splits at, which
+    would number every later line wrong)."""
+    lines = LINE_BREAK.split(code)
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def comment_ignores(line: str, same_line: bool, transform: str) -> bool:
     """Whether a source line's `# graphfix: ignore[...]` covers `transform`: on the line
     itself (`same_line`), or as a comment line of its own just above (a trailing comment on
@@ -190,7 +201,7 @@ def ignored_at(code: str, line: int, transform: str) -> bool:
     line, or on the first line (or the comment line just above) of a statement or block
     holding it; the rule the codemods follow (`SourceCodemod.suppressed`), for a finding
     that comes from elsewhere (a traced graph's, at the line that made its node)."""
-    lines = code.splitlines()
+    lines = code_lines(code)
     starts = {line}
     if "graphfix" in code:
         try:

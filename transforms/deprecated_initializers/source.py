@@ -53,10 +53,10 @@ class DeprecatedInitializersRule(AstRule):
     )
 
     def visit_Module(self, node: ast.Module) -> None:
-        imported = self._imported_old_names()  # the name an import binds -> (alias, old)
-        import_fixes: dict[ast.alias, TextEdit] = {}
-        used: set[ast.alias] = set()
+        imported = self._imported_old_names()  # the name imports bind -> [(alias, old)]
         found = []  # (node, old name, spelled, fix), reported in source order
+        uses: dict[str, list] = {}  # an imported name -> the entries of `found` that use it
+        kept: set[str] = set()  # imported names a use keeps (ignored, or a fallback)
         for reference in self.nodes(ast.Attribute, ast.Name):
             # Only `x.OLD` and a name an import of OLD binds can be reported (below): the
             # rest are not resolved (a module-level alias, `init = tf.X`, is fixed where it
@@ -70,32 +70,46 @@ class DeprecatedInitializersRule(AstRule):
             if old not in DEPRECATED_INITIALIZERS:
                 continue
             new = DEPRECATED_INITIALIZERS[old]
-            if self._is_fallback(reference, new):
-                continue
             if isinstance(reference, ast.Attribute):
-                if reference.attr != old:
-                    continue  # reached through an alias of the function itself
-                fix: tuple[TextEdit, ...] = (self._renamed(reference, old, new),)
-                spelled = self.code(reference)
-            else:
-                alias, _ = imported[reference.id]
-                used.add(alias)
-                import_fix = import_fixes.setdefault(alias, self._renamed(alias, old, new))
-                fix = ((self._renamed(reference, old, new), import_fix)
-                       if alias.asname is None else (import_fix,))
-                spelled = _alias_text(alias)
-            found.append((reference, old, spelled, fix))
-        for alias, old in imported.values():
-            if alias not in used:  # imported, never used here: the import is the finding
-                new = DEPRECATED_INITIALIZERS[old]
-                found.append((alias, old, _alias_text(alias), self._renamed(alias, old, new)))
+                if reference.attr != old or self._is_fallback(reference, new):
+                    continue  # (reached through an alias of the function itself)
+                found.append([reference, old, self.code(reference),
+                              (self._renamed(reference, old, new),)])
+                continue
+            bound = reference.id
+            if self._is_fallback(reference, new) or self.suppressed(reference):
+                if any(alias.asname is None for alias, _ in imported[bound]):
+                    kept.add(bound)  # this use keeps the old name: so must its imports
+                continue
+            alias, _ = imported[bound][-1]
+            entry = [reference, old, _alias_text(alias),
+                     (self._renamed(reference, old, new),) if alias.asname is None else ()]
+            found.append(entry)
+            uses.setdefault(bound, []).append(entry)
+        for bound, aliases in imported.items():
+            # Every import that binds the name is renamed with its uses (`try: from
+            # tensorflow.compat.v1 import X except ImportError: from tensorflow import X`),
+            # unless a use keeps the old name, or, for an import this file never uses,
+            # another file may import it from here.
+            renames = tuple(self._renamed(alias, old, DEPRECATED_INITIALIZERS[old])
+                            for alias, old in aliases)
+            unused = bound not in uses
+            fixable = bound not in kept and not (unused and self.project.imported_by_others())
+            for entry in uses.get(bound, ()):
+                entry[3] = entry[3] + renames if fixable else ()
+            if unused:
+                for alias, old in aliases:
+                    if not self._is_fallback(alias, DEPRECATED_INITIALIZERS[old]):
+                        found.append([alias, old, _alias_text(alias),
+                                      renames if fixable else ()])
         found.sort(key=lambda item: self.position(item[0]))
         for reference, old, spelled, fix in found:
-            self._report(reference, old, spelled, fix)
+            self._report(reference, old, spelled, fix or None)
 
-    def _imported_old_names(self) -> dict[str, tuple[ast.alias, str]]:
-        """`from tensorflow[.compat.v1] import X [as Y]` of an old name X: the name it binds."""
-        found = {}
+    def _imported_old_names(self) -> dict[str, list[tuple[ast.alias, str]]]:
+        """`from tensorflow[.compat.v1] import X [as Y]` of an old name X: the name each
+        binds -> every such import that binds it, in source order."""
+        found: dict[str, list[tuple[ast.alias, str]]] = {}
         for statement in self.nodes(ast.ImportFrom):
             if statement.module is None or statement.level:
                 continue
@@ -103,19 +117,29 @@ class DeprecatedInitializersRule(AstRule):
                 old = alias.name
                 if (old in DEPRECATED_INITIALIZERS
                         and canonical_tf_name(f"{statement.module}.{old}") == old):
-                    found[alias.asname or old] = (alias, old)
+                    found.setdefault(alias.asname or old, []).append((alias, old))
         return found
 
     def _is_fallback(self, reference: ast.AST, new: str) -> bool:
-        """Whether `reference` is the fallback of a `try:` that calls the new name first
-        (`try: tf.global_variables_initializer().run() except: tf.initialize_all_variables()
-        .run()`): code that runs on TF before 0.12 on purpose, not the bug."""
+        """Whether `reference` (a use or an import) is the fallback of a `try:` that calls
+        or imports the new name first (`try: tf.global_variables_initializer().run() except:
+        tf.initialize_all_variables().run()`, `try: from tensorflow import
+        global_variables_initializer as init except ImportError: from tensorflow import
+        initialize_all_variables as init`): code that runs on TF before 0.12 on purpose,
+        not the bug."""
+        def names_new(other: ast.AST) -> bool:
+            if isinstance(other, ast.ImportFrom):
+                return other.module is not None and not other.level and any(
+                    canonical_tf_name(f"{other.module}.{alias.name}") == new
+                    for alias in other.names)
+            return (isinstance(other, (ast.Attribute, ast.Name))
+                    and self.tf_canonical(other) == new)
+
         child, node = reference, self.parent(reference)
         while node is not None and not isinstance(node, (ast.FunctionDef,
                                                           ast.AsyncFunctionDef, ast.Module)):
             if isinstance(node, ast.Try) and child in node.handlers:
-                return any(isinstance(other, (ast.Attribute, ast.Name))
-                           and self.tf_canonical(other) == new
+                return any(names_new(other)
                            for statement in node.body for other in ast.walk(statement))
             child, node = node, self.parent(node)
         return False
@@ -131,8 +155,11 @@ class DeprecatedInitializersRule(AstRule):
     def _report(self, node: ast.AST, old: str, spelled: str, fix) -> None:
         """A warning at `node`, which names `old` as the file spells it (`tf1.X`, `X as Y`)."""
         new = DEPRECATED_INITIALIZERS[old]
-        replacement = (spelled[: -len(old)] + new if spelled.endswith(old)  # `tf1.X`, `X`
-                       else spelled.replace(f"{old} as ", f"{new} as ", 1))  # `X as Y`
+        if f"{old} as " in spelled:  # `X as Y`
+            replacement = spelled.replace(f"{old} as ", f"{new} as ", 1)
+        else:  # `tf1.X`, `X`, `(tf.X)`: the name is the last thing said
+            head, _, tail = spelled.rpartition(old)
+            replacement = head + new + tail
         self.report(node, f"{spelled} is deprecated: use {replacement}, its current name (TF 1.x "
                           f"warns that {old} is deprecated and will be removed; TF 2 keeps "
                           "both names in tf.compat.v1 only)", fix=fix, severity="warning")

@@ -674,6 +674,17 @@ class FileView:
         _, label, line, name, dtype = min(found, key=lambda f: f[:3])
         return label, name, line, dtype
 
+    def imported_by_others(self) -> bool:
+        """Whether another file of the run imports this file's module (`import m`, `from m
+        import x`, `from m import *`): a name this file binds may be read there, so a
+        rename here would break it."""
+        project = self.project
+        return any(project.module(other, module, level) == self.label
+                   or (imported not in (None, "*") and project.module(
+                       other, f"{module}.{imported}".strip("."), level) == self.label)
+                   for other in project.connected(self.label) if other != self.label
+                   for _, module, imported, level in project.parts[other]["imports"])
+
     def tf_name_of_import(self, qualified: str) -> str | None:
         """The TF qualified name that a qualified name through a project module stands for
         (`helpers.tf1.Variable` -> `tensorflow.compat.v1.Variable`, where helpers.py does
