@@ -1,7 +1,8 @@
 """What in a graph is training: variables, update ops, train ops, towers.
 
-Shared by the transforms that reason about a training step (`update-ops`) and by `verify`
-(which proves each update op's variable moves). A MetaGraphDef's own collections win over
+Shared by the transforms that reason about a training step (`update-ops`, which also
+declares the moving statistics its fix makes a step update) and by `verify` (which proves
+each update op ran). A MetaGraphDef's own collections win over
 detection: `update_ops` and `train_op` say what the author meant.
 """
 
@@ -83,6 +84,30 @@ def update_ops(index: GraphIndex) -> tuple[list[str], str]:
     if listed:
         return listed, "collection"
     return detect_update_ops(index), "detected"
+
+
+def run_with(index: GraphIndex, updates: list[str], train: str) -> set[str]:
+    """Those of `updates` that run whenever the train op runs as a training loop runs it:
+    the loop runs a sink of the graph, so an update op counts when it runs before the train
+    op, or before every sink that runs after the train op. TF's optimizers put their own
+    Apply op in the TRAIN_OP collection, whatever the script groups around it:
+    `tf.group(apply_op, *update_ops)` or slim's `with_dependencies([update_op], loss)` run
+    the update ops beside that op, not before it."""
+    sinks = [name for name in index.descendants([train]) if index.is_sink(name)]
+    covered = index.run_before(updates, train)
+    if sinks:
+        covered |= set.intersection(*(index.run_before(updates, sink) for sink in sinks))
+    return covered
+
+
+def update_ops_run(index: GraphIndex, trains: list[str] | None = None) -> set[str]:
+    """The update ops (`update_ops`) that run with any of the train ops (`train_ops`, or
+    those of `trains` in the graph): those a training step runs (`run_with`)."""
+    updates, _ = update_ops(index)
+    trains = train_ops(index)[0] if trains is None else [t for t in trains if t in index]
+    if not updates or not trains:
+        return set()
+    return set().union(*(run_with(index, updates, train) for train in trains))
 
 
 # Ops a run cannot compute unless the caller feeds them (PlaceholderWithDefault has a value).
