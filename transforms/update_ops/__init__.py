@@ -22,7 +22,9 @@ Keras functional model's construction call on its own `Input`) is not the train 
 Fixed: one `NoOp` (`<train op>/update_ops`, on the train op's device or its colocation
 group's) gathers the missing update ops as control inputs, and the train op gains a control
 input on it. Update ops already implied are not repeated; an edge that would close a cycle
-is never added.
+is never added. The fix changes values on purpose: the moving statistics a step now
+updates, which `verify FIXED --compare ORIGINAL` sets aside and names ("equal except the N
+moving statistics update-ops now updates").
 
 Parameters:
     train_op: the train op's name (repeatable); overrides the collection and detection.
