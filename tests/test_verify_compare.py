@@ -7,18 +7,22 @@ of an update by what ran, not by whether the value changed.
   a moving statistic no fix meant to change still fails the comparison.
 - A moving mean can keep its value through an update that ran (a batch whose mean is the
   moving mean): that is a note. An update op that did not run is the failure, named.
+- shared-variables and average-gradients (at one tower's indices) change values on purpose
+  too, and say which; feed-to-assign computes what the original did
+  (tests/test_feed_to_assign_graph.py compares it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
 
 import graphfix
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.compat.v1.layers needs tf_keras
 
@@ -166,3 +170,43 @@ def test_update_ops_that_did_not_run_fail_by_name(tf):
     # Fixed, the same zeros batch keeps the moving mean: a note, not a failure.
     fixed, _ = graphfix.fix_graph(graph, only=["update-ops"])
     assert graphfix.verify(fixed, fetches=["train"]).passed
+
+
+def test_shared_variables_fix_changes_what_the_other_towers_compute(tf):
+    """Sharing the first tower's weights changes tower 1's loss and what the averaged update
+    trains: shared-variables declares those; tower 0's own loss must still match."""
+    sys.path.insert(0, str(FIXTURES))
+    import models
+
+    original = models.export(models.tower_copies(towers=2), meta=False)
+    fixed, _ = graphfix.fix_graph(original, only=["shared-variables"])
+    result = graphfix.verify(fixed, compare=original,
+                             fetches=["train", "tower_0/loss:0", "tower_1/loss:0"])
+    [compare] = [c for c in result.checks if c.name == "compare"]
+    assert compare.passed, result.to_lines()
+    assert compare.detail == (
+        "4 output(s) and variable(s) equal the original's, except the 3 values "
+        "shared-variables now computes from the first tower's variables")
+    assert compare.names == {"changed_on_purpose": ["tower_0/b", "tower_0/w", "tower_1/loss:0"]}
+
+
+@pytest.mark.parametrize("recipe,changed", [("tower0_indices", ["emb"]), ("cifar10", None)])
+def test_average_gradients_declares_the_rows_it_now_trains(recipe, changed):
+    """At tower 0's indices, the other towers' rows trained at the wrong ids: the fix trains
+    them at their own, a change on purpose. A densified average rebuilt sparse computes the
+    same numbers, and is compared as it was."""
+    sys.path.insert(0, str(FIXTURES / "average_gradients"))
+    import recipes
+
+    original = recipes.two_towers(recipe).as_graph_def()
+    fixed, changes = graphfix.fix_graph(original, only=["average-gradients"])
+    assert changes
+    result = graphfix.verify(fixed, compare=original, fetches=["train"])
+    [compare] = [c for c in result.checks if c.name == "compare"]
+    assert compare.passed, result.to_lines()
+    if changed:
+        assert compare.detail.endswith("except the 1 variable(s) average-gradients now trains "
+                                       "at every tower's indices"), compare.detail
+        assert compare.names == {"changed_on_purpose": changed}
+    else:
+        assert "except" not in compare.detail and compare.names == {}
