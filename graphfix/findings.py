@@ -169,6 +169,22 @@ class Change(_Record):
         return out
 
 
+class IntendedChange(_Record):
+    """Values a fix changes on purpose, as its transform declares them
+    (`graphfix.registry.Transform.intended_change`): `verify --compare` expects the fixed
+    graph's values of `nodes` (variables, or ops whose outputs are fetched) to differ from
+    the original's, and says which ("equal except the 4 moving statistics update-ops now
+    updates"). `what` names them in that sentence."""
+
+    _fields = ("transform", "what", "nodes")
+    __slots__ = _fields
+
+    def __init__(self, transform: str, what: str, nodes: Iterable[str]):
+        self.transform = transform
+        self.what = what
+        self.nodes = tuple(nodes)
+
+
 class Changes(list):
     """The changes a fix made (a list of `Change`), plus the renames callers must follow."""
 

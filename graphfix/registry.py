@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, NamedTuple
 
 if TYPE_CHECKING:
-    from graphfix.findings import Edit, Finding
+    from graphfix.findings import Edit, Finding, IntendedChange
     from graphfix.graph.index import GraphIndex
     from graphfix.source.prefilter import SourceTriggers
 
@@ -145,6 +145,15 @@ class Transform:
         default finds nothing: a transform without it has no graph surface."""
         return ()
 
+    def intended_change(self, original: "GraphIndex", fixed: "GraphIndex"
+                        ) -> "IntendedChange | None":
+        """What this transform's fix of `original` into `fixed` changes on purpose in the
+        values a step computes (ruff marks a fix safe or unsafe; a graphfix fix says what it
+        changes): `verify FIXED --compare ORIGINAL` lets those values differ and names them.
+        None where the fix computes what the original did, or where it made no change here
+        (the default: most fixes move ops, not numbers)."""
+        return None
+
     @classmethod
     def source_codemod(cls) -> type | None:
         """The codemod class of the source surface (imported now if named lazily)."""
@@ -200,6 +209,14 @@ def all_transforms() -> dict[str, type[Transform]]:
             raise UsageError(f"entry point {ep.name} = {ep.value} is not a graphfix Transform")
         found.setdefault(obj.name, obj)
     return found
+
+
+def intended_changes(original: "GraphIndex", fixed: "GraphIndex") -> list["IntendedChange"]:
+    """What every transform's fix means to change between `original` and `fixed`
+    (`Transform.intended_change`): what `verify --compare` is told to expect."""
+    found = (transform().intended_change(original, fixed)
+             for transform in all_transforms().values())
+    return [change for change in found if change is not None and change.nodes]
 
 
 def _module_names(folders) -> list[str]:

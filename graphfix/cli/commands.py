@@ -357,6 +357,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
     import json
 
     from graphfix.graph.kernels import NoGpuKernelsError
+    from graphfix.registry import intended_changes
     from graphfix.verification.run import VerifyError, verify_path
 
     check_format(fmt, ("text", "json", "github", "junit") if not graph.endswith(".py")
@@ -381,6 +382,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
             result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                                  compare=compare, target_devices=_devices(target_devices),
                                  cluster=cluster, op_libraries=_op_libraries(graph, settings),
+                                 intended_changes=intended_changes,
                                  **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))

@@ -94,6 +94,7 @@ def seed000(workdir: Path) -> bool:
 
 def seed003(workdir: Path) -> bool:
     """Seed 003: two towers with slim.batch_norm, averaged gradients, no UPDATE_OPS."""
+    from graphfix.registry import intended_changes
     from graphfix.verification.run import verify_path
 
     _say("== seed 003: two-tower slim.batch_norm, averaged gradients, UPDATE_OPS never run ==")
@@ -112,7 +113,8 @@ def seed003(workdir: Path) -> bool:
     _say("$ graphfix fix seed003.pbtxt -o seed003.fixed.pbtxt --only update-ops")
     _show((change.to_text() for change in _fix(before, fixed, only)), workdir)
     _say("$ graphfix verify seed003.fixed.pbtxt --fetch train --compare seed003.pbtxt")
-    result = verify_path(str(fixed), steps=1, fetches=["train"], compare=str(before))
+    result = verify_path(str(fixed), steps=1, fetches=["train"], compare=str(before),
+                         intended_changes=intended_changes)
     _show(result.to_lines(), workdir)
     _say(f"  conv1 moving_mean after a step: {result.values.get(moving_mean)}")
     return not unfixed.passed and bool(findings) and result.passed

@@ -1,7 +1,8 @@
 """What in a graph is training: variables, update ops, train ops, towers.
 
-Shared by the transforms that reason about a training step (`update-ops`) and by `verify`
-(which proves each update op's variable moves). A MetaGraphDef's own collections win over
+Shared by the transforms that reason about a training step (`update-ops`, which also
+declares the moving statistics its fix makes a step update) and by `verify` (which proves
+each update op ran). A MetaGraphDef's own collections win over
 detection: `update_ops` and `train_op` say what the author meant.
 """
 
@@ -41,17 +42,10 @@ def variable_of(index: GraphIndex, node) -> str | None:
 
 
 def _variable_at(index: GraphIndex, position: int) -> int | None:
-    for _ in range(8):
-        sources = index.sources(position)
-        if not sources or sources[0] < 0:
-            return None
-        position = sources[0]
-        op = index.ops[position]
-        if op in VARIABLE_OPS:
-            return position
-        if op not in ("Identity", "RefIdentity"):
-            return None
-    return None
+    sources = index.sources(position)
+    if not sources or sources[0] < 0:
+        return None
+    return _variable_from(index, sources[0])
 
 
 def detect_update_ops(index: GraphIndex) -> list[str]:
@@ -83,6 +77,110 @@ def update_ops(index: GraphIndex) -> tuple[list[str], str]:
     if listed:
         return listed, "collection"
     return detect_update_ops(index), "detected"
+
+
+def run_with(index: GraphIndex, updates: list[str], train: str) -> set[str]:
+    """Those of `updates` that run whenever the train op runs as a training loop runs it:
+    the loop runs a sink of the graph, so an update op counts when it runs before the train
+    op, or before every sink that runs after the train op. TF's optimizers put their own
+    Apply op in the TRAIN_OP collection, whatever the script groups around it:
+    `tf.group(apply_op, *update_ops)` or slim's `with_dependencies([update_op], loss)` run
+    the update ops beside that op, not before it."""
+    sinks = [name for name in index.descendants([train]) if index.is_sink(name)]
+    covered = index.run_before(updates, train)
+    if sinks:
+        covered |= set.intersection(*(index.run_before(updates, sink) for sink in sinks))
+    return covered
+
+
+def update_ops_run(index: GraphIndex, trains: list[str] | None = None) -> set[str]:
+    """The update ops (`update_ops`) that run with any of the train ops (`train_ops`, or
+    those of `trains` in the graph): those a training step runs (`run_with`)."""
+    updates, _ = update_ops(index)
+    trains = train_ops(index)[0] if trains is None else [t for t in trains if t in index]
+    if not updates or not trains:
+        return set()
+    return set().union(*(run_with(index, updates, train) for train in trains))
+
+
+# Ops that write a variable given as a data input: assigns, optimizer steps, scatters.
+_WRITER_PREFIXES = _APPLY_PREFIXES + ("Scatter", "ResourceScatter")
+
+
+def variables_written_after(index: GraphIndex, names: list[str]) -> set[str]:
+    """The variables that `names`, or the ops computed from them, write: each variable
+    (through Identity) an assign, an optimizer step or a scatter takes as a data input (the
+    variable an optimizer updates and its slots). What a change at `names` can reach of the
+    values a training step leaves behind (a global step's increment that only runs after
+    the updates is not computed from them)."""
+    after = computed_from(index, names)
+    written = set()
+    for name in after:
+        position = index.position(name)
+        op = index.ops[position]
+        if op not in ASSIGN_OPS and not op.startswith(_WRITER_PREFIXES):
+            continue
+        for source, _ in index.data_inputs(name):
+            variable = _variable_from(index, index.position(source)) if source in index else None
+            if variable is not None:
+                written.add(index.names[variable])
+    return written
+
+
+def computed_from(index: GraphIndex, names: list[str]) -> set[str]:
+    """`names` and the nodes whose inputs are computed from them: their descendants along
+    data edges (a control edge orders a node, it gives it no value)."""
+    found = {n for n in names if n in index}
+    todo = list(found)
+    while todo:
+        for reader, _, output in index.consumers(todo.pop()):
+            if output >= 0 and reader not in found:
+                found.add(reader)
+                todo.append(reader)
+    return found
+
+
+def _variable_from(index: GraphIndex, position: int) -> int | None:
+    """The variable op at `position` or behind its Identity ops (None if another op)."""
+    for _ in range(8):
+        op = index.ops[position]
+        if op in VARIABLE_OPS:
+            return position
+        sources = index.sources(position)
+        if op not in ("Identity", "RefIdentity") or not sources or sources[0] < 0:
+            return None
+        position = sources[0]
+    return None
+
+
+def variable_read_by(index: GraphIndex, name: str) -> str | None:
+    """The variable that node `name` is, or reads (a ref variable's `read` Identity, a
+    resource variable's `ReadVariableOp`); None for any other node."""
+    if name not in index:
+        return None
+    position = index.position(name)
+    sources = index.sources(position)
+    if index.ops[position] == "ReadVariableOp" and sources and sources[0] >= 0:
+        position = sources[0]
+    position = _variable_from(index, position)
+    return None if position is None else index.names[position]
+
+
+def rewired(original: GraphIndex, fixed: GraphIndex) -> list[tuple[str, str, str]]:
+    """(node, the node it read, the node it reads now) for each data input a fix moved:
+    nodes of both graphs, of the same op, whose input k comes from another node in `fixed`
+    (a node whose op changed was rebuilt, not rewired)."""
+    found = []
+    for node in fixed:
+        if node.name not in original:
+            continue
+        before = original.node(node.name)
+        if before.op != node.op or list(before.input) == list(node.input):
+            continue
+        for old, new in zip(original.data_inputs(before), fixed.data_inputs(node)):
+            if old[0] != new[0]:
+                found.append((node.name, old[0], new[0]))
+    return found
 
 
 # Ops a run cannot compute unless the caller feeds them (PlaceholderWithDefault has a value).

@@ -6,7 +6,8 @@
    them; otherwise each target GPU is stood in for by a logical CPU device, and the report
    says "simulated".
 3. Compare (optional): the same run of the original graph (with soft placement, since it
-   may not place) must give the same outputs and variable values.
+   may not place) must give the same outputs and variable values, except those the fixes
+   change on purpose (`graphfix.verification.compare`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
 from graphfix.graph.index import index_for
 from graphfix.phases import phase
+from graphfix.findings import IntendedChange
 
 UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
 # What fills a lookup table (a Saver's restore fills one too: those under save/ are not these).
@@ -57,12 +59,14 @@ class VerifyError(Exception):
 
 @dataclasses.dataclass
 class Check:
-    """One check's verdict; `detail` is one line, `message` TF's whole error where it gave one."""
+    """One check's verdict; `detail` is one line, `message` TF's whole error where it gave one,
+    `names` the nodes the detail counts, by what they are (in JSON where there are some)."""
 
     name: str
     passed: bool
     detail: str = ""
     message: str = ""
+    names: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -98,8 +102,8 @@ class VerifyResult:
             "passed": self.passed,
             "simulated": self.simulated,
             "devices": self.devices,
-            "checks": [{k: v for k, v in dataclasses.asdict(c).items() if k != "message" or v}
-                       for c in self.checks],
+            "checks": [{k: v for k, v in dataclasses.asdict(c).items()
+                        if k not in ("message", "names") or v} for c in self.checks],
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
             "placement": self.placement,
         }
@@ -123,6 +127,7 @@ def verify_path(path: str, **options) -> VerifyResult:
     cluster = options.pop("cluster", None)
     if cluster:
         options.pop("target_devices", None)
+        options.pop("intended_changes", None)  # (a cluster run compares with nothing)
         return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
                                  **options)
     return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
@@ -662,7 +667,9 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
                  target_devices: Sequence[str] = (), available_devices: Sequence[str] | None = None,
                  label: str | None = None, tolerance: float = 1e-5,
                  step_timeout: float = STEP_TIMEOUT, logdir: Path | None = None,
-                 op_libraries: Sequence[str] = (), soft_placement: bool = False
+                 op_libraries: Sequence[str] = (), soft_placement: bool = False,
+                 intended_changes: Callable[[GraphIndex, GraphIndex],
+                                            Sequence[IntendedChange]] | None = None
                  ) -> VerifyResult:
     """Verify a loaded graph: static placement, then a seeded run (see module docstring).
 
@@ -687,7 +694,11 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         soft_placement: the graph's session places it with `allow_soft_placement=True` (a
             traced script's, `Trace.soft_placement`): what TF's placer then moves to the CPU
             is no placement failure (`placement.problems`), and the run has soft placement.
+        intended_changes: (original index, fixed index) -> what the fixes between them
+            change on purpose (`graphfix.registry.intended_changes`): `compare` lets those
+            values differ and names them. Defaults to none: every value must match.
     """
+    from graphfix.verification import compare as comparing
     from graphfix.verification import custom_ops
 
     graph_def, meta = _first_graph(graph_file)
@@ -723,7 +734,9 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         _run, runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
         cpu_count=cpu_count, soft=soft_placement, checkpoint=_checkpoint_of(graph_file),
         step_timeout=step_timeout)
-    run = run_graph(watched=_update_variables(index), trace=logdir is not None,
+    watched = comparing.update_variables(index)
+    # (traced where there are update ops: the step's stats say which of them ran)
+    run = run_graph(watched=watched, trace=logdir is not None or bool(watched),
                     observed=custom_ops.unstateful_custom_ops(index))
     if logdir is not None:  # (the graph alone where the step failed)
         _logdir.write_run(logdir, _logdir.AFTER, graph_def, run.run_metadata)
@@ -731,7 +744,7 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
         result.checks.append(Check("run", False, run.error, run.error_message))
         return result
     result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran"))
-    update_check = _update_ops_check(index, run)
+    update_check = comparing.update_ops_check(index, run)
     if update_check is not None:
         result.checks.append(update_check)
     seconds.update(graph_import=run.seconds["graph_import"], run=run.seconds["run"])
@@ -763,8 +776,11 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
             result.checks.append(Check("compare", False, f"original graph failed: {reference.error}",
                                        reference.error_message))
         else:
-            skip = _update_variables(index) | _update_variables(original_index)
-            result.checks.append(_compare(run, reference, tolerance, skip))
+            intended = (intended_changes(original_index, index) if intended_changes
+                        else ())
+            result.checks.append(comparing.compare(
+                run, reference, tolerance, intended,
+                comparing.raced_update_variables(index, original_index)))
     return result
 
 
@@ -910,50 +926,3 @@ def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *,
         result.checks.append(Check("loss", changed, f"{loss} {before:.6g} -> {after:.6g}"))
     result.seconds.update(run.seconds)
     return result
-
-
-def _update_variables(index: GraphIndex) -> set[str]:
-    names, _ = training.update_ops(index)
-    return {v for n in names if (v := training.variable_of(index, index.node(n)))}
-
-
-def _update_ops_check(index: GraphIndex, run: _Run) -> Check | None:
-    """Every variable an update op writes (batch-norm moving statistics) must have moved."""
-    variables = sorted(_update_variables(index))
-    if not variables:
-        return None
-    still = [
-        v for v in variables
-        if v in run.variables_before and v in run.variables_after
-        and np.array_equal(run.variables_before[v], run.variables_after[v])
-    ]
-    if still:
-        return Check("update ops", False,
-                     f"{len(still)} of {len(variables)} update-op variable(s) never changed: "
-                     f"{', '.join(still[:3])}" + (", ..." if len(still) > 3 else ""))
-    return Check("update ops", True, f"all {len(variables)} update-op variable(s) changed")
-
-
-def _compare(run: _Run, reference: _Run, tolerance: float, skip: set[str]) -> Check:
-    """Fetched outputs and variables must match; update-op variables are left to their own
-    check (a fix that makes them train changes them on purpose). Where queue runners fed
-    the steps, which batches a step sees depends on their threads' timing, so no two runs
-    match: the check says so and compares nothing."""
-    if run.queue_threads or reference.queue_threads:
-        return Check("compare", True, (
-            "not compared: queue runners fed the steps, and which examples a step dequeues "
-            "depends on their threads' timing, so two runs differ whatever the graph"))
-    pairs = [(k, run.values.get(k), v) for k, v in reference.values.items()]
-    pairs += [(f"variable {k}", run.variables_after.get(k), v)
-              for k, v in reference.variables_after.items() if k not in skip]
-    mismatched = []
-    for name, ours, theirs in pairs:
-        if ours is None:
-            mismatched.append(f"{name} missing")
-        elif ours.shape != theirs.shape or (
-            ours.dtype.kind in "fciub" and not np.allclose(ours, theirs, rtol=tolerance, atol=tolerance)
-        ):
-            mismatched.append(name)
-    if mismatched:
-        return Check("compare", False, f"differs from the original: {', '.join(mismatched[:5])}")
-    return Check("compare", True, f"{len(pairs)} output(s) and variable(s) equal the original's")

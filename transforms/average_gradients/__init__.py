@@ -39,6 +39,9 @@ builds for a sparse gradient (`ScatterSub` / `ResourceScatterSub` of `lr * value
 same name); any other dense update reads the one dense tensor of the sparse average
 (`UnsortedSegmentSum`, `<average>/sparse/dense`), the same numbers without the towers' dense
 copies; a sparse update reads the concatenated values and indices in place of tower 0's.
+That last fix changes values on purpose (the other towers' rows now train at their own
+ids): `verify FIXED --compare ORIGINAL` sets aside the variables those updates train and
+names them; the densified average's fix computes the same numbers and is compared.
 
 In source (`AverageGradientsCodemod`): a function shaped like `average_gradients` (a loop
 over `zip(*tower_grads)` that averages with `reduce_mean` of `concat`/`stack`, or `add_n` over
@@ -56,11 +59,12 @@ more than the recipe (a summary in its loop) is reported, not rewritten.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Iterator
 
-from graphfix.findings import Change, Finding
-from graphfix.graph import gradients
+from graphfix.findings import Change, Finding, IntendedChange
+from graphfix.graph import gradients, training
 from graphfix.graph.gradients import SparseGradient, TowerAverage
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import GraphIndex
@@ -68,6 +72,8 @@ from graphfix.registry import Context, Transform
 from graphfix.source.prefilter import SourceTriggers
 
 DT_FLOAT, DT_DOUBLE, DT_INT32 = 1, 2, 3
+# The concatenated indices a rebuilt average gives its updates (`_add_sparse_average`).
+_EVERY_TOWERS_INDICES = re.compile(r"/sparse/indices(_\d+)?$")
 # A gradient descent step on a sparse gradient, as TF's optimizer builds it: the scatter
 # that subtracts `lr * values` at the indices (duplicates add), for each variable kind.
 _SPARSE_DESCENT = {"ApplyGradientDescent": "ScatterSub",
@@ -175,6 +181,20 @@ class AverageGradients(Transform):
                           message + "; rebuilt: concat(values) / n at concat(indices)",
                           node=update.name, edit=partial(self._average_at_every_index,
                                                          average, sparse, update.name, ctx))
+
+    def intended_change(self, original: GraphIndex, fixed: GraphIndex
+                        ) -> IntendedChange | None:
+        """The variables whose sparse updates read every tower's indices now, where they
+        read one tower's (`_average_at_every_index`), and what runs after those updates
+        (an optimizer's slots): the other towers' rows now train at their own ids. A
+        densified average rebuilt sparse computes the same numbers: nothing."""
+        readers = [node for node, _, now in training.rewired(original, fixed)
+                   if _EVERY_TOWERS_INDICES.search(now) and now not in original]
+        variables = training.variables_written_after(fixed, readers) if readers else set()
+        if not variables:
+            return None
+        return IntendedChange(self.name, f"variable(s) {self.name} now trains at every "
+                              "tower's indices", sorted(variables))
 
     # -- fixes -----------------------------------------------------------------------------
 

@@ -34,7 +34,10 @@ variable's `read` identity's readers, a resource handle's `ReadVariableOp`s) rea
 tower's instead. The copies, their initializers, `read` ops and saver entries are left in
 the graph, unused: the initializer still runs (so `global_variables_initializer` and a
 checkpoint keep working) but nothing computes with a copy. Ops colocated with a copy (its
-own optimizer update, when each tower trained its copy alone) stay with it.
+own optimizer update, when each tower trained its copy alone) stay with it. The fix changes
+values on purpose: the towers after the first compute with other weights, so their outputs
+and the variables their gradients train differ from the original's; `verify FIXED
+--compare ORIGINAL` sets those aside and names them.
 
 In source (`SharedVariablesCodemod`): a `tf.Variable(init, ...)` made inside a reusing scope
 becomes `tf.compat.v1.get_variable(name, initializer=init, ...)`, named from `name=` or the
@@ -47,7 +50,7 @@ import re
 from functools import partial
 from typing import TYPE_CHECKING, Iterator
 
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Finding, IntendedChange
 from graphfix.graph import training
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.towers import Tower, TowerSet, find_towers
@@ -212,6 +215,22 @@ class SharedVariables(Transform):
                      "mixed_by_averaged_update": [c.name for c in mixed],
                      "never_trained": untrained},
         )
+
+    def intended_change(self, original: GraphIndex, fixed: GraphIndex
+                        ) -> IntendedChange | None:
+        """What is computed from the readers that read the first tower's variable now, where
+        they read a tower's own copy (`_share`): those towers compute with other weights, so
+        their outputs, the gradients they give the averaged update and every variable that
+        update trains change on purpose."""
+        readers = [reader for reader, before, now in training.rewired(original, fixed)
+                   if (was := training.variable_read_by(original, before)) is not None
+                   and training.variable_read_by(fixed, now) not in (None, was)]
+        if not readers:
+            return None
+        changed = (training.computed_from(fixed, readers)
+                   | training.variables_written_after(fixed, readers))
+        return IntendedChange(self.name, f"values {self.name} now computes from the first "
+                              "tower's variables", sorted(changed))
 
     def _share(self, tower: Tower, copies: list[_Copy], ctx: Context, graph: GraphIndex
                ) -> list[Change]:

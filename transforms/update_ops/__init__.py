@@ -22,7 +22,9 @@ Keras functional model's construction call on its own `Input`) is not the train 
 Fixed: one `NoOp` (`<train op>/update_ops`, on the train op's device or its colocation
 group's) gathers the missing update ops as control inputs, and the train op gains a control
 input on it. Update ops already implied are not repeated; an edge that would close a cycle
-is never added.
+is never added. The fix changes values on purpose: the moving statistics a step now
+updates, which `verify FIXED --compare ORIGINAL` sets aside and names ("equal except the N
+moving statistics update-ops now updates").
 
 Parameters:
     train_op: the train op's name (repeatable); overrides the collection and detection.
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import training
 from graphfix.graph.towers import tower_of
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Finding, IntendedChange
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
@@ -78,20 +80,6 @@ def _first_tower_convention(updates: list[str], covered: set[str]) -> bool:
         return False
     first = min(numbered)
     return covered == {u for u, t in towers.items() if t == first}
-
-
-def _run_with(graph: GraphIndex, updates: list[str], train: str) -> set[str]:
-    """Those of `updates` that run whenever the train op runs as a training loop runs it:
-    the loop runs a sink of the graph, so an update op counts when it runs before the train
-    op, or before every sink that runs after the train op. TF's optimizers put their own
-    Apply op in the TRAIN_OP collection, whatever the script groups around it:
-    `tf.group(apply_op, *update_ops)` or slim's `with_dependencies([update_op], loss)` run
-    the update ops beside that op, not before it."""
-    sinks = [name for name in graph.descendants([train]) if graph.is_sink(name)]
-    covered = graph.run_before(updates, train)
-    if sinks:
-        covered |= set.intersection(*(graph.run_before(updates, sink) for sink in sinks))
-    return covered
 
 
 def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
@@ -148,7 +136,7 @@ class UpdateOps(Transform):
         for train in trains:
             elsewhere = training.needing_other_feeds(graph, train, updates)
             own = [u for u in updates if u not in elsewhere]
-            covered = _run_with(graph, own, train)
+            covered = training.run_with(graph, own, train)
             if _first_tower_convention(own, covered):
                 continue
             # An update op that runs after the train op would close a cycle: never add it.
@@ -171,6 +159,20 @@ class UpdateOps(Transform):
                 + (", ..." if len(missing) > 3 else ""),
                 node=train, edit=partial(self._run_update_ops, train, missing, ctx),
             )
+
+    def intended_change(self, original: GraphIndex, fixed: GraphIndex
+                        ) -> IntendedChange | None:
+        """The moving statistics that a training step of `fixed` updates and one of
+        `original` did not: their update ops run with a train op now (the new control
+        dependencies), so their values move where the original's stayed."""
+        trains, _ = training.train_ops(fixed)
+        newly = training.update_ops_run(fixed, trains) - training.update_ops_run(original, trains)
+        variables = {training.variable_of(fixed, fixed.node(name)) for name in newly}
+        variables.discard(None)
+        if not variables:
+            return None
+        return IntendedChange(self.name, f"moving statistics {self.name} now updates",
+                              sorted(variables))
 
     def _run_update_ops(self, train: str, missing: list[str], ctx: Context, graph: GraphIndex
                         ) -> list[Change]:
