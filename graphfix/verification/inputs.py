@@ -209,9 +209,9 @@ def _shapes(graph, graph_def, flow: _Flow, synthesized: list, given: dict) -> di
     batch = UNKNOWN_DIM
     for op in synthesized:
         for _, node, position in flow.reached("", op.name):
-            if node.op in ("Split", "SplitV") and "num_split" in node.attr:
-                if (node.op == "Split") == (position == 1) or node.op == "SplitV" and position == 0:
-                    batch = math.lcm(batch, node.attr["num_split"].i)
+            value_input = {"Split": 1, "SplitV": 0}.get(node.op)  # (Split's axis comes first)
+            if position == value_input and node.attr["num_split"].i > 0:
+                batch = math.lcm(batch, node.attr["num_split"].i)
     base: dict[str, list[int]] = {}
     holes = []  # (placeholder, dim) of each unknown dimension past the first
     for op in synthesized:

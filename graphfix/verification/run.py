@@ -573,6 +573,8 @@ def _init_ops(graph, meta) -> list:
 
 
 def _fetch_targets(graph, meta, fetches: Sequence[str]) -> list:
+    import tensorflow as tf
+
     if fetches:
         out = []
         for name in fetches:
@@ -596,6 +598,8 @@ def _fetch_targets(graph, meta, fetches: Sequence[str]) -> list:
             continue
         if op.name in dead:
             continue  # fetching it fails ("Retval[0] does not have value") when its branch is not taken
+        if op.outputs and op.outputs[0].dtype in (tf.variant, tf.resource):
+            continue  # (a variant cannot be fetched: a while_v2's TensorList, as map_fn's)
         outputs.append(op.outputs[0] if op.outputs else op)
     return outputs
 
