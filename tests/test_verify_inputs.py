@@ -31,7 +31,8 @@ def test_initializable_iterator_is_initialized_with_its_placeholders_fed(tf):
     graph = tf.Graph()
     with graph.as_default():
         rows = tf1.placeholder(tf.float32, [None, 3], name="rows")  # a parameterized dataset
-        dataset = tf.data.Dataset.from_tensor_slices(rows).repeat().batch(2)
+        size = tf1.placeholder(tf.int64, [], name="batch_size")  # (fed 0, batch() refuses)
+        dataset = tf.data.Dataset.from_tensor_slices(rows).repeat().batch(size)
         iterator = tf1.data.make_initializable_iterator(dataset)
         w = tf1.get_variable("w", initializer=tf.ones([3, 1]))
         loss = tf.reduce_mean(tf.matmul(iterator.get_next(), w), name="loss")

@@ -39,7 +39,9 @@ Values (from the ops the value reaches, followed through any op, into function b
   ids): ids in `[0, rows)` of the variable's first dimension, distinct where the batch
   allows, so each tower's share of a split batch differs from the others'; labels of a
   sparse softmax cross-entropy: below the logits' last dimension; `OneHot` indices: below its
-  depth; any other integer: 0 or 1 (a `*Dataset`'s scalar, its batch size or count, is 2);
+  depth; a float cast to such an index (a tf_keras sparse target, a float placeholder cast
+  to the labels' type) likewise; any other integer: 0 or 1 (a `*Dataset`'s scalar, its
+  batch size or count, is 2);
 * a float: standard normal; a bool: 0 or 1; any other string: `x`.
 
 Not covered (fed `x`): `ParseSequenceExample`, `ParseTensor`, `DecodeProtoV2`,
@@ -136,10 +138,19 @@ class _Flow:
 
     def __init__(self, graph_def):
         self.functions = {f.signature.name: f for f in graph_def.library.function}
-        self.scopes = {"": list(graph_def.node)}
-        self.scopes.update({name: list(f.node_def) for name, f in self.functions.items()})
-        self.nodes = {scope: {n.name: n for n in nodes} for scope, nodes in self.scopes.items()}
+        self._graph_def = graph_def
+        self._nodes: dict[str, dict] = {}
         self._consumers: dict[str, dict] = {}
+
+    def _scope(self, scope: str):
+        return self.functions[scope].node_def if scope else self._graph_def.node
+
+    def node(self, scope: str, name: str):
+        """The node of that name in `scope`, or None."""
+        table = self._nodes.get(scope)
+        if table is None:
+            table = self._nodes[scope] = {n.name: n for n in self._scope(scope)}
+        return table.get(name)
 
     def consumers(self, scope: str, name: str, port: str | None = None) -> list[tuple]:
         """(node, input position) reading node `name`'s output `port` (any output: None) in
@@ -147,7 +158,7 @@ class _Flow:
         table = self._consumers.get(scope)
         if table is None:
             table = self._consumers[scope] = {}
-            for node in self.scopes[scope]:
+            for node in self._scope(scope):
                 for position, ref in enumerate(node.input):
                     if ref.startswith("^"):
                         continue
@@ -187,18 +198,18 @@ class _Flow:
         """The value of the Const that input `ref` names in `scope` (through Identity)."""
         from tensorflow.python.framework import tensor_util
 
-        node = self.nodes[scope].get(ref.lstrip("^").split(":")[0])
+        node = self.node(scope, ref.lstrip("^").split(":")[0])
         while node is not None and node.op == "Identity" and node.input:
-            node = self.nodes[scope].get(node.input[0].split(":")[0])
+            node = self.node(scope, node.input[0].split(":")[0])
         if node is None or node.op != "Const":
             return None
         return tensor_util.MakeNdarray(node.attr["value"].tensor)
 
     def input_node(self, scope: str, ref: str):
         """The node input `ref` names, through Identity and ReadVariableOp."""
-        node = self.nodes[scope].get(ref.split(":")[0])
+        node = self.node(scope, ref.split(":")[0])
         while node is not None and node.op in ("Identity", "ReadVariableOp") and node.input:
-            node = self.nodes[scope].get(node.input[0].split(":")[0])
+            node = self.node(scope, node.input[0].split(":")[0])
         return node
 
 
@@ -276,7 +287,7 @@ def _shapes_accepted(graph_def, shapes: dict[str, list[int]]) -> bool:
     try:
         with tf.Graph().as_default():
             tf.compat.v1.import_graph_def(trial, name="")
-    except ValueError:
+    except (ValueError, TypeError):  # (a shape function's refusal)
         return False
     return True
 
@@ -297,41 +308,40 @@ def _synthesized(op, shape: list[int], flow: _Flow, graph, rng) -> np.ndarray:
     if dtype.is_integer or dtype.is_floating:
         # (A float reaches an index only through ops that keep its values: a tf_keras
         # target cast to the labels' type.)
-        bound = _index_bound(flow, graph, op.name,
-                             None if dtype.is_integer else _KEEPING_VALUES)
-        if bound is None:
+        allowed = _index_range(flow, graph, op.name,
+                               None if dtype.is_integer else _KEEPING_VALUES)
+        if allowed is None:
             return synthetic_value(dtype, shape, rng)
         count = int(np.prod(shape)) if shape else 1
-        ids = rng.choice(bound, size=count, replace=count > bound)
+        ids = rng.choice(np.arange(allowed.start, allowed.stop), size=count,
+                         replace=count > len(allowed))
         return ids.reshape(shape).astype(dtype.as_numpy_dtype)
     return synthetic_value(dtype, shape, rng)
 
 
-def _index_bound(flow: _Flow, graph, name: str, through: frozenset | None) -> int | None:
-    """How many values a placeholder used as an index may take (see the module docstring),
-    None where nothing it reaches says; `through`: the ops it is followed through (None:
-    any)."""
+def _index_range(flow: _Flow, graph, name: str, through: frozenset | None) -> range | None:
+    """The values a placeholder used as an index may take (see the module docstring), None
+    where nothing it reaches says; `through`: the ops it is followed through (None: any)."""
     for scope, node, position in flow.reached("", name, through=through):
         if node.op in _GATHERS and position == 1:
-            params = flow.input_node(scope, node.input[0])
-            rows = _variable_rows(params)
+            rows = _variable_rows(flow.input_node(scope, node.input[0]))
             if rows:
-                return rows
+                return range(rows)
         if node.op == "SparseSoftmaxCrossEntropyWithLogits" and position == 1 and not scope:
             classes = graph.get_operation_by_name(node.name).inputs[0].shape.as_list()[-1]
             if classes:
-                return classes
+                return range(classes)
         if node.op == "OneHot" and position == 0:
             depth = flow.const(scope, node.input[1])
             if depth is not None and int(depth) > 0:
-                return int(depth)
-        if node.op.endswith("Dataset") and not scope and node.op not in (
-                "TensorSliceDataset", "TensorDataset"):
-            return _POSITIVE
+                return range(int(depth))
+        if "Dataset" in node.op and position > 0 and node.op not in _DATASETS_OF_VALUES:
+            return _DATASET_SCALARS  # (a dataset op's first input is the dataset it reads)
     return None
 
 
-_POSITIVE = 3  # an integer a dataset reads (a batch size, a count): 1 or 2, never 0
+_DATASETS_OF_VALUES = frozenset({"TensorSliceDataset", "TensorDataset"})
+_DATASET_SCALARS = range(2, 3)  # an integer a dataset reads (a batch size, a count): never 0
 
 
 def _variable_rows(node) -> int | None:
@@ -520,7 +530,7 @@ def _parsed_features(flow: _Flow, scope: str, parser):
         sparse_keys += ragged_keys
         sparse_types += list(attrs["ragged_value_types"].list.type)
     # The dense values' outputs follow the sparse ones (indices, values and shapes).
-    first_dense = 3 * len([k for k in sparse_keys[:len(attrs["sparse_types"].list.type)]])
+    first_dense = 3 * len(attrs["sparse_types"].list.type)
     ports = ([f"dense_values:{i}" for i in range(len(dense_keys))] if scope
              else [str(first_dense + i) for i in range(len(dense_keys))])
     dense = list(zip(zip(dense_keys, dense_types, dense_shapes), ports))
