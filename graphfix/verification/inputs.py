@@ -8,9 +8,10 @@ used as given.
 
 Shapes (the unknown dimensions). Each placeholder's unknown first dimension is the batch,
 one size for every placeholder: `UNKNOWN_DIM`, raised to a multiple of each `Split`'s count
-where a placeholder's value is split (the towers' share of a batch split across towers). The
-other unknown dimensions are chosen so that the graph's own shape constraints hold: TF's
-shape functions, which `import_graph_def` runs over the whole graph, are the judge. Where a
+where a placeholder's value is split along its first dimension (a batch split across
+towers: each tower gets a share). The other unknown dimensions are chosen so that the
+graph's own shape constraints hold: TF's shape functions, which `import_graph_def` runs
+over the whole graph, are the judge. Where a
 placeholder has an unknown dimension past the first (a tf_keras target `[None, None]`), the
 graph with every placeholder's shape written in is imported; if a shape function refuses it
 ("Dimensions must be equal"), other sizes are tried for those dimensions: 1 and the known
@@ -64,7 +65,7 @@ UNKNOWN_DIM = 2  # the batch: the size of each placeholder's unknown first dimen
 SEED = 1234
 IMAGE_SIZE = 8  # the side of an encoded image where the graph does not resize it
 MAX_SHAPE_TRIES = 24  # imports spent looking for shapes the graph's shape functions accept
-_REACH = 40  # ops followed from a placeholder looking for what reads its value
+_REACH = 64  # ops followed from a placeholder looking for what reads its value
 # Ops that run Python code of the process that built the graph (`tf.py_func`,
 # `tf.numpy_function`, `tf.py_function`): their functions are not in the graph.
 PYTHON_FUNCTION_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
@@ -219,9 +220,13 @@ def _shapes(graph, graph_def, flow: _Flow, synthesized: list, given: dict) -> di
     """Placeholder name -> the concrete shape it is fed (see the module docstring)."""
     batch = UNKNOWN_DIM
     for op in synthesized:
-        for _, node, position in flow.reached("", op.name):
-            value_input = {"Split": 1, "SplitV": 0}.get(node.op)  # (Split's axis comes first)
-            if position == value_input and node.attr["num_split"].i > 0:
+        for scope, node, position in flow.reached("", op.name):
+            # (Split's inputs: axis, value; SplitV's: value, sizes, axis.)
+            value_input, axis_input = {"Split": (1, 0), "SplitV": (0, 2)}.get(node.op, (-1, 0))
+            if position != value_input or node.attr["num_split"].i < 1:
+                continue
+            axis = flow.const(scope, node.input[axis_input])
+            if axis is not None and int(axis) == 0:
                 batch = math.lcm(batch, node.attr["num_split"].i)
     base: dict[str, list[int]] = {}
     holes = []  # (placeholder, dim) of each unknown dimension past the first
