@@ -41,8 +41,9 @@ Values (from the ops the value reaches, followed through any op, into function b
   allows, so each tower's share of a split batch differs from the others'; labels of a
   sparse softmax cross-entropy: below the logits' last dimension; `OneHot` indices: below its
   depth; a float cast to such an index (a tf_keras sparse target, a float placeholder cast
-  to the labels' type) likewise; any other integer: 0 or 1 (a `*Dataset`'s scalar, its
-  batch size or count, is 2);
+  to the labels' type) likewise; a `*Dataset`'s scalar (its batch size, a count): 2; any
+  other integer scalar: 1 (a count, a size or an index, never an empty count); any other
+  integer: 0 or 1;
 * a float: standard normal; a bool: 0 or 1; any other string: `x`.
 
 Not covered (fed `x`): `ParseSequenceExample`, `ParseTensor`, `DecodeProtoV2`,
@@ -315,6 +316,8 @@ def _synthesized(op, shape: list[int], flow: _Flow, graph, rng) -> np.ndarray:
         # target cast to the labels' type.)
         allowed = _index_range(flow, graph, op.name,
                                None if dtype.is_integer else _KEEPING_VALUES)
+        if allowed is None and dtype.is_integer and not shape:
+            allowed = _SCALAR  # (a count, a size or an index: 1 is each, 0 not a count)
         if allowed is None:
             return synthetic_value(dtype, shape, rng)
         count = int(np.prod(shape)) if shape else 1
@@ -345,6 +348,7 @@ def _index_range(flow: _Flow, graph, name: str, through: frozenset | None) -> ra
     return None
 
 
+_SCALAR = range(1, 2)  # an integer scalar that nothing said more of
 _DATASETS_OF_VALUES = frozenset({"TensorSliceDataset", "TensorDataset"})
 _DATASET_SCALARS = range(2, 3)  # an integer a dataset reads (a batch size, a count): never 0
 
