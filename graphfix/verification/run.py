@@ -28,7 +28,7 @@ from graphfix.graph import placement
 from graphfix.graph import training
 from graphfix.verification import inputs
 from graphfix.verification import logdir as _logdir
-from graphfix.verification.inputs import SEED, UNKNOWN_DIM, synthetic_value  # noqa: F401
+from graphfix.verification.inputs import SEED
 from graphfix.tf_runtime import import_runtime, physical_gpus
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
