@@ -307,7 +307,10 @@ def _synthesized(op, shape: list[int], flow: _Flow, graph, rng) -> np.ndarray:
                        if n.op in _STRING_READERS), None)
         if reader is None:
             return synthetic_value(dtype, shape, rng)
-        one = _string_for(flow, *reader, rng)
+        try:
+            one = _string_for(flow, *reader, rng)
+        except (KeyError, ValueError, TypeError, IndexError):  # (a node unlike TF's own)
+            return synthetic_value(dtype, shape, rng)
         value = np.empty(shape, dtype=object)
         value.fill(one)
         return value
@@ -336,9 +339,9 @@ def _index_range(flow: _Flow, graph, name: str, through: frozenset | None) -> ra
             if rows:
                 return range(rows)
         if node.op == "SparseSoftmaxCrossEntropyWithLogits" and position == 1 and not scope:
-            classes = graph.get_operation_by_name(node.name).inputs[0].shape.as_list()[-1]
-            if classes:
-                return range(classes)
+            logits = graph.get_operation_by_name(node.name).inputs[0].shape
+            if logits.rank and logits.as_list()[-1]:
+                return range(logits.as_list()[-1])
         if node.op == "OneHot" and position == 0:
             depth = flow.const(scope, node.input[1])
             if depth is not None and int(depth) > 0:
