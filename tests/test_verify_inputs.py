@@ -174,24 +174,28 @@ def test_other_string_readers(tf, kind):
     assert result.passed, _run_checks(result)
 
 
-def test_keras_fit_graph_targets_take_the_shape_the_loss_needs(tf):
-    """tf_keras `compile` + the training function, in graph mode: the sparse target is a
-    `[None, None]` float placeholder; fed [2, 2] it flattens to 4 labels for 2 rows of logits
-    (TF: "logits and labels must have the same first dimension"), and fed normal floats its
-    labels are negative; fed [2, 1] of classes it trains."""
+@pytest.mark.parametrize("loss, target_shape", [
+    ("sparse_categorical_crossentropy", [2, 1]), ("categorical_crossentropy", [2, 3])])
+def test_keras_fit_graph_targets_take_the_shape_the_loss_needs(tf, loss, target_shape):
+    """tf_keras `compile` + the training function, in graph mode: the target is a
+    `[None, None]` float placeholder. A sparse one fed [2, 2] flattens to 4 labels for 2 rows
+    of logits (TF: "logits and labels must have the same first dimension"), and fed normal
+    floats its labels are negative; fed [2, 1] of classes it trains. A one-hot one fed
+    [2, 2] does not multiply with [2, 3] probabilities."""
     import tf_keras as keras
 
     graph = tf.Graph()
     with graph.as_default():
         model = keras.Sequential([keras.layers.Dense(3, input_shape=(4,))])
-        model.compile(optimizer=keras.optimizers.legacy.SGD(0.1),
-                      loss="sparse_categorical_crossentropy")
+        model.compile(optimizer=keras.optimizers.legacy.SGD(0.1), loss=loss)
         model._make_train_function()
         tf.compat.v1.add_to_collection("train_op", model.train_function.updates_op)
         (target,) = model._feed_targets
     assert target.shape.as_list() == [None, None]
     result = graphfix.verify(graph, steps=2)
     assert result.passed, _run_checks(result)
+    fed = inputs.feed_values(graph, graph.as_graph_def(), {})
+    assert list(fed[target].shape) == target_shape
 
 
 def _split_towers(tf, recipe: str):

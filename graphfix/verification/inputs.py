@@ -14,13 +14,15 @@ graph's own shape constraints hold: TF's shape functions, which `import_graph_de
 over the whole graph, are the judge. Where a
 placeholder has an unknown dimension past the first (a tf_keras target `[None, None]`), the
 graph with every placeholder's shape written in is imported; if a shape function refuses it
-("Dimensions must be equal"), other sizes are tried for those dimensions: 1 and the known
+("Dimensions must be equal"), other sizes are tried for those dimensions: the known
 dimensions of the tensors the placeholder is combined with (the other inputs and the
 outputs of the ops its value reaches: a loss's logits, an elementwise op's other side),
-fewest changes first, at most `MAX_SHAPE_TRIES` imports. So a sparse target `[None, None]`
-beside logits `[None, 3]` is fed `[2, 1]`: `[2, 2]` flattens to 4 labels for 2 rows of
-logits, which `SparseSoftmaxCrossEntropyWithLogits`'s shape function refuses. A constraint
-only a run sees (a shape computed from a tensor's value) is not checked.
+then 1, fewest changes first, at most `MAX_SHAPE_TRIES` imports. So a sparse target
+`[None, None]` beside logits `[None, 3]` is fed `[2, 1]` (`[2, 2]` flattens to 4 labels for
+2 rows of logits and `[2, 3]` to 6, which `SparseSoftmaxCrossEntropyWithLogits`'s shape
+function refuses), and a one-hot target `[None, None]` multiplied with probabilities
+`[None, 3]` is fed `[2, 3]`. A constraint only a run sees (a shape computed from a tensor's
+value) is not checked.
 
 Values (from the ops the value reaches, followed through any op, into function bodies: a
 `StatefulPartitionedCall`'s, a `While`'s, an `If`'s branches):
@@ -242,8 +244,9 @@ def _shapes(graph, graph_def, flow: _Flow, synthesized: list, given: dict) -> di
     fixed = {name: list(np.shape(value)) for name, value in given.items() if value is not None}
     choices = []
     for name, dim in holes:
-        sizes = [base[name][dim], 1] + sorted(_neighbour_dims(graph, name) - {1, base[name][dim]})
-        choices.append(sizes[:5])
+        # (1 last: it broadcasts against anything, so it fits where a neighbour's size is meant.)
+        sizes = [base[name][dim], *sorted(_neighbour_dims(graph, name) - {1, base[name][dim]})]
+        choices.append([*sizes[:4], 1])
     # Every combination of the sizes, fewest departures from the first size first.
     combos = sorted(itertools.product(*[range(len(c)) for c in choices]),
                     key=lambda picks: (sum(p > 0 for p in picks), picks))
