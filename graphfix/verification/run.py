@@ -27,15 +27,17 @@ import numpy as np
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import placement
 from graphfix.graph import training
+from graphfix.verification import inputs
 from graphfix.verification import logdir as _logdir
+from graphfix.verification.inputs import SEED
 from graphfix.tf_runtime import import_runtime, physical_gpus
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
 from graphfix.graph.index import index_for
+from graphfix.graph.validity import shown
 from graphfix.phases import phase
 from graphfix.findings import IntendedChange
 
-UNKNOWN_DIM = 2  # the size given to each unknown dimension of a synthetic feed
 # What fills a lookup table (a Saver's restore fills one too: those under save/ are not these).
 _TABLE_INIT_OPS = frozenset({
     "InitializeTable", "InitializeTableV2", "InitializeTableFromTextFile",
@@ -46,7 +48,6 @@ STEP_TIMEOUT = 60.0  # seconds a step that waits on other threads may take (see 
 # an accumulator's take, a staging area's unstage. Only a graph holding one can starve, so
 # only its steps are bounded (a big model's honest step on a slow machine is not).
 _WAITING_OPS = ("Dequeue", "TakeMany", "TakeGrad", "TakeIndexedSlices", "Unstage")
-SEED = 1234
 # Each task of a local cluster is a TF server in this process, with its own threads.
 MAX_CLUSTER_TASKS = 64
 _NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "RestoreV2",
@@ -116,6 +117,9 @@ def verify_path(path: str, **options) -> VerifyResult:
     graph_file, index = _load_valid(path)
     compare = options.pop("compare", None)
     original = _load_valid(compare)[0] if compare else None
+    for label, graph_def in ((path, index.graph_def),
+                             *([(compare, _first_graph(original)[0])] if compare else [])):
+        _check_no_python_functions(label, graph_def)
     steps = options.get("steps", 1)
     if steps < 1:
         raise VerifyError(f"--steps must be at least 1, not {steps}")
@@ -144,6 +148,18 @@ def _load_valid(path: str) -> tuple[graphio.GraphFile, GraphIndex]:
         raise VerifyError(str(exc)) from None
     except GraphError as exc:
         raise VerifyError(f"{path}: {exc}") from None
+
+
+def _check_no_python_functions(path: str, graph_def) -> None:
+    """VerifyError for a graph that calls Python functions (`tf.py_func`,
+    `tf.numpy_function`): they live in the process that built the graph, not in the file."""
+    calls = inputs.python_function_nodes(graph_def)
+    if calls:
+        raise VerifyError(
+            f"{path}: {len(calls)} node(s) call Python functions (py_func, numpy_function; "
+            f"{shown(calls[0])} the first), which only the process that built the graph has, so "
+            f"the graph cannot run from the file: verify the script that builds it: "
+            f"graphfix verify SCRIPT.py")
 
 
 def _check_fetches(path: str, index: GraphIndex, fetches: Sequence[str]) -> None:
@@ -240,19 +256,6 @@ def _replaced(spec: DeviceSpec, kind: str, index: int) -> str:
     return spec.replace(device_type=kind, device_index=index).to_string()
 
 
-def synthetic_value(dtype, shape, rng: np.random.Generator) -> np.ndarray:
-    """A seeded value of a placeholder's dtype and shape (unknown dims: UNKNOWN_DIM)."""
-    dims = [UNKNOWN_DIM if d is None or d < 0 else d for d in (shape or [])]
-    np_dtype = dtype.as_numpy_dtype
-    if dtype.is_floating:
-        return rng.standard_normal(dims).astype(np_dtype)
-    if dtype.is_integer:
-        return rng.integers(0, 2, size=dims).astype(np_dtype)
-    if dtype.is_bool:
-        return rng.integers(0, 2, size=dims).astype(bool)
-    return np.full(dims, b"x", dtype=object)
-
-
 @dataclasses.dataclass
 class _Run:
     error: str | None
@@ -298,10 +301,11 @@ def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str
                     {}, {}, {}, error_message=detail)
     variables = [op for op in graph.get_operations() if op.type in VARIABLE_OPS]
     restore = _restore(graph, meta, checkpoint)
-    init_ops = _table_inits(graph) + ([] if restore else _init_ops(graph, meta))
+    init_ops = (_table_inits(graph) + ([] if restore else _init_ops(graph, meta))
+                + _iterator_inits(graph))
     reads = _variable_reads(graph, variables)
     targets = _fetch_targets(graph, meta, fetches)
-    feed_dict = _feed_dict(graph, feeds)
+    feed_dict = inputs.feed_values(graph, graph_def, feeds)
     seconds["graph_import"] = time.perf_counter() - clock
     clock = time.perf_counter()
     config = tf1.ConfigProto(device_count={"CPU": cpu_count}, allow_soft_placement=soft)
@@ -439,25 +443,6 @@ def _check_feeds(index: GraphIndex, feeds: dict[str, np.ndarray]) -> None:
                               f"placeholder's {said}")
 
 
-def _feed_dict(graph, feeds: dict[str, np.ndarray]) -> dict:
-    """A value for every placeholder: the given feed (`_check_feeds` has checked it), else a
-    seeded synthetic one."""
-    rng = np.random.default_rng(SEED)
-    feed_dict = {}
-    for op in graph.get_operations():
-        if op.type not in training.FEEDABLE_OPS:
-            continue
-        tensor = op.outputs[0]
-        value = feeds.get(op.name, feeds.get(tensor.name))
-        if value is None and op.type not in training.FED_OPS:
-            continue  # (its default)
-        if value is None:
-            shape = tensor.shape.as_list() if tensor.shape.rank is not None else []
-            value = synthetic_value(tensor.dtype, shape, rng)
-        feed_dict[tensor] = value
-    return feed_dict
-
-
 _FRAMING = ("Graph execution error", "Detected at node", "[[", "Node:", "Traceback", "File ")
 # "2 root error(s) found." lists each as "  (0) FAILED_PRECONDITION: Table not initialized."
 _ROOT_COUNT = re.compile(r"^\d+ root error\(s\) found\.$")
@@ -543,6 +528,13 @@ def _table_inits(graph) -> list:
                 if op.type in _TABLE_INIT_OPS and not op.name.startswith("save/")]
 
 
+def _iterator_inits(graph) -> list:
+    """What initializes the graph's tf.data iterators (`make_initializable_iterator`'s
+    `MakeIterator`), run with the initializers and fed as the steps are (a parameterized
+    dataset's placeholders)."""
+    return [op for op in graph.get_operations() if op.type == "MakeIterator"]
+
+
 def _restore(graph, meta, checkpoint: str | None):
     """(restore op, feed) that loads the variables from `checkpoint` through the graph's
     Saver (its MetaGraphDef's saver_def); None where there is nothing to restore."""
@@ -586,6 +578,8 @@ def _init_ops(graph, meta) -> list:
 
 
 def _fetch_targets(graph, meta, fetches: Sequence[str]) -> list:
+    import tensorflow as tf
+
     if fetches:
         out = []
         for name in fetches:
@@ -609,6 +603,8 @@ def _fetch_targets(graph, meta, fetches: Sequence[str]) -> list:
             continue
         if op.name in dead:
             continue  # fetching it fails ("Retval[0] does not have value") when its branch is not taken
+        if op.outputs and op.outputs[0].dtype in (tf.variant, tf.resource):
+            continue  # (a variant cannot be fetched: a while_v2's TensorList, as map_fn's)
         outputs.append(op.outputs[0] if op.outputs else op)
     return outputs
 
