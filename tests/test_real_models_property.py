@@ -63,6 +63,12 @@ NOT_LEFT_ALONE_TODAY = {
 }
 
 
+def _said(failure) -> str:
+    """TF's reason in one line: its "Cannot ..." line where it has one."""
+    lines = failure.reason.splitlines()
+    return next((line for line in lines if line.startswith("Cannot")), lines[0])
+
+
 def _xfail(name: str, reasons: dict[str, str]):
     marks = [pytest.mark.xfail(strict=True, reason=reasons[name])] if name in reasons else []
     return pytest.param(name, marks=marks, id=name)
@@ -121,11 +127,27 @@ def fixed(built, targets, tmp_path_factory):
 @pytest.mark.parametrize("name", [_xfail(name, BROKEN_TODAY) for name in GRAPHS])
 def test_fix_never_turns_a_graph_tf_places_into_one_it_does_not(built, before, fixed, name):
     if not before[name].places:
-        pytest.skip(f"TF's placer refuses the original: {before[name].failures[0].reason}")
+        pytest.skip(f"TF's placer refuses the original: {_said(before[name].failures[0])}")
     # A graph fix had nothing to change may be left unwritten; the original then stands.
     result = fixed[name] if fixed[name].exists() else built[name]
     after = oracle.place(graph_def_of(result))
-    assert after.places, [f"{f.where}: {f.reason.splitlines()[0]}" for f in after.failures]
+    assert after.places, [f"{f.where}: {_said(f)}" for f in after.failures]
+
+
+def _cleared(graph_def):
+    out = tf.compat.v1.GraphDef()
+    out.CopyFrom(graph_def)
+    for node in [*out.node, *(n for f in out.library.function for n in f.node_def)]:
+        node.device = ""
+    return out
+
+
+def test_the_oracle_places_every_new_graph_with_its_devices_cleared(built):
+    """The oracle's own check on issue 32's graphs: with no device asked for, TF places every
+    one (GPU-only cuDNN ops included: with a GPU, TF would put them there)."""
+    refused = {name: [f.where for f in oracle.place(_cleared(graph_def_of(built[name]))).failures]
+               for name in ISSUE_32}
+    assert {name: where for name, where in refused.items() if where} == {}
 
 
 def test_the_property_covers_graphs_of_every_kind(before):
