@@ -157,6 +157,32 @@ def test_oracle_reports_a_real_conflict_across_resource_edges():
     assert "/device:GPU:1" in verdict.failures[0].reason
 
 
+def _opaque_params(device: str):
+    """cuDNN's canonical-to-opaque op (a GPU kernel only) initializing a variable, both
+    under `device`: the op sits in the variable's colocation group."""
+    def build():
+        with tf.device(device):
+            def init():
+                return tf.raw_ops.CudnnRNNCanonicalToParams(
+                    num_layers=1, num_units=2, input_size=2,
+                    weights=[tf.zeros([2, 2])] * 8, biases=[tf.zeros([2])] * 8)
+            tf1.Variable(init, validate_shape=False, name="opaque")
+    return _graph(build)
+
+
+def test_oracle_places_a_gpu_only_op_whose_group_asks_for_the_gpu():
+    # No CPU kernel: on the CPU stand-ins TF itself would refuse it, a real GPU would not.
+    assert oracle.place(_opaque_params("/gpu:0")).places
+    assert oracle.place(_cleared(_opaque_params("/gpu:0"))).places
+
+
+def test_oracle_fails_a_gpu_only_op_whose_group_asks_for_the_cpu():
+    verdict = oracle.place(_opaque_params("/cpu:0"))
+    assert [(f.node, f.kind) for f in verdict.failures] == [
+        ("opaque/Initializer/CudnnRNNCanonicalToParams", "no-kernel")]
+    assert "no supported kernel for CPU devices" in verdict.failures[0].reason
+
+
 def test_oracle_places_a_ps_worker_graph_on_a_loopback_cluster(verdicts):
     assert verdicts["ps_worker_by_hand"].places and verdicts["ps_worker_setter"].places
 
