@@ -95,3 +95,22 @@ def test_unreadable_graph_is_exit_2(tmp_path):
     result = run_cli("verify", bad)
     assert result.returncode == 2
     assert "bad.pb" in error_lines(result.stderr)[0]
+
+
+def test_a_graph_with_gpu_only_ops_is_exit_2_saying_it_needs_a_gpu(tmp_path, tf):
+    """cuDNN's ops have a GPU kernel and no CPU one: the CPU devices standing in for the GPUs
+    cannot run them. Verify says so in one line (exit 2), not a FAIL that reads as if the
+    graph were wrong; the placement check, which needs no GPU, still judges it first."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/gpu:0"):
+        size = tf.raw_ops.CudnnRNNParamsSize(
+            num_layers=tf.constant(1), num_units=tf.constant(4), input_size=tf.constant(3),
+            T=tf.float32, S=tf.int32, rnn_mode="lstm", name="params_size")
+        tf.identity(size, name="out")
+    path = tmp_path / "cudnn.pbtxt"
+    path.write_text(str(graph.as_graph_def()))
+    result = run_cli("verify", path, "--fetch", "out")
+    lines = error_lines(result.stderr)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(lines) == 1 and "GPU kernel and no CPU one" in lines[0]
+    assert "'CudnnRNNParamsSize' 'params_size'" in lines[0] and "cudnn.pbtxt" in lines[0]

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from graphfix.graph import graphfile as graphio
+from graphfix.graph import kernels
 from graphfix.graph import placement
 from graphfix.graph import training
 from graphfix.verification import inputs
@@ -724,6 +725,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
 
     if not _placed(index, soft_placement, result):
         return result
+    if simulated:
+        _check_runs_on_cpu_stand_ins(result.path, graph_def)
 
     runnable = runnable_copy(graph_def, mapping if simulated else {})
     run_graph = functools.partial(
@@ -780,6 +783,24 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     return result
 
 
+
+
+def _check_runs_on_cpu_stand_ins(path: str, graph_def) -> None:
+    """VerifyError for a graph with ops that have a GPU kernel and no CPU one (cuDNN's RNN
+    ops): placement is checked, but the logical CPU devices standing in for the GPUs cannot
+    run them, so only a machine with a GPU can run the graph. A FAIL would read as if the
+    fix were wrong."""
+    library = {f.signature.name for f in graph_def.library.function}
+    nodes = [node for node in (*graph_def.node,
+                               *(n for f in graph_def.library.function for n in f.node_def))
+             if node.op not in library and kernels.verdict(node.op, "CPU") is not True
+             and not kernels.supports(node, "CPU") and kernels.supports(node, "GPU")]
+    if nodes:
+        raise VerifyError(
+            f"{path}: the placement check passes, but {len(nodes)} node(s) have a GPU kernel "
+            f"and no CPU one ({shown(nodes[0].op)} {shown(nodes[0].name)} the first), which the "
+            f"CPU devices standing in for this machine's missing GPUs cannot run: verify it "
+            f"where a GPU is present")
 
 
 def _placed(index: GraphIndex, soft_placement: bool, result: VerifyResult) -> bool:
