@@ -157,14 +157,13 @@ class Tree:
                 pass
 
 
-@pytest.fixture
-def trees(tmp_path):
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    """Tree(name, code) in a folder of its own; what is left of each is killed at the end."""
     made = []
 
     def make(name: str, code: str) -> Tree:
-        folder = tmp_path / f"run{len(made)}"
-        folder.mkdir()
-        made.append(Tree(folder, name, code))
+        made.append(Tree(tmp_path_factory.mktemp("tree"), name, code))
         return made[-1]
 
     yield make
@@ -209,31 +208,51 @@ def test_nothing_the_script_starts_outlives_trace_check_verify_or_fix_verify(tre
     assert 'with tf.device("/cpu:0"):\n        steps = tf.Variable(0, name="steps")' in fixed
 
 
-@pytest.mark.parametrize("stop,code", [
-    (signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129),
-    (signal.SIGKILL, -signal.SIGKILL)], ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+STOPS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129, "SIGKILL": -signal.SIGKILL}
+
+
+@pytest.fixture(scope="module")
+def stopped(trees):
+    """signal name -> (the Tree, graphfix's exit code, its stderr, whether every process the
+    script noted was running before the signal) of a looping script's trace, graphfix sent
+    the signal once the script has started; the runs go together."""
+    runs = {name: trees("loops.py", LOOPS) for name in STOPS}
+    processes = {name: tree.start("trace", tree.script, "-o", "traced")
+                 for name, tree in runs.items()}
+    running, results = {}, {}
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        waiting = dict(processes)
+        while waiting and time.monotonic() < deadline:
+            for name, process in list(waiting.items()):
+                tree = runs[name]
+                if len(tree.noted()) == 2 or process.poll() is not None:
+                    running[name] = set(tree.noted()) <= set(tree.alive())
+                    process.send_signal(getattr(signal, name))
+                    del waiting[name]
+            time.sleep(0.1)
+        for name, process in processes.items():
+            _, err = process.communicate(timeout=60)
+            results[name] = (runs[name], process.returncode, err, running.get(name, False))
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return results
+
+
+@pytest.mark.parametrize("name", STOPS)
 def test_stopping_graphfix_ends_the_script_and_all_it_started_and_removes_the_folder(
-        trees, stop, code):
+        stopped, name):
     """graphfix stopped while it traces a script that loops (and started a daemon): the
     script and the daemon end, the trace's folder goes, graphfix exits 128 + the signal;
     killed (SIGKILL, no handler runs), the supervisor still ends the tree and removes the
-    folder. Today's main: SIGTERM and SIGHUP killed graphfix alone, the script looping on."""
-    tree = trees("loops.py", LOOPS)
-    process = tree.start("trace", tree.script, "-o", "traced")
-    try:
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while len(tree.noted()) < 2 and process.poll() is None:
-            assert time.monotonic() < deadline, "the script never started"
-            time.sleep(0.1)
-        assert len(tree.noted()) == 2, process.communicate()
-        assert set(tree.noted()) <= set(tree.alive())
-        process.send_signal(stop)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == code, err[-3000:]
+    folder. Today's main: SIGTERM and SIGHUP killed graphfix alone, the script looping on,
+    the folder left; Ctrl-C left the daemon."""
+    tree, code, err, running = stopped[name]
+    assert running and len(tree.noted()) == 2, err[-3000:]  # (the tree was there to stop)
+    assert code == STOPS[name], err[-3000:]
     assert error_lines(err) == []
     deadline = time.monotonic() + 10  # (killed, graphfix cannot wait for the supervisor)
     while (tree.alive() or tree.left()) and time.monotonic() < deadline:
@@ -242,17 +261,28 @@ def test_stopping_graphfix_ends_the_script_and_all_it_started_and_removes_the_fo
     assert not (tree.folder / "traced").exists()
 
 
+@pytest.fixture(scope="module")
+def ended(trees):
+    """end -> (the Tree, the CompletedProcess) of tracing RUNS_THEN ending so; together."""
+    runs = {end: trees("ends.py", RUNS_THEN.format(end=code)) for end, code in ENDS.items()}
+
+    def run(end):
+        return runs[end], finished(runs[end], "trace", runs[end].script, "-o", "traced")
+
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return dict(zip(runs, pool.map(run, runs)))
+
+
 @pytest.mark.parametrize("end,said", [
     ("os_exit", "the traced script called os._exit(0) at {script}:10 in <module>"),
     ("sigsegv", "the traced script was killed by SIGSEGV at {script}:10 in <module>"),
     ("sigkill", "the traced script was killed by SIGKILL after session run 1 at "
-                "ends.py:9")])
+                "ends.py:9")], ids=list(ENDS))
 def test_a_script_that_ends_its_own_process_is_said_in_one_line_where_it_was(
-        trees, end, said):
+        ended, end, said):
     """Today's main: os._exit(0) gave a FileNotFoundError traceback (exit 1), a signal an
     exit code and TF's last log line."""
-    tree = trees("ends.py", RUNS_THEN.format(end=ENDS[end]))
-    result = finished(tree, "trace", tree.script, "-o", "traced")
+    tree, result = ended[end]
     assert result.returncode == 2, result.stderr[-3000:]
     assert error_lines(result.stderr) == [
         f"graphfix: error: {tree.script}: {said.format(script=tree.script)}, before the trace "

@@ -4,7 +4,8 @@
 (`graphfix.trace.child`, the one part of a trace that imports the TF runtime) until it
 starts training, and gives back a `Trace`: the MetaGraphDef it built, each node's creation
 site, each `Session.run` seen. `graphfix.trace.at_sites` turns the graph transforms'
-findings on it into findings at those sites.
+findings on it into findings at those sites. The child runs under a supervisor process
+(`graphfix.trace.supervisor`) that ends whatever the script started when the trace ends.
 
 Imports: the core and the graph side here; the driver in `at_sites` (the graph path).
 """
@@ -36,7 +37,7 @@ SUPERVISOR_GRACE = 20.0  # seconds the supervisor has to end the script's proces
 
 class TraceError(Exception):
     """Why a script gave no graph, in one line (the script raised, never ran a session,
-    outlived the timeout, or is not there)."""
+    ended its process itself or by a signal, outlived the timeout, or is not there)."""
 
 
 class Site:
@@ -177,9 +178,19 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     config each session asked for (`Trace.soft_placement`). `label` names the script
     in what the trace says (default: `path` as given).
 
+    Nothing the script starts outlives the trace: a forked child, a daemon, a double fork's
+    grandchild are killed when it ends, as it ends (`graphfix.trace.supervisor`: on Linux a
+    child subreaper finds them all; elsewhere the script's process group is killed, and a
+    process that left it is not found). SIGTERM and SIGHUP (where no handler is set, in the
+    main thread) raise SystemExit(128 + the signal) here, as Ctrl-C raises
+    KeyboardInterrupt: the script's processes are ended and the temporary folder removed
+    first.
+
     Raises:
         TraceError: one line, when there is no graph: the script raised (where, and what),
-            never ran a session, or ran longer than `timeout` seconds (where it was).
+            never ran a session, ended its process itself (`os._exit`) or by a signal (the
+            code or the signal, and where), or ran longer than `timeout` seconds (where it
+            was).
     """
     script, label = Path(path), str(path) if label is None else label
     if not script.is_file():
@@ -190,8 +201,6 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     _compiles(script, label)  # (said here: no TF to load for a script that cannot start)
     from graphfix.storage import stopping_signals_deferred, terminate_as_exit
 
-    # SIGTERM and SIGHUP raise SystemExit here as Ctrl-C raises KeyboardInterrupt: the
-    # script's processes are ended and the folder removed before graphfix exits.
     out = None
     with terminate_as_exit():
         try:
