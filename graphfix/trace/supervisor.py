@@ -30,8 +30,10 @@ import os
 import shutil
 import signal
 import sys
+import time
 
 ENDED_FILE = "ended.json"
+PATIENCE = 10.0  # seconds without a killed process ending before the rest are left
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _STOPPING = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -82,13 +84,16 @@ def descendants(root: int) -> list[int]:
 
 
 def end_tree(group: int | None) -> None:
-    """Kill the child's process group and every descendant of this process, and reap them
-    all: returns when this process has no child left."""
+    """Kill the child's process group and every descendant of this process, and reap them:
+    returns when this process has no child left, or when for PATIENCE seconds none has
+    ended (what is left refuses SIGKILL: another user's, a setuid program's, or stuck in the
+    kernel)."""
     if group is not None:
         try:
             os.killpg(group, signal.SIGKILL)
         except OSError:
             pass
+    last_reaped = time.monotonic()
     while True:
         # (each turn kills what is there now: a process forked meanwhile is found next turn,
         # as a child of ours once its parent is killed)
@@ -98,9 +103,15 @@ def end_tree(group: int | None) -> None:
             except OSError:
                 pass
         try:
-            os.wait()
+            reaped, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
+        if reaped:
+            last_reaped = time.monotonic()
+        elif time.monotonic() - last_reaped > PATIENCE:
+            return
+        else:
+            time.sleep(0.01)
 
 
 def main(argv: list[str]) -> None:
