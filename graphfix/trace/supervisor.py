@@ -7,11 +7,13 @@ that nothing a traced script starts outlives the trace: a forked child, a daemon
 How it finds them, on Linux: it is a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`), so
 every descendant whose parent ends is re-parented to it rather than to init, daemons that
 left the session included; what is still running when the child ends is its descendants in
-`/proc`, killed (SIGKILL) and reaped until it has no child left. A subreaper needs no
-privilege and no setup; a cgroup would, here (cgroup v2 delegation or a writable v1
-hierarchy, which an unprivileged user on a CI machine seldom has). Where prctl or /proc is
-not there (not Linux), the child's process group is killed: what the script started in it
-ends, and a process that left it (a new session, a double fork's daemon) is not found.
+`/proc`, killed (SIGKILL) and reaped until it has no child left (or none has ended for
+PATIENCE seconds: a process another user owns refuses SIGKILL and is left). Why not a
+cgroup: a subreaper needs no privilege and no setup (Linux 3.4+), a cgroup does (a
+delegated cgroup v2 subtree, or a writable v1 hierarchy), which an unprivileged user on a
+CI machine seldom has. Where prctl or /proc is not there (not Linux), the child's process
+group is killed: what the script started in it ends, and a process that left it (a new
+session, a double fork's daemon) is not found.
 
 It ends the tree early when told to stop (SIGTERM, SIGHUP, SIGINT: graphfix was stopped, or
 the trace's --timeout ran out), and when graphfix itself dies, even by SIGKILL
