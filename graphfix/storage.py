@@ -143,9 +143,10 @@ def _stop(signum, frame) -> None:
 
 
 @contextlib.contextmanager
-def _terminate_as_exit() -> Iterator[None]:
+def terminate_as_exit() -> Iterator[None]:
     """SIGTERM and SIGHUP, whose default ends the process on the spot, raise SystemExit
-    (128 + the signal) while files are staged, so the staged files are removed first.
+    (128 + the signal) in the block, so that it cleans up first: while files are staged
+    (they are removed), while a script is traced (`graphfix.trace`: its processes end).
     (Only the main thread can set handlers; a handler someone else set is kept.)"""
     changed = []
     if threading.current_thread() is threading.main_thread():
@@ -171,7 +172,7 @@ class StagedWrites:
     def __init__(self) -> None:
         self._files: list[tuple[str, Path]] = []  # (temporary, target)
         self._directories: list[tuple[str, Path]] = []
-        self._signals = _terminate_as_exit()
+        self._signals = terminate_as_exit()
 
     def __enter__(self) -> StagedWrites:
         self._signals.__enter__()

@@ -4,7 +4,8 @@
 (`graphfix.trace.child`, the one part of a trace that imports the TF runtime) until it
 starts training, and gives back a `Trace`: the MetaGraphDef it built, each node's creation
 site, each `Session.run` seen. `graphfix.trace.at_sites` turns the graph transforms'
-findings on it into findings at those sites.
+findings on it into findings at those sites. The child runs under a supervisor process
+(`graphfix.trace.supervisor`) that ends whatever the script started when the trace ends.
 
 Imports: the core and the graph side here; the driver in `at_sites` (the graph path).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,11 +29,15 @@ from graphfix import phases
 
 DEFAULT_TIMEOUT = 300.0  # seconds: a script is stopped if it runs this long before training
 PHASES_FILE = "phases.txt"  # the child's phases, a line each as it begins them
+# What the child writes when the script ends its process itself: `os._exit(CODE)`'s code and
+# line (EXIT_FILE), the stacks at a fatal signal (CRASH_FILE: faulthandler's dump).
+EXIT_FILE, CRASH_FILE = "os_exit.json", "crash.txt"
+SUPERVISOR_GRACE = 20.0  # seconds the supervisor has to end the script's processes
 
 
 class TraceError(Exception):
     """Why a script gave no graph, in one line (the script raised, never ran a session,
-    outlived the timeout, or is not there)."""
+    ended its process itself or by a signal, outlived the timeout, or is not there)."""
 
 
 class Site:
@@ -172,9 +178,19 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     config each session asked for (`Trace.soft_placement`). `label` names the script
     in what the trace says (default: `path` as given).
 
+    Nothing the script starts outlives the trace: a forked child, a daemon, a double fork's
+    grandchild are killed when it ends, as it ends (`graphfix.trace.supervisor`: on Linux a
+    child subreaper finds them all; elsewhere the script's process group is killed, and a
+    process that left it is not found). SIGTERM and SIGHUP (where no handler is set, in the
+    main thread) raise SystemExit(128 + the signal) here, as Ctrl-C raises
+    KeyboardInterrupt: the script's processes are ended and the temporary folder removed
+    first.
+
     Raises:
         TraceError: one line, when there is no graph: the script raised (where, and what),
-            never ran a session, or ran longer than `timeout` seconds (where it was).
+            never ran a session, ended its process itself (`os._exit`) or by a signal (the
+            code or the signal, and where), or ran longer than `timeout` seconds (where it
+            was).
     """
     script, label = Path(path), str(path) if label is None else label
     if not script.is_file():
@@ -183,9 +199,19 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     if until is not None and not re.fullmatch(r".+:\d+", until):
         raise TraceError(f"--until must be FILE:LINE, not {until!r}")
     _compiles(script, label)  # (said here: no TF to load for a script that cannot start)
-    with tempfile.TemporaryDirectory(prefix="graphfix-trace-") as out:
-        _run_child(script, label, list(args), out, runs, until, timeout)
-        return _read(label, script, Path(out))
+    from graphfix.storage import stopping_signals_deferred, terminate_as_exit
+
+    out = None
+    with terminate_as_exit():
+        try:
+            with stopping_signals_deferred():
+                out = tempfile.mkdtemp(prefix="graphfix-trace-")
+            _run_child(script, label, list(args), out, runs, until, timeout)
+            return _read(label, script, Path(out))
+        finally:
+            if out is not None:
+                with stopping_signals_deferred():
+                    shutil.rmtree(out, ignore_errors=True)
 
 
 def _compiles(script: Path, label: str) -> None:
@@ -212,25 +238,39 @@ def _child_environment() -> dict[str, str]:
 
 def _run_child(script: Path, label: str, args: list[str], out: str, runs, until, timeout
                ) -> None:
+    """Run the traced child under its supervisor (`graphfix.trace.supervisor`, which ends
+    whatever the script started when the child ends, or when this is stopped); TraceError
+    where it gave neither a graph nor the script's error."""
+    from graphfix.storage import stopping_signals_deferred
+    from graphfix.trace.supervisor import ENDED_FILE
+
     command = [sys.executable, "-m", "graphfix.trace.child", out, str(script.resolve()),
                "" if runs is None else str(runs), until or "", *args]
     with open(os.path.join(out, "output.txt"), "wb") as output:
-        child = subprocess.Popen(command, cwd=script.resolve().parent, stdout=output,
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=_child_environment(), start_new_session=True)
+        with stopping_signals_deferred():  # (known once started, to be stopped)
+            supervisor = subprocess.Popen(
+                [sys.executable, "-m", "graphfix.trace.supervisor", str(os.getpid()), out,
+                 *command], cwd=script.resolve().parent, stdout=output,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=_child_environment(), start_new_session=True)
         try:
-            _wait_saying_phases(child, timeout, os.path.join(out, PHASES_FILE))
+            _wait_saying_phases(supervisor, timeout, os.path.join(out, PHASES_FILE))
         except subprocess.TimeoutExpired:
-            where = _where_it_was(child, Path(out), script, label)
+            where = _where_it_was(supervisor, Path(out), script, label)
             raise TraceError(f"{label}: still running after {timeout:g} s (--timeout), "
                              f"stopped{where}; nothing written") from None
         except BaseException:
-            _kill(child)
+            _stop(supervisor)
             raise
-    if child.returncode != 0 and not os.path.exists(os.path.join(out, "failure.json")) \
-            and not os.path.exists(os.path.join(out, "trace.json")):
-        raise TraceError(f"{label}: the traced script's process ended with exit code "
-                         f"{child.returncode} before saying why: {_last_line(out)}")
+    if os.path.exists(os.path.join(out, "failure.json")) \
+            or os.path.exists(os.path.join(out, "trace.json")):
+        return
+    try:
+        with open(os.path.join(out, ENDED_FILE)) as f:
+            returncode = json.load(f)["returncode"]
+    except (OSError, ValueError, KeyError):
+        returncode = supervisor.returncode  # (the supervisor itself did not end as it does)
+    raise TraceError(_ended_early(label, returncode, Path(out), script))
 
 
 def _wait_saying_phases(child: subprocess.Popen, timeout: float, phases_file: str) -> None:
@@ -260,20 +300,30 @@ def _wait_saying_phases(child: subprocess.Popen, timeout: float, phases_file: st
             raise subprocess.TimeoutExpired(child.args, timeout)
 
 
-def _kill(child: subprocess.Popen) -> None:
-    """The child and whatever it started (its own session: `start_new_session`)."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    child.wait()
+def _stop(supervisor: subprocess.Popen) -> None:
+    """Have the supervisor end the child and whatever the script started, and wait for it
+    (its whole group is killed if it does not end in SUPERVISOR_GRACE seconds)."""
+    from graphfix.storage import stopping_signals_deferred
+
+    with stopping_signals_deferred():  # (a second Ctrl-C does not leave the tree running)
+        try:
+            supervisor.send_signal(signal.SIGTERM)
+            supervisor.wait(SUPERVISOR_GRACE)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(supervisor.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            supervisor.wait()
 
 
-def _where_it_was(child: subprocess.Popen, out: Path, script: Path, script_label: str) -> str:
+def _where_it_was(supervisor: subprocess.Popen, out: Path, script: Path, script_label: str
+                  ) -> str:
     """' at FILE:LINE in FUNCTION': the innermost frame in the user's files of the child's
-    main thread, asked of it (faulthandler, on SIGUSR1) before it is killed."""
+    main thread, asked of it (faulthandler, on SIGUSR1, which the supervisor passes on)
+    before it is stopped."""
     try:
-        child.send_signal(signal.SIGUSR1)
+        supervisor.send_signal(signal.SIGUSR1)
     except OSError:
         pass
     # (faulthandler writes the dump at once; a moment more lets the file be complete)
@@ -284,22 +334,79 @@ def _where_it_was(child: subprocess.Popen, out: Path, script: Path, script_label
             text = (out / "stack.txt").read_text(errors="replace")
         except OSError:
             text = ""
-    _kill(child)
+    _stop(supervisor)
+    if not (out / "started.json").exists():
+        return " before the script started (TensorFlow was still loading)"
+    return _where_in_dump(text, out, script, script_label)
+
+
+def _where_in_dump(dump: str, out: Path, script: Path, script_label: str) -> str:
+    """' at FILE:LINE in FUNCTION' of the innermost user frame of the main thread in a
+    faulthandler dump written by the child in `out`, or ''."""
     try:
         main = json.loads((out / "main_thread.json").read_text())["ident"]
     except (OSError, ValueError, KeyError):
         main = None
-    if not (out / "started.json").exists():
-        return " before the script started (TensorFlow was still loading)"
     from graphfix.trace.user_files import UserFiles
 
     files = UserFiles()
-    for filename, line, function in _main_thread_frames(text, main):  # (innermost first)
+    for filename, line, function in _main_thread_frames(dump, main):  # (innermost first)
         real = files.real(filename)
         if real is not None:
             where = _label(real, os.path.realpath(script), script_label)
             return f" at {where}:{line} in {function}"
     return ""
+
+
+def _ended_early(label: str, returncode: int, out: Path, script: Path) -> str:
+    """What ended the child before it wrote a graph or the script's error (a signal, an exit
+    past Python's, `os._exit`), and where the script was, as far as known: the line that
+    called `os._exit` or was running at a fatal signal (the child records both), else the
+    last Session.run the trace saw."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        what = f"was killed by {name}"
+    else:
+        what = f"ended its process with exit code {returncode}"
+    where = ""
+    try:
+        called = json.loads((out / EXIT_FILE).read_text())
+    except (OSError, ValueError):
+        called = None
+    if called is not None and returncode == called.get("code"):
+        what = f"called os._exit({called['code']})"
+        if called.get("site"):
+            real, line, function = called["site"]
+            where = (f" at {_label(real, os.path.realpath(script), label)}:{line} "
+                     f"in {function}")
+    else:
+        try:
+            dump = (out / CRASH_FILE).read_text(errors="replace")
+        except OSError:
+            dump = ""
+        where = _where_in_dump(dump, out, script, label)
+    if not where:
+        where = _last_phase(out)
+    said = f"{label}: the traced script {what}{where}, before the trace could write the graph"
+    if returncode == -signal.SIGABRT:  # (a failed C++ CHECK: its message is the last line)
+        said += f"; its last output: {_last_line(str(out))}"
+    return said + "; nothing written"
+
+
+def _last_phase(out: Path) -> str:
+    """' after session run N at FILE:LINE' (the last the child began), or where it was
+    before any run."""
+    if not (out / "started.json").exists():
+        return " before the script started (TensorFlow was still loading)"
+    try:
+        phases_said = (out / PHASES_FILE).read_text(errors="replace").splitlines()
+    except OSError:
+        phases_said = []
+    runs = [line for line in phases_said if line.startswith("session run ")]
+    return f" after {runs[-1]}" if runs else " before its first Session.run"
 
 
 def _main_thread_frames(dump: str, ident: int | None) -> list[tuple[str, int, str]]:

@@ -37,7 +37,7 @@ import traceback
 import types
 
 from graphfix.graph.training import FEEDABLE_OPS
-from graphfix.trace import PHASES_FILE
+from graphfix.trace import CRASH_FILE, EXIT_FILE, PHASES_FILE
 from graphfix.trace.user_files import UserFiles
 
 _ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflow\.compat"
@@ -77,6 +77,7 @@ class Tracer:
         self.op_libraries: list[str] = []  # what `tf.load_op_library` loaded (`_hook_op_libraries`)
         self.sessions: list[dict] = []  # each session's config as TF uses it (`on_session`)
         self.session_graphs: list = []  # (the graph of each, in the same order)
+        self.pid = os.getpid()  # (a process the script forks runs on without writing)
 
     # -- set-up -----------------------------------------------------------------------
     def install(self, compat: bool) -> None:
@@ -275,6 +276,8 @@ class Tracer:
         raise StopTrace(reason)
 
     def write(self, reason: str, said: str) -> None:
+        if os.getpid() != self.pid:
+            return
         tf = self.tf
         graph = self.graph if self.graph is not None else (
             tf.compat.v1.get_default_graph() if reason == "until" else None)
@@ -512,12 +515,35 @@ def _phase(out: str, text: str) -> None:
         f.write(text.replace("\n", " ") + "\n")
 
 
+def _record_os_exit(out: str, files: UserFiles):
+    """Make `os._exit` say, in this process (not in one the script forks), its code and the
+    line that called it (EXIT_FILE), which the parent reports: the script ended before the
+    trace could. Returns the real `os._exit`."""
+    real_exit, traced = os._exit, os.getpid()
+
+    def _exit(code):
+        if os.getpid() == traced:
+            try:
+                _write_json(out, EXIT_FILE, {"code": code, "site": files.innermost(
+                    traceback.extract_stack())})
+            except Exception:  # (it exits whatever happens)
+                pass
+        real_exit(code)
+
+    os._exit = _exit
+    return real_exit
+
+
 def main(argv: list[str]) -> None:
     out, script, runs, until, *args = argv
     tracer = Tracer(out, int(runs) if runs else None, until or None)
-    # --timeout: the parent asks where the script is (SIGUSR1) before it stops it.
+    # --timeout: the parent asks where the script is (SIGUSR1) before it stops it; a fatal
+    # signal (SIGSEGV, SIGABRT, ...) leaves the stacks, to say where the script was.
     stack_file = open(os.path.join(out, "stack.txt"), "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    crash_file = open(os.path.join(out, CRASH_FILE), "w")
+    faulthandler.enable(file=crash_file, all_threads=True)
+    exit_now = _record_os_exit(out, tracer.files)
     _write_json(out, "main_thread.json", {"ident": threading.main_thread().ident})
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
@@ -533,7 +559,7 @@ def main(argv: list[str]) -> None:
     except StopTrace:
         pass
     except SystemExit as exc:
-        if exc.code not in (None, 0):
+        if exc.code not in (None, 0) and os.getpid() == tracer.pid:
             _failure(out, tracer.files, exc)
         else:
             try:
@@ -541,11 +567,13 @@ def main(argv: list[str]) -> None:
             except StopTrace:
                 pass
     except BaseException as exc:  # the script's own error, whatever it is
-        _failure(out, tracer.files, exc)
+        if os.getpid() == tracer.pid:
+            _failure(out, tracer.files, exc)
     sys.stdout.flush()
     sys.stderr.flush()
-    # The script's threads (queue runners, coordinators) must not keep the trace alive.
-    os._exit(0)
+    # The script's threads (queue runners, coordinators) must not keep the trace alive; a
+    # process the script forked that ran on to here writes nothing (`Tracer.write`).
+    exit_now(0)
 
 
 if __name__ == "__main__":
