@@ -51,12 +51,13 @@ reported, not rewritten (round-robin may move a variable to another task). Devic
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from graphfix.graph.devices import DeviceSpec
 from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.placement import variable_bytes
+from graphfix.graph.training import global_step, worker_local_variables
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
@@ -66,6 +67,42 @@ if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
 
 _VARIABLE_MAKERS = last_names(CREATES_VARIABLES)
+# The ops `replica_device_setter` sends to a ps task (device_setter.py's STANDARD_PS_OPS):
+# the variables and hash tables, and the resources it keeps beside them.
+PS_OPS = VARIABLE_OPS | {"ResourceConditionalAccumulator", "DecisionTreeResource",
+                         "BoostedTreesEnsembleResourceHandleOp",
+                         "BoostedTreesQuantileStreamResourceHandleOp"}
+# Resources the workers share by their `shared_name` (each worker's session finds the one
+# on its device by that name): synchronous training's gradient accumulators and token queue,
+# barriers, queues fed by one worker and read by another.
+_SHARABLE_RESOURCE_OPS = frozenset({
+    "ConditionalAccumulator", "SparseConditionalAccumulator", "ResourceConditionalAccumulator",
+    "Barrier", "FIFOQueue", "FIFOQueueV2", "PaddingFIFOQueue", "PaddingFIFOQueueV2",
+    "RandomShuffleQueue", "RandomShuffleQueueV2", "PriorityQueue", "PriorityQueueV2"})
+
+
+class _Plan(NamedTuple):
+    wanted: dict[int, str]  # position -> the device it should have
+    load: dict[int, int]  # ps task -> variable bytes
+    shared: dict[str, int]  # root of a shared resource's group -> its ps task
+    local_roots: set[str]  # roots of the groups of workers' own variables
+
+
+def _is_shared_resource(graph: GraphIndex, position: int) -> bool:
+    """Whether the node is a resource the workers share by name (a `shared_name`)."""
+    if graph.ops[position] not in _SHARABLE_RESOURCE_OPS:
+        return False
+    attr = graph.node_at(position).attr
+    return "shared_name" in attr and bool(attr["shared_name"].s)
+
+
+def _shared_resources(graph: GraphIndex) -> dict[str, int]:
+    """The colocation groups of shared resources: root -> the resource's position."""
+    kinds = _SHARABLE_RESOURCE_OPS & graph.op_kinds()
+    if not kinds:
+        return {}
+    return {graph.group_root(graph.names[p]): p for p in graph.positions_of(kinds)
+            if _is_shared_resource(graph, p)}
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
@@ -144,93 +181,210 @@ class ReplicaPlacement(Transform):
                                      where=_ps_scope_cluster_or_variables,
                                      in_project=_cluster_or_ps_scope)
 
-    def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
-        """The device every node should have (by position), and the bytes each ps task holds."""
+    def plan(self, graph: GraphIndex, ctx: Context) -> _Plan:
+        """The device every node should have (by position), the bytes each ps task holds,
+        and the groups that are shared resources or workers' own variables."""
         ps = DeviceSpec.parse(ctx.options["ps_device"])
         worker = DeviceSpec.parse(ctx.options["worker_device"])
         tasks = ctx.options["ps_tasks"]
         if tasks is None:
             tasks = _ps_tasks_named(graph, ps.job)
         if tasks == 0:
-            return {}, {}
+            return _Plan({}, {}, {}, set())
         # Tasks past one per variable are never used, by either strategy (a huge ps_tasks
         # must not make a list that long).
         tasks = min(tasks, max(1, len(graph.positions_of(VARIABLE_OPS))))
         groups = graph.colocation_groups()
-        task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"])
-        load = {k: 0 for k in range(tasks)}
         kinds, devices = graph.ops, graph.devices
+        local = worker_local_variables(graph)
+        shared = _shared_resources(graph)
+        task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"],
+                                           local, shared, ps.job)
+        load = {k: 0 for k in range(tasks)}
         for root, task in task_of_group.items():
             load[task] += sum(variable_bytes(graph.node_at(p)) for p in groups[root]
                               if kinds[p] in VARIABLE_OPS)
+        # The groups of workers' own variables: on the worker, as their program put them.
+        local_roots = {graph.group_root(graph.names[p]) for p in local} - set(task_of_group)
         classes = graph.colocated_with
+        handle_joined = graph.handle_joined()
         saver_scopes = _sharded_saver_scopes(graph)
-        wanted = {}
+        wanted: dict[int, str] = {}
+        ordinary: list[int] = []
+        anchors = set(shared.values())  # (a shared resource is placed as a ps op is)
         for root, positions in groups.items():
             task = task_of_group.get(root)
+            is_local = root in local_roots
+            if task is None and not is_local:
+                ordinary.extend(positions)
+                continue
             for position in positions:
                 device = devices[position]
+                if kinds[position] not in PS_OPS and position not in anchors and (
+                        not device or not classes(position) or position in handle_joined):
+                    # No device: it follows its group. No `_class`: it joined the group by
+                    # a ref or resource edge, along which the placer overrides its device.
+                    continue
                 current = DeviceSpec.parse(device)
-                if task is not None:
-                    if kinds[position] not in VARIABLE_OPS and (
-                            not device or not classes(position)):
-                        # No device: it follows its group. No `_class`: it joined the group by
-                        # a ref or resource edge, along which the placer overrides its device.
-                        continue
-                    if current.job not in (None, ps.job):
-                        current = _without_job(current)  # a variable pinned to a worker
-                    target = ps.replace(task=task).merge(current)
-                else:
-                    if (saver_scopes and current.job == ps.job
-                            and graph.names[position].startswith(saver_scopes)):
-                        continue  # a sharded Saver's op for its ps task
-                    if ps.job is not None and current.job == ps.job and kinds[position] != "NoOp":
-                        current = _without_job(current)  # a pipeline op pinned to the ps
+                if is_local:
+                    if current.job == ps.job:
+                        current = _without_job(current)  # a worker's own variable on the ps
                     target = worker.merge(current)
+                elif current.job not in (None, ps.job):
+                    # Pinned to a worker: the worker's task and accelerator are not the ps's
+                    # (a ps has no GPU to speak of; the setter gives a ps op none of it).
+                    target = ps.replace(task=task)
+                    if current.device_type == "CPU":
+                        target = target.replace(device_type="CPU",
+                                                device_index=current.device_index)
+                else:
+                    target = ps.replace(task=task).merge(current)
                 wanted[position] = target.to_string()
-        return wanted, load
+        staying = self._staying_on_ps(graph, ordinary, wanted, ps.job, saver_scopes,
+                                      {p for root in shared for p in groups[root]})
+        for position in ordinary:
+            current = DeviceSpec.parse(devices[position])
+            if ps.job is not None and current.job == ps.job and position not in staying:
+                current = _without_job(current)  # a pipeline op pinned to the ps
+            wanted[position] = worker.merge(current).to_string()
+        return _Plan(wanted, load, {root: task_of_group[root] for root in shared
+                                    if root in task_of_group}, local_roots)
 
-    def _assign_tasks(self, graph, groups, tasks: int, strategy: str) -> dict[str, int]:
-        kinds = graph.ops
-        variable_groups = {root: [graph.node_at(p) for p in positions if kinds[p] in VARIABLE_OPS]
-                           for root, positions in groups.items()}
-        variable_groups = {r: v for r, v in variable_groups.items() if v}
+    @staticmethod
+    def _staying_on_ps(graph: GraphIndex, ordinary: list[int], wanted: dict[int, str],
+                       ps_job: str | None, saver_scopes: tuple[str, ...],
+                       shared_members: set[int]) -> set[int]:
+        """The ordinary ops on the ps job that belong there: a `NoOp` (as `tf.group` leaves
+        it: it computes nothing), a sharded Saver's op for its task, a `Const` that only ops
+        staying on the ps read, and the ops that only feed a shared resource's ops (the
+        tokens SyncReplicasOptimizer's chief enqueues, computed beside its token queue)."""
+        devices, kinds, names = graph.devices, graph.ops, graph.names
+        on_ps = [p for p in ordinary if devices[p] and DeviceSpec.parse(devices[p]).job == ps_job]
+        if not on_ps:
+            return set()
+        staying: set[int] = set()
+        serving: set[int] = set()
+
+        def stays(position: int) -> bool:
+            if position in staying or position in shared_members:
+                return True
+            target = wanted.get(position)
+            return target is not None and DeviceSpec.parse(target).job == ps_job
+
+        # Latest first: an op's consumers come after it in graph order (loops aside, whose
+        # back edges count as leaving the ps).
+        for position in sorted(on_ps, reverse=True):
+            kind = kinds[position]
+            readers = [graph.position(n) for n in graph.successors(names[position])]
+            if kind == "NoOp" or (saver_scopes and names[position].startswith(saver_scopes)):
+                staying.add(position)
+            elif kind == "Const" and readers and all(stays(r) for r in readers):
+                staying.add(position)
+            elif readers and all(r in shared_members or r in serving for r in readers):
+                staying.add(position)
+                serving.add(position)
+        return staying
+
+    def _assign_tasks(self, graph, groups, tasks: int, strategy: str, local: set[int],
+                      shared: dict[str, int], ps_job: str | None) -> dict[str, int]:
+        """The ps task of each group that holds state on the ps: a global variable, another
+        of the setter's ps ops, or a shared resource (`shared`: root -> its resource)."""
+        kinds, names, devices = graph.ops, graph.names, graph.devices
+        listed = graph.colocation_listed()
+        root_of = {names[p]: root for root, positions in groups.items() for p in positions}
+        variable_groups = {}
+        for root, positions in groups.items():
+            variables = [graph.node_at(p) for p in positions
+                         if kinds[p] in VARIABLE_OPS and p not in local]
+            if variables or root in shared or any(kinds[p] in PS_OPS for p in positions):
+                variable_groups[root] = variables
+        out: dict[str, int] = {}
         if strategy == "greedy":
             load = [0] * tasks
-            out = {}
-            order = sorted(variable_groups, key=lambda r: -sum(map(variable_bytes, variable_groups[r])))
+            order = sorted((r for r in variable_groups if variable_groups[r]),
+                           key=lambda r: -sum(map(variable_bytes, variable_groups[r])))
             for root in order:
                 task = min(range(tasks), key=load.__getitem__)
                 out[root] = task
                 load[task] += sum(map(variable_bytes, variable_groups[root]))
-            return out
-        # Round-robin, as TF: the counter moves for every ps op in creation (graph) order,
-        # and a group goes where its first variable was sent (later ones, such as optimizer
-        # slots, follow it through colocation).
-        out, counter = {}, 0
-        root_of = {graph.names[p]: root for root, positions in groups.items()
-                   if root in variable_groups for p in positions}
-        for position in graph.positions_of(VARIABLE_OPS):
-            out.setdefault(root_of[graph.names[position]], counter % tasks)
-            counter += 1
+        else:
+            # Round-robin, as TF: the counter moves for every ps op the device function
+            # sees, in creation (graph) order; one made under `colocate_with` (an optimizer
+            # slot, the local step) it never sees, and a group goes where its first one went.
+            counter = 0
+            for position in graph.positions_of(PS_OPS):
+                root = root_of[names[position]]
+                if root not in variable_groups or position in listed or position in local:
+                    continue
+                out.setdefault(root, counter % tasks)
+                counter += 1
+        # A shared resource goes with the variable it serves: a gradient accumulator with the
+        # variable its aggregated gradient updates (SyncReplicasOptimizer builds it under
+        # `tf.device(var.device)`), else (a token queue, a barrier) with the global step.
+        step = global_step(graph)
+        step_task = out.get(root_of[step]) if step is not None else None
+        for root, resource in shared.items():
+            current = DeviceSpec.parse(devices[resource])
+            if current.job == ps_job and current.task is not None:
+                out[root] = current.task
+                continue
+            served = {out.get(root_of[r]) for p in groups[root]
+                      for r in graph.successors(names[p]) if root_of[r] != root}
+            served.discard(None)
+            if len(served) == 1:
+                out[root] = served.pop()
+            elif step_task is not None:
+                out[root] = step_task
+            else:
+                out.setdefault(root, 0)
         return out
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | Edit]:
-        wanted, load = self.plan(graph, ctx)
+        plan = self.plan(graph, ctx)
+        wanted = plan.wanted
         ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
+        shared_resources = {}
+        if plan.shared:
+            groups = graph.colocation_groups()
+            for root in plan.shared:
+                for p in groups[root]:
+                    if _is_shared_resource(graph, p):
+                        shared_resources[p] = root
+        local = worker_local_variables(graph) if plan.local_roots else set()
+        # (a worker's own variable is reported, not each node of its group)
+        local_members = {p for root in plan.local_roots
+                         for p in graph.colocation_groups()[root]} - local
         for position in sorted(wanted):
             target, device = wanted[position], graph.devices[position]
-            job = DeviceSpec.parse(device).job
-            if job == DeviceSpec.parse(target).job:
-                continue
+            spec, target_spec = DeviceSpec.parse(device), DeviceSpec.parse(target)
             name, op = graph.names[position], graph.ops[position]
-            if op in VARIABLE_OPS:
+            if position in shared_resources:
+                if spec.job != ps_job or spec.task is None:
+                    shared_name = graph.node_at(position).attr["shared_name"].s.decode(
+                        "utf-8", "replace")
+                    yield Finding(
+                        ctx.path, self.name,
+                        f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
+                        f"but is on {device or 'no device'}, not a ps task: each worker "
+                        f"would get its own, and they no longer synchronize "
+                        f"(moves to {target})",
+                        node=name, severity="warning")
+                continue
+            if spec.job == target_spec.job or position in local_members:
+                continue
+            if op in VARIABLE_OPS and position in local:
+                yield Finding(
+                    ctx.path, self.name,
+                    f"variable {name} is each worker's own (a local variable) but is on "
+                    f"{device}, where every worker would share it (moves to {target})",
+                    node=name, severity="warning")
+            elif op in VARIABLE_OPS:
                 yield Finding(
                     ctx.path, self.name,
                     f"variable {name} is on {device or 'no device'}, not a ps task: "
                     f"each worker trains its own copy (moves to {target})",
                     node=name, severity="warning")
-            elif job == ps_job:
+            elif spec.job == ps_job:
                 yield Finding(
                     ctx.path, self.name,
                     f"{op} {name} runs on the parameter server ({device}); "
@@ -238,7 +392,7 @@ class ReplicaPlacement(Transform):
                     node=name, severity="warning")
         # The findings' fix, and more (devices merged on the right job, ops that named none):
         # the whole graph placed at once, as the setter does, reported as one change.
-        yield partial(self._place, wanted, load, ctx)
+        yield partial(self._place, wanted, plan.load, ctx)
 
     def _place(self, wanted: dict[int, str], load: dict[int, int], ctx: Context,
                graph: GraphIndex) -> list[Change]:
