@@ -53,7 +53,7 @@ _ENQUEUE_OPS = frozenset({"QueueEnqueue", "QueueEnqueueV2", "QueueEnqueueMany",
                           "QueueEnqueueManyV2"})
 _TAKE = "TakeGradient"  # (the accumulators' take of an aggregated gradient, in every op's name)
 _LOSS_POLL = 0.05
-_STOP_GRACE = 1.0  # seconds the background loops get to end once asked  # seconds between two reads of the loss while an update may still land
+_STOP_GRACE = 1.0  # seconds a queue runner's cancel may take  # seconds between two reads of the loss while an update may still land
 
 
 def parse_cluster(text: str) -> dict[str, int]:
@@ -304,17 +304,14 @@ class _Background:
                     session.run(runner.close_op, options=options)
 
     def stop(self) -> None:
-        """Stop every loop: the queues' pending enqueues cancelled, a moment for each to
-        end (one blocked in another op ends when its session closes)."""
+        """Stop every loop: the queues' pending enqueues cancelled; a loop blocked in another
+        op (a refill waiting for gradients) ends when its session closes, quietly."""
         if self._stopping.is_set():
             return
         self._stopping.set()
         for session, cancel in self._cancels:
             with contextlib.suppress(Exception):
                 session.run(cancel, options=_quick())
-        deadline = time.monotonic() + _STOP_GRACE
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _quick():

@@ -72,6 +72,7 @@ _VARIABLE_MAKERS = last_names(CREATES_VARIABLES)
 PS_OPS = VARIABLE_OPS | {"ResourceConditionalAccumulator", "DecisionTreeResource",
                          "BoostedTreesEnsembleResourceHandleOp",
                          "BoostedTreesQuantileStreamResourceHandleOp"}
+_OTHER_PS_OPS = PS_OPS - VARIABLE_OPS
 # Resources the workers share by their `shared_name` (each worker's session finds the one
 # on its device by that name): synchronous training's gradient accumulators and token queue,
 # barriers, queues fed by one worker and read by another.
@@ -109,6 +110,16 @@ def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
     tasks = {spec.task for device in set(graph.devices) if device
              and (spec := DeviceSpec.parse(device)).job == ps_job and spec.task is not None}
     return max(tasks) + 1 if tasks else 0
+
+
+def _worker_task_named(graph: GraphIndex, worker: DeviceSpec) -> int | None:
+    """The one task of the worker job the graph names (None: none, several, or the
+    worker device names its own; a device of the job naming no task aside)."""
+    if worker.task is not None or worker.job is None:
+        return None
+    tasks = {spec.task for device in set(graph.devices) if device
+             and (spec := DeviceSpec.parse(device)).job == worker.job} - {None}
+    return tasks.pop() if len(tasks) == 1 else None
 
 
 def _sharded_saver_scopes(graph: GraphIndex) -> tuple[str, ...]:
@@ -206,6 +217,9 @@ class ReplicaPlacement(Transform):
                               if kinds[p] in VARIABLE_OPS)
         # The groups of workers' own variables: on the worker, as their program put them.
         local_roots = {graph.group_root(graph.names[p]) for p in local} - set(task_of_group)
+        # The worker task a between-graph replica's graph names (its one): a worker's own
+        # variable taken off the ps goes there, not to any task of the job.
+        own_task = _worker_task_named(graph, worker) if local_roots else None
         classes = graph.colocated_with
         handle_joined = graph.handle_joined()
         saver_scopes = _sharded_saver_scopes(graph)
@@ -220,15 +234,17 @@ class ReplicaPlacement(Transform):
                 continue
             for position in positions:
                 device = devices[position]
-                if kinds[position] not in PS_OPS and position not in anchors and (
+                if is_local and (not device or position in handle_joined):
+                    continue  # (it follows its group, as below)
+                if not is_local and kinds[position] not in PS_OPS and position not in anchors and (
                         not device or not classes(position) or position in handle_joined):
                     # No device: it follows its group. No `_class`: it joined the group by
                     # a ref or resource edge, along which the placer overrides its device.
                     continue
                 current = DeviceSpec.parse(device)
                 if is_local:
-                    if current.job == ps.job:
-                        current = _without_job(current)  # a worker's own variable on the ps
+                    if current.job == ps.job:  # a worker's own variable on the ps
+                        current = _without_job(current).replace(task=own_task)
                     target = worker.merge(current)
                 elif current.job not in (None, ps.job):
                     # Pinned to a worker: the worker's task and accelerator are not the ps's
@@ -296,7 +312,7 @@ class ReplicaPlacement(Transform):
         for root, positions in groups.items():
             variables = [graph.node_at(p) for p in positions
                          if kinds[p] in VARIABLE_OPS and p not in local]
-            if variables or root in shared or any(kinds[p] in PS_OPS for p in positions):
+            if variables or root in shared or any(kinds[p] in _OTHER_PS_OPS for p in positions):
                 variable_groups[root] = variables
         out: dict[str, int] = {}
         if strategy == "greedy":
