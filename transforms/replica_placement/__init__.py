@@ -3,23 +3,42 @@
 The bug: a distributed program scopes its model by hand (`with tf.device('/job:ps/task:0')`)
 and pipeline ops land on the parameter server ("a pipeline operation sometimes even runs on
 'ps' role!"), or variables stay on the worker, so every worker trains its own copy. TF's
-answer is `tf.train.replica_device_setter`, which sends the ps ops (Variable, VariableV2,
-VarHandleOp, AutoReloadVariable, the mutable hash tables) to `/job:ps/task:k` and every other
-op to the worker device, merging each op's existing device into the result.
+answer is `tf.train.replica_device_setter`, which sends its ps ops (the variables and hash
+tables, `ResourceConditionalAccumulator`, the boosted-trees resources: device_setter.py's
+STANDARD_PS_OPS) to `/job:ps/task:k` and every other op to the worker device, merging each
+op's existing device into the result (a job the op already names is kept).
+
+Synchronous training shares more than variables: `SyncReplicasOptimizer`'s gradient
+accumulators and token queue are resources the workers find by their `shared_name` on one
+device. On a worker (worse, on `/job:worker` with no task) each worker gets its own: no
+gradient is aggregated across workers, and the synchronisation is gone. Its
+`sync_rep_local_step` is the opposite: a local variable colocated with a `NoOp` on the
+worker "to prevent it being placed on the PS"; on a ps task, the workers would share it.
 
 Found: with `ps_tasks` set (or a graph that already names ps tasks), every variable group
-not on the ps job, and every other op on it.
+not on the ps job; every shared resource (a gradient accumulator, a queue or barrier with a
+`shared_name`) not on a ps task; a worker's own variable (in `local_variables`, or made
+under `colocate_with` a node that is no variable: the setter never sees it) on the ps; and
+every other op on the ps, but those the setter's own graphs put there on purpose: a `NoOp`
+(as `tf.group` leaves it: it computes nothing), a sharded Saver's save and restore ops (it
+puts them with each task's variables), a `Const` only ops staying on the ps read, and an op
+that only feeds a shared resource's ops (the tokens the chief enqueues beside its queue). A
+graph the setter placed gives no finding and is not rewritten.
 
 Fixed: as `replica_device_setter(ps_tasks, ps_device, worker_device, merge_devices=True)`
 would have placed the graph when it was built: each variable's whole colocation group goes
 to its ps task (its initializer, read, slots and optimizer updates with it; a member that
 names no device, or joined it only by a ref or resource edge, is left to the placer, which
-keeps it with its group); every other op goes to the worker device (a `NoOp` already on a
-ps task, as `tf.group` leaves it, stays: it computes nothing; so do a sharded Saver's save
-and restore ops on a ps task, which it puts with that task's variables). An op's own device fields are kept (type, index, and a job that is
-already the right one); a job that is the wrong one (a pipeline op pinned to the ps, a
-variable pinned to a worker) is replaced. Round-robin picks tasks in graph order, counting
-every ps op as TF does (slots included); greedy balances the groups' byte sizes over the
+keeps it with its group); a shared resource's group to the ps task of the variable its
+aggregated gradient updates (SyncReplicasOptimizer builds an accumulator under
+`tf.device(var.device)`), else to the global step's (its token queue); a worker's own
+variable's group stays on the worker (off the ps: to the worker task the graph names);
+every other op goes to the worker device. An op's own device fields are kept (type, index,
+and a job that is already the right one); a job that is the wrong one (a pipeline op pinned
+to the ps) is replaced, and a ps op pinned to a worker drops the worker's device whole (a
+ps has no GPU to speak of; its CPU is kept). Round-robin picks tasks in graph order,
+counting the ps ops the setter's device function sees, as TF does (not those made under
+`colocate_with`: slots, the local step); greedy balances the groups' byte sizes over the
 whole graph, largest first, which beats TF's creation-order greedy strategy. The change
 report gives the bytes per ps task.
 
@@ -85,7 +104,7 @@ _SHARABLE_RESOURCE_OPS = frozenset({
 class _Plan(NamedTuple):
     wanted: dict[int, str]  # position -> the device it should have
     load: dict[int, int]  # ps task -> variable bytes
-    shared: dict[str, int]  # root of a shared resource's group -> its ps task
+    shared: set[int]  # the shared resources (positions)
     local_roots: set[str]  # roots of the groups of workers' own variables
 
 
@@ -201,7 +220,7 @@ class ReplicaPlacement(Transform):
         if tasks is None:
             tasks = _ps_tasks_named(graph, ps.job)
         if tasks == 0:
-            return _Plan({}, {}, {}, set())
+            return _Plan({}, {}, set(), set())
         # Tasks past one per variable are never used, by either strategy (a huge ps_tasks
         # must not make a list that long).
         tasks = min(tasks, max(1, len(graph.positions_of(VARIABLE_OPS))))
@@ -256,23 +275,24 @@ class ReplicaPlacement(Transform):
                 else:
                     target = ps.replace(task=task).merge(current)
                 wanted[position] = target.to_string()
-        staying = self._staying_on_ps(graph, ordinary, wanted, ps.job, saver_scopes,
+        staying = self._staying_on_ps(graph, ordinary, ps.job, saver_scopes,
+                                      {p for root in task_of_group for p in groups[root]},
                                       {p for root in shared for p in groups[root]})
         for position in ordinary:
             current = DeviceSpec.parse(devices[position])
             if ps.job is not None and current.job == ps.job and position not in staying:
                 current = _without_job(current)  # a pipeline op pinned to the ps
             wanted[position] = worker.merge(current).to_string()
-        return _Plan(wanted, load, {root: task_of_group[root] for root in shared
-                                    if root in task_of_group}, local_roots)
+        return _Plan(wanted, load, set(shared.values()), local_roots)
 
     @staticmethod
-    def _staying_on_ps(graph: GraphIndex, ordinary: list[int], wanted: dict[int, str],
-                       ps_job: str | None, saver_scopes: tuple[str, ...],
+    def _staying_on_ps(graph: GraphIndex, ordinary: list[int], ps_job: str | None,
+                       saver_scopes: tuple[str, ...], on_ps_tasks: set[int],
                        shared_members: set[int]) -> set[int]:
         """The ordinary ops on the ps job that belong there: a `NoOp` (as `tf.group` leaves
         it: it computes nothing), a sharded Saver's op for its task, a `Const` that only ops
-        staying on the ps read, and the ops that only feed a shared resource's ops (the
+        staying on the ps read (`on_ps_tasks`: the members of the groups placed on a ps
+        task), and the ops that only feed a shared resource's ops (`shared_members`: the
         tokens SyncReplicasOptimizer's chief enqueues, computed beside its token queue)."""
         devices, kinds, names = graph.devices, graph.ops, graph.names
         on_ps = [p for p in ordinary if devices[p] and DeviceSpec.parse(devices[p]).job == ps_job]
@@ -282,10 +302,7 @@ class ReplicaPlacement(Transform):
         serving: set[int] = set()
 
         def stays(position: int) -> bool:
-            if position in staying or position in shared_members:
-                return True
-            target = wanted.get(position)
-            return target is not None and DeviceSpec.parse(target).job == ps_job
+            return position in staying or position in on_ps_tasks
 
         # Latest first: an op's consumers come after it in graph order (loops aside, whose
         # back edges count as leaving the ps).
@@ -308,7 +325,7 @@ class ReplicaPlacement(Transform):
         kinds, names, devices = graph.ops, graph.names, graph.devices
         listed = graph.colocation_listed()
         root_of = {names[p]: root for root, positions in groups.items() for p in positions}
-        variable_groups = {}
+        variable_groups: dict[str, list] = {}
         for root, positions in groups.items():
             variables = [graph.node_at(p) for p in positions
                          if kinds[p] in VARIABLE_OPS and p not in local]
@@ -339,13 +356,15 @@ class ReplicaPlacement(Transform):
         # `tf.device(var.device)`), else (a token queue, a barrier) with the global step.
         step = global_step(graph)
         step_task = out.get(root_of[step]) if step is not None else None
+        holding = {root for root, variables in variable_groups.items() if variables}
         for root, resource in shared.items():
             current = DeviceSpec.parse(devices[resource])
             if current.job == ps_job and current.task is not None:
                 out[root] = current.task
                 continue
-            served = {out.get(root_of[r]) for p in groups[root]
-                      for r in graph.successors(names[p]) if root_of[r] != root}
+            served = {out.get(root_of[reader]) for p in groups[root]
+                      for reader, _, output in graph.consumers(names[p])
+                      if output >= 0 and root_of[reader] in holding}
             served.discard(None)
             if len(served) == 1:
                 out[root] = served.pop()
@@ -359,13 +378,6 @@ class ReplicaPlacement(Transform):
         plan = self.plan(graph, ctx)
         wanted = plan.wanted
         ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
-        shared_resources = {}
-        if plan.shared:
-            groups = graph.colocation_groups()
-            for root in plan.shared:
-                for p in groups[root]:
-                    if _is_shared_resource(graph, p):
-                        shared_resources[p] = root
         local = worker_local_variables(graph) if plan.local_roots else set()
         # (a worker's own variable is reported, not each node of its group)
         local_members = {p for root in plan.local_roots
@@ -374,7 +386,7 @@ class ReplicaPlacement(Transform):
             target, device = wanted[position], graph.devices[position]
             spec, target_spec = DeviceSpec.parse(device), DeviceSpec.parse(target)
             name, op = graph.names[position], graph.ops[position]
-            if position in shared_resources:
+            if position in plan.shared:
                 if spec.job != ps_job or spec.task is None:
                     shared_name = graph.node_at(position).attr["shared_name"].s.decode(
                         "utf-8", "replace")
