@@ -365,11 +365,14 @@ def run_replicas(graph_def, meta, tasks: Sequence[int], targets_by_task: dict[in
                if _may_starve(chief.graph) or len(replicas) > 1 else tf1.RunOptions())
     background = _Background(step_timeout)
     out = ClusterRun(None, replicas=list(tasks), seconds=seconds)
+    doing = "starting the sessions"
     try:
         with contextlib.ExitStack() as sessions:
             for replica in replicas:
                 replica.session = sessions.enter_context(tf1.Session(
                     targets_by_task[replica.task], graph=replica.graph, config=config))
+            sessions.callback(background.stop)  # (before the sessions close)
+            doing = "initializing"
             phase("initializing (the chief, then the other replicas)")
             if restore:
                 chief.session.run(*restore)
@@ -392,9 +395,10 @@ def run_replicas(graph_def, meta, tasks: Sequence[int], targets_by_task: dict[in
                 return out
             out.values = {t.name: np.asarray(v) for t, v in zip(chief.targets, chief.results)
                           if isinstance(v, np.ndarray) or np.isscalar(v)}
+            doing = "reading the loss after the steps"
             if before is not None:
                 after = _loss_after(chief, loss, before, bounded,
-                                    step_timeout if background.threads else 0.0)
+                                    step_timeout if work.refilling else 0.0)
                 out.loss = (before, after)
             out.variables_after = _read_variables(chief.session, reads)
             out.devices = _devices_from(chief.metadata) if chief.metadata is not None else {}
@@ -404,7 +408,7 @@ def run_replicas(graph_def, meta, tasks: Sequence[int], targets_by_task: dict[in
                 out.error, out.error_message = failed
                 return out
     except tf.errors.DeadlineExceededError as exc:
-        out.error = f"initializing ran past {step_timeout:g} s"
+        out.error = f"{doing} ran past {step_timeout:g} s"
         out.error_message = getattr(exc, "message", str(exc))
         return out
     except tf.errors.OpError as exc:
@@ -499,8 +503,8 @@ def _failure(replicas: list[_Replica], background: _Background) -> tuple[str, st
 
 
 def _loss_after(chief: _Replica, loss, before: float, bounded, wait: float) -> float:
-    """The loss after the steps. Where queue runners apply the updates (a synchronous
-    job's chief aggregates the replicas' gradients after their steps end), it is read
+    """The loss after the steps. Where the chief's refill applies the updates (a
+    synchronous job aggregates the replicas' gradients after their steps end), it is read
     again until it moves, for at most `wait` seconds."""
     deadline = time.monotonic() + wait
     while True:
