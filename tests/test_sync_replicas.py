@@ -208,3 +208,34 @@ def test_verify_runs_the_chief_queue_runner_its_hook_would_start(tmp_path):
     assert result.passed, result.to_lines()
     assert "4 step(s) ran from /job:worker/task:0, /job:worker/task:1 at once" in \
         result.to_lines()[2]
+
+
+def test_a_queue_runners_error_is_one_line_of_the_result(tmp_path):
+    """A queue runner on the chief whose enqueue fails: the run fails at once with the
+    runner's error in one line (the replicas' dequeues end with its queue), no traceback."""
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf1.device(tf1.train.replica_device_setter(
+                ps_tasks=1, worker_device="/job:worker/task:0")):
+            step = tf1.train.get_or_create_global_step()
+            queue = tf1.FIFOQueue(4, tf.float32, shapes=[], shared_name="examples",
+                                  name="examples")
+            bad = tf.debugging.check_numerics(tf.math.log(-1.0), "a bad example")
+            tf1.train.add_queue_runner(tf1.train.QueueRunner(queue, [queue.enqueue(bad)]))
+            w = tf1.get_variable("w", [])
+            loss = tf.square(w * queue.dequeue(), name="loss")
+            train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+            tf1.global_variables_initializer()
+        tf1.add_to_collection(tf1.GraphKeys.TRAIN_OP, train)
+        meta = tf1.train.export_meta_graph(graph=graph, clear_devices=False)
+    path = tmp_path / "failing_runner.meta"
+    path.write_bytes(serialize(meta, text=False))
+    clock = time.perf_counter()
+    result = run_cli("verify", path, "--cluster", "ps=1,worker=2")
+    seconds = time.perf_counter() - clock
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout
+    failed = [line for line in result.stdout.splitlines() if line.startswith("  FAIL")]
+    assert failed == ["  FAIL  run: the queue runner of examples: a bad example : "
+                      "Tensor had NaN values"], result.stdout
+    assert seconds < 40, seconds

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import socket
 import threading
 import time
+import types
 from typing import Any, Sequence
 
 import numpy as np
@@ -53,6 +55,7 @@ _ENQUEUE_OPS = frozenset({"QueueEnqueue", "QueueEnqueueV2", "QueueEnqueueMany",
                           "QueueEnqueueManyV2"})
 _TAKE = "TakeGradient"  # (the accumulators' take of an aggregated gradient, in every op's name)
 _LOSS_POLL = 0.05
+_FROM_TASK = re.compile(r"^From /job:[^/\s]+/replica:\d+/task:\d+:$")
 _STOP_GRACE = 1.0  # seconds a queue runner's cancel may take  # seconds between two reads of the loss while an update may still land
 
 
@@ -231,6 +234,14 @@ def _ancestors(op) -> set:
     return seen
 
 
+def _telling(exc) -> str:
+    """The line of TF's error that says what went wrong (`run._first_line`), past the
+    line naming the task it came from (`From /job:worker/replica:0/task:0:`)."""
+    message = getattr(exc, "message", str(exc))
+    kept = "\n".join(line for line in message.splitlines() if not _FROM_TASK.match(line))
+    return _first_line(types.SimpleNamespace(message=kept))
+
+
 def _op_name(target) -> str:
     return getattr(target, "op", target).name
 
@@ -292,8 +303,12 @@ class _Background:
                 break  # its input ran out, or its queue was closed
             except Exception as exc:  # what a stopped session raises, or a real failure
                 if not self._stopping.is_set():
-                    self.errors.append((f"{label}: {_first_line(exc)}",
+                    self.errors.append((f"{label}: {_telling(exc)}",
                                         getattr(exc, "message", str(exc))))
+                    if runner is not None and runner.cancel_op is not None:
+                        # (as a queue runner does: its readers fail now, not at their bound)
+                        with contextlib.suppress(Exception):
+                            session.run(runner.cancel_op, options=_quick())
                 return
         if runner is not None and not self._stopping.is_set():
             with self._lock:
@@ -407,12 +422,16 @@ def run_replicas(graph_def, meta, tasks: Sequence[int], targets_by_task: dict[in
             if failed is not None:
                 out.error, out.error_message = failed
                 return out
-    except tf.errors.DeadlineExceededError as exc:
-        out.error = f"{doing} ran past {step_timeout:g} s"
-        out.error_message = getattr(exc, "message", str(exc))
-        return out
     except tf.errors.OpError as exc:
-        out.error, out.error_message = _first_line(exc), getattr(exc, "message", str(exc))
+        # (a queue runner's error first: it is why a read of its queue failed)
+        failed = _failure([], background)
+        if failed is not None:
+            out.error, out.error_message = failed
+        elif isinstance(exc, tf.errors.DeadlineExceededError):
+            out.error = f"{doing} ran past {step_timeout:g} s"
+            out.error_message = getattr(exc, "message", str(exc))
+        else:
+            out.error, out.error_message = _telling(exc), getattr(exc, "message", str(exc))
         return out
     finally:
         background.stop()
@@ -467,7 +486,7 @@ def _step_all(replicas: list[_Replica], steps: int, bounded, step_timeout: float
             replica.error = f"a step ran past {step_timeout:g} s"
             replica.error_message = getattr(exc, "message", str(exc))
         except Exception as exc:  # an op's error
-            replica.error = _first_line(exc)
+            replica.error = _telling(exc)
             replica.error_message = getattr(exc, "message", str(exc))
         if replica.error is not None:
             rounds.abort()
