@@ -105,7 +105,8 @@ class _Plan(NamedTuple):
     wanted: dict[int, str]  # position -> the device it should have
     load: dict[int, int]  # ps task -> variable bytes
     shared: set[int]  # the shared resources (positions)
-    local_roots: set[str]  # roots of the groups of workers' own variables
+    local: set[int]  # workers' own variables (positions)
+    local_roots: set[str]  # roots of their groups (those holding no global variable)
 
 
 def _is_shared_resource(graph: GraphIndex, position: int) -> bool:
@@ -220,7 +221,7 @@ class ReplicaPlacement(Transform):
         if tasks is None:
             tasks = _ps_tasks_named(graph, ps.job)
         if tasks == 0:
-            return _Plan({}, {}, set(), set())
+            return _Plan({}, {}, set(), set(), set())
         # Tasks past one per variable are never used, by either strategy (a huge ps_tasks
         # must not make a list that long).
         tasks = min(tasks, max(1, len(graph.positions_of(VARIABLE_OPS))))
@@ -283,7 +284,7 @@ class ReplicaPlacement(Transform):
             if ps.job is not None and current.job == ps.job and position not in staying:
                 current = _without_job(current)  # a pipeline op pinned to the ps
             wanted[position] = worker.merge(current).to_string()
-        return _Plan(wanted, load, set(shared.values()), local_roots)
+        return _Plan(wanted, load, set(shared.values()), local, local_roots)
 
     @staticmethod
     def _staying_on_ps(graph: GraphIndex, ordinary: list[int], ps_job: str | None,
@@ -378,7 +379,7 @@ class ReplicaPlacement(Transform):
         plan = self.plan(graph, ctx)
         wanted = plan.wanted
         ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
-        local = worker_local_variables(graph) if plan.local_roots else set()
+        local = plan.local
         # (a worker's own variable is reported, not each node of its group)
         local_members = {p for root in plan.local_roots
                          for p in graph.colocation_groups()[root]} - local
