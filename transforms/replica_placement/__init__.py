@@ -35,8 +35,7 @@ aggregated gradient updates (SyncReplicasOptimizer builds an accumulator under
 variable's group stays on the worker (off the ps: to the worker task the graph names);
 every other op goes to the worker device. An op's own device fields are kept (type, index,
 and a job that is already the right one); a job that is the wrong one (a pipeline op pinned
-to the ps) is replaced, and a ps op pinned to a worker drops the worker's device whole (a
-ps has no GPU to speak of; its CPU is kept). Round-robin picks tasks in graph order,
+to the ps, a variable or a shared resource pinned to a worker) is replaced. Round-robin picks tasks in graph order,
 counting the ps ops the setter's device function sees, as TF does (not those made under
 `colocate_with`: slots, the local step); greedy balances the groups' byte sizes over the
 whole graph, largest first, which beats TF's creation-order greedy strategy. The change
@@ -266,14 +265,9 @@ class ReplicaPlacement(Transform):
                     if current.job == ps.job:  # a worker's own variable on the ps
                         current = _without_job(current).replace(task=own_task)
                     target = worker.merge(current)
-                elif current.job not in (None, ps.job):
-                    # Pinned to a worker: the worker's task and accelerator are not the ps's
-                    # (a ps has no GPU to speak of; the setter gives a ps op none of it).
-                    target = ps.replace(task=task)
-                    if current.device_type == "CPU":
-                        target = target.replace(device_type="CPU",
-                                                device_index=current.device_index)
                 else:
+                    if current.job not in (None, ps.job):
+                        current = _without_job(current)  # pinned to a worker
                     target = ps.replace(task=task).merge(current)
                 wanted[position] = target.to_string()
         staying = self._staying_on_ps(graph, ordinary, ps.job, saver_scopes,
