@@ -352,7 +352,7 @@ tf.compat.v1.train.Server(cluster, job_name="ps", task_index=0).join()
 
 
 def test_ps_worker_script_found_at_its_line_fixed_and_verified_on_a_local_cluster(tmp_path):
-    from graphfix.verification.run import free_ports
+    from graphfix.verification.cluster import free_ports
 
     ps_port, worker_port = free_ports(2)
     ports = ["--", "--ps_port", str(ps_port), "--worker_port", str(worker_port)]

@@ -168,8 +168,8 @@ def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=()
     from graphfix.graph import graphfile
     from graphfix.graph.index import index_for
     from graphfix.graph.kernels import NoGpuKernelsError
-    from graphfix.verification.run import (VerifyError, jobs_named, verify_graph,
-                                           verify_on_cluster)
+    from graphfix.verification.cluster import verify_on_cluster
+    from graphfix.verification.run import VerifyError, jobs_named, verify_graph
 
     libraries = list(op_libraries)
     seen = {os.path.realpath(p) for p in libraries}

@@ -31,6 +31,7 @@ _MODULES = {
     "tensor_shape_pb2": "tensorflow.core.framework.tensor_shape_pb2",
     "op_def_pb2": "tensorflow.core.framework.op_def_pb2",
     "meta_graph_pb2": "tensorflow.core.protobuf.meta_graph_pb2",
+    "variable_pb2": "tensorflow.core.framework.variable_pb2",
     "saved_model_pb2": "tensorflow.core.protobuf.saved_model_pb2",
 }
 

@@ -241,3 +241,53 @@ def detect_loss(index: GraphIndex) -> str | None:
             if match and match.group(1) in index:
                 return f"{match.group(1)}:0"
     return "loss:0" if "loss" in index else None
+
+
+def collection_variables(index: GraphIndex, key: str) -> list[str] | None:
+    """The variable ops of a MetaGraphDef's variable collection (`local_variables`,
+    `global_step`: serialized VariableDefs); None when there is no such collection."""
+    meta = getattr(index, "meta_graph", None)
+    if meta is None or key not in meta.collection_def:
+        return None
+    from graphfix.graph.proto import pb
+
+    names = []
+    for value in meta.collection_def[key].bytes_list.value:
+        variable = pb().variable_pb2.VariableDef()
+        try:
+            variable.ParseFromString(value)
+        except Exception:  # (a collection of another kind under this key: not variables)
+            return None
+        name = parse_input(variable.variable_name)[0]
+        if name in index and index.ops[index.position(name)] in VARIABLE_OPS:
+            names.append(name)
+    return names
+
+
+def global_step(index: GraphIndex) -> str | None:
+    """The global step variable: the `global_step` collection's, else a variable so named."""
+    listed = collection_variables(index, "global_step")
+    if listed:
+        return listed[0]
+    if "global_step" in index and index.ops[index.position("global_step")] in VARIABLE_OPS:
+        return "global_step"
+    return None
+
+
+def worker_local_variables(index: GraphIndex) -> set[int]:
+    """Positions of the variables each worker keeps for itself, never on a parameter server:
+    those of the `local_variables` collection (TF's `replica_device_setter` has a TODO to
+    keep them off the ps), and those created under `colocate_with` a node that is not a
+    variable (the device setter never sees an op made there: SyncReplicasOptimizer's
+    `sync_rep_local_step` is colocated with a `NoOp` on the worker, "to prevent it being
+    placed on the PS")."""
+    names = index.names
+    local = {index.position(n) for n in collection_variables(index, "local_variables") or ()}
+    listed = index.colocation_listed()
+    for position in index.positions_of(VARIABLE_OPS):
+        if position in listed:
+            anchors = [n for n in index.colocated_with(position) if n != names[position]]
+            if anchors and anchors[0] in index and \
+                    index.ops[index.position(anchors[0])] not in VARIABLE_OPS:
+                local.add(position)
+    return local

@@ -2,7 +2,7 @@
 
 Owns running a graph with synthetic feeds and comparing runs (`run`), on real GPUs when the
 machine has them, else on logical CPU devices standing in for them, and on a real local
-TensorFlow cluster for ps/worker graphs.
+TensorFlow cluster for ps/worker graphs, every worker replica at once (`cluster`).
 
 May import: the TF runtime (through `graphfix.tf_runtime`), `graphfix.graph`,
 `graphfix.findings`. Never imports `graphfix.source` or `graphfix.cli`.

@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import functools
 import re
-import socket
 import time
 import zlib
 from pathlib import Path
@@ -49,8 +48,6 @@ STEP_TIMEOUT = 60.0  # seconds a step that waits on other threads may take (see 
 # an accumulator's take, a staging area's unstage. Only a graph holding one can starve, so
 # only its steps are bounded (a big model's honest step on a slow machine is not).
 _WAITING_OPS = ("Dequeue", "TakeMany", "TakeGrad", "TakeIndexedSlices", "Unstage")
-# Each task of a local cluster is a TF server in this process, with its own threads.
-MAX_CLUSTER_TASKS = 64
 _NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "RestoreV2",
                           "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "Const"})
 
@@ -131,6 +128,8 @@ def verify_path(path: str, **options) -> VerifyResult:
     feeds = _load_feeds(options.pop("feeds", []) or [])
     cluster = options.pop("cluster", None)
     if cluster:
+        from graphfix.verification.cluster import parse_cluster, verify_on_cluster
+
         options.pop("target_devices", None)
         options.pop("intended_changes", None)  # (a cluster run compares with nothing)
         return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
@@ -823,123 +822,3 @@ def _placed(index: GraphIndex, soft_placement: bool, result: VerifyResult) -> bo
     return True
 
 
-def parse_cluster(text: str) -> dict[str, int]:
-    """`ps=2,worker=2` -> {"ps": 2, "worker": 2}; VerifyError when malformed."""
-    cluster = {}
-    for part in text.split(","):
-        job, eq, count = part.partition("=")
-        count = count.strip()
-        if (not eq or not job.strip() or not (count.isascii() and count.isdigit())
-                or int(count) < 1):
-            raise VerifyError(f"--cluster takes JOB=TASKS,... such as ps=2,worker=2, not {text!r}")
-        if job.strip() in cluster:
-            raise VerifyError(f"--cluster {text!r} names job {job.strip()!r} twice")
-        cluster[job.strip()] = int(count)
-    if sum(cluster.values()) > MAX_CLUSTER_TASKS:
-        raise VerifyError(f"--cluster {text!r} asks for {sum(cluster.values())} tasks; a local "
-                          f"cluster runs at most {MAX_CLUSTER_TASKS}")
-    if "worker" not in cluster:
-        raise VerifyError(f"--cluster {text!r} has no worker job to run the steps from")
-    return cluster
-
-
-def _check_cluster_covers(index: GraphIndex, cluster: dict[str, int]) -> None:
-    for node in index:
-        spec = DeviceSpec.parse(node.device)
-        if spec.job is None:
-            continue
-        tasks = cluster.get(spec.job, 0)
-        if spec.task is not None and spec.task >= tasks or spec.job not in cluster:
-            described = ", ".join(f"{j}={n}" for j, n in cluster.items())
-            raise VerifyError(
-                f"node {node.name} is placed on {node.device}, which the cluster ({described}) "
-                "does not have")
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports on 127.0.0.1 the OS has just handed out (loopback only)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def start_local_cluster(cluster: dict[str, int], cpu_count: int = 1):
-    """A real in-process TF cluster on loopback: {job: [Server]} (servers live with the
-    process; they cannot be stopped, so start one cluster per verify)."""
-    tf = import_runtime()
-
-    ports = iter(free_ports(sum(cluster.values())))
-    spec = {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in cluster.items()}
-    config = tf.compat.v1.ConfigProto(device_count={"CPU": cpu_count})
-    servers = {
-        job: [tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job, task_index=i,
-                                   config=config, start=True) for i in range(n)]
-        for job, n in cluster.items()
-    }
-    return servers, spec
-
-
-def verify_on_cluster(graph_file: graphio.GraphFile, cluster: dict[str, int], *, steps: int = 1,
-                      fetches: Sequence[str] = (), feeds: dict[str, np.ndarray] | None = None,
-                      label: str | None = None, step_timeout: float = STEP_TIMEOUT,
-                      op_libraries: Sequence[str] = (), soft_placement: bool = False
-                      ) -> VerifyResult:
-    """Run a ps/worker graph on a real local cluster: init, `steps` steps from worker 0.
-
-    Checks placement first, and runs, as `verify_graph` does: with soft placement where
-    the graph's session has it (`soft_placement`: a traced script's,
-    `Trace.soft_placement`). Reports where each variable actually lived (from the traced
-    step's step stats), the ops and bytes per device, and whether a step changed the loss.
-    """
-    graph_def, meta = _first_graph(graph_file)
-    index = index_for(graph_def, meta)
-    fetches = tuple(fetches) or default_fetches(index)
-    _check_cluster_covers(index, cluster)
-    _check_feeds(index, feeds or {})
-    mapping, simulated, cpu_count = plan_devices(index, [])
-    described = ", ".join(f"{j}={n}" for j, n in cluster.items())
-    from graphfix.verification import custom_ops
-
-    custom_ops.load_libraries(op_libraries)
-    result = VerifyResult(label or str(graph_file.path), [f"local cluster {described}"],
-                          simulated, placement=placement.summary(index))
-    if not _placed(index, soft_placement, result):
-        return result
-    phase(f"starting a local cluster ({described})")
-    servers, spec = start_local_cluster(cluster, cpu_count)
-    result.devices = [f"/job:{job}/task:{i} {address}" for job, addresses in spec.items()
-                      for i, address in enumerate(addresses)]
-    runnable = runnable_copy(graph_def, mapping if simulated else {})
-    loss = training.detect_loss(index)
-    run = _run(runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-               cpu_count=cpu_count, soft=soft_placement, target=servers["worker"][0].target,
-               loss_name=loss, checkpoint=_checkpoint_of(graph_file), step_timeout=step_timeout)
-    if run.error:
-        result.checks.append(Check("run", False, run.error, run.error_message))
-        return result
-    result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran "
-                                            "from /job:worker/task:0"))
-    variables = sorted(n.name for n in index if n.op in VARIABLE_OPS)
-    lived = {v: run.devices[v] for v in variables if v in run.devices}
-    where = ", ".join([f"{v} on {d}" for v, d in lived.items()]
-                      + [f"{v} not run by the step" for v in variables if v not in lived])
-    # Shared by every worker only where a ps task holds it: else each worker trains its own.
-    off_ps = [v for v, d in lived.items() if "ps" in cluster and DeviceSpec.parse(d).job != "ps"]
-    if off_ps:
-        where = (f"{len(off_ps)} of {len(lived)} variable(s) not on a ps task, so each worker "
-                 f"trains its own copy: " + where)
-    result.checks.append(Check("variables", not off_ps, where))
-    result.values = {f"device:{v}": d for v, d in lived.items()}
-    if run.loss is not None:
-        before, after = run.loss
-        changed = not np.isclose(before, after)
-        result.checks.append(Check("loss", changed, f"{loss} {before:.6g} -> {after:.6g}"))
-    result.seconds.update(run.seconds)
-    return result

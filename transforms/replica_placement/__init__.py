@@ -3,23 +3,41 @@
 The bug: a distributed program scopes its model by hand (`with tf.device('/job:ps/task:0')`)
 and pipeline ops land on the parameter server ("a pipeline operation sometimes even runs on
 'ps' role!"), or variables stay on the worker, so every worker trains its own copy. TF's
-answer is `tf.train.replica_device_setter`, which sends the ps ops (Variable, VariableV2,
-VarHandleOp, AutoReloadVariable, the mutable hash tables) to `/job:ps/task:k` and every other
-op to the worker device, merging each op's existing device into the result.
+answer is `tf.train.replica_device_setter`, which sends its ps ops (the variables and hash
+tables, `ResourceConditionalAccumulator`, the boosted-trees resources: device_setter.py's
+STANDARD_PS_OPS) to `/job:ps/task:k` and every other op to the worker device, merging each
+op's existing device into the result (a job the op already names is kept).
+
+Synchronous training shares more than variables: `SyncReplicasOptimizer`'s gradient
+accumulators and token queue are resources the workers find by their `shared_name` on one
+device. On a worker (worse, on `/job:worker` with no task) each worker gets its own: no
+gradient is aggregated across workers, and the synchronisation is gone. Its
+`sync_rep_local_step` is the opposite: a local variable colocated with a `NoOp` on the
+worker "to prevent it being placed on the PS"; on a ps task, the workers would share it.
 
 Found: with `ps_tasks` set (or a graph that already names ps tasks), every variable group
-not on the ps job, and every other op on it.
+not on the ps job; every shared resource (a gradient accumulator, a queue or barrier with a
+`shared_name`) not on a ps task; a worker's own variable (in `local_variables`, or made
+under `colocate_with` a node that is no variable: the setter never sees it) on the ps; and
+every other op on the ps, but those the setter's own graphs put there on purpose: a `NoOp`
+(as `tf.group` leaves it: it computes nothing), a sharded Saver's save and restore ops (it
+puts them with each task's variables), a `Const` only ops staying on the ps read, and an op
+that only feeds a shared resource's ops (the tokens the chief enqueues beside its queue). A
+graph the setter placed gives no finding and is not rewritten.
 
 Fixed: as `replica_device_setter(ps_tasks, ps_device, worker_device, merge_devices=True)`
 would have placed the graph when it was built: each variable's whole colocation group goes
 to its ps task (its initializer, read, slots and optimizer updates with it; a member that
 names no device, or joined it only by a ref or resource edge, is left to the placer, which
-keeps it with its group); every other op goes to the worker device (a `NoOp` already on a
-ps task, as `tf.group` leaves it, stays: it computes nothing; so do a sharded Saver's save
-and restore ops on a ps task, which it puts with that task's variables). An op's own device fields are kept (type, index, and a job that is
-already the right one); a job that is the wrong one (a pipeline op pinned to the ps, a
-variable pinned to a worker) is replaced. Round-robin picks tasks in graph order, counting
-every ps op as TF does (slots included); greedy balances the groups' byte sizes over the
+keeps it with its group); a shared resource's group to the ps task of the variable its
+aggregated gradient updates (SyncReplicasOptimizer builds an accumulator under
+`tf.device(var.device)`), else to the global step's (its token queue); a worker's own
+variable's group stays on the worker (off the ps: to the worker task the graph names);
+every other op goes to the worker device. An op's own device fields are kept (type, index,
+and a job that is already the right one); a job that is the wrong one (a pipeline op pinned
+to the ps, a variable or a shared resource pinned to a worker) is replaced. Round-robin picks tasks in graph order,
+counting the ps ops the setter's device function sees, as TF does (not those made under
+`colocate_with`: slots, the local step); greedy balances the groups' byte sizes over the
 whole graph, largest first, which beats TF's creation-order greedy strategy. The change
 report gives the bytes per ps task.
 
@@ -51,12 +69,13 @@ reported, not rewritten (round-robin may move a variable to another task). Devic
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from graphfix.graph.devices import DeviceSpec
 from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.placement import variable_bytes
+from graphfix.graph.training import global_step, worker_local_variables
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
@@ -66,12 +85,60 @@ if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
 
 _VARIABLE_MAKERS = last_names(CREATES_VARIABLES)
+# The ops `replica_device_setter` sends to a ps task (device_setter.py's STANDARD_PS_OPS):
+# the variables and hash tables, and the resources it keeps beside them.
+PS_OPS = VARIABLE_OPS | {"ResourceConditionalAccumulator", "DecisionTreeResource",
+                         "BoostedTreesEnsembleResourceHandleOp",
+                         "BoostedTreesQuantileStreamResourceHandleOp"}
+_OTHER_PS_OPS = PS_OPS - VARIABLE_OPS
+# Resources the workers share by their `shared_name` (each worker's session finds the one
+# on its device by that name): synchronous training's gradient accumulators and token queue,
+# barriers, queues fed by one worker and read by another.
+_SHARABLE_RESOURCE_OPS = frozenset({
+    "ConditionalAccumulator", "SparseConditionalAccumulator", "ResourceConditionalAccumulator",
+    "Barrier", "FIFOQueue", "FIFOQueueV2", "PaddingFIFOQueue", "PaddingFIFOQueueV2",
+    "RandomShuffleQueue", "RandomShuffleQueueV2", "PriorityQueue", "PriorityQueueV2"})
+
+
+class _Plan(NamedTuple):
+    wanted: dict[int, str]  # position -> the device it should have
+    load: dict[int, int]  # ps task -> variable bytes
+    shared: set[int]  # the shared resources (positions)
+    local: set[int]  # workers' own variables (positions)
+    local_roots: set[str]  # roots of their groups (those holding no global variable)
+
+
+def _is_shared_resource(graph: GraphIndex, position: int) -> bool:
+    """Whether the node is a resource the workers share by name (a `shared_name`)."""
+    if graph.ops[position] not in _SHARABLE_RESOURCE_OPS:
+        return False
+    attr = graph.node_at(position).attr
+    return "shared_name" in attr and bool(attr["shared_name"].s)
+
+
+def _shared_resources(graph: GraphIndex) -> dict[str, int]:
+    """The colocation groups of shared resources: root -> the resource's position."""
+    kinds = _SHARABLE_RESOURCE_OPS & graph.op_kinds()
+    if not kinds:
+        return {}
+    return {graph.group_root(graph.names[p]): p for p in graph.positions_of(kinds)
+            if _is_shared_resource(graph, p)}
 
 
 def _ps_tasks_named(graph: GraphIndex, ps_job: str) -> int:
     tasks = {spec.task for device in set(graph.devices) if device
              and (spec := DeviceSpec.parse(device)).job == ps_job and spec.task is not None}
     return max(tasks) + 1 if tasks else 0
+
+
+def _worker_task_named(graph: GraphIndex, worker: DeviceSpec) -> int | None:
+    """The one task of the worker job the graph names (None: none, several, or the
+    worker device names its own; a device of the job naming no task aside)."""
+    if worker.task is not None or worker.job is None:
+        return None
+    tasks = {spec.task for device in set(graph.devices) if device
+             and (spec := DeviceSpec.parse(device)).job == worker.job} - {None}
+    return tasks.pop() if len(tasks) == 1 else None
 
 
 def _sharded_saver_scopes(graph: GraphIndex) -> tuple[str, ...]:
@@ -144,93 +211,203 @@ class ReplicaPlacement(Transform):
                                      where=_ps_scope_cluster_or_variables,
                                      in_project=_cluster_or_ps_scope)
 
-    def plan(self, graph: GraphIndex, ctx: Context) -> tuple[dict[str, str], dict[int, int]]:
-        """The device every node should have (by position), and the bytes each ps task holds."""
+    def plan(self, graph: GraphIndex, ctx: Context) -> _Plan:
+        """The device every node should have (by position), the bytes each ps task holds,
+        and the groups that are shared resources or workers' own variables."""
         ps = DeviceSpec.parse(ctx.options["ps_device"])
         worker = DeviceSpec.parse(ctx.options["worker_device"])
         tasks = ctx.options["ps_tasks"]
         if tasks is None:
             tasks = _ps_tasks_named(graph, ps.job)
         if tasks == 0:
-            return {}, {}
+            return _Plan({}, {}, set(), set(), set())
         # Tasks past one per variable are never used, by either strategy (a huge ps_tasks
         # must not make a list that long).
         tasks = min(tasks, max(1, len(graph.positions_of(VARIABLE_OPS))))
         groups = graph.colocation_groups()
-        task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"])
-        load = {k: 0 for k in range(tasks)}
         kinds, devices = graph.ops, graph.devices
+        local = worker_local_variables(graph)
+        shared = _shared_resources(graph)
+        task_of_group = self._assign_tasks(graph, groups, tasks, ctx.options["strategy"],
+                                           local, shared, ps.job)
+        load = {k: 0 for k in range(tasks)}
         for root, task in task_of_group.items():
             load[task] += sum(variable_bytes(graph.node_at(p)) for p in groups[root]
                               if kinds[p] in VARIABLE_OPS)
+        # The groups of workers' own variables: on the worker, as their program put them.
+        local_roots = {graph.group_root(graph.names[p]) for p in local} - set(task_of_group)
+        # The worker task a between-graph replica's graph names (its one): a worker's own
+        # variable taken off the ps goes there, not to any task of the job.
+        own_task = _worker_task_named(graph, worker) if local_roots else None
         classes = graph.colocated_with
+        handle_joined = graph.handle_joined()
         saver_scopes = _sharded_saver_scopes(graph)
-        wanted = {}
+        wanted: dict[int, str] = {}
+        ordinary: list[int] = []
+        anchors = set(shared.values())  # (a shared resource is placed as a ps op is)
         for root, positions in groups.items():
             task = task_of_group.get(root)
+            is_local = root in local_roots
+            if task is None and not is_local:
+                ordinary.extend(positions)
+                continue
             for position in positions:
                 device = devices[position]
+                if is_local and (not device or position in handle_joined):
+                    continue  # (it follows its group, as below)
+                if not is_local and kinds[position] not in PS_OPS and position not in anchors and (
+                        not device or not classes(position) or position in handle_joined):
+                    # No device: it follows its group. No `_class`: it joined the group by
+                    # a ref or resource edge, along which the placer overrides its device.
+                    continue
                 current = DeviceSpec.parse(device)
-                if task is not None:
-                    if kinds[position] not in VARIABLE_OPS and (
-                            not device or not classes(position)):
-                        # No device: it follows its group. No `_class`: it joined the group by
-                        # a ref or resource edge, along which the placer overrides its device.
-                        continue
-                    if current.job not in (None, ps.job):
-                        current = _without_job(current)  # a variable pinned to a worker
-                    target = ps.replace(task=task).merge(current)
-                else:
-                    if (saver_scopes and current.job == ps.job
-                            and graph.names[position].startswith(saver_scopes)):
-                        continue  # a sharded Saver's op for its ps task
-                    if ps.job is not None and current.job == ps.job and kinds[position] != "NoOp":
-                        current = _without_job(current)  # a pipeline op pinned to the ps
+                if is_local:
+                    if current.job == ps.job:  # a worker's own variable on the ps
+                        current = _without_job(current).replace(task=own_task)
                     target = worker.merge(current)
+                else:
+                    if current.job not in (None, ps.job):
+                        current = _without_job(current)  # pinned to a worker
+                    target = ps.replace(task=task).merge(current)
                 wanted[position] = target.to_string()
-        return wanted, load
+        staying = self._staying_on_ps(graph, ordinary, ps.job, saver_scopes,
+                                      {p for root in task_of_group for p in groups[root]},
+                                      {p for root in shared for p in groups[root]})
+        for position in ordinary:
+            current = DeviceSpec.parse(devices[position])
+            if ps.job is not None and current.job == ps.job and position not in staying:
+                current = _without_job(current)  # a pipeline op pinned to the ps
+            wanted[position] = worker.merge(current).to_string()
+        return _Plan(wanted, load, set(shared.values()), local, local_roots)
 
-    def _assign_tasks(self, graph, groups, tasks: int, strategy: str) -> dict[str, int]:
-        kinds = graph.ops
-        variable_groups = {root: [graph.node_at(p) for p in positions if kinds[p] in VARIABLE_OPS]
-                           for root, positions in groups.items()}
-        variable_groups = {r: v for r, v in variable_groups.items() if v}
+    @staticmethod
+    def _staying_on_ps(graph: GraphIndex, ordinary: list[int], ps_job: str | None,
+                       saver_scopes: tuple[str, ...], on_ps_tasks: set[int],
+                       shared_members: set[int]) -> set[int]:
+        """The ordinary ops on the ps job that belong there: a `NoOp` (as `tf.group` leaves
+        it: it computes nothing), a sharded Saver's op for its task, a `Const` that only ops
+        staying on the ps read (`on_ps_tasks`: the members of the groups placed on a ps
+        task), and the ops that only feed a shared resource's ops (`shared_members`: the
+        tokens SyncReplicasOptimizer's chief enqueues, computed beside its token queue)."""
+        devices, kinds, names = graph.devices, graph.ops, graph.names
+        on_ps = [p for p in ordinary if devices[p] and DeviceSpec.parse(devices[p]).job == ps_job]
+        if not on_ps:
+            return set()
+        staying: set[int] = set()
+        serving: set[int] = set()
+
+        def stays(position: int) -> bool:
+            return position in staying or position in on_ps_tasks
+
+        # Latest first: an op's consumers come after it in graph order (loops aside, whose
+        # back edges count as leaving the ps).
+        for position in sorted(on_ps, reverse=True):
+            kind = kinds[position]
+            readers = [graph.position(n) for n in graph.successors(names[position])]
+            if kind == "NoOp" or (saver_scopes and names[position].startswith(saver_scopes)):
+                staying.add(position)
+            elif kind == "Const" and readers and all(stays(r) for r in readers):
+                staying.add(position)
+            elif readers and all(r in shared_members or r in serving for r in readers):
+                staying.add(position)
+                serving.add(position)
+        return staying
+
+    def _assign_tasks(self, graph, groups, tasks: int, strategy: str, local: set[int],
+                      shared: dict[str, int], ps_job: str | None) -> dict[str, int]:
+        """The ps task of each group that holds state on the ps: a global variable, another
+        of the setter's ps ops, or a shared resource (`shared`: root -> its resource)."""
+        kinds, names, devices = graph.ops, graph.names, graph.devices
+        listed = graph.colocation_listed()
+        root_of = {names[p]: root for root, positions in groups.items() for p in positions}
+        variable_groups: dict[str, list] = {}
+        for root, positions in groups.items():
+            variables = [graph.node_at(p) for p in positions
+                         if kinds[p] in VARIABLE_OPS and p not in local]
+            if variables or root in shared or any(kinds[p] in _OTHER_PS_OPS for p in positions):
+                variable_groups[root] = variables
+        out: dict[str, int] = {}
         if strategy == "greedy":
             load = [0] * tasks
-            out = {}
-            order = sorted(variable_groups, key=lambda r: -sum(map(variable_bytes, variable_groups[r])))
+            order = sorted((r for r in variable_groups if variable_groups[r]),
+                           key=lambda r: -sum(map(variable_bytes, variable_groups[r])))
             for root in order:
                 task = min(range(tasks), key=load.__getitem__)
                 out[root] = task
                 load[task] += sum(map(variable_bytes, variable_groups[root]))
-            return out
-        # Round-robin, as TF: the counter moves for every ps op in creation (graph) order,
-        # and a group goes where its first variable was sent (later ones, such as optimizer
-        # slots, follow it through colocation).
-        out, counter = {}, 0
-        root_of = {graph.names[p]: root for root, positions in groups.items()
-                   if root in variable_groups for p in positions}
-        for position in graph.positions_of(VARIABLE_OPS):
-            out.setdefault(root_of[graph.names[position]], counter % tasks)
-            counter += 1
+        else:
+            # Round-robin, as TF: the counter moves for every ps op the device function
+            # sees, in creation (graph) order; one made under `colocate_with` (an optimizer
+            # slot, the local step) it never sees, and a group goes where its first one went.
+            counter = 0
+            for position in graph.positions_of(PS_OPS):
+                root = root_of[names[position]]
+                if root not in variable_groups or position in listed or position in local:
+                    continue
+                out.setdefault(root, counter % tasks)
+                counter += 1
+        # A shared resource goes with the variable it serves: a gradient accumulator with the
+        # variable its aggregated gradient updates (SyncReplicasOptimizer builds it under
+        # `tf.device(var.device)`), else (a token queue, a barrier) with the global step.
+        step = global_step(graph)
+        step_task = out.get(root_of[step]) if step is not None else None
+        holding = {root for root, variables in variable_groups.items() if variables}
+        for root, resource in shared.items():
+            current = DeviceSpec.parse(devices[resource])
+            if current.job == ps_job and current.task is not None:
+                out[root] = current.task
+                continue
+            served = {out.get(root_of[reader]) for p in groups[root]
+                      for reader, _, output in graph.consumers(names[p])
+                      if output >= 0 and root_of[reader] in holding}
+            served.discard(None)
+            if len(served) == 1:
+                out[root] = served.pop()
+            elif step_task is not None:
+                out[root] = step_task
+            else:
+                out.setdefault(root, 0)
         return out
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding | Edit]:
-        wanted, load = self.plan(graph, ctx)
+        plan = self.plan(graph, ctx)
+        wanted = plan.wanted
         ps_job = DeviceSpec.parse(ctx.options["ps_device"]).job
+        local = plan.local
+        # (a worker's own variable is reported, not each node of its group)
+        local_members = {p for root in plan.local_roots
+                         for p in graph.colocation_groups()[root]} - local
         for position in sorted(wanted):
             target, device = wanted[position], graph.devices[position]
-            job = DeviceSpec.parse(device).job
-            if job == DeviceSpec.parse(target).job:
-                continue
+            spec, target_spec = DeviceSpec.parse(device), DeviceSpec.parse(target)
             name, op = graph.names[position], graph.ops[position]
-            if op in VARIABLE_OPS:
+            if position in plan.shared:
+                if spec.job != ps_job or spec.task is None:
+                    shared_name = graph.node_at(position).attr["shared_name"].s.decode(
+                        "utf-8", "replace")
+                    yield Finding(
+                        ctx.path, self.name,
+                        f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
+                        f"but is on {device or 'no device'}, not a ps task: each worker "
+                        f"would get its own, and they no longer synchronize "
+                        f"(moves to {target})",
+                        node=name, severity="warning")
+                continue
+            if spec.job == target_spec.job or position in local_members:
+                continue
+            if op in VARIABLE_OPS and position in local:
+                yield Finding(
+                    ctx.path, self.name,
+                    f"variable {name} is each worker's own (a local variable) but is on "
+                    f"{device}, where every worker would share it (moves to {target})",
+                    node=name, severity="warning")
+            elif op in VARIABLE_OPS:
                 yield Finding(
                     ctx.path, self.name,
                     f"variable {name} is on {device or 'no device'}, not a ps task: "
                     f"each worker trains its own copy (moves to {target})",
                     node=name, severity="warning")
-            elif job == ps_job:
+            elif spec.job == ps_job:
                 yield Finding(
                     ctx.path, self.name,
                     f"{op} {name} runs on the parameter server ({device}); "
@@ -238,7 +415,7 @@ class ReplicaPlacement(Transform):
                     node=name, severity="warning")
         # The findings' fix, and more (devices merged on the right job, ops that named none):
         # the whole graph placed at once, as the setter does, reported as one change.
-        yield partial(self._place, wanted, load, ctx)
+        yield partial(self._place, wanted, plan.load, ctx)
 
     def _place(self, wanted: dict[int, str], load: dict[int, int], ctx: Context,
                graph: GraphIndex) -> list[Change]:
