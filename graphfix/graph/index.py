@@ -744,5 +744,7 @@ def index_for(graph_def, meta_graph=None) -> GraphIndex:
     index.check_structure()
     if graph_def.HasField("library"):
         validity.check_library(graph_def.library)
+    if meta_graph is not None:
+        validity.check_collections(meta_graph, index._positions)
     index.meta_graph = meta_graph
     return index
