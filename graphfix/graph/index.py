@@ -82,7 +82,7 @@ class GraphIndex:
         self._consumers: dict[int, list[int]] | None = None
         self._read: set[int] | None = None  # positions some node reads
         self._groups: ColocationGroups | None = None
-        self._handle_joined: set[int] = set()  # (set with the groups: `handle_joined`)
+        self._handle_pairs: list[tuple[int, int]] = []  # (set with the groups: `handle_pairs`)
         self._listed: set[int] | None = None  # (`colocation_listed`)
         self._group_positions: dict[str, list[int]] | None = None
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
@@ -270,9 +270,8 @@ class GraphIndex:
             # device conflicts with the group's, TF's placer overrides it (colocation_graph.cc,
             # EnsureCompatibilityAcrossResourceEdge: requested devices are not an error).
             positions = self._positions
-            sources = {positions[source] for source, _ in edges}
-            self._handle_joined = ({positions[consumer] for _, consumer in edges} - sources
-                                   - self.colocation_listed())
+            self._handle_pairs = [(positions[source], positions[consumer])
+                                  for source, consumer in edges]
         return self._groups
 
     def colocation_listed(self) -> set[int]:
@@ -288,11 +287,33 @@ class GraphIndex:
                                 if any(name != names[p] for name in listed))
         return self._listed
 
-    def handle_joined(self) -> set[int]:
-        """Positions of the nodes that are in their colocation group only because they read
-        a ref or resource handle of it (no `_class` of their own, no handle they give)."""
+    def handle_pairs(self) -> list[tuple[int, int]]:
+        """(handle's node, consumer) positions of every ref and resource edge the placer
+        colocates (`_handle_edges`), in graph order of the consumers: the order in which
+        TF's placer joins them, before any `_class` (colocation_graph.cc, `Initialize`)."""
         self._colocation()
-        return self._handle_joined
+        return self._handle_pairs
+
+    def imported_device(self, position: int) -> str:
+        """The device the node at `position` asks for once TF's Python importer has read
+        the graph (`import_graph_def`, `import_meta_graph`): its own, or, for a node with a
+        `_class` (`colocation_listed`), that of the first node it names that has one when
+        the importer reaches it (a named node with a `_class` of its own has its imported
+        device if it comes earlier, none yet if later), else none."""
+        if position not in self.colocation_listed():
+            return self.devices[position]
+        positions, devices, listed = self._positions, self.devices, self._listed
+        for name in self.colocated_with(position):
+            other = positions.get(name)
+            if other is None or other == position:
+                continue
+            if other not in listed:
+                device = devices[other]
+            else:
+                device = self.imported_device(other) if other < position else ""
+            if device:
+                return device
+        return ""
 
     def _handle_edges(self) -> list[tuple[str, str]]:
         """(handle's node, consumer) for each ref or resource edge the placer colocates and

@@ -15,28 +15,29 @@ from graphfix.graph import kernels
 from graphfix.graph.colocation import COLOCATION_ATTR, UnionFind, colocation_names
 from graphfix.graph.devices import DeviceSpec
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
-from graphfix.graph.signatures import REF_OFFSET
+from graphfix.graph.signatures import DT_RESOURCE, REF_OFFSET
 
 _FIELD_WORDS = {
     "job": "jobs",
     "replica": "replicas",
     "task": "tasks",
-    "device_type": "device types",
-    "device_index": "device ids",
+    "device_type": "types",
+    "device_index": "ids",
 }
 
 
 class Group:
     """A colocation group: its members (positions in graph order) and the device they ask for."""
 
-    __slots__ = ("graph", "positions", "requested", "conflict")
+    __slots__ = ("graph", "positions", "requested", "conflict", "conflict_node")
 
     def __init__(self, graph: GraphIndex, positions: list[int], requested: DeviceSpec | None,
-                 conflict: str | None = None):
+                 conflict: str | None = None, conflict_node: str | None = None):
         self.graph = graph
         self.positions = positions
         self.requested = requested  # None: members' devices conflict
         self.conflict = conflict
+        self.conflict_node = conflict_node  # the member TF names in the conflict
 
     @property
     def members(self) -> list:
@@ -58,8 +59,8 @@ class Group:
         return any(ops[p] in VARIABLE_OPS for p in self.positions)
 
     def asked_by(self, node) -> str:
-        """The device `node`, a member, asks for itself."""
-        return node.device
+        """The device `node`, a member, asks for itself once imported (`imported_device`)."""
+        return self.graph.imported_device(self.graph.position(node))
 
     @property
     def anchor(self) -> str:
@@ -100,37 +101,117 @@ class PlacementProblem:
         return self.kind != "soft-placed"
 
 
-def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None,
-                    overridable: Container[int] = ()) -> tuple[DeviceSpec | None, str | None]:
-    """Merge the requested devices of the nodes at `positions` as TF's placer does (no soft
+def merge_requested(graph: GraphIndex, positions: list[int], asked: set[str] | None = None
+                    ) -> tuple[DeviceSpec | None, str | None]:
+    """Merge the requested devices of the group at `positions` as TF's placer does (no soft
     placement), after TF's Python importer: (the merged device, None), or (None, TF's
-    message) when they conflict. A member with a `_class` attr does not ask for a device of
-    its own (the importer replaces its device with that of the node it names:
-    `GraphIndex.colocation_listed`). `asked`: the distinct non-empty devices the other
-    members ask for, if the caller has them. `overridable`: members that joined only by
-    reading a handle of the group: one whose device conflicts with the rest's has it
-    overridden, as TF's placer does, not an error."""
-    devices, listed = graph.devices, graph.colocation_listed()
+    message) when they conflict (`placer_merge`). `asked`: the distinct non-empty devices
+    the members ask for (`GraphIndex.imported_device`), if the caller has them."""
     if asked is None:
-        asked = _asked(devices, positions, listed)
+        asked = _asked(graph, positions)
     if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
         return DeviceSpec.parse(next(iter(asked)) if asked else ""), None
-    later = [p for p in positions if devices[p] and p not in listed and p in overridable]
-    merged, conflict = _merge_specs((devices[p], graph.names[p]) for p in positions
-                                    if devices[p] and p not in listed and p not in overridable)
-    if conflict is not None:
-        return None, conflict
-    for position in later:
-        spec = DeviceSpec.parse(devices[position])
-        if _conflict(merged, spec) is None:
-            merged = merged.merge(spec)
-    return merged, None
+    merged, conflict, _ = placer_merge(graph, positions)
+    return merged, conflict
 
 
-def _asked(devices: list[str], positions: list[int], listed: Container[int]) -> set[str]:
-    """The distinct devices the members at `positions` ask for themselves (see
-    `merge_requested`)."""
-    asked = {devices[p] for p in positions if p not in listed}
+def placer_merge(graph: GraphIndex, positions: list[int]
+                 ) -> tuple[DeviceSpec | None, str | None, str | None]:
+    """The device TF's placer gives the group at `positions`, in its order
+    (colocation_graph.cc, `ColocationGraph::Initialize`): (merged device, None, None), or
+    (None, TF's message, the node TF names first) where it refuses.
+
+    Each member asks for the device TF's importer leaves it (`imported_device`). First
+    the ref and resource edges join their ends, in graph order: where the consumer's side
+    asks for a device incompatible with the handle's side, the consumer's request is
+    overridden by the handle's (no error); two sides holding handles made on incompatible
+    devices (a resource's device is never overridden) are an error. Then the `_class`
+    lists join their members, node by node in graph order, each node after its listed
+    names with its own name: there incompatible requests are TF's "Cannot colocate nodes"
+    error, naming the node and the first that listed the name (a gradient colocated with a
+    tower-1 `ResourceGather` asks for tower 1's GPU, while the gather itself was moved to
+    its variable's device by the resource edge)."""
+    names, device_of = graph.names, graph.imported_device
+    members = set(positions)
+    parent = {p: p for p in positions}
+    size = dict.fromkeys(positions, 1)
+    requested = {p: DeviceSpec.parse(device_of(p)) for p in positions}
+    resource = {p: (requested[p] if _makes_handle(graph, p) else _ANY) for p in positions}
+
+    def find(p: int) -> int:
+        root = p
+        while parent[root] != root:
+            root = parent[root]
+        while parent[p] != root:
+            parent[p], p = root, parent[p]
+        return root
+
+    def join(new_root: int, old_root: int) -> None:
+        parent[old_root] = new_root
+        size[new_root] += size.pop(old_root)
+        requested[new_root] = requested[new_root].merge(requested[old_root])
+        resource[new_root] = resource[new_root].merge(resource[old_root])
+
+    for source, consumer in graph.handle_pairs():
+        if consumer not in members:
+            continue
+        giver, taker = find(source), find(consumer)
+        if giver == taker:
+            continue
+        if _conflict(resource[giver], resource[taker]) is not None:
+            return None, (
+                f"Cannot place the graph because a reference or resource edge connects "
+                f"colocation groups with incompatible resource devices: "
+                f"{resource[giver].to_string()} vs {resource[taker].to_string()}. The edge "
+                f"src node is {names[source]} , and the dst node is {names[consumer]}"
+            ), names[consumer]
+        if _conflict(requested[giver], requested[taker]) is not None:
+            requested[taker] = resource[taker].merge(requested[giver])
+        join(giver, taker)
+    first_with: dict[str, int] = {}
+    for position in positions:
+        for spec in (*graph.colocated_with(position), names[position]):
+            other = first_with.setdefault(spec, position)
+            ours, theirs = find(position), find(other)
+            if ours == theirs:
+                continue
+            # (the larger side stays the root, and TF names its device first)
+            new_root, old_root = (theirs, ours) if size[theirs] > size[ours] else (ours, theirs)
+            field = (_conflict(requested[new_root], requested[old_root])
+                     or _conflict(resource[new_root], resource[old_root]))
+            if field is not None:
+                return None, (
+                    f"Cannot colocate nodes {names[position]} and {names[other]}: Cannot "
+                    f"merge devices with incompatible {field}: "
+                    f"'{requested[new_root].to_string()}' and "
+                    f"'{requested[old_root].to_string()}'"), names[position]
+            join(new_root, old_root)
+    merged = DeviceSpec()
+    for root in {find(p) for p in positions}:
+        merged = merged.merge(requested[root])
+    return merged, None, None
+
+
+_ANY = DeviceSpec()
+
+
+def _makes_handle(graph: GraphIndex, position: int) -> bool:
+    """Whether TF's placer takes the node's device as the device of a resource it makes
+    (`IsRefOrResourceGeneratorNode`: no data input, one output, a ref or a resource), a
+    device no resource edge overrides."""
+    node = graph.node_at(position)
+    if any(text[:1] != "^" for text in node.input):
+        return False
+    outputs = graph.signatures.output_types(node)
+    return (outputs is not None and len(outputs) == 1
+            and (outputs[0] >= REF_OFFSET or outputs[0] == DT_RESOURCE))
+
+
+def _asked(graph: GraphIndex, positions: list[int]) -> set[str]:
+    """The distinct devices the members at `positions` ask for once imported
+    (`GraphIndex.imported_device`)."""
+    devices, listed, imported = graph.devices, graph.colocation_listed(), graph.imported_device
+    asked = {imported(p) if p in listed else devices[p] for p in positions}
     asked.discard("")
     return asked
 
@@ -149,14 +230,16 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     """The colocation groups of a graph (by default only those that ask for a device;
     `variables_only`: only those holding a variable)."""
     out = []
-    devices, listed = graph.devices, graph.colocation_listed()
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
-    overridable = graph.handle_joined()
     for positions in every.values():
-        asked = _asked(devices, positions, listed)
-        if asked or not with_request_only:
-            out.append(Group(graph, positions,
-                             *merge_requested(graph, positions, asked, overridable)))
+        asked = _asked(graph, positions)
+        if not asked and with_request_only:
+            continue
+        if len(asked) <= 1:
+            out.append(Group(graph, positions, DeviceSpec.parse(next(iter(asked), ""))))
+        else:
+            merged, conflict, named = placer_merge(graph, positions)
+            out.append(Group(graph, positions, merged, conflict, named))
     return out
 
 
@@ -197,7 +280,8 @@ def _problem(group: Group, graph: GraphIndex, targets: Sequence[str],
             kind = DeviceSpec.parse(group.asked_by(node)).device_type
             if kind and _lacks(node, kind, graph.library_names):
                 lacking.append(node)
-        return PlacementProblem(group, group.first.name, group.conflict, lacking, "conflict")
+        named = getattr(group, "conflict_node", None) or group.first.name
+        return PlacementProblem(group, named, group.conflict, lacking, "conflict")
     wanted = group.requested.device_type if group.requested else None
     if not wanted:
         return None
