@@ -20,7 +20,9 @@ from itertools import chain, compress, repeat
 from operator import sub
 from typing import Container, Iterable, Iterator, Mapping, Sequence
 
-from graphfix.graph.colocation import RESOURCE_COLOCATION_EXEMPT, ColocationGroups, star_members
+from graphfix.graph.colocation import (LOWERED_CONTROL_FLOW, RESOURCE_COLOCATION_EXEMPT,
+                                       ColocationGroups, lowered_before_placement,
+                                       star_members)
 from graphfix.graph.columns import NodeColumns
 from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
 from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures, is_tf_op
@@ -321,15 +323,21 @@ class GraphIndex:
 
         As TF's placer decides it, by the consumer's input type: an argument declared a ref
         or a resource joins whatever node feeds it; an argument typed by an attr only when
-        fed a resource (a ref into `T` is a value, read through)."""
+        fed a resource (a ref into `T` is a value, read through). Control flow the session
+        lowers before placing (`lowered_before_placement`) joins nothing itself: its
+        resource inputs join the body nodes that read them (`placement.body_groups`)."""
         resources = self._resource_tensors()
         names, node_defs = self.names, self._node_defs
         points_to, classes = self._points_to, self._classes
         # The edge table has every input's source already (the graph's check read it): a
         # node's inputs are read again only for the attr-typed ones, to tell which output.
         sources_of = self._sources_step()
+        lowered = {p for p in self.positions_of(LOWERED_CONTROL_FLOW)
+                   if lowered_before_placement(node_defs[p])}
         edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
+            if position in lowered:
+                continue
             sources = sources_of(position)
             count = len(sources)
             one = points_to.get(position)
