@@ -87,6 +87,8 @@ class GraphIndex:
         self._handle_pairs: list[tuple[int, int]] = []  # (set with the groups: `handle_pairs`)
         self._listed: set[int] | None = None  # (`colocation_listed`)
         self._group_positions: dict[str, list[int]] | None = None
+        # Nodes whose inputs or op an edit changed (a ref or resource edge may have moved).
+        self.rewired: set[int] = set()
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []
         self._unchecked_nodes: list[int] = []
@@ -543,6 +545,7 @@ class GraphIndex:
         self._groups = self._group_positions = None
         self._listed = None
         self._unchecked_inputs.extend((position, text) for text in texts)
+        self.rewired.add(position)
 
     def add_control_input(self, node, source: str) -> bool:
         """Make `node` run after `source`; return whether an edge was added."""

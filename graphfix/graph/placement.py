@@ -135,7 +135,7 @@ def placer_merge(graph: GraphIndex, positions: list[int]
         merge.add(position, graph.imported_device(position), _makes_handle(graph, position))
     members = set(positions)
     for source, consumer in graph.handle_pairs():
-        if consumer in members:
+        if consumer in members and source in members:
             conflict = merge.handle_edge(source, consumer, names[source], names[consumer])
             if conflict:
                 return None, conflict, names[consumer]
@@ -280,6 +280,27 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
         else:
             merged, conflict, named = placer_merge(graph, positions)
             out.append(Group(graph, positions, merged, conflict, named))
+    return out
+
+
+def groups_holding(graph: GraphIndex, positions: Iterable[int], *,
+                   within: int | None = None) -> list[Group]:
+    """The colocation groups (asking for a device) that hold a node at `positions`;
+    `within`: only their members before that position (the nodes a graph had before an
+    edit added more)."""
+    every, root_of, names = graph.colocation_groups(), graph.group_root, graph.names
+    out = []
+    for root in dict.fromkeys(root_of(names[p]) for p in positions):
+        members = every[root]
+        if within is not None:
+            members = [p for p in members if p < within]
+        asked = _asked(graph, members)
+        if not asked:
+            continue
+        if len(asked) == 1:
+            out.append(Group(graph, members, DeviceSpec.parse(next(iter(asked)))))
+        else:
+            out.append(Group(graph, members, *placer_merge(graph, members)))
     return out
 
 
