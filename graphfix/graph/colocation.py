@@ -1,8 +1,14 @@
 """Colocation groups as TF's placer forms them, and the union-find that joins them.
 
-A node's `_class` attr lists `loc:@other` names it must share a device with; a data edge
-whose destination input is a ref type (`float_ref`) or a resource handle joins its two ends,
-unless the destination is exempt (TF's `IsExemptFromResourceInputColocation`).
+A node's `_class` attr lists `loc:@other` names it must share a device with (the nodes that
+list one name are one group, whether a node has that name or not: TF keys its groups by
+the name); a data edge whose destination input is a ref type (`float_ref`) or a resource
+handle joins its two ends, unless the destination is exempt (TF's
+`IsExemptFromResourceInputColocation`, the ops of `RESOURCE_COLOCATION_EXEMPT`) or is
+control flow TF lowers before placing (`lowered_before_placement`), whose resource inputs
+join the body nodes that read them instead (`graphfix.graph.placement.body_groups`).
+TF's order (resource edges, then `_class`) decides the group's device:
+`graphfix.graph.placement.placer_merge`.
 """
 
 from __future__ import annotations
