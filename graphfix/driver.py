@@ -71,6 +71,9 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
         edits = [edit for edit in edits if edit is not None]
         if edits and input_state is None:
             input_state = _InputState(index)
+        if edits:  # (an error's edit claims to fix what the error names)
+            input_state.claimed.update(item.node for item in found if isinstance(item, Finding)
+                                       and item.severity == "error" and item.edit is not None)
         for edit in edits:
             changes.extend(edit(index))
         try:
@@ -78,7 +81,7 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
         except GraphError as exc:
             raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
     if changes and input_state is not None:
-        input_state.recheck(index, selected, soft_placement, changes)
+        input_state.recheck(index, selected, soft_placement)
     return findings, changes, index
 
 
@@ -93,13 +96,13 @@ class _InputState:
         self.devices = list(index.devices)
         self.count = len(index)
         self.bodies = _body_devices(index)
+        self.claimed: set[str] = set()  # the nodes of the error findings whose edits ran
 
-    def recheck(self, index: GraphIndex, selected: Selected, soft_placement: bool,
-                changes: list[Change]) -> None:
+    def recheck(self, index: GraphIndex, selected: Selected, soft_placement: bool) -> None:
         """GraphError naming the node TF would refuse where the fixed graph (`index`) has
-        a placement error the input did not have, or still has one in a group a change
-        moved (the change claimed to fix it): "a fix never turns a graph TF places into
-        one it refuses", so such a graph is not written."""
+        a placement error the input did not have, or still has one in a group an error's
+        edit claimed to fix (`claimed`): "a fix never turns a graph TF places into one it
+        refuses", so such a graph is not written."""
         touched = [p for p, (old, new) in enumerate(zip(self.devices, index.devices))
                    if old != new]
         touched += range(self.count, len(index))
@@ -112,9 +115,8 @@ class _InputState:
         if not after:
             return
         before = self._refusals_of_input(index, touched, body_moves, selected, soft_placement)
-        moved = {change.node for change in changes}
         for key, problem in after.items():
-            if key not in before or problem.group.anchor in moved:
+            if key not in before or problem.group.anchor in self.claimed:
                 where = f"{key[0]}/{key[1]}" if key[0] else key[1]
                 still = "still " if key in before else ""
                 raise GraphError(f"the fix would leave a graph TF {still}refuses at {where}: "
