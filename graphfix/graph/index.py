@@ -84,7 +84,8 @@ class GraphIndex:
         self._consumers: dict[int, list[int]] | None = None
         self._read: set[int] | None = None  # positions some node reads
         self._groups: ColocationGroups | None = None
-        self._handle_pairs: list[tuple[int, int]] = []  # (set with the groups: `handle_pairs`)
+        self._handle_pairs: list[tuple[int, int]] = []  # (set with the groups: `handle_pairs`,
+        self._handle_joined: set[int] = set()  # `handle_joined`)
         self._listed: set[int] | None = None  # (`colocation_listed`)
         self._group_positions: dict[str, list[int]] | None = None
         # Nodes whose inputs or op an edit changed (a ref or resource edge may have moved).
@@ -276,6 +277,9 @@ class GraphIndex:
             positions = self._positions
             self._handle_pairs = [(positions[source], positions[consumer])
                                   for source, consumer in edges]
+            sources = {source for source, _ in self._handle_pairs}
+            self._handle_joined = ({consumer for _, consumer in self._handle_pairs}
+                                   - sources - self.colocation_listed())
         return self._groups
 
     def colocation_listed(self) -> set[int]:
@@ -290,6 +294,13 @@ class GraphIndex:
             self._listed.update(p for p, listed in self._classes.items()
                                 if any(name != names[p] for name in listed))
         return self._listed
+
+    def handle_joined(self) -> set[int]:
+        """Positions of the nodes that are in their colocation group only because they read
+        a ref or resource handle of it (no `_class` of their own, no handle they give): a
+        tower's `ReadVariableOp`, whose requested device TF's placer overrides."""
+        self._colocation()
+        return self._handle_joined
 
     def handle_pairs(self) -> list[tuple[int, int]]:
         """(handle's node, consumer) positions of every ref and resource edge the placer
