@@ -88,9 +88,9 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
 class _InputState:
     """What placement depends on in a graph about to be fixed, kept to re-check the fixed
     graph against (`recheck`): each node's device, the body nodes' devices, how many nodes
-    there were. Re-placing the whole graph twice would cost about a third of a `fix` of the
-    benchmark ResNet: only the groups the edits touched are placed again, and the input
-    only where the fixed graph has a refusal there."""
+    there were. Placing the whole graph again, before and after, would be a large share of
+    a `fix` of a large graph: only the groups the edits touched are placed again, and the
+    input only where the fixed graph has a refusal there."""
 
     def __init__(self, index: GraphIndex):
         self.devices = list(index.devices)

@@ -273,14 +273,16 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
     for positions in every.values():
         asked = _asked(graph, positions)
-        if not asked and with_request_only:
-            continue
-        if len(asked) <= 1:
-            out.append(Group(graph, positions, DeviceSpec.parse(next(iter(asked), ""))))
-        else:
-            merged, conflict, named = placer_merge(graph, positions)
-            out.append(Group(graph, positions, merged, conflict, named))
+        if asked or not with_request_only:
+            out.append(_group(graph, positions, asked))
     return out
+
+
+def _group(graph: GraphIndex, positions: list[int], asked: set[str]) -> Group:
+    """The group of the members at `positions`, which ask for the devices `asked`."""
+    if len(asked) <= 1:  # the common case: one device string, nothing to reconcile
+        return Group(graph, positions, DeviceSpec.parse(next(iter(asked), "")))
+    return Group(graph, positions, *placer_merge(graph, positions))
 
 
 def groups_holding(graph: GraphIndex, positions: Iterable[int], *,
@@ -295,12 +297,8 @@ def groups_holding(graph: GraphIndex, positions: Iterable[int], *,
         if within is not None:
             members = [p for p in members if p < within]
         asked = _asked(graph, members)
-        if not asked:
-            continue
-        if len(asked) == 1:
-            out.append(Group(graph, members, DeviceSpec.parse(next(iter(asked)))))
-        else:
-            out.append(Group(graph, members, *placer_merge(graph, members)))
+        if asked:
+            out.append(_group(graph, members, asked))
     return out
 
 
@@ -711,22 +709,6 @@ def move_body_members(graph: GraphIndex, positions: Sequence[int],
                 node.device = device
                 moved.append(f"{function}/{node.name}")
     return moved
-
-
-def _merge_specs(requests: Iterable[tuple[str, str]]) -> tuple[DeviceSpec | None, str | None]:
-    """Merge (device, node name) requests in order, as TF's placer merges a colocation
-    group's: (the merged device, None), or (None, TF's "Cannot colocate nodes" message naming
-    the first requester and the one that conflicts)."""
-    merged, first = DeviceSpec(), None
-    for device, owner in requests:
-        spec = DeviceSpec.parse(device)
-        conflict = _conflict(merged, spec)
-        if conflict is not None:
-            return None, (f"Cannot colocate nodes {first} and {owner}: Cannot merge devices "
-                          f"with incompatible {conflict}: '{merged}' and '{spec}'")
-        merged = merged.merge(spec)
-        first = first or owner
-    return merged, None
 
 
 def body_problems(graph: GraphIndex, targets: Sequence[str] = (),
