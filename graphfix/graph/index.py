@@ -318,6 +318,11 @@ class GraphIndex:
         if position not in self.colocation_listed():
             return self.devices[position]
         positions, devices, listed = self._positions, self.devices, self._listed
+        one = self._points_to.get(position)
+        if one is not None:  # (the common case: one name, of a node with no `_class`)
+            other = positions.get(one)
+            if other is not None and other not in listed:
+                return devices[other]
         for name in self.colocated_with(position):
             other = positions.get(name)
             if other is None or other == position:
@@ -440,6 +445,16 @@ class GraphIndex:
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""
         return self._colocation().root_of(self.position(name))
+
+    def group_roots(self, positions: Iterable[int]) -> list[str]:
+        """`group_root` of the nodes at `positions`, each root once, in order."""
+        root_of = self._colocation().root_of
+        return list(dict.fromkeys(map(root_of, positions)))
+
+    def group_members(self, root: str) -> list[int]:
+        """Positions of the group whose root is `root` (`group_root`), in graph order:
+        one group's, without forming every group (`colocation_groups`)."""
+        return self._colocation().members(root)
 
     def colocation_groups(self) -> dict[str, list[int]]:
         """Every colocation group (singletons too): root -> member positions, graph order."""

@@ -290,10 +290,9 @@ def groups_holding(graph: GraphIndex, positions: Iterable[int], *,
     """The colocation groups (asking for a device) that hold a node at `positions`;
     `within`: only their members before that position (the nodes a graph had before an
     edit added more)."""
-    every, root_of, names = graph.colocation_groups(), graph.group_root, graph.names
     out = []
-    for root in dict.fromkeys(root_of(names[p]) for p in positions):
-        members = every[root]
+    for root in graph.group_roots(positions):
+        members = graph.group_members(root)
         if within is not None:
             members = [p for p in members if p < within]
         asked = _asked(graph, members)
