@@ -235,3 +235,24 @@ def test_the_api_refuses_the_same_fix(built, half_move):
     assert done.returncode == 0, done.stderr
     [line] = [ln for ln in done.stdout.splitlines() if ln]
     assert line.startswith("refused: ") and f"TF refuses at {BRANCH}_true" in line, line
+
+
+def test_soft_placement_places_the_towers_gather_gradient(built):
+    """With `allow_soft_placement` TF's placer leaves a `_class` colocation out where the
+    devices differ in type or id: the BERT towers run (a traced script's session)."""
+    from graphfix.graph import placement
+
+    path = built["bert_towers.pb"]
+    graph_def = oracle.graph_def_of(path)
+    for node in graph_def.node:
+        node.device = oracle.standin_device(node.device)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.import_graph_def(graph_def, name="")
+        target = tf.no_op()
+    config = tf1.ConfigProto(device_count={"CPU": 3}, allow_soft_placement=True)
+    with tf1.Session(graph=graph, config=config) as session:
+        session.run(target)
+    index = _index(path)
+    assert any(p.kind == "conflict" for p in placement.problems(index))
+    assert not any(p.kind == "conflict" for p in placement.problems(index, soft_placement=True))

@@ -316,8 +316,10 @@ def problems(graph: GraphIndex, group_list: list[Group] | None = None, *,
     with XLA_CPU standing in for a GPU: an int32 `VariableV2`, a `ScalarSummary` fail
     without soft placement and run on the CPU with it). Such a group is a `soft-placed`
     problem, not a refusal (`PlacementProblem.refused`); one whose members lack a kernel on
-    the CPU too is still refused, with TF's message. Conflicts and missing devices are as
-    without soft placement here."""
+    the CPU too is still refused, with TF's message. A `_class` conflict of device types
+    or ids is no refusal either: TF's placer then leaves the colocation out (the BERT
+    towers' gather gradient places, measured under TF 2.21); one of jobs, replicas or
+    tasks, a resource edge's conflict and a missing device are as without soft placement."""
     found = []
     for group in group_list if group_list is not None else groups(graph):
         problem = _problem(group, graph, targets, soft_placement)
@@ -331,6 +333,8 @@ def problems(graph: GraphIndex, group_list: list[Group] | None = None, *,
 def _problem(group: Group, graph: GraphIndex, targets: Sequence[str],
              soft_placement: bool = False) -> PlacementProblem | None:
     if group.conflict:
+        if soft_placement and _soft_placement_merges(group.conflict):
+            return None
         # TF names the conflict first; what each member would meet once it is resolved is
         # said too, so that one pass finds both.
         lacking = []
@@ -355,6 +359,15 @@ def _problem(group: Group, graph: GraphIndex, targets: Sequence[str],
         return PlacementProblem(group, node.name, _soft_message(group, node, wanted),
                                 lacking, "soft-placed")
     return PlacementProblem(group, node.name, _message(group, node, wanted), lacking)
+
+
+def _soft_placement_merges(conflict: str) -> bool:
+    """Whether soft placement gets past a conflict TF's placer reports (`PlacerMerge`): a
+    `_class` colocation whose devices differ only in type or id (`MergeDevNames` clears
+    those fields instead of failing, and `ColocateNodeToGroup` goes on without the
+    colocation)."""
+    return conflict.startswith("Cannot colocate nodes ") and (
+        "with incompatible types: " in conflict or "with incompatible ids: " in conflict)
 
 
 def _soft_message(group: "Group | BodyGroup", node, device_type: str) -> str:
