@@ -43,11 +43,14 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
 
     One index serves every transform: edits go through it, so it stays current; what each
     transform added (nodes, edges) is checked before the next runs. A transform's findings
-    are all read before its first edit runs (`Transform.graph`).
+    are all read before its first edit runs (`Transform.graph`). A fixed graph is placed
+    again by the same model (`_InputState.recheck`): GraphError if TF would refuse it where
+    it did not refuse the input, so nothing of it is written.
     """
     findings: list[Finding] = []
     changes: list[Change] = []
     index = index_for(graph_def, meta_graph)
+    input_state = None  # (kept once an edit is about to run: `_InputState`)
     for transform_class, options in selected.transforms:
         if "graph" not in transform_class.surfaces():
             continue
@@ -64,15 +67,99 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
                     finding.edit = None  # (it holds the index, which the caller never sees)
                     findings.append(finding)
             continue
-        for item in found:
-            edit = item.edit if isinstance(item, Finding) else item
-            if edit is not None:
-                changes.extend(edit(index))
+        edits = [item.edit if isinstance(item, Finding) else item for item in found]
+        edits = [edit for edit in edits if edit is not None]
+        if edits and input_state is None:
+            input_state = _InputState(index)
+        if edits:  # (an error's edit claims to fix what the error names)
+            input_state.claimed.update(item.node for item in found if isinstance(item, Finding)
+                                       and item.severity == "error" and item.edit is not None)
+        for edit in edits:
+            changes.extend(edit(index))
         try:
             index.check_changes()
         except GraphError as exc:
             raise GraphError(f"{transform_class.name} left a broken graph: {exc}") from None
+    if changes and input_state is not None:
+        input_state.recheck(index, selected, soft_placement)
     return findings, changes, index
+
+
+class _InputState:
+    """What placement depends on in a graph about to be fixed, kept to re-check the fixed
+    graph against (`recheck`): each node's device, the body nodes' devices, how many nodes
+    there were. Placing the whole graph again, before and after, would be a large share of
+    a `fix` of a large graph: only the groups the edits touched are placed again, and the
+    input only where the fixed graph has a refusal there."""
+
+    def __init__(self, index: GraphIndex):
+        self.devices = list(index.devices)
+        self.count = len(index)
+        self.bodies = _body_devices(index)
+        self.claimed: set[str] = set()  # the nodes of the error findings whose edits ran
+
+    def recheck(self, index: GraphIndex, selected: Selected, soft_placement: bool) -> None:
+        """GraphError naming the node TF would refuse where the fixed graph (`index`) has
+        a placement error the input did not have, or still has one in a group an error's
+        edit claimed to fix (`claimed`): "a fix never turns a graph TF places into one it
+        refuses", so such a graph is not written."""
+        touched = [p for p, (old, new) in enumerate(zip(self.devices, index.devices))
+                   if old != new]
+        touched += range(self.count, len(index))
+        touched += index.rewired
+        bodies = _body_devices(index)
+        body_moves = {key: device for key, device in self.bodies.items()
+                      if bodies.get(key) != device}
+        after = _refusals(index, placement.groups_holding(index, touched), selected,
+                          soft_placement, functions=bool(bodies))
+        if not after:
+            return
+        before = self._refusals_of_input(index, touched, body_moves, selected, soft_placement)
+        for key, problem in after.items():
+            if key not in before or problem.group.anchor in self.claimed:
+                where = f"{key[0]}/{key[1]}" if key[0] else key[1]
+                still = "still " if key in before else ""
+                raise GraphError(f"the fix would leave a graph TF {still}refuses at {where}: "
+                                 f"{problem.message}; nothing written")
+
+    def _refusals_of_input(self, index, touched, body_moves, selected, soft_placement):
+        """`_refusals` of the touched groups as they were: their devices put back for the
+        while (the nodes edits added left out), then the fixed ones again."""
+        fixed = {p: index.devices[p] for p in touched if p < self.count}
+        nodes = _body_nodes(index)
+        fixed_bodies = {key: nodes[key].device for key in body_moves}
+        try:
+            for position in fixed:
+                index.set_device(position, self.devices[position])
+            for key, device in body_moves.items():
+                nodes[key].device = device
+            return _refusals(index, placement.groups_holding(
+                index, [p for p in touched if p < self.count], within=self.count),
+                selected, soft_placement, functions=bool(nodes))
+        finally:
+            for position, device in fixed.items():
+                index.set_device(position, device)
+            for key, device in fixed_bodies.items():
+                nodes[key].device = device
+
+
+def _body_nodes(index: GraphIndex) -> dict[tuple[str, str], Any]:
+    return {(f.signature.name, n.name): n for f in index.graph_def.library.function
+            for n in f.node_def}
+
+
+def _body_devices(index: GraphIndex) -> dict[tuple[str, str], str]:
+    return {key: node.device for key, node in _body_nodes(index).items()}
+
+
+def _refusals(index: GraphIndex, groups: list, selected: Selected, soft_placement: bool,
+              functions: bool) -> dict[tuple, placement.PlacementProblem]:
+    """What TF's placer would refuse of `groups` (and, with `functions`, of the function
+    bodies) for the run's target devices, by (function or None, the node TF names, kind)."""
+    found = placement.problems(index, groups, targets=selected.target_devices,
+                               functions=functions, soft_placement=soft_placement)
+    return {(getattr(p.group, "function", None), p.node, p.kind): p
+            for p in found if p.refused}
 
 
 def graph_diff(before, after) -> list[str]:

@@ -121,10 +121,15 @@ def test_a_real_conflict_is_an_error_and_its_members_are_still_checked(tmp_path)
         ("label", "Const", "/device:GPU:0", tf.string, [], []),
         ("copy", "Identity", "", tf.float32, ["anchor"], ["anchor", "label"]),
     ])
-    assert [f.kind for f in oracle.place(oracle.graph_def_of(path)).failures][:1] == ["conflict"]
+    [refused, *_] = oracle.place(oracle.graph_def_of(path)).failures
+    assert refused.kind == "conflict"
     [error] = _errors(path, "--target-devices", "/gpu:0")
     assert error["details"]["kind"] == "conflict" and not error["fixable"]
-    assert "Cannot colocate nodes anchor and label" in error["message"]
+    # TF's words: `copy` joins `anchor`'s group, then `label`'s, where the two clash.
+    assert "Cannot colocate nodes {{colocation_node copy}} and {{colocation_node label}}" \
+        in refused.reason
+    assert error["message"].startswith("Cannot colocate nodes copy and label: ")
+    assert error["details"]["node"] == "copy"
     assert error["details"]["no_kernel"] == ["label"], "its string Const has no GPU kernel"
     assert "no kernel on the device each asks for: Const label" in error["message"]
 

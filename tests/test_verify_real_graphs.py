@@ -240,4 +240,5 @@ def test_a_resource_readers_device_is_overridden_and_a_class_conflict_is_not(tf,
                         + member % 's: "loc:@a" s: "loc:@c"')
     checks = _checks(graphfix.verify(conflict, fetches=["b"]))
     assert not checks["placement"].passed
-    assert checks["placement"].detail.startswith("Cannot colocate nodes a and c")
+    # TF's words: `b` joins `a`'s group, then `c`'s, where the two clash.
+    assert checks["placement"].detail.startswith("Cannot colocate nodes b and c")

@@ -1,8 +1,14 @@
 """Colocation groups as TF's placer forms them, and the union-find that joins them.
 
-A node's `_class` attr lists `loc:@other` names it must share a device with; a data edge
-whose destination input is a ref type (`float_ref`) or a resource handle joins its two ends,
-unless the destination is exempt (TF's `IsExemptFromResourceInputColocation`).
+A node's `_class` attr lists `loc:@other` names it must share a device with (the nodes that
+list one name are one group, whether a node has that name or not: TF keys its groups by
+the name); a data edge whose destination input is a ref type (`float_ref`) or a resource
+handle joins its two ends, unless the destination is exempt (TF's
+`IsExemptFromResourceInputColocation`, the ops of `RESOURCE_COLOCATION_EXEMPT`) or is
+control flow TF lowers before placing (`lowered_before_placement`), whose resource inputs
+join the body nodes that read them instead (`graphfix.graph.placement.body_groups`).
+TF's order (resource edges, then `_class`) decides the group's device:
+`graphfix.graph.placement.placer_merge`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,26 @@ RESOURCE_COLOCATION_EXEMPT = frozenset(
         "DeleteMultiDeviceIterator",
     }
 )
+
+
+# Functional control flow TF's session rewrites before placing the graph
+# (lower_functional_ops.cc, a pre-placement pass) where the op carries
+# `_lower_using_switch_merge` (as a control-flow-v2 `tf.cond` or `while_loop` built in a
+# graph has): the op is gone by then, each input passes through a Switch (or Enter) on its
+# source's device into the branch bodies, inlined with the call site's device. So its
+# resource inputs join no group of the op's own (they would join every variable a branch
+# updates into one); each joins the group of the body nodes that read it, whose requested
+# devices the resource's overrides. Value: how many inputs come before the ones forwarded
+# to the bodies' arguments (the predicate, the branch index).
+LOWERED_CONTROL_FLOW = {"If": 1, "StatelessIf": 1, "Case": 1, "StatelessCase": 1,
+                        "While": 0, "StatelessWhile": 0}
+LOWERING_ATTR = "_lower_using_switch_merge"
+
+
+def lowered_before_placement(node) -> bool:
+    """Whether TF's session lowers `node` (functional control flow) before placing."""
+    return (node.op in LOWERED_CONTROL_FLOW and LOWERING_ATTR in node.attr
+            and node.attr[LOWERING_ATTR].b)
 
 
 class UnionFind:

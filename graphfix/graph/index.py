@@ -20,7 +20,9 @@ from itertools import chain, compress, repeat
 from operator import sub
 from typing import Container, Iterable, Iterator, Mapping, Sequence
 
-from graphfix.graph.colocation import RESOURCE_COLOCATION_EXEMPT, ColocationGroups, star_members
+from graphfix.graph.colocation import (LOWERED_CONTROL_FLOW, RESOURCE_COLOCATION_EXEMPT,
+                                       ColocationGroups, lowered_before_placement,
+                                       star_members)
 from graphfix.graph.columns import NodeColumns
 from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
 from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures, is_tf_op
@@ -82,9 +84,12 @@ class GraphIndex:
         self._consumers: dict[int, list[int]] | None = None
         self._read: set[int] | None = None  # positions some node reads
         self._groups: ColocationGroups | None = None
-        self._handle_joined: set[int] = set()  # (set with the groups: `handle_joined`)
+        self._handle_pairs: list[tuple[int, int]] = []  # (set with the groups: `handle_pairs`,
+        self._handle_joined: set[int] = set()  # `handle_joined`)
         self._listed: set[int] | None = None  # (`colocation_listed`)
         self._group_positions: dict[str, list[int]] | None = None
+        # Nodes whose inputs or op an edit changed (a ref or resource edge may have moved).
+        self.rewired: set[int] = set()
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []
         self._unchecked_nodes: list[int] = []
@@ -270,9 +275,11 @@ class GraphIndex:
             # device conflicts with the group's, TF's placer overrides it (colocation_graph.cc,
             # EnsureCompatibilityAcrossResourceEdge: requested devices are not an error).
             positions = self._positions
-            sources = {positions[source] for source, _ in edges}
-            self._handle_joined = ({positions[consumer] for _, consumer in edges} - sources
-                                   - self.colocation_listed())
+            self._handle_pairs = [(positions[source], positions[consumer])
+                                  for source, consumer in edges]
+            sources = {source for source, _ in self._handle_pairs}
+            self._handle_joined = ({consumer for _, consumer in self._handle_pairs}
+                                   - sources - self.colocation_listed())
         return self._groups
 
     def colocation_listed(self) -> set[int]:
@@ -290,9 +297,43 @@ class GraphIndex:
 
     def handle_joined(self) -> set[int]:
         """Positions of the nodes that are in their colocation group only because they read
-        a ref or resource handle of it (no `_class` of their own, no handle they give)."""
+        a ref or resource handle of it (no `_class` of their own, no handle they give): a
+        tower's `ReadVariableOp`, whose requested device TF's placer overrides."""
         self._colocation()
         return self._handle_joined
+
+    def handle_pairs(self) -> list[tuple[int, int]]:
+        """(handle's node, consumer) positions of every ref and resource edge the placer
+        colocates (`_handle_edges`), in graph order of the consumers: the order in which
+        TF's placer joins them, before any `_class` (colocation_graph.cc, `Initialize`)."""
+        self._colocation()
+        return self._handle_pairs
+
+    def imported_device(self, position: int) -> str:
+        """The device the node at `position` asks for once TF's Python importer has read
+        the graph (`import_graph_def`, `import_meta_graph`): its own, or, for a node with a
+        `_class` (`colocation_listed`), that of the first node it names that has one when
+        the importer reaches it (a named node with a `_class` of its own has its imported
+        device if it comes earlier, none yet if later), else none."""
+        if position not in self.colocation_listed():
+            return self.devices[position]
+        positions, devices, listed = self._positions, self.devices, self._listed
+        one = self._points_to.get(position)
+        if one is not None:  # (the common case: one name, of a node with no `_class`)
+            other = positions.get(one)
+            if other is not None and other not in listed:
+                return devices[other]
+        for name in self.colocated_with(position):
+            other = positions.get(name)
+            if other is None or other == position:
+                continue
+            if other not in listed:
+                device = devices[other]
+            else:
+                device = self.imported_device(other) if other < position else ""
+            if device:
+                return device
+        return ""
 
     def _handle_edges(self) -> list[tuple[str, str]]:
         """(handle's node, consumer) for each ref or resource edge the placer colocates and
@@ -300,15 +341,21 @@ class GraphIndex:
 
         As TF's placer decides it, by the consumer's input type: an argument declared a ref
         or a resource joins whatever node feeds it; an argument typed by an attr only when
-        fed a resource (a ref into `T` is a value, read through)."""
+        fed a resource (a ref into `T` is a value, read through). Control flow the session
+        lowers before placing (`lowered_before_placement`) joins nothing itself: its
+        resource inputs join the body nodes that read them (`placement.body_groups`)."""
         resources = self._resource_tensors()
         names, node_defs = self.names, self._node_defs
         points_to, classes = self._points_to, self._classes
         # The edge table has every input's source already (the graph's check read it): a
         # node's inputs are read again only for the attr-typed ones, to tell which output.
         sources_of = self._sources_step()
+        lowered = {p for p in self.positions_of(LOWERED_CONTROL_FLOW)
+                   if lowered_before_placement(node_defs[p])}
         edges = []
         for position, fixed, by_attr in self._handle_inputs(bool(resources)):
+            if position in lowered:
+                continue
             sources = sources_of(position)
             count = len(sources)
             one = points_to.get(position)
@@ -398,6 +445,16 @@ class GraphIndex:
     def group_root(self, name: str) -> str:
         """A stable representative of the colocation group holding `name`."""
         return self._colocation().root_of(self.position(name))
+
+    def group_roots(self, positions: Iterable[int]) -> list[str]:
+        """`group_root` of the nodes at `positions`, each root once, in order."""
+        root_of = self._colocation().root_of
+        return list(dict.fromkeys(map(root_of, positions)))
+
+    def group_members(self, root: str) -> list[int]:
+        """Positions of the group whose root is `root` (`group_root`), in graph order:
+        one group's, without forming every group (`colocation_groups`)."""
+        return self._colocation().members(root)
 
     def colocation_groups(self) -> dict[str, list[int]]:
         """Every colocation group (singletons too): root -> member positions, graph order."""
@@ -514,6 +571,7 @@ class GraphIndex:
         self._groups = self._group_positions = None
         self._listed = None
         self._unchecked_inputs.extend((position, text) for text in texts)
+        self.rewired.add(position)
 
     def add_control_input(self, node, source: str) -> bool:
         """Make `node` run after `source`; return whether an edge was added."""
@@ -744,5 +802,7 @@ def index_for(graph_def, meta_graph=None) -> GraphIndex:
     index.check_structure()
     if graph_def.HasField("library"):
         validity.check_library(graph_def.library)
+    if meta_graph is not None:
+        validity.check_collections(meta_graph, index._positions)
     index.meta_graph = meta_graph
     return index

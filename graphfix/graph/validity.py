@@ -12,7 +12,12 @@ A graph is invalid, and no transform sees it, when
   `NextIteration` into `Merge`, the one cycle TF allows); a self-loop is a cycle;
 * a function of its library repeats a name or reads a name that is neither one of its
   arguments nor one of its nodes (function bodies name their tensors `node:output_arg:k`
-  or `arg`, and are checked in those terms).
+  or `arg`, and are checked in those terms);
+* (a MetaGraphDef's, a SavedModel's) a `node_list` collection names a node the main graph
+  does not have, one that lives only inside a function body (a `tf.cond` branch of control
+  flow v2) for one: TF's `import_meta_graph` and SavedModel loader look every such name up
+  in the graph and stop with a KeyError ("The name '...' refers to an Operation not in the
+  graph"), so no session of the user's could read the file.
 
 What a file is before it is a graph (empty, corrupt, the wrong message, a bad escape or a
 NUL byte in a text graph, nesting too deep) is `graphfix.graph.graphfile`'s to say.
@@ -137,6 +142,33 @@ def cycle_members(count: int, consumers: Mapping[int, Sequence[int]],
             if indegree[reader] == 0:
                 ready.append(reader)
     return [p for p, degree in enumerate(indegree) if degree > 0]
+
+
+# Collections `import_meta_graph` skips with a warning instead of looking their names up
+# (meta_graph.py's `_COMPAT_COLLECTION_LIST`).
+_COLLECTIONS_NOT_READ = frozenset({"local_resources", "trainable_resource_variables"})
+
+
+def check_collections(meta_graph, known: Collection[str]) -> None:
+    """GraphError for the first name of a `node_list` collection of `meta_graph` (a
+    MetaGraphDef) that is no node of its graph (`known`: the main graph's node names), in
+    collection order as TF reads them (sorted by key). A name may be a tensor's
+    (`loss:0`): its node counts."""
+    for key, collection in sorted(meta_graph.collection_def.items()):
+        if key in _COLLECTIONS_NOT_READ or collection.WhichOneof("kind") != "node_list":
+            continue
+        for value in collection.node_list.value:
+            if value.split(":", 1)[0] not in known:
+                where = ("only inside a function body (a tf.cond or while_loop branch)"
+                         if _in_a_body(meta_graph.graph_def, value) else "in no graph")
+                raise GraphError(f"collection {shown(key)} names {shown(value)}, a node "
+                                 f"{where}: TF's import_meta_graph cannot read this file "
+                                 "(\"refers to an Operation not in the graph\")")
+
+
+def _in_a_body(graph_def, name: str) -> bool:
+    node = name.split(":", 1)[0]
+    return any(n.name == node for f in graph_def.library.function for n in f.node_def)
 
 
 def check_library(library) -> None:

@@ -287,11 +287,12 @@ class VariablesToCpu(Transform):
                      graph: GraphIndex) -> list[Change]:
         after = _CPU_OF[requested]
         names, changes = graph.names, []
+        bodies = placement.body_members_by_root(graph)  # (members in branch bodies move too)
         for group in groups:
-            moved = graph.set_devices(group.positions, _CPU_OF)
+            moved = [names[p] for p in graph.set_devices(group.positions, _CPU_OF)]
+            moved += placement.move_body_members(graph, group.positions, bodies, _CPU_OF, after)
             if moved:
-                changes.append(self._moved(ctx, group.anchor, requested, after,
-                                           [names[p] for p in moved]))
+                changes.append(self._moved(ctx, group.anchor, requested, after, moved))
         return changes
 
     def _move_body_to_cpu(self, groups: list[placement.BodyGroup], requested: str,
