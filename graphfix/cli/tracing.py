@@ -8,7 +8,8 @@ from pathlib import Path
 
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import check_format, echo, emit, fail, phases_shown, show_verify
+from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
+                                 show_verify)
 from graphfix.findings import Report, at_least
 
 
@@ -52,7 +53,7 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
     except OSError as exc:
         fail(f"{exc.filename or target}: cannot write: {exc.strerror or exc}")
     if fmt == "json":
-        echo(json.dumps({"script": script, "output": str(target),
+        echo_document(json.dumps({"script": script, "output": str(target),
                          "nodes": len(captured.meta_graph.graph_def.node),
                          "sites": {n: s.to_json() for n, s in captured.sites.items()},
                          "runs": [r.to_json() for r in captured.runs],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 
+from graphfix.escaping import visible
 from graphfix.findings import finding_record
 from graphfix.graph import placement
 from graphfix.graph.edges import parse_input, tensor_name
@@ -135,9 +136,12 @@ def render(graphs: list[dict], verify: list[dict] | None = None, failed: list | 
            ) -> str:
     """The page: the data as embedded JSON and the script and style that show it."""
     data = {"graphs": graphs, "verify": verify or [], "failed": failed or []}
-    # "</" inside a <script> would end it: JSON allows escaping the slash.
-    payload = json.dumps(data, indent=1).replace("</", "<\\/")
-    title = html.escape(", ".join(g["path"] for g in graphs) or "graphfix report")
+    # Every "<" written as JSON's \u003c: in a <script>, "</script" would end it and "<!--"
+    # (then "<script") would put the rest of the page in the parser's escaped state, where
+    # the data never ends and nothing is drawn. (json.dumps writes no other character
+    # outside ASCII.)
+    payload = json.dumps(data, indent=1).replace("<", "\\u003c")
+    title = html.escape(visible(", ".join(g["path"] for g in graphs) or "graphfix report"))
     return _PAGE.replace("@TITLE@", title).replace("@DATA@", payload)
 
 
