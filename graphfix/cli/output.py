@@ -46,7 +46,13 @@ def _write(text: str, stream, errors: str = "backslashreplace") -> None:
         text = text.encode(encoding, errors).decode(encoding)
     except LookupError:
         pass
-    print(text, file=stream)
+    if stream is sys.stdout:
+        print(text, file=stream)
+        return
+    try:
+        print(text, file=stream)
+    except OSError:  # (stderr full or gone: nowhere left to say anything)
+        pass
 
 
 class StdoutLost(Exception):
