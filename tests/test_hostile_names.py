@@ -110,23 +110,28 @@ def _inputs(folder: Path, rng: random.Random) -> dict:
     graphs = [write_graph(folder / os.fsdecode(file_name(rng, 0, ".pb")),
                           graph_with_variables(names[:half])),
               write_graph(folder / "text.pbtxt", graph_with_variables(names[half:]))]
-    devices = [f"/device:GPU:0{hostile_name(rng)}", f"/job:{hostile_name(rng)}/device:GPU:0"]
-    refused = [write_graph(folder / f"device{i}.pb", graph_with_variables(["v"], device))
-               for i, device in enumerate(devices)]
+    # A device index no device has is refused, naming the device; a job may be named
+    # anything but `:` and `/` (its variable found and moved to the job's CPU, the job
+    # named in each).
+    device = f"/device:GPU:0{hostile_name(rng)}<\x1b"
+    refused = [write_graph(folder / "device.pb", graph_with_variables(["v"], device))]
+    job = f"/job:{hostile_name(rng).replace('/', '|').replace(':', '|')}/device:GPU:0"
+    graphs.append(write_graph(folder / "job.pb", graph_with_variables(["v"], job)))
     walked = folder / "src"
     walked.mkdir()
     sources = []
     for i in range(max(2, NAMES // 4)):
         where = folder if i % 2 else walked
         path = where / os.fsdecode(file_name(rng, i, ".py"))
-        path.write_text(SOURCE.format(note=hostile_name(rng).replace("\n", " ")),
-                        errors="surrogateescape")
+        note = hostile_name(rng).translate({ord(c): " " for c in "\r\n\0"})  # (one line)
+        path.write_text(SOURCE.format(note=note), errors="surrogateescape")
         sources.append(path)
     skipped = walked / os.fsdecode(file_name(rng, 99, ".py"))
     skipped.write_text("def broken(:\n")
     given = [p.name for p in sources if p.parent == folder]  # (relative: a line starts so)
     return {"names": names, "graphs": [g.name for g in graphs], "refused":
-            [g.name for g in refused], "sources": given + ["src"], "devices": devices,
+            [g.name for g in refused], "sources": given + ["src"], "device": device,
+            "job": job,
             "paths": [g.name for g in graphs + refused]
             + [str(p.relative_to(folder)) for p in sources]}
 
@@ -197,10 +202,11 @@ def test_hostile_names_through_every_format(seed, tmp_path, monkeypatch):
     assert text.code == 2, text  # (the refused graphs)
     _text_safe(text)
     report = json.loads(Path("r.json").read_text())
-    assert {f["node"] for f in report["findings"] if f["node"]} == set(inputs["names"])
-    assert len(report["failed"]) == len(refused)
-    for failure, device in zip(report["failed"], inputs["devices"]):
-        assert repr(device)[1:-1] in failure["error"] or device in failure["error"]
+    found = [f for f in report["findings"] if f["node"]]
+    assert {f["node"] for f in found} == {*inputs["names"], "v"}
+    assert any(inputs["job"] in f["message"] for f in found if f["node"] == "v")
+    [failure] = report["failed"]
+    assert failure["path"] == "device.pb" and " in device " in failure["error"]
     as_json = Run("check", *every, *common, "--format", "json")
     shown = json.loads(as_json.stdout)
     assert shown["findings"] == report["findings"] and shown["failed"] == report["failed"]

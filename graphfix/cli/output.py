@@ -37,22 +37,16 @@ def echo_document(text: str, *, errors: str = "backslashreplace") -> None:
 
 
 def _write(text: str, stream, errors: str = "backslashreplace") -> None:
-    if stream is None:  # (stderr closed when graphfix started: nowhere to say it)
+    if stream is None:  # (closed when graphfix started, not by `main`: nowhere to write)
         return
-    encoding = getattr(stream, "encoding", None) or "utf-8"
-    try:
-        text.encode(encoding)
-    except UnicodeEncodeError:
+    if errors != getattr(stream, "errors", errors):  # (the stream's own: `guard_stdout`)
+        encoding = getattr(stream, "encoding", None) or "utf-8"
         text = text.encode(encoding, errors).decode(encoding)
-    except LookupError:
-        pass
-    if stream is sys.stdout:
-        print(text, file=stream)
-        return
     try:
         print(text, file=stream)
-    except OSError:  # (stderr full or gone: nowhere left to say anything)
-        pass
+    except OSError:
+        if stream is not sys.stderr:  # (stderr full or gone: nowhere left to say anything)
+            raise
 
 
 class StdoutLost(Exception):
@@ -291,12 +285,13 @@ def phases_shown(command: str):
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    shown = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                     console=Console(file=sys.stderr), transient=True)
+    # (a phase names the script and its lines: shown as text, never as rich markup)
+    shown = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                     TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
     task = shown.add_task(f"{command}: starting", total=None)
 
     def begin(text: str) -> None:
-        shown.update(task, description=f"{command}: {text}")
+        shown.update(task, description=f"{command}: {log_line(text)}")
         shown.refresh()  # (a phase shorter than a refresh still shows)
 
     with shown, phases.listening(begin):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 from graphfix.escaping import visible
 from graphfix.findings import finding_record
@@ -18,6 +19,7 @@ from graphfix.graph import placement
 from graphfix.graph.edges import parse_input, tensor_name
 from graphfix.graph.index import GraphIndex
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # (in a str, a surrogate is always alone)
 MAX_EDGES_LISTED = 200  # the 8-tower ResNet has thousands: the rest are counted per pair
 MAX_SCOPES = 40  # name scopes shown per device; the rest are summed as "(other)"
 
@@ -138,9 +140,12 @@ def render(graphs: list[dict], verify: list[dict] | None = None, failed: list | 
     data = {"graphs": graphs, "verify": verify or [], "failed": failed or []}
     # Every "<" written as JSON's \u003c: in a <script>, "</script" would end it and "<!--"
     # (then "<script") would put the rest of the page in the parser's escaped state, where
-    # the data never ends and nothing is drawn. (json.dumps writes no other character
-    # outside ASCII.)
-    payload = json.dumps(data, indent=1).replace("<", "\\u003c")
+    # the data never ends and nothing is drawn. A lone surrogate (a file name's byte no
+    # codec decoded) is written as its visible escape, `\xc0`: no UTF-8 page holds it, and
+    # a DOM holding one crashed Chromium's --dump-dom.
+    payload = _LONE_SURROGATE.sub(lambda m: json.dumps(visible(m.group()))[1:-1],
+                                  json.dumps(data, indent=1, ensure_ascii=False))
+    payload = payload.replace("<", "\\u003c")
     title = html.escape(visible(", ".join(g["path"] for g in graphs) or "graphfix report"))
     return _PAGE.replace("@TITLE@", title).replace("@DATA@", payload)
 
