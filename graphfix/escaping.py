@@ -7,12 +7,15 @@ XML 1.0 cannot hold, and the lone surrogates that stand for a file name's undeco
 `visible` writes each as an escape a person can read (`\\x1b`, `\\u202e`, `\\n`, a file
 name's byte 0xff as `\\xff`); each output format's own boundary (`graphfix.cli.output` for
 text lines, `github`, `junit`, the HTML report) applies it to what it prints. A backslash is
-left as it is: the escapes make a name harmless, not reversible.
+left as it is: the escapes make a name harmless, not reversible. `log_line`, `json_document`
+and `xml_document` also keep GitHub's runner from taking a line of them for a workflow
+command (graphfix's output is read in CI logs, whatever its format).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 # C0 and C1 controls and DEL; line and paragraph separators; bidi embeddings, overrides,
@@ -56,3 +59,25 @@ def log_line(text: str) -> str:
         at = len(line) - len(stripped)
         line = f"{line[:at]}\\x3a{line[at + 1:]}"
     return line.replace("##[", "#\\x23[")
+
+
+def json_document(value) -> str:
+    """`value` as indented JSON that a CI log takes for no workflow command: JSON's own
+    escapes (pure ASCII), and `[` of a `##[` inside a string written `\\u005b` (a line of
+    it never starts with `::`). `json.loads` gives `value` back exactly."""
+    return json.dumps(value, indent=2).replace("##[", "##\\u005b")
+
+
+def xml_document(text: str) -> str:
+    """An XML document whose names `visible` made safe, changed so that a CI log takes none
+    of its lines for a workflow command: a text line starting with `::` has its first colon
+    as the character reference `&#58;`, a `##[` its `[` as `&#91;`. An XML parser reads the
+    same document."""
+    lines = []
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith("::"):
+            at = len(line) - len(stripped)
+            line = f"{line[:at]}&#58;{line[at + 1:]}"
+        lines.append(line.replace("##[", "##&#91;"))
+    return "\n".join(lines)

@@ -136,16 +136,22 @@ def _inputs(folder: Path, rng: random.Random) -> dict:
             + [str(p.relative_to(folder)) for p in sources]}
 
 
-def _text_safe(run: Run) -> None:
-    assert raw_characters(run.stdout + run.stderr) == [], run
+def _log_safe(run: Run) -> None:
+    """Whatever the format, graphfix's output read in a CI log holds no workflow command
+    but graphfix's own, and no traceback."""
     assert foreign_lines(run.stdout + run.stderr) == [], run
     assert "Traceback" not in run.stderr, run
+
+
+def _text_safe(run: Run) -> None:
+    assert raw_characters(run.stdout + run.stderr) == [], run
+    _log_safe(run)
 
 
 def _github_safe(run: Run, paths: list[str]) -> None:
     """No workflow command but graphfix's own; each annotates one of `paths` (one file
     property per path, none with a character that would act on the log)."""
-    assert foreign_lines(run.stdout + run.stderr) == [], run
+    _log_safe(run)
     files = {props["file"] for _, props, _ in annotations(run.stdout)}
     assert len(files) == len(paths), (files, paths)
     assert raw_characters("".join(files) + "".join(m for _, _, m in annotations(run.stdout))
@@ -153,12 +159,14 @@ def _github_safe(run: Run, paths: list[str]) -> None:
 
 
 def _junit_safe(run: Run) -> ET.Element:
+    _log_safe(run)
     root = ET.fromstring(run.stdout)  # expat: XML 1.0's characters only, well formed
     assert root.tag == "testsuites"
     return root
 
 
 def _sarif_safe(run: Run, inputs: dict) -> None:
+    _log_safe(run)
     doc = json.loads(run.stdout)
     assert doc["version"] == "2.1.0" and doc["$schema"].endswith("sarif-2.1.0.json")
     [sarif_run] = doc["runs"]
@@ -208,6 +216,7 @@ def test_hostile_names_through_every_format(seed, tmp_path, monkeypatch):
     [failure] = report["failed"]
     assert failure["path"] == "device.pb" and " in device " in failure["error"]
     as_json = Run("check", *every, *common, "--format", "json")
+    _log_safe(as_json)
     shown = json.loads(as_json.stdout)
     assert shown["findings"] == report["findings"] and shown["failed"] == report["failed"]
     _sarif_safe(Run("check", *every, *common, "--format", "sarif"), inputs)
@@ -222,6 +231,7 @@ def test_hostile_names_through_every_format(seed, tmp_path, monkeypatch):
     assert diff.code == 1, diff
     _text_safe(diff)
     dry = Run("fix", *graphs, *sources, *common, "--dry-run", "--format", "json")
+    _log_safe(dry)
     changed = {c["node"] for c in json.loads(dry.stdout)["changes"] if c["node"]}
     assert set(inputs["names"]) <= changed
     fixed = Run("fix", *graphs, *sources, *common, "--in-place", "--format", "github",
@@ -244,6 +254,7 @@ def test_hostile_names_through_every_format(seed, tmp_path, monkeypatch):
         elif fmt == "junit":
             _junit_safe(verified)
         else:
+            _log_safe(verified)
             doc = json.loads(verified.stdout)
             assert doc["path"] == graphs[0] and doc["passed"] is False
             assert {c["name"] for c in doc["checks"]} == {

@@ -11,6 +11,7 @@ from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
 from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
                                  progress, report_bytes, show_verify)
+from graphfix.escaping import json_document
 from graphfix.findings import at_least
 
 
@@ -186,15 +187,13 @@ def list_command(fmt: opt.TextOrJson = "text") -> int:
     check_format(fmt)
     transforms = registry.all_transforms()
     if fmt == "json":
-        import json
-
         doc = [
             {"name": t.name, "surfaces": t.surfaces(), "summary": t.summary,
              "params": [{"name": p.name, "default": p.default, "help": p.help,
                          "choices": p.choices} for p in t.params]}
             for t in transforms.values()
         ]
-        echo_document(json.dumps(doc, indent=2))
+        echo_document(json_document(doc))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -374,8 +373,6 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            timeout: opt.TraceTimeout = 300.0, logdir: opt.Logdir = None,
            html: opt.Html = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
-    import json
-
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.verification.run import VerifyError, verify_path
 

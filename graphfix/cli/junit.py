@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from graphfix.escaping import visible
+from graphfix.escaping import visible, xml_document
 from graphfix.findings import Report
 
 
@@ -35,7 +35,8 @@ def _document(root: ET.Element) -> str:
     for name in ("tests", "failures", "errors"):
         root.set(name, str(sum(int(s.get(name)) for s in root)))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+    return xml_document('<?xml version="1.0" encoding="UTF-8"?>\n'
+                        + ET.tostring(root, encoding="unicode"))
 
 
 def verify_junit(result) -> str:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from graphfix import registry
-from graphfix.escaping import log_line
+from graphfix.escaping import json_document, log_line
 from graphfix.findings import Report
 
 MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
@@ -164,7 +164,7 @@ def show_verify(result, fmt: str, report_path: Path | None) -> None:
 
         echo_document(verify_junit(result), errors="xmlcharrefreplace")
     elif fmt == "json":
-        echo_document(json.dumps(doc, indent=2))
+        echo_document(json_document(doc))
     else:
         for line in result.to_lines():
             echo(line)
@@ -190,14 +190,14 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
     if fmt == "sarif":
         from graphfix.cli.sarif import to_sarif
 
-        echo_document(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
+        echo_document(json_document(to_sarif(report, registry.all_transforms())))
         fmt = "quiet"
     # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
     doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
     if report_path is not None:
         write_report(report_path, doc)
     if fmt == "json":
-        echo_document(json.dumps(doc, indent=2))
+        echo_document(json_document(doc))
         for failure in report.failed:  # (stdout may go to a file or a pipe: errors show)
             echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
         return
