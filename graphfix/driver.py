@@ -10,7 +10,7 @@ import contextlib
 import gc
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
@@ -1102,22 +1102,23 @@ def _fixed_output(label: str, path: Path, raw: bytes, fixed: str | None) -> list
 
 
 def preflight(outputs: list[Output], *, force: bool = False,
-              report_path: Path | None = None) -> None:
+              reports: Sequence[tuple[str, Path]] = ()) -> None:
     """Refuse, with an InputError naming the file, before anything is written: an output
     whose directory is missing or cannot be written, a read-only file (unless `force`), a
     FIFO or directory in a file's place, a SavedModel copy into a directory it may not
-    replace (`graphfile.check_saved_model_copy`), two outputs (the report included) to one
-    file. A symlink is written through (`graphfix.storage.writable_target`)."""
+    replace (`graphfile.check_saved_model_copy`), two outputs (the reports included: each
+    (what it is, its path)) to one file. A symlink is written through
+    (`graphfix.storage.writable_target`)."""
     seen: dict[str, str] = {}
-    for label, target, real in _real_targets(outputs, force, report_path):
+    for label, target, real in _real_targets(outputs, force, reports):
         if real in seen:
             raise graphio.InputError(f"{target}: both {seen[real]} and {label} would be "
                                      "written to it")
         seen[real] = label
 
 
-def _real_targets(outputs, force, report_path):
-    """(what is written, its target, the real path it changes) for each output and the
+def _real_targets(outputs, force, reports):
+    """(what is written, its target, the real path it changes) for each output and
     report."""
     try:
         for output in outputs:
@@ -1131,9 +1132,9 @@ def _real_targets(outputs, force, report_path):
             else:
                 real = graphio.check_saved_model_copy(graph_file, output.target, force=force)
             yield output.label, output.target, os.path.realpath(real)
-        if report_path is not None:
+        for label, report_path in reports:
             real = writable_target(report_path, force=force)
-            yield "the --report file", report_path, os.path.realpath(real)
+            yield label, report_path, os.path.realpath(real)
     except RefusedWrite as exc:
         raise graphio.InputError(str(exc)) from None
 
@@ -1153,13 +1154,13 @@ def _one_per_file(outputs: list[Output]) -> list[Output]:
 
 
 def write_outputs(outputs: list[Output], *, force: bool = False,
-                  report: tuple[Path, bytes] | None = None) -> None:
-    """Write every output and the `report` (its path, its bytes): all staged beside their
-    targets, then renamed into place together (`graphfix.storage.StagedWrites`), or, where
-    one cannot be written, none; InputError naming the first that fails. `preflight`'s
-    checks come first."""
+                  reports: Sequence[tuple[str, Path, bytes]] = ()) -> None:
+    """Write every output and each of the `reports` (what it is, as "the --report file",
+    its path, its bytes): all staged beside their targets, then renamed into place together
+    (`graphfix.storage.StagedWrites`), or, where one cannot be written, none; InputError
+    naming the first that fails. `preflight`'s checks come first."""
     outputs = _one_per_file(outputs)
-    preflight(outputs, force=force, report_path=report[0] if report else None)
+    preflight(outputs, force=force, reports=[(label, path) for label, path, _ in reports])
     with StagedWrites() as staged:
         for output in outputs:
             try:
@@ -1170,11 +1171,11 @@ def write_outputs(outputs: list[Output], *, force: bool = False,
             except OSError as exc:
                 raise graphio.InputError(f"{output.target}: cannot write: "
                                          f"{exc.strerror or exc}") from None
-        if report is not None:
+        for _, report_path, data in reports:
             try:
-                staged.add(writable_target(report[0], force=force), report[1])
+                staged.add(writable_target(report_path, force=force), data)
             except OSError as exc:
-                raise graphio.InputError(f"{report[0]}: cannot write: "
+                raise graphio.InputError(f"{report_path}: cannot write: "
                                          f"{exc.strerror or exc}") from None
         try:
             staged.commit()

@@ -9,8 +9,9 @@ from pathlib import Path
 from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import (check_format, echo, emit, fail, phases_shown, progress,
-                                 show_verify)
+from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
+                                 progress, report_bytes, show_verify)
+from graphfix.escaping import json_document
 from graphfix.findings import at_least
 
 
@@ -110,17 +111,33 @@ def _graphs_for_html(paths: list[str], html: Path | None) -> list[str]:
     return graphs
 
 
-def _write_html(html: Path, graphs: list[str], selected, verify: list[dict] | None = None
-                ) -> None:
-    """`--html FILE`: the page `graphfix report` writes for `graphs`, with verify's checks."""
-    from graphfix.graph.graphfile import InputError, write_output
+def _html_file(html: Path, graphs: list[str], selected, verify: list[dict] | None = None
+               ) -> tuple[str, Path, bytes]:
+    """`--html FILE`, to be written with the command's other files (`_write_files`): the
+    page `graphfix report` writes for `graphs` as their files are now, with verify's
+    checks."""
     from graphfix.report.html import build
 
     page, _ = build(graphs, selected, verify=verify)  # (a graph that fails shows on the page)
-    try:
-        write_output(html, page.encode())
-    except InputError as exc:
-        fail(str(exc))
+    return ("the --html page", html, page.encode())
+
+
+def _json_file(report_path: Path, doc: dict) -> tuple[str, Path, bytes]:
+    """`--report FILE.json`, to be written with the command's other files."""
+    return ("the --report file", report_path, report_bytes(doc))
+
+
+def _write_files(files: list[tuple[str, Path, bytes]]) -> None:
+    """The reports a command writes (what each is, its path, its bytes), all or none
+    (`driver.write_outputs`): one line naming the file and exit 2 where one cannot be."""
+    from graphfix.driver import write_outputs
+    from graphfix.graph.graphfile import InputError
+
+    if files:
+        try:
+            write_outputs([], reports=files)
+        except InputError as exc:
+            fail(str(exc))
 
 
 def _checked_logdir(logdir: Path) -> Path:
@@ -170,15 +187,13 @@ def list_command(fmt: opt.TextOrJson = "text") -> int:
     check_format(fmt)
     transforms = registry.all_transforms()
     if fmt == "json":
-        import json
-
         doc = [
             {"name": t.name, "surfaces": t.surfaces(), "summary": t.summary,
              "params": [{"name": p.name, "default": p.default, "help": p.help,
                          "choices": p.choices} for p in t.params]}
             for t in transforms.values()
         ]
-        echo(json.dumps(doc, indent=2))
+        echo_document(json_document(doc))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -233,10 +248,11 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
 
         replacements.give_replacements(report, replacements.fixed_texts(outputs))
     report.findings = at_least(report.findings, least)
-    emit(report, fmt, report_path, fixing=False,
-         transforms=[t.name for t, _ in selected.transforms])
+    files = [_json_file(report_path, report.to_json(fixing=False))] if report_path else []
     if html is not None:
-        _write_html(html, graphs, selected)
+        files.append(_html_file(html, graphs, selected))
+    _write_files(files)  # (the report and the page: both or neither)
+    emit(report, fmt, None, fixing=False, transforms=[t.name for t, _ in selected.transforms])
     return report.exit_code(fixing=False)
 
 
@@ -253,7 +269,6 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         verify: opt.VerifyFix = False, html: opt.Html = None,
         logdir: opt.FixLogdir = None) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
-    from graphfix.cli.output import report_bytes
     from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -300,22 +315,26 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
     before = _graphs_before(outputs) if logdir is not None and writing else {}
+    # The reports (--report, --html: the page shows the graphs as they were and as fixed,
+    # so it is made before they are rewritten) are written with the outputs, all or none.
+    # A failed run writes no page, and its --report alone.
+    reports = []
+    if report_path is not None and not report.failed:
+        reports.append(_json_file(report_path, report.to_json(fixing=True)))
+        report_path = None
+    if html is not None and not report.failed:
+        reports.append(_html_file(html, graphs, selected))
     if writing and not report.failed:
-        # The report is written with the outputs, all or none (a failed run's report alone).
-        staged_report = None
-        if report_path is not None:
-            staged_report = (report_path, report_bytes(report.to_json(fixing=True)))
         try:
-            write_outputs(outputs, force=force, report=staged_report)
+            write_outputs(outputs, force=force, reports=reports)
         except graphfile.InputError as exc:
             path, _, error = str(exc).partition(": ")
             report.failed.append({"path": path, "error": error})
             emit(report, fmt, None, fixing=True)
             return 2
-        report_path = None
+    else:
+        _write_files(reports)
     emit(report, fmt, report_path, fixing=True, extra_lines=diff_lines)
-    if html is not None and not report.failed:  # (a failed run writes nothing)
-        _write_html(html, graphs, selected)
     if logdir is not None and writing and not report.failed:
         _write_fix_logdir(logdir, outputs, before)
     return report.exit_code(fixing=True)
@@ -354,8 +373,6 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            timeout: opt.TraceTimeout = 300.0, logdir: opt.Logdir = None,
            html: opt.Html = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
-    import json
-
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.registry import intended_changes
     from graphfix.verification.run import VerifyError, verify_path
@@ -386,10 +403,12 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
                                  **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
-    show_verify(result, fmt, report_path)
+    files = [_json_file(report_path, result.to_json())] if report_path else []
     if html is not None:
-        _write_html(html, [graph], _selected(None, None, target_devices),
-                    verify=result.to_json()["checks"])
+        files.append(_html_file(html, [graph], _selected(None, None, target_devices),
+                                verify=result.to_json()["checks"]))
+    _write_files(files)
+    show_verify(result, fmt, None)
     return 0 if result.passed else 1
 
 

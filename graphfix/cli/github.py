@@ -1,13 +1,20 @@
 """GitHub Actions workflow commands for `--format github`: one `::error`/`::warning`/
 `::notice` line per finding or failed verify check, which the Actions runner shows as an
-annotation on the file and line (see GitHub's "Workflow commands for GitHub Actions")."""
+annotation on the file and line (see GitHub's "Workflow commands for GitHub Actions").
+
+`command` is this format's boundary: each name it carries is made visible
+(`graphfix.escaping`) and then escaped as GitHub's spec says; the plain lines printed
+beside the commands go through `escaping.log_line`, so that no line but these commands is
+one."""
 
 from __future__ import annotations
 
+from graphfix.escaping import visible
 from graphfix.findings import Change, Finding, Report
 
 # A finding's severity -> the workflow command that annotates with it.
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
+TAB = "\t"  # (kept in a message as it is: it moves no line)
 
 
 def escape_data(text: str) -> str:
@@ -21,10 +28,12 @@ def escape_property(text: str) -> str:
 
 
 def command(kind: str, message: str, **properties) -> str:
-    """`::kind prop=value,...::message`, properties that are None left out."""
-    props = ",".join(f"{key}={escape_property(str(value))}"
+    """`::kind prop=value,...::message`, properties that are None left out; control and
+    bidi characters in the message and the values made visible, then escaped."""
+    props = ",".join(f"{key}={escape_property(visible(str(value), keep=TAB))}"
                      for key, value in properties.items() if value is not None)
-    return f"::{kind}{' ' + props if props else ''}::{escape_data(message)}"
+    data = escape_data(visible(message, keep=TAB))
+    return f"::{kind}{' ' + props if props else ''}::{data}"
 
 
 def finding_command(finding: Finding) -> str:

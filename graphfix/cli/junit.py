@@ -1,25 +1,32 @@
 """JUnit XML for `--format junit`, the shape CI dashboards (Jenkins, GitLab, GitHub test
 reporters) read: `<testsuites>` of `<testsuite name tests failures>` of `<testcase name
-classname>`, a failing one holding `<failure message type>text</failure>`."""
+classname>`, a failing one holding `<failure message type>text</failure>`.
+
+`_suite` and `_case` are this format's boundary: every name and message they put in an
+attribute or a text is made visible (`graphfix.escaping`), so the document holds no
+character XML 1.0 excludes (a control character, a lone surrogate) and no bidi control; a
+failure's text keeps its line breaks and tabs."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from graphfix.escaping import visible, xml_document
 from graphfix.findings import Report
 
 
 def _suite(root: ET.Element, name: str) -> ET.Element:
-    return ET.SubElement(root, "testsuite", name=name, tests="0", failures="0", errors="0")
+    return ET.SubElement(root, "testsuite", name=visible(name), tests="0", failures="0",
+                         errors="0")
 
 
 def _case(suite: ET.Element, name: str, *, failure: str | None = None,
           kind: str = "failure", text: str = "") -> None:
-    case = ET.SubElement(suite, "testcase", name=name, classname=suite.get("name"))
+    case = ET.SubElement(suite, "testcase", name=visible(name), classname=suite.get("name"))
     suite.set("tests", str(int(suite.get("tests")) + 1))
     if failure is not None:
-        element = ET.SubElement(case, kind, message=failure, type=kind)
-        element.text = text or failure
+        element = ET.SubElement(case, kind, message=visible(failure), type=kind)
+        element.text = visible(text, keep="\n\t") if text else visible(failure)
         counter = "failures" if kind == "failure" else "errors"
         suite.set(counter, str(int(suite.get(counter)) + 1))
 
@@ -28,7 +35,8 @@ def _document(root: ET.Element) -> str:
     for name in ("tests", "failures", "errors"):
         root.set(name, str(sum(int(s.get(name)) for s in root)))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
+    return xml_document('<?xml version="1.0" encoding="UTF-8"?>\n'
+                        + ET.tostring(root, encoding="unicode"))
 
 
 def verify_junit(result) -> str:
@@ -57,7 +65,7 @@ def report_junit(report: Report, transforms) -> str:
         for name in transforms:
             mine = [f for f in found if f.transform == name]
             _case(suite, name, failure=mine[0].message if mine else None,
-                  text="\n".join(f.to_text() for f in mine))
+                  text="\n".join(visible(f.to_text(), keep="\t") for f in mine))
     for failure in report.failed:
         _case(_suite(root, failure["path"]), "read", failure=failure["error"], kind="error")
     return _document(root)

@@ -1,7 +1,8 @@
 """`main`: the `graphfix` command line (typer), its exit codes, and its errors as one line.
 
 Exit codes: what the command returns (0, or 1 for findings, changes, a failed verify), 2 for
-any error, usage errors included, 130 on Ctrl-C.
+any error, usage errors included (a full or closed standard output too), 130 on Ctrl-C; a
+pipe whose reader left (`| head -1`) ends the run quietly with 1.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
 import graphfix.cli.tracing  # noqa: F401  (and `trace`)
 from graphfix import registry
 from graphfix.cli.app import app
-from graphfix.cli.output import fail
+from graphfix.cli.output import StdoutLost, drop_stdout, fail, guard_stdout
 from graphfix.graph.proto import TensorFlowMissing
 
 
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run `graphfix ARGV...` (default: this process's arguments) and exit with its code."""
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    closed = guard_stdout()
+    if closed:
+        fail(closed)
     words = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
     try:
@@ -67,8 +71,9 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(exc))
     except TensorFlowMissing as exc:
         fail(str(exc))
-    except BrokenPipeError:
-        # `graphfix check ... | head`: the reader left; say nothing more.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
+    except (BrokenPipeError, StdoutLost) as exc:
+        drop_stdout()
+        if isinstance(exc, StdoutLost) and not exc.reader_left:
+            fail(f"standard output: cannot write: {exc}")
+        code = 1  # `graphfix check ... | head`: the reader left; say nothing more.
     sys.exit(code or 0)

@@ -1,15 +1,24 @@
 """What the commands print: one-line errors, the text, JSON and SARIF report, `--report FILE`,
-the progress bar of long source runs and the phases of a long verify or trace."""
+the progress bar of long source runs and the phases of a long verify or trace.
+
+The boundary of the text format: every line goes out through `echo`, which makes the names
+in it visible (`escaping.log_line`); a document (JSON, SARIF, JUnit XML, GitHub's workflow
+commands) through `echo_document`, its format having escaped them. Standard output is
+`guard_stdout`'s: a write it cannot take raises `StdoutLost`, which `main` ends the run with.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from graphfix import registry
+from graphfix.escaping import json_document, log_line
 from graphfix.findings import Report
 
 MAX_CHANGE_LINES = 200  # a 1M-node graph can make 200k changes: past this, count them
@@ -17,7 +26,95 @@ PROGRESS_MIN_FILES = 50  # smaller runs finish before a bar would help
 
 
 def echo(line: str = "", *, err: bool = False) -> None:
-    print(line, file=sys.stderr if err else sys.stdout)
+    """One line of text on stdout (stderr if `err`), the names in it made visible."""
+    _write(log_line(line), sys.stderr if err else sys.stdout)
+
+
+def echo_document(text: str, *, errors: str = "backslashreplace") -> None:
+    """A document whose format escaped what it holds (JSON, XML, workflow commands), on
+    stdout as it is; a character stdout's encoding lacks is written as `errors` says."""
+    _write(text, sys.stdout, errors)
+
+
+def _write(text: str, stream, errors: str = "backslashreplace") -> None:
+    if stream is None:  # (closed when graphfix started, not by `main`: nowhere to write)
+        return
+    if errors != getattr(stream, "errors", errors):  # (the stream's own: `guard_stdout`)
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        text = text.encode(encoding, errors).decode(encoding)
+    try:
+        print(text, file=stream)
+    except OSError:
+        if stream is not sys.stderr:  # (stderr full or gone: nowhere left to say anything)
+            raise
+
+
+class StdoutLost(Exception):
+    """Standard output took no more: full, closed, or a pipe whose reader left."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error.strerror or str(error))
+        self.errno = error.errno
+
+    @property
+    def reader_left(self) -> bool:
+        """A pipe whose reader stopped reading (`| head -1`): nothing more is wanted."""
+        return self.errno == errno.EPIPE
+
+
+class _GuardedStream:
+    """A text stream whose failed writes raise StdoutLost (its other methods the stream's)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise StdoutLost(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise StdoutLost(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> str | None:
+    """Make standard output and standard error safe to write before a command runs: a
+    closed descriptor 0, 1 or 2 is held by /dev/null (so no file graphfix opens, and no
+    message TF's C++ logs, lands on it), characters their encoding lacks are escaped
+    (`\\xe9`) rather than raising, and stdout's failed writes raise StdoutLost. Returns why
+    stdout cannot be written (closed), else None."""
+    closed = None
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            held = os.open(os.devnull, os.O_RDWR)
+            if held != fd:  # (the lowest free descriptor: a lower one was closed too)
+                os.dup2(held, fd)
+                os.close(held)
+            if fd == 1:
+                closed = "standard output is closed"
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    if sys.stdout is not None and not isinstance(sys.stdout, _GuardedStream):
+        sys.stdout = _GuardedStream(sys.stdout)
+    return closed
+
+
+def drop_stdout() -> None:
+    """What is left in stdout's buffer goes to /dev/null (written at exit, it would fail
+    again)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    os.close(devnull)
 
 
 def fail(message: str) -> None:
@@ -59,15 +156,15 @@ def show_verify(result, fmt: str, report_path: Path | None) -> None:
         from graphfix.cli.github import verify_lines
 
         for line in verify_lines(result):
-            echo(line)
+            echo_document(line)
         for line in result.to_lines():  # (the log shows the whole verdict too)
             echo(line)
     elif fmt == "junit":
         from graphfix.cli.junit import verify_junit
 
-        echo(verify_junit(result))
+        echo_document(verify_junit(result), errors="xmlcharrefreplace")
     elif fmt == "json":
-        echo(json.dumps(doc, indent=2))
+        echo_document(json_document(doc))
     else:
         for line in result.to_lines():
             echo(line)
@@ -82,24 +179,25 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         from graphfix.cli.github import report_lines
 
         for line in report_lines(report):
-            echo(line)
+            echo_document(line)
         fmt = "text"  # (then the usual lines, which the Actions log shows)
     if fmt == "junit":
         from graphfix.cli.junit import report_junit
 
-        echo(report_junit(report, transforms or list(registry.all_transforms())))
+        echo_document(report_junit(report, transforms or list(registry.all_transforms())),
+                      errors="xmlcharrefreplace")
         fmt = "quiet"
     if fmt == "sarif":
         from graphfix.cli.sarif import to_sarif
 
-        echo(json.dumps(to_sarif(report, registry.all_transforms()), indent=2))
+        echo_document(json_document(to_sarif(report, registry.all_transforms())))
         fmt = "quiet"
     # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
     doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
     if report_path is not None:
         write_report(report_path, doc)
     if fmt == "json":
-        echo(json.dumps(doc, indent=2))
+        echo_document(json_document(doc))
         for failure in report.failed:  # (stdout may go to a file or a pipe: errors show)
             echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
         return
@@ -187,12 +285,13 @@ def phases_shown(command: str):
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    shown = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                     console=Console(file=sys.stderr), transient=True)
+    # (a phase names the script and its lines: shown as text, never as rich markup)
+    shown = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                     TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
     task = shown.add_task(f"{command}: starting", total=None)
 
     def begin(text: str) -> None:
-        shown.update(task, description=f"{command}: {text}")
+        shown.update(task, description=f"{command}: {log_line(text)}")
         shown.refresh()  # (a phase shorter than a refresh still shows)
 
     with shown, phases.listening(begin):

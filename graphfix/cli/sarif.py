@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import os
+from urllib.parse import quote
+
 from graphfix.findings import docs_url
 from graphfix.findings import Report
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def artifact_uri(path: str) -> str:
+    """A file's path as SARIF's `artifactLocation.uri`, a URI reference: its bytes
+    percent-encoded where a URI may not hold them as they are (a space, `%`, `#`, a line
+    break, a non-ASCII letter), `/` kept; an ordinary path is unchanged."""
+    return quote(os.fsencode(path), safe="/")
 
 
 def to_sarif(report: Report, transforms: dict) -> dict:
@@ -26,7 +36,8 @@ def to_sarif(report: Report, transforms: dict) -> dict:
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     results = []
     for finding in report.findings:
-        location = {"physicalLocation": {"artifactLocation": {"uri": finding.path}}}
+        uri = artifact_uri(finding.path)
+        location = {"physicalLocation": {"artifactLocation": {"uri": uri}}}
         if finding.line is not None:
             location["physicalLocation"]["region"] = {
                 "startLine": finding.line, "startColumn": finding.col or 1}
@@ -66,7 +77,7 @@ def fix(finding) -> dict:
     return {
         "description": {"text": f"graphfix fix --only {finding.transform}"},
         "artifactChanges": [{
-            "artifactLocation": {"uri": finding.path},
+            "artifactLocation": {"uri": artifact_uri(finding.path)},
             "replacements": [{
                 "deletedRegion": {
                     "startLine": r.start[0], "startColumn": r.start[1],

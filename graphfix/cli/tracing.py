@@ -8,7 +8,9 @@ from pathlib import Path
 
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
-from graphfix.cli.output import check_format, echo, emit, fail, phases_shown, show_verify
+from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
+                                 show_verify)
+from graphfix.escaping import json_document
 from graphfix.findings import Report, at_least
 
 
@@ -30,8 +32,6 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
                   timeout: opt.TraceTimeout = 300.0, fmt: opt.TextOrJson = "text") -> int:
     """Run a script until it starts training and write the graph it built, with the line
     that made each node and every Session.run seen (this runs the script's code)."""
-    import json
-
     from graphfix.storage import StagedWrites
 
     check_format(fmt)
@@ -52,14 +52,15 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
     except OSError as exc:
         fail(f"{exc.filename or target}: cannot write: {exc.strerror or exc}")
     if fmt == "json":
-        echo(json.dumps({"script": script, "output": str(target),
-                         "nodes": len(captured.meta_graph.graph_def.node),
-                         "sites": {n: s.to_json() for n, s in captured.sites.items()},
-                         "runs": [r.to_json() for r in captured.runs],
-                         "op_libraries": captured.op_libraries,
-                         "sessions": [c.to_json() for c in captured.sessions],
-                         "soft_placement": captured.soft_placement,
-                         "stopped": captured.stopped}, indent=2))
+        echo_document(json_document({
+            "script": script, "output": str(target),
+            "nodes": len(captured.meta_graph.graph_def.node),
+            "sites": {n: s.to_json() for n, s in captured.sites.items()},
+            "runs": [r.to_json() for r in captured.runs],
+            "op_libraries": captured.op_libraries,
+            "sessions": [c.to_json() for c in captured.sessions],
+            "soft_placement": captured.soft_placement,
+            "stopped": captured.stopped}))
     else:
         echo(f"{captured.summary()} -> {target}")
     return 0

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
+from graphfix.escaping import visible
 from graphfix.findings import finding_record
 from graphfix.graph import placement
 from graphfix.graph.edges import parse_input, tensor_name
 from graphfix.graph.index import GraphIndex
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # (in a str, a surrogate is always alone)
 MAX_EDGES_LISTED = 200  # the 8-tower ResNet has thousands: the rest are counted per pair
 MAX_SCOPES = 40  # name scopes shown per device; the rest are summed as "(other)"
 
@@ -135,9 +138,15 @@ def render(graphs: list[dict], verify: list[dict] | None = None, failed: list | 
            ) -> str:
     """The page: the data as embedded JSON and the script and style that show it."""
     data = {"graphs": graphs, "verify": verify or [], "failed": failed or []}
-    # "</" inside a <script> would end it: JSON allows escaping the slash.
-    payload = json.dumps(data, indent=1).replace("</", "<\\/")
-    title = html.escape(", ".join(g["path"] for g in graphs) or "graphfix report")
+    # Every "<" written as JSON's \u003c: in a <script>, "</script" would end it and "<!--"
+    # (then "<script") would put the rest of the page in the parser's escaped state, where
+    # the data never ends and nothing is drawn. A lone surrogate (a file name's byte no
+    # codec decoded) is written as its visible escape, `\xc0`: no UTF-8 page holds it, and
+    # a DOM holding one crashed Chromium's --dump-dom.
+    payload = _LONE_SURROGATE.sub(lambda m: json.dumps(visible(m.group()))[1:-1],
+                                  json.dumps(data, indent=1, ensure_ascii=False))
+    payload = payload.replace("<", "\\u003c")
+    title = html.escape(visible(", ".join(g["path"] for g in graphs) or "graphfix report"))
     return _PAGE.replace("@TITLE@", title).replace("@DATA@", payload)
 
 
