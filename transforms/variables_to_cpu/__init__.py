@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import placement
 from graphfix.findings import Change, Finding
-from graphfix.graph.index import GraphIndex
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import DEVICE_CALLS
@@ -150,23 +150,55 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
     return bool(named) and bool(named & looped_over_gpus())
 
 
-def _read_on_several_gpus(graph: GraphIndex, group: placement.Group) -> bool:
-    """Whether towers on two or more GPUs read the value of a group's variables: the
-    consumers outside the group of its members' outputs (the variable itself, its `read`,
-    a `ReadVariableOp`), and the members that joined it only by reading its handle (a
-    tower's `ReadVariableOp`), ask for different GPUs. The reason the CIFAR-10 multi-GPU
-    recipe puts variables on the CPU; a single-GPU model's variables are read on one."""
-    members, devices, names = set(group.positions), graph.devices, graph.names
+# The members whose outputs are a variable's value: the variable, its `read`, a
+# `ReadVariableOp` (an `Assign`'s output, an initial value's `Const` are not read by towers).
+_GIVES_THE_VALUE = VARIABLE_OPS | {"Identity", "ReadVariableOp"}
+
+
+def _read_on_several_gpus(graph: GraphIndex, groups: list[placement.Group]) -> set[int]:
+    """The ids of the `groups` whose variables' value towers on two or more GPUs read: the
+    consumers outside the group of its variable, `read` or `ReadVariableOp` members, and
+    the members that joined it only by reading its handle (a tower's `ReadVariableOp`),
+    ask for different GPUs. The reason the CIFAR-10 multi-GPU recipe puts variables on the
+    CPU; a single-GPU model's variables are read on one. One pass over the nodes that ask
+    for a GPU (a group at a time asks the index for each member's readers: several times
+    slower on a graph of many small groups)."""
+    devices, names, ops = graph.devices, graph.names, graph.ops
     joined = graph.handle_joined()
-    asking = [devices[p] for p in group.positions if p in joined and devices[p]]
-    for position in group.positions:
-        for reader, _, output in graph.consumers(names[position]):
-            at = graph.position(reader)
-            if output >= 0 and at not in members and devices[at]:
-                asking.append(devices[at])
-    gpus = {_GPU_OF[device] for device in set(asking)}
-    gpus.discard(None)
-    return len(gpus) > 1
+    member_of: dict[int, int] = {}  # position -> its group's number
+    givers: dict[int, int] = {}  # position of a value-giving member -> its group's number
+    seen: list = [None] * len(groups)  # each group's first GPU found reading
+    several: set[int] = set()
+    for number, group in enumerate(groups):
+        for position in group.positions:
+            member_of[position] = number
+            if ops[position] in _GIVES_THE_VALUE:
+                givers[position] = number
+            if position in joined and devices[position]:
+                gpu = _GPU_OF[devices[position]]
+                if gpu is not None and seen[number] not in (None, gpu):
+                    several.add(number)
+                seen[number] = seen[number] or gpu
+    if givers:
+        sources = graph.sources
+        for reader, device in enumerate(devices):
+            gpu = _GPU_OF[device] if device else None
+            if gpu is None:
+                continue
+            for source in sources(reader):
+                number = givers.get(source)
+                # (a reader's inputs are parsed only where its GPU is news to the group: a
+                # control edge reads no value)
+                if (number is None or seen[number] == gpu or number in several
+                        or member_of.get(reader) == number
+                        or not any(name == names[source]
+                                   for name, _ in graph.data_inputs(names[reader]))):
+                    continue
+                if seen[number] is None:
+                    seen[number] = gpu
+                else:
+                    several.add(number)
+    return {id(groups[number]) for number in several}
 
 
 class _GpuNames(dict):
@@ -240,9 +272,10 @@ class VariablesToCpu(Transform):
         # towers (or, with scope every-gpu-variable, any on a GPU). Each moves only where
         # every member has a CPU kernel; one that cannot (a cuDNN RNN's opaque parameters
         # beside ops with GPU kernels only) stays, said so.
-        moving = {id(g): g for g in every if scope != "no-kernel" and g.holds_variable
-                  and _on_gpu(g) and (scope == "every-gpu-variable"
-                                      or _read_on_several_gpus(graph, g))}
+        on_gpu = [g for g in every if scope != "no-kernel" and g.holds_variable and _on_gpu(g)]
+        shared = (_read_on_several_gpus(graph, on_gpu) if scope != "every-gpu-variable"
+                  else set(map(id, on_gpu)))
+        moving = {id(g): g for g in on_gpu if id(g) in shared}
         stuck = {key: lacking for key, g in moving.items()
                  if (lacking := placement.lacking_kernels(g, "CPU", graph))}
         # TF's registry is asked about the GPU of every group but those that move anyway,
@@ -256,7 +289,7 @@ class VariablesToCpu(Transform):
         body_problems = [p for p in problems.values() if isinstance(p.group, placement.BodyGroup)]
         without_kernel = self._without_kernel(
             [p for p in problems.values() if p.kind == "no-device"], graph, ctx)
-        shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
+        warned: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
         missing: dict[str, list[placement.PlacementProblem]] = {}  # device -> its groups
         for group in every:
             problem = problems.get(id(group))
@@ -273,7 +306,7 @@ class VariablesToCpu(Transform):
             if id(group) in stuck:
                 yield self._stuck(group, stuck[id(group)], scope, ctx)
             elif id(group) in moving:
-                shared.setdefault(group.requested.to_string(), []).append(group)
+                warned.setdefault(group.requested.to_string(), []).append(group)
         for problem in body_problems:
             if problem.kind == "no-device":
                 missing.setdefault(problem.group.requested.to_string(), []).append(problem)
@@ -287,7 +320,7 @@ class VariablesToCpu(Transform):
                 yield self._error(problem, graph, ctx)
         for device, lacking in missing.items():
             yield self._missing_device(device, lacking, graph, ctx)
-        for requested, groups in shared.items():
+        for requested, groups in warned.items():
             names = [g.anchor for g in groups[:3]]  # (the message names three)
             listed = ", ".join(names) + (", ..." if len(groups) > 3 else "")
             what = (f"variable {names[0]} is" if len(groups) == 1
