@@ -379,7 +379,8 @@ class VariablesToCpu(Transform):
                         graph: GraphIndex, ctx: Context) -> Finding:
         """One error for the groups that ask for a device the target devices lack (a tower
         on /gpu:3 of a 2-GPU machine), with TF's message for the first. Re-placing compute
-        is the user's choice; the variable groups among them move with the shared variables."""
+        is the user's choice; shared variable groups among them move as the others do, and a
+        group that would also find no kernel there has its own error (`_without_kernel`)."""
         first = placement.first_refused(lacking, graph)
         nodes = sum(len(p.group.members) for p in lacking)
         return Finding(ctx.path, self.name,
