@@ -235,6 +235,30 @@ def test_a_missing_target_device_hides_no_missing_kernel(tmp_path):
     assert graphfix.check_graph(fixed, only=ONLY) == []
 
 
+def test_a_missing_target_device_hides_no_missing_kernel_in_a_function_body():
+    """Case 5 in a function body: a `tf.function` called on /gpu:2, its `AsString` with no
+    GPU kernel: with targets /gpu:0,/gpu:1 the call's missing device and the body's missing
+    kernel are both said, and the fix moves the body's group."""
+    @tf.function
+    def report(values):
+        return tf.strings.as_string(values)
+
+    def build():
+        with tf.device("/gpu:2"):
+            tf.identity(report(tf.constant([1.0], name="values")), name="text")
+
+    graph_def = _graph_def(build)
+    targets = ("/gpu:0", "/gpu:1")
+    findings = graphfix.check_graph(graph_def, only=ONLY, target_devices=targets)
+    assert sorted(f.details["kind"] for f in findings) == ["no-device", "no-kernel"]
+    [body] = [f for f in findings if f.details["kind"] == "no-kernel"]
+    assert body.fixable and body.details["no_kernel"] == ["AsString"]
+    assert "(in the body of function __inference_report_" in body.message
+    fixed, _ = graphfix.fix_graph(graph_def, only=ONLY, target_devices=targets)
+    assert oracle.place(fixed).places
+    assert graphfix.check_graph(fixed, only=ONLY) == []
+
+
 def _towers(gpus: list[int], resource: bool):
     """A model trained on the GPUs listed, one tower each, its float variables (and Adam's
     slots) made by tower 0 on its GPU and read by every tower, as the recipe without
