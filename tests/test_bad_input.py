@@ -125,7 +125,7 @@ def test_unknown_transform_lists_known_ones():
 
 def test_bad_setting():
     result = run_cli("check", SEED, "--set", "variables-to-cpu.scope=everything")
-    _assert_one_line_error(result, "variables-to-cpu.scope", "must be one of all, variables, no-kernel")
+    _assert_one_line_error(result, "variables-to-cpu.scope", "must be one of all, every-gpu-variable, variables, no-kernel")
 
 
 def test_missing_file():

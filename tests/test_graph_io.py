@@ -251,7 +251,7 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path
 def _large_graph_def():
     """A GraphDef of 12,002 nodes with what an index has to read right: `_class` naming one
     node, several, or none in the `loc:@` form; inputs naming an output, a control input,
-    a read of a later node; fields besides the nodes. (It is a valid graph: an input from
+    a read of a later node; fields besides the nodes; float32 variables. (It is a valid graph: an input from
     no node, or a read that closes a cycle, makes a graph graphfix refuses.)"""
     graph_def = pb().graph_pb2.GraphDef()
     count = 12_001
@@ -259,6 +259,8 @@ def _large_graph_def():
         node = graph_def.node.add()
         node.name = f"layer_{k // 3}/n{k}"
         node.op = ("VariableV2", "Identity", "Assign")[k % 3]
+        # (float32 attrs: a group moves only where TF has a kernel for every member)
+        node.attr["dtype" if k % 3 == 0 else "T"].type = 1
         node.device = f"/device:GPU:{k // 3 % 4}" if k % 5 else ""
         if k:
             node.input.append(graph_def.node[k - 1].name)

@@ -40,7 +40,7 @@ def _errors(path, *extra):
     return [f for f in _findings(path, *extra) if f["severity"] == "error"]
 
 
-def test_a_device_the_targets_lack_is_tfs_error_and_only_the_variables_move(tmp_path):
+def test_a_device_the_targets_lack_is_tfs_error_and_the_variables_move_by_scope(tmp_path):
     def build():
         with tf.device("/gpu:3"):
             weights = tf1.get_variable("w", [2, 2])
@@ -59,8 +59,15 @@ def test_a_device_the_targets_lack_is_tfs_error_and_only_the_variables_move(tmp_
         "/job:localhost/replica:0/task:0/device:GPU:0, "
         "/job:localhost/replica:0/task:0/device:GPU:1 ]")
 
+    # One GPU reads w: not a shared variable, so by default nothing moves (moving it alone
+    # would not place the graph: compute is the user's to re-place).
+    kept = tmp_path / "kept.pb"
+    run_cli("fix", "--target-devices", "/gpu:0,/gpu:1", "-o", kept, path)
+    [left] = _errors(kept, "--target-devices", "/gpu:0,/gpu:1")
+    assert set(left["details"]["groups"]) == {"w", "ones", "product"}
     fixed = tmp_path / "fixed.pb"
-    run_cli("fix", "--target-devices", "/gpu:0,/gpu:1", "-o", fixed, path)
+    run_cli("fix", "--target-devices", "/gpu:0,/gpu:1", "-o", fixed, path,
+            "--set", "variables-to-cpu.scope=every-gpu-variable")
     [left] = _errors(fixed, "--target-devices", "/gpu:0,/gpu:1")
     assert set(left["details"]["groups"]) == {"ones", "product"}, \
         "the variable moved to the CPU; compute is the user's to re-place"

@@ -13,7 +13,7 @@ SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
 
 BAD = [
     ("variables-to-cpu", "scope", "bogus",
-     "variables-to-cpu.scope must be one of all, variables, no-kernel, not 'bogus'"),
+     "variables-to-cpu.scope must be one of all, every-gpu-variable, variables, no-kernel, not 'bogus'"),
     ("replica-placement", "ps_tasks", "0", "replica-placement.ps_tasks must be at least 1, not 0"),
     ("replica-placement", "ps_tasks", "two", "replica-placement.ps_tasks takes a int, not 'two'"),
     ("update-ops", "tower", "first",

@@ -208,8 +208,8 @@ def test_a_supervisors_managed_session_config_is_the_scripts(tmp_path):
     captured = trace(script)
     assert [(s.allow_soft_placement, s.site.line) for s in captured.sessions] == [(True, 8)]
     assert captured.soft_placement and captured.runs[-1].train
-    (found,) = findings_of(captured)  # (the float variable on the GPU: the known warning)
-    assert (found.line, found.severity) == (3, "warning") and "soft" not in found.message
+    # (the float variable on the one GPU is no finding either: no tower on another reads it)
+    assert findings_of(captured) == []
 
 
 PS_WORKER_SOFT = """\

@@ -55,10 +55,26 @@ def test_seed000_check_fix_run(form, tmp_path, tf):
 
 
 @pytest.mark.parametrize("form", ["ref", "resource"])
-def test_adam_slots_move_and_training_matches(form, tf):
+def test_adam_single_gpu_only_the_int32_step_moves(form):
+    """One tower on /gpu:0: the float weights and their Adam slots stay on the GPU (no copy
+    of every weight each step); the int32 step, which has no GPU kernel, moves."""
     case = FIXTURES / "variables_to_cpu" / f"adam_{form}"
     before = graphio.load(case / "before.pbtxt").message
     fixed, changes = graphfix.fix_graph(before, only=["variables-to-cpu"])
+    assert {c.node for c in changes} == {"global_step"}
+    devices = _devices(fixed)
+    assert devices["global_step"] == "/device:CPU:0"
+    for name in ("w", "b", "w/Adam", "w/Adam_1", "b/Adam", "b/Adam_1"):
+        assert devices[name] == "/device:GPU:0", name
+
+
+@pytest.mark.parametrize("form", ["ref", "resource"])
+def test_adam_slots_move_and_training_matches(form, tf):
+    """scope every-gpu-variable: every variable group on the GPU moves, slots with it."""
+    case = FIXTURES / "variables_to_cpu" / f"adam_{form}"
+    before = graphio.load(case / "before.pbtxt").message
+    fixed, changes = graphfix.fix_graph(before, only=["variables-to-cpu"], settings={
+        "variables-to-cpu": {"scope": "every-gpu-variable"}})
     devices = _devices(fixed)
     variable_ops = ("VariableV2", "VarHandleOp")
     moved = {c.node for c in changes}

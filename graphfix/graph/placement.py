@@ -786,16 +786,24 @@ def explain(problem: PlacementProblem) -> str:
     device they ask for themselves; "" where no member lacks one."""
     if not problem.no_kernel:
         return ""
-    parts = [
-        f"{n.op} {n.name} ({kernels.describe_attrs(n)})" if kernels.describe_attrs(n)
-        else f"{n.op} {n.name}"
-        for n in problem.no_kernel
-    ]
+    parts = [describe_member(n) for n in problem.no_kernel]
     size = len(problem.group.members)
     if problem.kind == "conflict":
         return (f"and with no kernel on the device each asks for: {'; '.join(parts)}; "
                 f"group of {size}")
     return f"no {problem.group.requested.device_type} kernel for: {'; '.join(parts)}; group of {size}"
+
+
+def describe_member(node) -> str:
+    """A member as the kernel findings name it: `VariableV2 Variable (dtype=DT_INT32)`."""
+    attrs = kernels.describe_attrs(node)
+    return f"{node.op} {node.name} ({attrs})" if attrs else f"{node.op} {node.name}"
+
+
+def lacking_kernels(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) -> list:
+    """The members of `group` that TF's registry has no kernel for on `device_type` (where
+    a group could move: it places there only if this is empty)."""
+    return _lacking(group, device_type, graph)
 
 
 # Bytes per element of a DataType enum value (a variable's, a tensor's size).

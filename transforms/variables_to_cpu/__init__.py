@@ -9,9 +9,10 @@ The bug (seed 000)::
     explicit device specification '/device:GPU:0' because no supported kernel for GPU
     devices is available.
 
-Even where a GPU kernel exists, multi-GPU towers share their variables, and the variables
-belong on the CPU (or a parameter server) — the `_variable_on_cpu` idiom of TF's CIFAR-10
-multi-GPU example.
+Even where a GPU kernel exists, variables that towers on several GPUs share belong on the
+CPU (or a parameter server) — the `_variable_on_cpu` idiom of TF's CIFAR-10 multi-GPU
+example. A single-GPU model's float variables are right where they are (on the CPU, each
+step would copy every weight to the GPU): no finding.
 
 Found: in a graph, what TF's placer would refuse, group by group, and the variables towers
 share. TF's placer puts a whole colocation group on one device, so the group is the unit: a
@@ -22,8 +23,12 @@ has no kernel for one of its members is an error with TF's own message, whatever
 main graph and in every function body the graph calls (a `While` body, a `tf.function`;
 a body node asks for its call site's device, as TF's inliner gives it). A real conflict of
 requested devices is an error too, its members still checked; a device the target devices
-(`--target-devices`) do not have is one. The variable groups that place on a GPU are one
-warning per GPU (a tower pattern: towers share the variables tower 0 made), with their count.
+(`--target-devices`) do not have is one (one per missing device; each of its groups that
+would also find no kernel there is its own error besides). The variable groups that place
+on a GPU and that towers on two or more GPUs read (consumers of the variable's value, read
+directly, through its `read` or a `ReadVariableOp`, that ask for different GPUs) are one
+warning per GPU (a tower pattern: towers share the variables tower 0 made), with their
+count.
 Where the graph's session is known to place it with `allow_soft_placement=True` (a traced
 script: `Context.soft_placement`), a group TF would refuse only for want of a GPU kernel is
 moved to the CPU by TF's placer and runs: a non-variable group (a summary) is no finding, a
@@ -31,17 +36,22 @@ variable group is a warning that says soft placement moves it (`placement.proble
 Variable ops: Variable, VariableV2, VarHandleOp, AutoReloadVariable, the mutable hash tables;
 optimizer slots are variables too.
 
-Fixed, in one pass: each GPU variable group and each group without a kernel on its GPU moves
-to the CPU of the same job/replica/task; only members that ask for a device are touched
-(`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`); in a function body
-every member of the group asks for `/device:CPU:0` (each call fills in its task). A conflict,
-a missing kernel on the CPU, or a compute group on a GPU the targets lack is reported, not
-moved.
+Fixed, in one pass: each shared GPU variable group and each group without a kernel on its
+GPU moves to the CPU of the same job/replica/task; only members that ask for a device are
+touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`); in a
+function body every member of the group asks for `/device:CPU:0` (each call fills in its
+task). A group moves only where every member has a kernel: one with a member that has no
+CPU kernel (a cuDNN RNN's opaque parameters colocated with `CudnnRNNCanonicalToParams`) is
+reported, with those members named, not moved. A conflict or a compute group on a GPU the
+targets lack is reported, not moved.
 
 Parameters:
-    scope: `all` (default) as above; `variables` moves the variable groups only (and does
-        not look into function bodies); `no-kernel` moves only the groups without a kernel
-        on their device and leaves float variables where they are.
+    scope: `all` (default) as above; `every-gpu-variable` as `all`, and every variable
+        group on a GPU is a warning and moves too, towers or not (the CIFAR-10 idiom applied
+        to a single-GPU model: its variables on the CPU, a copy to the GPU each step);
+        `variables` moves the variable groups only (and does not look into function
+        bodies); `no-kernel` moves only the groups without a kernel on their device and
+        leaves float variables where they are.
 
 In source: variables created under a GPU `tf.device` scope (a literal, a string built
 at run time, `'/gpu:%d' % i`, or a device looped over from a literal list), directly or
@@ -49,8 +59,10 @@ through the project's functions, methods and classes called there, are placed on
 a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
-function), so its compute stays on the GPU. Same errors and warnings as the graph surface;
-see `VariablesToCpuCodemod`.
+function), so its compute stays on the GPU. Same errors as the graph surface; its warnings
+are still those of every float variable under a GPU scope, one GPU or towers (as the graph
+surface's `every-gpu-variable`), so `check --trace` of a single-GPU script notes that the
+codemod finds lines the trace does not; see `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations
@@ -60,7 +72,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import placement
 from graphfix.findings import Change, Finding
-from graphfix.graph.index import GraphIndex
+from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import DEVICE_CALLS
@@ -140,6 +152,77 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
     return bool(named) and bool(named & looped_over_gpus())
 
 
+# The members whose outputs are a variable's value: the variable, its `read`, a
+# `ReadVariableOp` (an `Assign`'s output, an initial value's `Const` are not read by towers).
+_GIVES_THE_VALUE = VARIABLE_OPS | {"Identity", "ReadVariableOp"}
+
+
+def _read_on_several_gpus(graph: GraphIndex, groups: list[placement.Group]) -> set[int]:
+    """The ids of the `groups` whose variables' value towers on two or more GPUs read: the
+    consumers outside the group of its variable, `read` or `ReadVariableOp` members, and
+    the members that joined it only by reading its handle (a tower's `ReadVariableOp`),
+    ask for different GPUs. The reason the CIFAR-10 multi-GPU recipe puts variables on the
+    CPU; a single-GPU model's variables are read on one. One pass over the nodes that ask
+    for a GPU (a group at a time asks the index for each member's readers: several times
+    slower on a graph of many small groups)."""
+    devices, names, ops = graph.devices, graph.names, graph.ops
+    joined = graph.handle_joined()
+    member_of: dict[int, int] = {}  # position -> its group's number
+    givers: dict[int, int] = {}  # position of a value-giving member -> its group's number
+    seen: list = [None] * len(groups)  # each group's first GPU found reading
+    several: set[int] = set()
+    for number, group in enumerate(groups):
+        for position in group.positions:
+            member_of[position] = number
+            if ops[position] in _GIVES_THE_VALUE:
+                givers[position] = number
+            if position in joined and devices[position]:
+                gpu = _GPU_OF[devices[position]]
+                if gpu is not None and seen[number] not in (None, gpu):
+                    several.add(number)
+                seen[number] = seen[number] or gpu
+    if givers:
+        sources = graph.sources
+        for reader, device in enumerate(devices):
+            gpu = _GPU_OF[device] if device else None
+            if gpu is None:
+                continue
+            for source in sources(reader):
+                number = givers.get(source)
+                # (a reader's inputs are parsed only where its GPU is news to the group: a
+                # control edge reads no value)
+                if (number is None or seen[number] == gpu or number in several
+                        or member_of.get(reader) == number
+                        or not any(name == names[source]
+                                   for name, _ in graph.data_inputs(names[reader]))):
+                    continue
+                if seen[number] is None:
+                    seen[number] = gpu
+                else:
+                    several.add(number)
+    return {id(groups[number]) for number in several}
+
+
+class _GpuNames(dict):
+    """Device string -> the GPU it names, as (job, task, index) (a local process's
+    `localhost`, task 0 as unset), or None for a device that is no GPU."""
+
+    def __missing__(self, device: str) -> tuple | None:
+        from graphfix.graph.devices import DeviceSpec
+
+        spec = DeviceSpec.parse(device)
+        gpu = None
+        if (spec.device_type or "").upper() == "GPU":
+            local = spec.job in (None, "localhost")
+            gpu = (None if local else spec.job, None if local and not spec.task else spec.task,
+                   spec.device_index or 0)
+        self[device] = gpu
+        return gpu
+
+
+_GPU_OF = _GpuNames()
+
+
 class _CpuTwins(dict):
     """Device string -> the CPU of the same job/replica/task, worked out once per string."""
 
@@ -161,10 +244,11 @@ class VariablesToCpu(Transform):
         Param(
             "scope",
             "all",
-            "all: every variable group on a GPU and every group without a kernel on its "
-            "device; variables: the variable groups only; no-kernel: only the groups without "
-            "a kernel (float variables stay)",
-            choices=("all", "variables", "no-kernel"),
+            "all: the variable groups towers on several GPUs read and every group without "
+            "a kernel on its device; every-gpu-variable: as all, and every other variable "
+            "group on a GPU too (a single-GPU model's); variables: the variable groups only; "
+            "no-kernel: only the groups without a kernel (float variables stay)",
+            choices=("all", "every-gpu-variable", "variables", "no-kernel"),
         ),
     )
     # The source surface lives in source.py, loaded on first use (libcst is slow to
@@ -180,61 +264,125 @@ class VariablesToCpu(Transform):
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         """An error for each group TF cannot place (in the main graph and in the function
-        bodies it calls); one warning per GPU for the variable groups that place there but
-        hold what towers share (a tower pattern: one finding, a count)."""
+        bodies it calls; a group that also asks for a device the targets lack is both); one
+        warning per GPU for the variable groups towers on several GPUs read (a tower
+        pattern: one finding, a count), each that cannot move to the CPU a warning of its
+        own that says why."""
         scope, targets = ctx.options["scope"], ctx.target_devices
         every = placement.groups(graph, variables_only=scope == "variables")
-        # TF's registry is asked about every group but a GPU variable group, which moves
-        # anyway, unless the findings' words (`explain`: `check`, not `fix`) or the target
-        # devices need it.
-        asked = [g for g in every if g.conflict or not (
-            scope != "no-kernel" and g.holds_variable and _on_gpu(g) and not ctx.explain
-            and not targets)]
+        # The variable groups that move whatever TF's registry says of their GPU: shared by
+        # towers (or, with scope every-gpu-variable, any on a GPU). Each moves only where
+        # every member has a CPU kernel; one that cannot (a cuDNN RNN's opaque parameters
+        # beside ops with GPU kernels only) stays, said so.
+        on_gpu = [g for g in every if scope != "no-kernel" and g.holds_variable and _on_gpu(g)]
+        shared = (_read_on_several_gpus(graph, on_gpu) if scope != "every-gpu-variable"
+                  else set(map(id, on_gpu)))
+        moving = {id(g): g for g in on_gpu if id(g) in shared}
+        stuck = {key: lacking for key, g in moving.items()
+                 if (lacking := placement.lacking_kernels(g, "CPU", graph))}
+        # TF's registry is asked about the GPU of every group but those that move anyway,
+        # unless the findings' words (`explain`: `check`, not `fix`) or the target devices
+        # need it.
+        asked = [g for g in every if id(g) not in moving or id(g) in stuck
+                 or ctx.explain or targets]
         problems = {id(p.group): p for p in placement.problems(
             graph, asked, targets=targets, functions=scope != "variables",
             soft_placement=ctx.soft_placement)}
-        shared: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
+        body_problems = [p for p in problems.values() if isinstance(p.group, placement.BodyGroup)]
+        without_kernel = self._without_kernel(
+            [p for p in problems.values() if p.kind == "no-device"], graph, ctx)
+        warned: dict[str, list[placement.Group]] = {}  # requested GPU -> its variable groups
         missing: dict[str, list[placement.PlacementProblem]] = {}  # device -> its groups
         for group in every:
-            problem = problems.pop(id(group), None)
+            problem = problems.get(id(group))
             if problem is not None and problem.kind == "no-device":
                 missing.setdefault(group.requested.to_string(), []).append(problem)
-            elif problem is not None and not problem.refused:  # (soft placement moves it)
+                problem = without_kernel.get(id(group))
+            if problem is not None and not problem.refused:  # (soft placement moves it)
                 if group.holds_variable:
                     yield self._soft_placed(problem, ctx)
                 continue
-            elif problem is not None:
-                yield self._error(problem, ctx)
+            if problem is not None:
+                yield self._error(problem, graph, ctx)
                 continue
-            if scope != "no-kernel" and group.holds_variable and _on_gpu(group):
-                shared.setdefault(group.requested.to_string(), []).append(group)
-        for problem in problems.values():  # (those of function bodies)
+            if id(group) in stuck:
+                yield self._stuck(group, stuck[id(group)], scope, ctx)
+            elif id(group) in moving:
+                warned.setdefault(group.requested.to_string(), []).append(group)
+        for problem in body_problems:
             if problem.kind == "no-device":
                 missing.setdefault(problem.group.requested.to_string(), []).append(problem)
-            elif not problem.refused:
+                problem = without_kernel.get(id(problem.group))
+                if problem is None:
+                    continue
+            if not problem.refused:
                 if problem.group.holds_variable:
                     yield self._soft_placed(problem, ctx)
             else:
-                yield self._error(problem, ctx)
+                yield self._error(problem, graph, ctx)
         for device, lacking in missing.items():
             yield self._missing_device(device, lacking, graph, ctx)
-        for requested, groups in shared.items():
+        for requested, groups in warned.items():
             names = [g.anchor for g in groups[:3]]  # (the message names three)
             listed = ", ".join(names) + (", ..." if len(groups) > 3 else "")
             what = (f"variable {names[0]} is" if len(groups) == 1
                     else f"{len(groups)} variables ({listed}) are")
+            why = (f"scope {scope} puts every variable on the CPU"
+                   if scope == "every-gpu-variable" else
+                   "towers on several GPUs read them; shared variables belong on the CPU")
             yield Finding(ctx.path, self.name,
-                          f"{what} placed on {requested}; shared variables belong on the CPU "
-                          f"(their groups, {sum(len(g.positions) for g in groups)} node(s), "
-                          f"move to {_CPU_OF[requested]})",
+                          f"{what} placed on {requested}; {why} (their groups, "
+                          f"{sum(len(g.positions) for g in groups)} node(s), move to "
+                          f"{_CPU_OF[requested]})",
                           node=names[0], severity="warning",
                           edit=partial(self._move_to_cpu, groups, requested, ctx))
+
+    def _without_kernel(self, no_device: list[placement.PlacementProblem], graph: GraphIndex,
+                        ctx: Context) -> dict[int, placement.PlacementProblem]:
+        """Of the groups that ask for a device the target devices lack, those that would
+        also find no kernel on it (a string summary on the missing /gpu:2): id(group) ->
+        that problem, TF's error on a machine that has the device."""
+        if not no_device:
+            return {}
+        main = [p.group for p in no_device if not isinstance(p.group, placement.BodyGroup)]
+        found = placement.problems(graph, main, functions=False,
+                                   soft_placement=ctx.soft_placement)
+        bodies = {(p.group.function, p.group.first.name) for p in no_device
+                  if isinstance(p.group, placement.BodyGroup)}
+        if bodies:
+            found += [p for p in placement.body_problems(graph, (), ctx.soft_placement)
+                      if (p.group.function, p.group.first.name) in bodies]
+        by_body = {(p.group.function, p.group.first.name): p for p in found
+                   if isinstance(p.group, placement.BodyGroup)}
+        out = {id(p.group): p for p in found if not isinstance(p.group, placement.BodyGroup)}
+        out.update((id(p.group), by_body[key]) for p in no_device
+                   if isinstance(p.group, placement.BodyGroup)
+                   and (key := (p.group.function, p.group.first.name)) in by_body)
+        return out
+
+    def _stuck(self, group: placement.Group, lacking: list, scope: str,
+               ctx: Context) -> Finding:
+        """A variable group that would move to the CPU but has members with no CPU kernel."""
+        requested = group.requested.to_string()
+        why = (f"scope {scope} puts every variable on the CPU" if scope == "every-gpu-variable"
+               else "towers on several GPUs read it; shared variables belong on the CPU")
+        return Finding(ctx.path, self.name,
+                       f"variable {group.anchor} is placed on {requested}; {why}, but its "
+                       f"group cannot move there: no CPU kernel for: "
+                       f"{'; '.join(map(placement.describe_member, lacking))}; group of "
+                       f"{len(group.positions)}",
+                       node=group.anchor, severity="warning", fixable=False,
+                       details={"kind": "no-cpu-kernel", "node": group.anchor,
+                                "device": requested,
+                                "no_kernel": [n.name for n in lacking],
+                                "group_size": len(group.positions)})
 
     def _missing_device(self, device: str, lacking: list[placement.PlacementProblem],
                         graph: GraphIndex, ctx: Context) -> Finding:
         """One error for the groups that ask for a device the target devices lack (a tower
         on /gpu:3 of a 2-GPU machine), with TF's message for the first. Re-placing compute
-        is the user's choice; the variable groups among them move with the shared variables."""
+        is the user's choice; shared variable groups among them move as the others do, and a
+        group that would also find no kernel there has its own error (`_without_kernel`)."""
         first = placement.first_refused(lacking, graph)
         nodes = sum(len(p.group.members) for p in lacking)
         return Finding(ctx.path, self.name,
@@ -245,17 +393,25 @@ class VariablesToCpu(Transform):
                                 "groups": [p.group.anchor for p in lacking],
                                 "no_kernel": []})
 
-    def _error(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
+    def _error(self, problem: placement.PlacementProblem, graph: GraphIndex,
+               ctx: Context) -> Finding:
         """TF's error for a group it cannot place, with the move that places it where there
-        is one: a group on a GPU goes to that task's CPU. A conflict or a group that lacks
-        a kernel on the CPU is the user's to resolve."""
+        is one: a group on a GPU goes to that task's CPU if every member has a kernel there.
+        A conflict or a group that lacks a kernel on the CPU too is the user's to resolve
+        (the message names the members the CPU has no kernel for)."""
         group = problem.group
         movable = _on_gpu(group) and problem.kind == "no-kernel"
         detail = placement.explain(problem)
         if movable:
             requested = group.requested.to_string()
-            detail = f"{detail}; fix moves it to {_CPU_OF[requested]}" if detail else (
-                f"fix moves it to {_CPU_OF[requested]}")
+            lacking = placement.lacking_kernels(group, "CPU", graph)
+            if lacking:
+                movable = False
+                also = (f"it cannot move to the CPU either: no CPU kernel for: "
+                        f"{'; '.join(map(placement.describe_member, lacking))}")
+            else:
+                also = f"fix moves it to {_CPU_OF[requested]}"
+            detail = f"{detail}; {also}" if detail else also
         message = f"{problem.message} ({detail})" if detail else problem.message
         edit = self._move_off_gpu(group, ctx) if movable else None
         return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
