@@ -321,15 +321,14 @@ class Tracer:
                                              "feeds_not_kept": not_kept,
                                              "op_libraries": self.op_libraries})
 
-
     def verify_if_asked(self) -> None:
         """Where the parent asked for a verify (VERIFY_REQUEST_FILE: its options) and the
         graph captured calls Python functions (`tf.py_func`, `tf.numpy_function`), verify it
-        here, now, and write the verdict (VERIFIED_FILE): TF finds a Python function by its
-        token in a registry of this process, where the script's graph, still alive
-        (`self.graph`), keeps them, and the script is as it was when it stopped (what its
-        functions read is still open). Verify re-imports the graph as written into a
-        fresh graph, so the tokens are the same.
+        here, now, and write the verdict (VERIFIED_FILE): TF finds a Python function by the
+        token its node names, in a registry of this process, which holds it while the
+        script's graph lives; and the script is as it was when it stopped (what its
+        functions read is still open). Verify re-imports the graph as written into a fresh
+        graph: the tokens are the same.
 
         Any other graph is verified by the parent from the files written, as a graph file
         is: there it runs apart from the script's process (its threads, the TF settings it
