@@ -152,16 +152,16 @@ def verify_traced(script: str, args: list[str], *, steps: int, fetches, target_d
     those given (`op_libraries`: `--set stateful-custom-ops.op_library=`) loaded first."""
     options = {"label": script, "steps": steps, "fetches": list(fetches),
                "target_devices": list(target_devices), "op_libraries": list(op_libraries)}
-    result = _verified(traced(script, args, runs, until, timeout, verify=options), options)
+    result = _verified(traced(script, args, runs, until, timeout, verify=options), **options)
     show_verify(result, fmt, report_path)
     return 0 if result.passed else 1
 
 
-def _verified(captured, options: dict):
+def _verified(captured, label: str, **options):
     """The verdict on the graph a trace captured (`verification.traced.verify_trace` with
-    `options`, in this process), or, for a graph that calls the script's Python functions,
-    that of the verify its child ran with them (`Trace.verified`); a one-line error, exit 2,
-    where verify refuses the graph."""
+    `label` and `options`, in this process), or, for a graph that calls the script's Python
+    functions, that of the verify its child ran (`Trace.verified`); a one-line error, exit
+    2, where verify refuses the graph."""
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.verification.run import VerifyError
     from graphfix.verification.traced import verdict_of, verify_trace
@@ -170,7 +170,7 @@ def _verified(captured, options: dict):
         if captured.verified is not None:
             return verdict_of(captured.verified)
         with phases_shown("verify"):
-            return verify_trace(captured, **options)
+            return verify_trace(captured, label=label, **options)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 
@@ -212,7 +212,7 @@ def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, unt
         why = (f"the fixed script's graph still has {len(still)} finding(s), the first: "
                f"{still[0].to_text()} (a line of the fixed script)")
     else:
-        result = _verified(fixed, options)
+        result = _verified(fixed, **options)
         failed = [c for c in result.checks if not c.passed]
         report.notes.extend(result.to_lines())
         if failed:
