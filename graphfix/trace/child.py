@@ -283,13 +283,14 @@ class Tracer:
     def stop(self, reason: str, said: str) -> None:
         sys.settrace(None)
         threading.settrace(None)
-        self.write(reason, said)
-        self.verify_if_asked()
+        self.verify_if_asked(self.write(reason, said))
         raise StopTrace(reason)
 
-    def write(self, reason: str, said: str) -> None:
+    def write(self, reason: str, said: str):
+        """Write what the trace saw into the folder (the module docstring's files); the
+        MetaGraphDef written, None where there is no graph (or this is a forked process)."""
         if os.getpid() != self.pid:
-            return
+            return None
         tf = self.tf
         graph = self.graph if self.graph is not None else (
             tf.compat.v1.get_default_graph() if reason == "until" else None)
@@ -298,7 +299,7 @@ class Tracer:
                 "kind": "no_session", "message": "the script never ran a session "
                 "(tf.Session.run): there is no graph to check (give --until FILE:LINE "
                 "to capture the graph built by then)"})
-            return
+            return None
         meta = tf.compat.v1.train.export_meta_graph(graph=graph, clear_devices=False)
         with open(os.path.join(self.out, "graph.meta"), "wb") as f:
             f.write(meta.SerializeToString(deterministic=True))
@@ -320,10 +321,11 @@ class Tracer:
                                              "feeds_kept": sorted(feeds),
                                              "feeds_not_kept": not_kept,
                                              "op_libraries": self.op_libraries})
+        return meta
 
-    def verify_if_asked(self) -> None:
+    def verify_if_asked(self, meta) -> None:
         """Where the parent asked for a verify (VERIFY_REQUEST_FILE: its options) and the
-        graph captured calls Python functions (`tf.py_func`, `tf.numpy_function`), verify it
+        graph captured (`meta`, as written; None where none was) calls Python functions (`tf.py_func`, `tf.numpy_function`), verify it
         here, now, and write the verdict (VERIFIED_FILE): TF finds a Python function by the
         token its node names, in a registry of this process, which holds it while the
         script's graph lives; and the script is as it was when it stopped (what its
@@ -334,19 +336,19 @@ class Tracer:
         is: there it runs apart from the script's process (its threads, the TF settings it
         made, the trace's hooks), and a crash of verify is not taken for the script's."""
         request = os.path.join(self.out, VERIFY_REQUEST_FILE)
-        if (os.getpid() != self.pid or not os.path.exists(request)
-                or not os.path.exists(os.path.join(self.out, "trace.json"))):
+        if meta is None or not os.path.exists(request):
+            return
+        from graphfix.verification.inputs import python_function_nodes
+
+        if not python_function_nodes(meta.graph_def):
             return
         from pathlib import Path
 
         from graphfix import phases
         from graphfix.trace import read_folder
-        from graphfix.verification.inputs import python_function_nodes
         from graphfix.verification.traced import verdict_doc
 
         captured = read_folder(self.script, Path(self.script), Path(self.out))
-        if not python_function_nodes(captured.meta_graph.graph_def):
-            return
         with open(request, encoding="utf-8") as f:
             options = json.load(f)
         self.verifying = True
