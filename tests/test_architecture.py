@@ -33,6 +33,9 @@ ALLOWED = {
     # (source: a traced finding at a source line honours its suppression comment)
     "graphfix.trace": ("graphfix.graph", "graphfix.source", "graphfix.registry",
                        "graphfix.driver"),
+    # The traced child verifies a graph that calls the script's Python functions (only its
+    # process has them); verification never imports the trace.
+    "graphfix.trace.child": ("graphfix.graph", "graphfix.trace", "graphfix.verification"),
     # The HTML report: the graph side's numbers, the driver's check and fix of each graph.
     "graphfix.report": ("graphfix.graph", "graphfix.driver"),
     "graphfix.cli": ("graphfix.graph", "graphfix.source", "graphfix.registry", "graphfix.driver",

@@ -3,7 +3,6 @@ script builds (`graphfix.trace`): the graph transforms' findings at the script's
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from graphfix.cli import options as opt
@@ -15,13 +14,15 @@ from graphfix.findings import Report, at_least
 
 
 def traced(script: str, args: list[str], runs: int | None, until: str | None,
-           timeout: float, label: str | None = None):
-    """The `Trace` of `script` (named `label`), or the trace's one-line error, exit 2."""
+           timeout: float, label: str | None = None, verify: dict | None = None):
+    """The `Trace` of `script` (named `label`), or the trace's one-line error, exit 2;
+    `verify`: the options of the verify to come (see `trace`)."""
     from graphfix.trace import TraceError, trace
 
     try:
         with phases_shown("trace"):
-            return trace(script, args, runs=runs, until=until, timeout=timeout, label=label)
+            return trace(script, args, runs=runs, until=until, timeout=timeout, label=label,
+                         verify=verify)
     except TraceError as exc:
         fail(str(exc))
 
@@ -150,47 +151,27 @@ def verify_traced(script: str, args: list[str], *, steps: int, fetches, target_d
     """`verify SCRIPT [-- ARGS]`: trace the script, then verify the graph it built (import,
     place, run on the target devices), with the custom-op libraries the script loaded and
     those given (`op_libraries`: `--set stateful-custom-ops.op_library=`) loaded first."""
-    result = _verified(traced(script, args, runs, until, timeout), script, steps=steps,
-                       fetches=fetches, target_devices=target_devices,
-                       op_libraries=op_libraries)
+    options = {"label": script, "steps": steps, "fetches": list(fetches),
+               "target_devices": list(target_devices), "op_libraries": list(op_libraries)}
+    result = _verified(traced(script, args, runs, until, timeout, verify=options), **options)
     show_verify(result, fmt, report_path)
     return 0 if result.passed else 1
 
 
-def _verified(captured, label: str, *, steps: int, fetches=(), target_devices=(),
-              op_libraries=()):
-    """Verify the graph a trace captured, its placeholders fed what the script fed them: on
-    a local cluster of the jobs its devices name (a ps/worker script's: the script made its
-    cluster), else in this process on the target devices. The custom-op libraries given
-    (`op_libraries`) and those the script loaded are loaded first (a graph with a custom
-    op does not import without its library); a library is loaded once. It is placed and run
-    with soft placement where the script's sessions have it (`Trace.soft_placement`), on a
-    cluster as in this process."""
-    from graphfix.graph import graphfile
-    from graphfix.graph.index import index_for
+def _verified(captured, label: str, **options):
+    """The verdict on the graph a trace captured (`verification.traced.verify_trace` with
+    `label` and `options`, in this process), or, for a graph that calls the script's Python
+    functions, that of the verify its child ran (`Trace.verified`); a one-line error, exit
+    2, where verify refuses the graph."""
     from graphfix.graph.kernels import NoGpuKernelsError
-    from graphfix.verification.cluster import verify_on_cluster
-    from graphfix.verification.run import VerifyError, jobs_named, verify_graph
+    from graphfix.verification.run import VerifyError
+    from graphfix.verification.traced import verdict_of, verify_trace
 
-    libraries = list(op_libraries)
-    seen = {os.path.realpath(p) for p in libraries}
-    libraries += [p for p in captured.op_libraries if os.path.realpath(p) not in seen]
-    graph_file = graphfile.GraphFile(Path(label), "metagraph", False, captured.meta_graph)
-    # What the script ran where the trace stopped: its train run, else its last run.
-    stop_run = ([r for r in captured.runs if r.train] or captured.runs[-1:] or [None])[0]
-    fetches = tuple(fetches) or (tuple(stop_run.fetches) if stop_run else ())
     try:
-        jobs = jobs_named(index_for(captured.meta_graph.graph_def, captured.meta_graph))
+        if captured.verified is not None:
+            return verdict_of(captured.verified)
         with phases_shown("verify"):
-            if jobs:
-                return verify_on_cluster(graph_file, jobs, steps=steps, fetches=fetches,
-                                         feeds=captured.feeds, label=label,
-                                         op_libraries=libraries,
-                                         soft_placement=captured.soft_placement)
-            return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
-                                fetches=fetches, target_devices=target_devices,
-                                op_libraries=libraries,
-                                soft_placement=captured.soft_placement)
+            return verify_trace(captured, label=label, **options)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 
@@ -218,9 +199,12 @@ def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, unt
     # are for the script), under a name no import uses; it is removed whatever happens.
     copy = Path(script).with_name(f".{Path(script).stem}.graphfix-fixed.py")
     why = None
+    options = {"label": f"{script} (fixed)", "steps": 1, "fetches": [],
+               "target_devices": list(selected.target_devices),
+               "op_libraries": given_op_libraries(selected)}
     try:
         copy.write_bytes(output.data)
-        fixed = traced(str(copy), args, runs, until, timeout, label=script)
+        fixed = traced(str(copy), args, runs, until, timeout, label=script, verify=options)
     finally:
         copy.unlink(missing_ok=True)
     still, _ = check_trace(fixed, Selected([(t, o) for t, o in selected.transforms
@@ -229,9 +213,7 @@ def fix_verified(paths: list[str], selected, *, fmt: str, report_path, runs, unt
         why = (f"the fixed script's graph still has {len(still)} finding(s), the first: "
                f"{still[0].to_text()} (a line of the fixed script)")
     else:
-        result = _verified(fixed, f"{script} (fixed)", steps=1,
-                           target_devices=selected.target_devices,
-                           op_libraries=given_op_libraries(selected))
+        result = _verified(fixed, **options)
         failed = [c for c in result.checks if not c.passed]
         report.notes.extend(result.to_lines())
         if failed:

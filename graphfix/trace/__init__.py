@@ -6,8 +6,11 @@ starts training, and gives back a `Trace`: the MetaGraphDef it built, each node'
 site, each `Session.run` seen. `graphfix.trace.at_sites` turns the graph transforms'
 findings on it into findings at those sites. The child runs under a supervisor process
 (`graphfix.trace.supervisor`) that ends whatever the script started when the trace ends.
+Asked to (`trace(..., verify=...)`), the child verifies a graph that calls the script's
+Python functions itself, at the stop point (`Trace.verified`): only its process has them.
 
-Imports: the core and the graph side here; the driver in `at_sites` (the graph path).
+Imports: the core and the graph side here; the driver in `at_sites` (the graph path);
+verification in `child` only (the verify of a graph that calls Python functions).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ PHASES_FILE = "phases.txt"  # the child's phases, a line each as it begins them
 # What the child writes when the script ends its process itself: `os._exit(CODE)`'s code and
 # line (EXIT_FILE), the stacks at a fatal signal (CRASH_FILE: faulthandler's dump).
 EXIT_FILE, CRASH_FILE = "os_exit.json", "crash.txt"
+# What the parent asks the child to verify (verify's options, as JSON), and the child's
+# verdict (`graphfix.verification.traced.verdict_doc`): see `trace(verify=...)`.
+VERIFY_REQUEST_FILE, VERIFIED_FILE = "verify_request.json", "verified.json"
 SUPERVISOR_GRACE = 20.0  # seconds the supervisor has to end the script's processes
 
 
@@ -104,14 +110,16 @@ class Trace:
     libraries the script loaded with `tf.load_op_library`: absolute paths, in load order),
     `sessions` (every session the script made, with its config: `SessionConfig`). Made from
     the files the child wrote (`meta_bytes`, `trace_doc`: trace.json read, `feeds_bytes`),
-    which `files` gives back as they were, and the facts read from them."""
+    which `files` gives back as they were, and the facts read from them. `verified`: the
+    verdict of the verify the child ran itself (`trace(verify=...)`: a graph that calls
+    the script's Python functions), as JSON, None where it ran none."""
 
     def __init__(self, script: str, meta_graph, sites: dict[str, Site], runs: list[Run],
                  stopped: str, meta_bytes: bytes, trace_doc: dict, feeds_bytes: bytes = b"",
                  sessions: list[SessionConfig] | None = None,
-                 op_libraries: list[str] | None = None):
+                 op_libraries: list[str] | None = None, verified: dict | None = None):
         self.script, self.meta_graph, self.sites, self.runs = script, meta_graph, sites, runs
-        self.stopped = stopped
+        self.stopped, self.verified = stopped, verified
         self.sessions = list(sessions or ())
         # (what check reads the ops' registrations from and verify loads before the import)
         self.op_libraries = list(op_libraries or ())
@@ -166,7 +174,7 @@ class Trace:
 
 def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
           until: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-          label: str | None = None) -> Trace:
+          label: str | None = None, verify: dict | None = None) -> Trace:
     """Run the script at `path` (with `sys.argv` = [path, *args], in its own folder, by this
     Python in a child process) until its first run of a train op, `runs` runs, or the line
     `until` ("FILE:LINE"), and return what it built. This runs the user's code.
@@ -177,6 +185,13 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     placement; the graph keeps the devices the script asked for, and `Trace.sessions` the
     config each session asked for (`Trace.soft_placement`). `label` names the script
     in what the trace says (default: `path` as given).
+
+    `verify`: the options of `graphfix.verification.traced.verify_trace` (JSON: `label`,
+    `steps`, `fetches`, `target_devices`, `op_libraries`), for a graph that calls Python
+    functions (`tf.py_func`, `tf.numpy_function`), which runs only where they exist: the
+    child verifies such a graph itself, at the stop point, and `Trace.verified` holds its
+    verdict (the trace's `timeout` counts that time too). Any other graph is verified by
+    the caller, from what was captured, as a graph file is.
 
     Nothing the script starts outlives the trace: a forked child, a daemon, a double fork's
     grandchild are killed when it ends, as it ends (`graphfix.trace.supervisor`: on Linux a
@@ -206,8 +221,10 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
         try:
             with stopping_signals_deferred():
                 out = tempfile.mkdtemp(prefix="graphfix-trace-")
+            if verify is not None:
+                Path(out, VERIFY_REQUEST_FILE).write_text(json.dumps(verify))
             _run_child(script, label, list(args), out, runs, until, timeout)
-            return _read(label, script, Path(out))
+            return read_folder(label, script, Path(out))
         finally:
             if out is not None:
                 with stopping_signals_deferred():
@@ -467,7 +484,9 @@ class _Columns:
         return None if col is None else col + 1
 
 
-def _read(label: str, script: Path, out: Path) -> Trace:
+def read_folder(label: str, script: Path, out: Path) -> Trace:
+    """The `Trace` of `script` (named `label`) from the files its child wrote into `out`;
+    TraceError where the child wrote why there is none (`failure.json`)."""
     script_real = os.path.realpath(script)
     columns = _Columns()
 
@@ -498,10 +517,11 @@ def _read(label: str, script: Path, out: Path) -> Trace:
                 r.get("train", False), r.get("session")) for r in doc["runs"]]
     sessions = [SessionConfig(s["allow_soft_placement"], site_of(s["site"]), s["graph"])
                 for s in doc.get("sessions", ())]
-    feeds = out / "feeds.npz"
+    feeds, verified = out / "feeds.npz", out / VERIFIED_FILE
     return Trace(label, meta, sites, runs, doc["stop"]["said"], meta_bytes, doc,
                  feeds.read_bytes() if feeds.exists() else b"", sessions,
-                 doc.get("op_libraries", []))
+                 doc.get("op_libraries", []),
+                 json.loads(verified.read_text()) if verified.exists() else None)
 
 
 class _CallablePackage(types.ModuleType):

@@ -9,7 +9,10 @@ with TensorFlow hooked, and writes what the script built into the folder OUT:
   feeds the graph, instead of synthetic values), where they are arrays of numbers, bools or
   bytes and FEEDS_KEPT_BYTES at most in all;
 - or `failure.json` instead: why nothing was captured (the script raised, never ran a
-  session).
+  session);
+- `verified.json`, where the parent asked for a verify (`verify_request.json`) and the graph
+  calls Python functions: the verdict of verify run here, at the stop point
+  (`Tracer.verify_if_asked`).
 
 This is the only part of graphfix that imports the TF runtime for a trace; the parent reads
 what it wrote without it (`graphfix.trace`). Runs before the stop point execute on the CPU
@@ -37,7 +40,8 @@ import traceback
 import types
 
 from graphfix.graph.training import FEEDABLE_OPS
-from graphfix.trace import CRASH_FILE, EXIT_FILE, PHASES_FILE
+from graphfix.trace import (CRASH_FILE, EXIT_FILE, PHASES_FILE, VERIFIED_FILE,
+                            VERIFY_REQUEST_FILE)
 from graphfix.trace.user_files import UserFiles
 
 _ASKS_FOR_COMPAT = re.compile(r"import\s+tensorflow\.compat\.v1|from\s+tensorflow\.compat"
@@ -66,8 +70,8 @@ class StopTrace(BaseException):
 class Tracer:
     """The hooks and what they saw."""
 
-    def __init__(self, out: str, runs: int | None, until: str | None):
-        self.out, self.max_runs, self.until = out, runs, until
+    def __init__(self, out: str, runs: int | None, until: str | None, script: str = ""):
+        self.out, self.max_runs, self.until, self.script = out, runs, until, script
         self.files = UserFiles()
         self.runs: list[dict] = []
         self.graph = None  # the graph of the last session run
@@ -78,6 +82,9 @@ class Tracer:
         self.sessions: list[dict] = []  # each session's config as TF uses it (`on_session`)
         self.session_graphs: list = []  # (the graph of each, in the same order)
         self.pid = os.getpid()  # (a process the script forks runs on without writing)
+        # While verify runs here (`verify_if_asked`), its sessions are its own: not the
+        # script's, not recorded, their config as verify made it.
+        self.verifying = False
 
     # -- set-up -----------------------------------------------------------------------
     def install(self, compat: bool) -> None:
@@ -99,10 +106,14 @@ class Tracer:
         tracer = self
 
         def __init__(self, target="", graph=None, config=None):
+            if tracer.verifying:
+                return original_init(self, target, graph, config)
             tracer.on_session(self, graph, config)
             original_init(self, target, graph, tracer.on_cpu(config))
 
         def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+            if tracer.verifying:
+                return original_run(self, fetches, feed_dict, options, run_metadata)
             tracer.before_run(self, fetches, feed_dict)
             result = original_run(self, fetches, feed_dict, options, run_metadata)
             tracer.after_run()
@@ -272,12 +283,14 @@ class Tracer:
     def stop(self, reason: str, said: str) -> None:
         sys.settrace(None)
         threading.settrace(None)
-        self.write(reason, said)
+        self.verify_if_asked(self.write(reason, said))
         raise StopTrace(reason)
 
-    def write(self, reason: str, said: str) -> None:
+    def write(self, reason: str, said: str):
+        """Write what the trace saw into the folder (the module docstring's files); the
+        MetaGraphDef written, None where there is no graph (or this is a forked process)."""
         if os.getpid() != self.pid:
-            return
+            return None
         tf = self.tf
         graph = self.graph if self.graph is not None else (
             tf.compat.v1.get_default_graph() if reason == "until" else None)
@@ -286,7 +299,7 @@ class Tracer:
                 "kind": "no_session", "message": "the script never ran a session "
                 "(tf.Session.run): there is no graph to check (give --until FILE:LINE "
                 "to capture the graph built by then)"})
-            return
+            return None
         meta = tf.compat.v1.train.export_meta_graph(graph=graph, clear_devices=False)
         with open(os.path.join(self.out, "graph.meta"), "wb") as f:
             f.write(meta.SerializeToString(deterministic=True))
@@ -308,6 +321,43 @@ class Tracer:
                                              "feeds_kept": sorted(feeds),
                                              "feeds_not_kept": not_kept,
                                              "op_libraries": self.op_libraries})
+        return meta
+
+    def verify_if_asked(self, meta) -> None:
+        """Where the parent asked for a verify (VERIFY_REQUEST_FILE: its options) and the
+        graph captured (`meta`, as written; None where none was) calls Python functions (`tf.py_func`, `tf.numpy_function`), verify it
+        here, now, and write the verdict (VERIFIED_FILE): TF finds a Python function by the
+        token its node names, in a registry of this process, which holds it while the
+        script's graph lives; and the script is as it was when it stopped (what its
+        functions read is still open). Verify re-imports the graph as written into a fresh
+        graph: the tokens are the same.
+
+        Any other graph is verified by the parent from the files written, as a graph file
+        is: there it runs apart from the script's process (its threads, the TF settings it
+        made, the trace's hooks), and a crash of verify is not taken for the script's."""
+        request = os.path.join(self.out, VERIFY_REQUEST_FILE)
+        if meta is None or not os.path.exists(request):
+            return
+        from graphfix.verification.inputs import python_function_nodes
+
+        if not python_function_nodes(meta.graph_def):
+            return
+        from pathlib import Path
+
+        from graphfix import phases
+        from graphfix.trace import read_folder
+        from graphfix.verification.traced import verdict_doc
+
+        captured = read_folder(self.script, Path(self.script), Path(self.out))
+        with open(request, encoding="utf-8") as f:
+            options = json.load(f)
+        self.verifying = True
+        try:
+            with phases.listening(lambda text: _phase(self.out, f"verify: {text}")):
+                verdict = verdict_doc(captured, **options)
+        finally:
+            self.verifying = False
+        _write_json(self.out, VERIFIED_FILE, verdict)
 
 
 def _placeholder_feeds(graph, feed_dict) -> tuple[dict, dict[str, str]]:
@@ -536,7 +586,7 @@ def _record_os_exit(out: str, files: UserFiles):
 
 def main(argv: list[str]) -> None:
     out, script, runs, until, *args = argv
-    tracer = Tracer(out, int(runs) if runs else None, until or None)
+    tracer = Tracer(out, int(runs) if runs else None, until or None, script)
     # --timeout: the parent asks where the script is (SIGUSR1) before it stops it; a fatal
     # signal (SIGSEGV, SIGABRT, ...) leaves the stacks, to say where the script was.
     stack_file = open(os.path.join(out, "stack.txt"), "w")
