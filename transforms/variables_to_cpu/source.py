@@ -363,6 +363,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                 resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
                 slim=self._slim_module(node.func) if name.startswith("slim.") else None,
             )
+        if not self._flagged(variable, scope):
+            return
         if statement is None:
             self.report(node, self._message(variable, scope)
                         + "; not fixed: it is created in a compound statement's header, "
@@ -620,6 +622,18 @@ class VariablesToCpuCodemod(SourceCodemod):
         dtype = variable.dtype
         return dtype is not None and dtype not in _GPU_VARIABLE_DTYPES[self._kernel_op(variable)]
 
+    def _flagged(self, variable: _Variable, scope: _GpuScope) -> bool:
+        """Whether a variable under a GPU scope is a finding, as the graph surface's `scope`
+        decides: one whose dtype has no GPU kernel always (TF refuses it); a float one only
+        in tower code (variables towers on several GPUs share) or, with `every-gpu-variable`,
+        on any GPU. A single-GPU model's float variables are right where they are."""
+        if self._no_gpu_kernel(variable):
+            return True
+        option = self.options.get("scope", "all")
+        if option == "no-kernel":
+            return False
+        return option == "every-gpu-variable" or scope.dynamic or self._towers
+
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
         where = f"under {self.code(scope.call)}"
@@ -641,7 +655,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if scope.dynamic or self._towers:
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
-        return f"{what} {creates} {where}: shared variables belong on the CPU"
+        # (one GPU: only scope every-gpu-variable finds it)
+        return f"{what} {creates} {where}: scope every-gpu-variable puts every variable on the CPU"
 
     def _wrapper(self, site: _Site) -> tuple[_Wrapper | None, str]:
         """How to wrap a site's statement, and the note the findings end with."""
