@@ -205,7 +205,8 @@ def test_config_only_exclude_and_set(tmp_path):
     doc = _check("pkg/train.py", "--set", "variables-to-cpu.scope=every-gpu-variable", cwd=root)
     assert [(f["path"], f["line"]) for f in doc["findings"]] == [
         ("pkg/train.py", 3), ("pkg/train.py", 4)]
-    doc = _check("pkg/float.pbtxt", "--set", "variables-to-cpu.scope=variables", cwd=root)
+    doc = _check("pkg/float.pbtxt", "--set", "variables-to-cpu.scope=every-gpu-variable",
+                 cwd=root)
     assert [f["path"] for f in doc["findings"]] == ["pkg/float.pbtxt"]
     doc = _check("pkg", "--exclude", "nothing", cwd=root)
     assert {f["path"] for f in doc["findings"]} == {"pkg/train.py", "pkg/model_pb2.py"}

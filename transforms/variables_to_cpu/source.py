@@ -187,7 +187,13 @@ class VariablesToCpuCodemod(SourceCodemod):
     `tf.device('/cpu:0')`, a device function (`replica_device_setter`, any non-string), a
     slim `arg_scope(..., device=...)` or `device=` argument, or no scope at all: left alone.
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
-    an error, TF's own; other variables are warnings (shared variables belong on the CPU).
+    an error, TF's own. Other variables are warnings in tower code only, as the graph surface
+    finds the variables towers on two or more GPUs share: under a device built at run time
+    (`'/gpu:%d' % i`), one looped over from a list, or in a file that names more than one
+    GPU. A single-GPU model's float variables are no finding (on the CPU, each step would
+    copy every weight to the GPU). The transform's `scope` decides as on the graph surface:
+    `every-gpu-variable` finds every variable under a GPU scope, one GPU or towers;
+    `no-kernel` only those without a GPU kernel.
 
     Fixed, by what the statement does:
 
@@ -260,6 +266,13 @@ class VariablesToCpuCodemod(SourceCodemod):
 
         with tf.device("/gpu:0"):
             logits = tf.matmul(tf.ones([2, 4]), tf.ones([4, 10]))
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/gpu:0"):  # one GPU: its float variables stay on it
+            w = tf.get_variable("w", [4, 2])
+            logits = tf.matmul(tf.ones([2, 4]), w)
         """,
     )
     INVALID = (
