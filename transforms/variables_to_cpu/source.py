@@ -637,7 +637,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def _flagged(self, variable: _Variable, scope: _GpuScope) -> bool:
         """Whether a variable under a GPU scope is a finding, as the graph surface's `scope`
-        decides: one whose dtype has no GPU kernel always (TF refuses it); a float one only
+        decides: one whose dtype has no GPU kernel always (TF refuses it); any other only
         in tower code (variables towers on several GPUs share) or, with `every-gpu-variable`,
         on any GPU. A single-GPU model's float variables are right where they are."""
         if self._no_gpu_kernel(variable):
