@@ -88,17 +88,16 @@ def test_a_correct_single_gpu_script_is_no_finding_and_is_left_byte_for_byte(tmp
     assert traced["findings"] == []
     assert [n for n in traced["notes"] if "finds" in n] == []
 
-    lines = original.decode().splitlines()
-    made = [i for i, line in enumerate(lines, 1) if line.lstrip().startswith(
+    code = original.decode()
+    made = [i for i, line in enumerate(code.splitlines(), 1) if line.lstrip().startswith(
         ("weights =", "biases =", "logits ="))]
-    explicit = ("--set", "variables-to-cpu.scope=every-gpu-variable")
-    check = run_cli("check", script, "--no-cache", "--format", "json", *explicit, check_exit=1)
-    found = json.loads(check.stdout)["findings"]
-    assert [(f["line"], f["severity"]) for f in found] == [(n, "warning") for n in made]
-    assert all("scope every-gpu-variable puts every variable on the CPU" in f["message"]
+    explicit = {NAME: {"scope": "every-gpu-variable"}}
+    fixed, found = graphfix.fix_source(code, only=[NAME], settings=explicit)
+    assert [(f.line, f.severity) for f in found] == [(n, "warning") for n in made]
+    assert all("scope every-gpu-variable puts every variable on the CPU" in f.message
                for f in found)
-    run_cli("fix", script, "--no-cache", *explicit, check_exit=1)
-    assert script.read_bytes().count(b'with tf.device("/cpu:0"):') == 1  # weights, biases
+    assert fixed.count('with tf.device("/cpu:0"):') == 1  # weights, biases
+    assert graphfix.check_source(fixed, only=[NAME], settings=explicit) == []
 
 
 def test_produced_code_needs_tensorflow_only():
