@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run_cli
 
-TRIGGER = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1.0)\n"
+TRIGGER = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1)\n"
 
 # What crashed (signal 11), stalled or failed libcst or the rules before the limits: each
 # one's text has the rules' words, so it is not filtered out before parsing.

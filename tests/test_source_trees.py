@@ -197,11 +197,16 @@ def test_config_only_exclude_and_set(tmp_path):
     float_graph = FIXTURES / "variables_to_cpu" / "float_gpu_no_kernel_scope" / "before.pbtxt"
     shutil.copyfile(float_graph, root / "pkg" / "float.pbtxt")
     doc = _check("pkg", "pkg/float.pbtxt", cwd=root)
-    # only variables-to-cpu, not model_pb2.py; no-kernel: the float variable of the graph stays
+    # only variables-to-cpu, not model_pb2.py; no-kernel: the float variables of the graph
+    # and of the source stay, the int32 one is found
     assert [(f["path"], f["line"], f["transform"]) for f in doc["findings"]] == [
-        ("pkg/train.py", 3, "variables-to-cpu"), ("pkg/train.py", 4, "variables-to-cpu")]
+        ("pkg/train.py", 3, "variables-to-cpu")]
     # the command line overrides: --set one key, --exclude the globs, --only the selection
-    doc = _check("pkg/float.pbtxt", "--set", "variables-to-cpu.scope=variables", cwd=root)
+    doc = _check("pkg/train.py", "--set", "variables-to-cpu.scope=every-gpu-variable", cwd=root)
+    assert [(f["path"], f["line"]) for f in doc["findings"]] == [
+        ("pkg/train.py", 3), ("pkg/train.py", 4)]
+    doc = _check("pkg/float.pbtxt", "--set", "variables-to-cpu.scope=every-gpu-variable",
+                 cwd=root)
     assert [f["path"] for f in doc["findings"]] == ["pkg/float.pbtxt"]
     doc = _check("pkg", "--exclude", "nothing", cwd=root)
     assert {f["path"] for f in doc["findings"]} == {"pkg/train.py", "pkg/model_pb2.py"}

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 import graphfix
-from conftest import expected_findings
+from conftest import expected_findings, run_cli
 
 NAME = "variables-to-cpu"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "variables_to_cpu" / "source"
@@ -67,6 +68,36 @@ def test_check_finds_what_fix_fixes():
     assert len(towers) == 2
     assert all("multi-GPU tower: shared variables belong on the CPU" in f.message
                for f in towers)
+
+
+def test_a_correct_single_gpu_script_is_no_finding_and_is_left_byte_for_byte(tmp_path):
+    """Issue 32, case 7: a single-GPU tf.compat.v1 script (float variables and a layer under
+    one tf.device('/gpu:0'), Adam, a session) is right as written: `check` exits 0, `fix`
+    leaves it byte for byte, and `check --trace` of it agrees (no finding, no note that the
+    codemod finds lines the trace does not). Moving them stays an explicit choice: with
+    scope every-gpu-variable the three statements that make them are found and moved."""
+    script = tmp_path / "train.py"
+    shutil.copyfile(SOURCE / "noop_single_gpu_model" / "before.py", script)
+    original = script.read_bytes()
+    check = run_cli("check", script, "--no-cache", "--format", "json", check_exit=0)
+    assert json.loads(check.stdout)["findings"] == []
+    run_cli("fix", script, "--no-cache", check_exit=0)
+    assert script.read_bytes() == original
+    traced = json.loads(run_cli("check", "--trace", script, "--format", "json",
+                                check_exit=0).stdout)
+    assert traced["findings"] == []
+    assert [n for n in traced["notes"] if "finds" in n] == []
+
+    code = original.decode()
+    made = [i for i, line in enumerate(code.splitlines(), 1) if line.lstrip().startswith(
+        ("weights =", "biases =", "logits ="))]
+    explicit = {NAME: {"scope": "every-gpu-variable"}}
+    fixed, found = graphfix.fix_source(code, only=[NAME], settings=explicit)
+    assert [(f.line, f.severity) for f in found] == [(n, "warning") for n in made]
+    assert all("scope every-gpu-variable puts every variable on the CPU" in f.message
+               for f in found)
+    assert fixed.count('with tf.device("/cpu:0"):') == 1  # weights, biases
+    assert graphfix.check_source(fixed, only=[NAME], settings=explicit) == []
 
 
 def test_produced_code_needs_tensorflow_only():

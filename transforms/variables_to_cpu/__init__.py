@@ -59,10 +59,12 @@ through the project's functions, methods and classes called there, are placed on
 a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
-function), so its compute stays on the GPU. Same errors as the graph surface; its warnings
-are still those of every float variable under a GPU scope, one GPU or towers (as the graph
-surface's `every-gpu-variable`), so `check --trace` of a single-GPU script notes that the
-codemod finds lines the trace does not; see `VariablesToCpuCodemod`.
+function), so its compute stays on the GPU. Same errors as the graph surface, and the same
+`scope`: by default its warnings are the float variables of tower code (a device built at
+run time, a loop over listed GPUs, a file that names more than one GPU), and a single-GPU
+script's float variables are no finding, as `check --trace` of it finds none;
+`every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
+See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations

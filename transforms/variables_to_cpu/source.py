@@ -187,7 +187,13 @@ class VariablesToCpuCodemod(SourceCodemod):
     `tf.device('/cpu:0')`, a device function (`replica_device_setter`, any non-string), a
     slim `arg_scope(..., device=...)` or `device=` argument, or no scope at all: left alone.
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
-    an error, TF's own; other variables are warnings (shared variables belong on the CPU).
+    an error, TF's own. Other variables are warnings in tower code only, as the graph surface
+    finds the variables towers on two or more GPUs share: under a device built at run time
+    (`'/gpu:%d' % i`), one looped over from a list, or in a file that names more than one
+    GPU. A single-GPU model's float variables are no finding (on the CPU, each step would
+    copy every weight to the GPU). The transform's `scope` decides as on the graph surface:
+    `every-gpu-variable` finds every variable under a GPU scope, one GPU or towers;
+    `no-kernel` only those without a GPU kernel.
 
     Fixed, by what the statement does:
 
@@ -260,6 +266,13 @@ class VariablesToCpuCodemod(SourceCodemod):
 
         with tf.device("/gpu:0"):
             logits = tf.matmul(tf.ones([2, 4]), tf.ones([4, 10]))
+        """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+        with tf.device("/gpu:0"):  # one GPU: its float variables stay on it
+            w = tf.get_variable("w", [4, 2])
+            logits = tf.matmul(tf.ones([2, 4]), w)
         """,
     )
     INVALID = (
@@ -363,6 +376,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                 resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
                 slim=self._slim_module(node.func) if name.startswith("slim.") else None,
             )
+        if not self._flagged(variable, scope):
+            return
         if statement is None:
             self.report(node, self._message(variable, scope)
                         + "; not fixed: it is created in a compound statement's header, "
@@ -620,6 +635,18 @@ class VariablesToCpuCodemod(SourceCodemod):
         dtype = variable.dtype
         return dtype is not None and dtype not in _GPU_VARIABLE_DTYPES[self._kernel_op(variable)]
 
+    def _flagged(self, variable: _Variable, scope: _GpuScope) -> bool:
+        """Whether a variable under a GPU scope is a finding, as the graph surface's `scope`
+        decides: one whose dtype has no GPU kernel always (TF refuses it); any other only
+        in tower code (variables towers on several GPUs share) or, with `every-gpu-variable`,
+        on any GPU. A single-GPU model's float variables are right where they are."""
+        if self._no_gpu_kernel(variable):
+            return True
+        option = self.options.get("scope", "all")
+        if option == "no-kernel":
+            return False
+        return option == "every-gpu-variable" or scope.dynamic or self._towers
+
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
         where = f"under {self.code(scope.call)}"
@@ -641,7 +668,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if scope.dynamic or self._towers:
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
-        return f"{what} {creates} {where}: shared variables belong on the CPU"
+        # (one GPU: only scope every-gpu-variable finds it)
+        return f"{what} {creates} {where}: scope every-gpu-variable puts every variable on the CPU"
 
     def _wrapper(self, site: _Site) -> tuple[_Wrapper | None, str]:
         """How to wrap a site's statement, and the note the findings end with."""
