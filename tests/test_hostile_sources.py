@@ -7,11 +7,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 TRIGGER = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1.0)\n"
 
@@ -93,6 +97,71 @@ def test_time_per_file_is_bounded(tmp_path):
     assert result.stderr.splitlines() == [
         f"graphfix: error: {slow}: took longer than 5 s (--timeout-per-file)"]
     assert result.stdout.count("good.py:3:9: variables-to-cpu") == 2  # before and after it
+    assert snapshot(tmp_path) == before
+
+
+def run_measured(*args, cwd: Path, address_space: int) -> tuple[int, dict, str, int]:
+    """`graphfix ARGS` in a fresh process whose address space is capped at `address_space`
+    bytes (it and the workers it forks: an unbounded run fails instead of taking the machine
+    down): (exit code, its JSON report, stderr, peak resident memory in bytes of the
+    largest process of its tree, as `wait4` gives it)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen([sys.executable, "-m", "graphfix", *map(str, args)],
+                                   stdout=out, stderr=err, cwd=cwd, env=env, preexec_fn=cap)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        report = {"unreadable": stdout[-2000:]}
+    return process.returncode, report, stderr, usage.ru_maxrss * 1024  # (Linux: KiB)
+
+
+GIB = 1 << 30
+
+
+def test_huge_literals_are_skipped_within_a_memory_bound(tmp_path):
+    """Files within the byte and line limits whose parse would take gigabytes: the issue's
+    five lines (a finding and a list of 1.5 million numbers, 3 MB, which drove `check` past
+    5.7 GB), the same list in a notebook's cell, and in an f-string nested as Python 3.12
+    allows (which libcst reads and Python 3.11 refuses). Each is skipped with its reason,
+    the file beside them is checked, and no process of the run goes past 1 GB."""
+    numbers = "x = [" + "0," * 1_500_000 + "]\n"
+    (tmp_path / "literal.py").write_text(TRIGGER + numbers)
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": [source]} for source in (TRIGGER, numbers)]
+    (tmp_path / "literal.ipynb").write_text(json.dumps(
+        {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
+    (tmp_path / "fstring.py").write_text(
+        TRIGGER + "x = f'{'a' + str([" + "0," * 1_000_000 + "]) + 'b'}'\n")
+    (tmp_path / "good.py").write_text(TRIGGER)
+    assert all(len(p.read_bytes()) < 5_000_000 for p in tmp_path.iterdir())
+    before = snapshot(tmp_path)
+    code, report, stderr, peak = run_measured(
+        "check", "--no-cache", "--format", "json", "--jobs", "2", ".", cwd=tmp_path,
+        address_space=3 * GIB)
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert code == 1, (report, stderr[-2000:])  # good.py's finding; the rest skipped
+    reasons = {entry["path"]: entry["reason"] for entry in report["skipped"]}
+    too_large = "too large for graphfix to parse (more than 200,000 tokens"
+    assert reasons.pop("literal.py").startswith(too_large), reasons
+    assert reasons.pop("literal.ipynb").startswith(too_large), reasons
+    if sys.version_info < (3, 12):  # Python's tokenizer sees strings around the list
+        assert reasons.pop("fstring.py").startswith("syntax error at line 4"), reasons
+    else:
+        assert reasons.pop("fstring.py").startswith(too_large), reasons
+    assert reasons == {} and report["failed"] == []
+    assert [(f["path"], f["line"]) for f in report["findings"]] == [("good.py", 3)]
+    assert peak < GIB, f"peak resident memory {peak / GIB:.2f} GiB"
     assert snapshot(tmp_path) == before
 
 
