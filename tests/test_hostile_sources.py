@@ -83,11 +83,12 @@ def test_fix_leaves_hostile_sources_untouched(hostile_tree):
 
 
 def test_time_per_file_is_bounded(tmp_path):
-    # 40,000 statements (under MAX_LINES) take the rules well over 5 s on any machine seen
-    # here; 5,000 once finished inside the bound on a quiet CI machine.
+    # 17,000 statements (under MAX_LINES and, at 9 tokens each, MAX_TOKENS) take the rules
+    # well over 5 s on any machine seen here; 5,000 once finished inside the bound on a
+    # quiet CI machine.
     slow = tmp_path / "slow.py"
     slow.write_text(TRIGGER + "".join(f"x{i} = tf.get_variable('v{i}')\n"
-                                      for i in range(40_000)))
+                                      for i in range(17_000)))
     (tmp_path / "good.py").write_text(TRIGGER)
     before = snapshot(tmp_path)
     result = run_cli("check", "--no-cache", "--jobs", "2", "--timeout-per-file", "5",
@@ -152,7 +153,7 @@ def test_huge_literals_are_skipped_within_a_memory_bound(tmp_path):
     assert "Traceback" not in stderr, stderr[-2000:]
     assert code == 1, (report, stderr[-2000:])  # good.py's finding; the rest skipped
     reasons = {entry["path"]: entry["reason"] for entry in report["skipped"]}
-    too_large = "too large for graphfix to parse (more than 200,000 tokens"
+    too_large = "too large for graphfix to parse (more than 160,000 tokens"
     assert reasons.pop("literal.py").startswith(too_large), reasons
     assert reasons.pop("literal.ipynb").startswith(too_large), reasons
     if sys.version_info < (3, 12):  # Python's tokenizer sees strings around the list
@@ -284,3 +285,33 @@ def test_the_limits_let_every_file_of_a_real_tree_through():
     assert files
     flagged = [p for p in files if beyond_parser_limits(p.read_bytes()) is not None]
     assert flagged == []
+
+
+def test_the_token_limit_counts_code_not_text():
+    """Strings and comments are not tokens of the trees (a file of text under the limit
+    passes however many words it holds), an f-string's replacement fields are."""
+    from graphfix.source.syntax import MAX_TOKENS, beyond_size_limits
+
+    words = " ".join(["word"] * (MAX_TOKENS + 1000))
+    assert beyond_size_limits(f'"""{words}"""\n# {words}\nx = 1\n') is None
+    assert beyond_size_limits(f"x = f'{{{'[' + '0,' * MAX_TOKENS + ']'}}}'\n").startswith(
+        "too large for graphfix to parse (more than 160,000 tokens")
+    assert beyond_size_limits("x = [" + "0," * (MAX_TOKENS // 2 - 10) + "]\n") is None
+
+
+def test_the_token_limit_lets_the_largest_real_files_through():
+    """No false alarm: every Python file of the installed TensorFlow and tf-slim (the
+    bench's trees) and of the fixtures long enough to be counted (more bytes than
+    MAX_TOKENS) is under the token limit."""
+    import importlib.util
+
+    from graphfix.source.syntax import MAX_TOKENS, too_many_tokens
+
+    roots = [REPO / "fixtures"]
+    for package in ("tensorflow", "tf_slim"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            roots.append(Path(list(spec.submodule_search_locations)[0]))
+    large = [path for root in roots for pattern in ("*.py", "*.ipynb")
+             for path in root.rglob(pattern) if path.stat().st_size > MAX_TOKENS]
+    assert [path for path in large if too_many_tokens(path.read_bytes())] == []

@@ -348,23 +348,27 @@ def beyond_size_limits(code: str | bytes) -> str | None:
 #
 # One or two bytes can make a token, and every token a few nodes of each tree: a 3 MB file
 # holding a list of 1.5 million numbers is within both size limits and took `check` past
-# 5.7 GB. Measured per token (the peak a file adds to a process that runs every rule over
+# 5.7 GB. Measured per token (the peak one file adds to a process that runs every rule over
 # it: libcst's tree, its metadata and CPython's tree together; generated files of one
-# construct repeated, and the largest files of TensorFlow's tree), the costliest is about
-# BYTES_PER_TOKEN: {CONSTRUCTS}. MAX_TOKENS keeps a worker's peak (the interpreter and
-# graphfix: about 60 MB) under PARSE_MEMORY_BOUND.
+# construct repeated), the costliest are one-name lines (about 4.6 KB a token, bounded by
+# MAX_LINES to about 450 MB) and a call's arguments `f(a, a, ...)` (about 4.2 KB); a list of
+# numbers takes about 2.1 KB, ordinary statements about 3.1 KB, CPython's tree alone at most
+# about 0.9 KB. At MAX_TOKENS a whole `check` of a call with 156,000 tokens of arguments
+# peaked at 690 MB (the interpreter and graphfix: about 55 MB), under PARSE_MEMORY_BOUND.
+# The largest files of TensorFlow's, Keras's and NumPy's trees count at most about 157,000
+# by the byte bound below (TensorFlow's gen_array_ops.py, 75,673 tokens).
 
 PARSE_MEMORY_BOUND = "1 GB"
-MAX_TOKENS = 200_000
+MAX_TOKENS = 160_000
 
 
 def too_many_tokens(code: str | bytes) -> bool:
     """Whether `code` has more than MAX_TOKENS tokens. A bound from the bytes first (each
-    token starts with a byte that begins a word or is neither a word's nor a space's: no
-    text under it is counted further, which is every file of TensorFlow's own tree), then,
-    past it, Python's own tokenizer, which leaves strings and comments uncounted (an
-    f-string's replacement fields are code: counted by that bound), up to the first token
-    past the limit."""
+    token starts with a byte that begins a word or is neither a word's nor a space's): a
+    text within the limit by it, as every file of TensorFlow's own tree, is not read
+    further. Past it, Python's own tokenizer counts, a string or a comment as one token (an
+    f-string's replacement fields are code: it counts as the bytes' bound does), and stops
+    at the first token past the limit."""
     if len(code) <= MAX_TOKENS:  # (fewer bytes, or characters, than that: fewer tokens)
         return False
     data = code if isinstance(code, bytes) else code.encode("utf-8", "surrogatepass")
