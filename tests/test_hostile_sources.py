@@ -7,11 +7,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 TRIGGER = "import tensorflow as tf\nwith tf.device('/gpu:0'):\n    v = tf.Variable(1)\n"
 
@@ -79,11 +83,12 @@ def test_fix_leaves_hostile_sources_untouched(hostile_tree):
 
 
 def test_time_per_file_is_bounded(tmp_path):
-    # 40,000 statements (under MAX_LINES) take the rules well over 5 s on any machine seen
-    # here; 5,000 once finished inside the bound on a quiet CI machine.
+    # 17,000 statements (under MAX_LINES and, at 9 tokens each, MAX_TOKENS) take the rules
+    # well over 5 s on any machine seen here; 5,000 once finished inside the bound on a
+    # quiet CI machine.
     slow = tmp_path / "slow.py"
     slow.write_text(TRIGGER + "".join(f"x{i} = tf.get_variable('v{i}')\n"
-                                      for i in range(40_000)))
+                                      for i in range(17_000)))
     (tmp_path / "good.py").write_text(TRIGGER)
     before = snapshot(tmp_path)
     result = run_cli("check", "--no-cache", "--jobs", "2", "--timeout-per-file", "5",
@@ -93,6 +98,71 @@ def test_time_per_file_is_bounded(tmp_path):
     assert result.stderr.splitlines() == [
         f"graphfix: error: {slow}: took longer than 5 s (--timeout-per-file)"]
     assert result.stdout.count("good.py:3:9: variables-to-cpu") == 2  # before and after it
+    assert snapshot(tmp_path) == before
+
+
+def run_measured(*args, cwd: Path, address_space: int) -> tuple[int, dict, str, int]:
+    """`graphfix ARGS` in a fresh process whose address space is capped at `address_space`
+    bytes (it and the workers it forks: an unbounded run fails instead of taking the machine
+    down): (exit code, its JSON report, stderr, peak resident memory in bytes of the
+    largest process of its tree, as `wait4` gives it)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen([sys.executable, "-m", "graphfix", *map(str, args)],
+                                   stdout=out, stderr=err, cwd=cwd, env=env, preexec_fn=cap)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        report = {"unreadable": stdout[-2000:]}
+    return process.returncode, report, stderr, usage.ru_maxrss * 1024  # (Linux: KiB)
+
+
+GIB = 1 << 30
+
+
+def test_huge_literals_are_skipped_within_a_memory_bound(tmp_path):
+    """Files within the byte and line limits whose parse would take gigabytes: the issue's
+    five lines (a finding and a list of 1.5 million numbers, 3 MB, which drove `check` past
+    5.7 GB), the same list in a notebook's cell, and in an f-string nested as Python 3.12
+    allows (which libcst reads and Python 3.11 refuses). Each is skipped with its reason,
+    the file beside them is checked, and no process of the run goes past 1 GB."""
+    numbers = "x = [" + "0," * 1_500_000 + "]\n"
+    (tmp_path / "literal.py").write_text(TRIGGER + numbers)
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": [source]} for source in (TRIGGER, numbers)]
+    (tmp_path / "literal.ipynb").write_text(json.dumps(
+        {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
+    (tmp_path / "fstring.py").write_text(
+        TRIGGER + "x = f'{'a' + str([" + "0," * 1_000_000 + "]) + 'b'}'\n")
+    (tmp_path / "good.py").write_text(TRIGGER)
+    assert all(len(p.read_bytes()) < 5_000_000 for p in tmp_path.iterdir())
+    before = snapshot(tmp_path)
+    code, report, stderr, peak = run_measured(
+        "check", "--no-cache", "--format", "json", "--jobs", "2", ".", cwd=tmp_path,
+        address_space=3 * GIB)
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert code == 1, (report, stderr[-2000:])  # good.py's finding; the rest skipped
+    reasons = {entry["path"]: entry["reason"] for entry in report["skipped"]}
+    too_large = "too large for graphfix to parse (more than 160,000 tokens"
+    assert reasons.pop("literal.py").startswith(too_large), reasons
+    assert reasons.pop("literal.ipynb").startswith(too_large), reasons
+    if sys.version_info < (3, 12):  # Python's tokenizer sees strings around the list
+        assert reasons.pop("fstring.py").startswith("syntax error at line 4"), reasons
+    else:
+        assert reasons.pop("fstring.py").startswith(too_large), reasons
+    assert reasons == {} and report["failed"] == []
+    assert [(f["path"], f["line"]) for f in report["findings"]] == [("good.py", 3)]
+    assert peak < GIB, f"peak resident memory {peak / GIB:.2f} GiB"
     assert snapshot(tmp_path) == before
 
 
@@ -215,3 +285,33 @@ def test_the_limits_let_every_file_of_a_real_tree_through():
     assert files
     flagged = [p for p in files if beyond_parser_limits(p.read_bytes()) is not None]
     assert flagged == []
+
+
+def test_the_token_limit_counts_code_not_text():
+    """Strings and comments are not tokens of the trees (a file of text under the limit
+    passes however many words it holds), an f-string's replacement fields are."""
+    from graphfix.source.syntax import MAX_TOKENS, beyond_size_limits
+
+    words = " ".join(["word"] * (MAX_TOKENS + 1000))
+    assert beyond_size_limits(f'"""{words}"""\n# {words}\nx = 1\n') is None
+    assert beyond_size_limits(f"x = f'{{{'[' + '0,' * MAX_TOKENS + ']'}}}'\n").startswith(
+        "too large for graphfix to parse (more than 160,000 tokens")
+    assert beyond_size_limits("x = [" + "0," * (MAX_TOKENS // 2 - 10) + "]\n") is None
+
+
+def test_the_token_limit_lets_the_largest_real_files_through():
+    """No false alarm: every Python file of the installed TensorFlow and tf-slim (the
+    bench's trees) and of the fixtures long enough to be counted (more bytes than
+    MAX_TOKENS) is under the token limit."""
+    import importlib.util
+
+    from graphfix.source.syntax import MAX_TOKENS, too_many_tokens
+
+    roots = [REPO / "fixtures"]
+    for package in ("tensorflow", "tf_slim"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            roots.append(Path(list(spec.submodule_search_locations)[0]))
+    large = [path for root in roots for pattern in ("*.py", "*.ipynb")
+             for path in root.rglob(pattern) if path.stat().st_size > MAX_TOKENS]
+    assert [path for path in large if too_many_tokens(path.read_bytes())] == []

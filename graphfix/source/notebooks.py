@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from graphfix.source.syntax import SourceResult, python_syntax_error
+from graphfix.source.syntax import SourceResult, beyond_parser_limits, python_syntax_error
 from graphfix.findings import Finding
 
 # Cell magics whose body is Python run in the notebook's own namespace.
@@ -437,7 +437,9 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
     code = notebook.code
     from graphfix.source.run import run_source
 
-    reason = notebook.syntax_error()
+    # The limits `run_source` checks first, before the cells are parsed one by one here.
+    beyond = beyond_parser_limits(code)
+    reason = notebook.relocate(beyond) if beyond is not None else notebook.syntax_error()
     if reason is not None:
         return NotebookResult(path, code, code, [], skipped=reason, notebook=notebook)
     result = run_source(code, path, codemods, fix=fix, project=project)

@@ -66,6 +66,12 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type, dict]], 
         raw = None
     rules = [(rule, options) for rule, options in codemods
              if triggered_by(rule.transform(), code)]
+    # Python's parser first: libcst reads code this Python does not (an f-string nested as
+    # 3.12 allows, where this Python's tokenizer, which the token limit counts with, sees
+    # strings), and code Python refuses is never rewritten.
+    tree, reason = parse_python(code)
+    if reason is not None:
+        return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     cst_run: CodemodRun | None = None
     if any(not issubclass(rule, AstRule) for rule, _ in rules):
         from graphfix.source.codemod import CodemodRun  # libcst: only where a rule needs it
@@ -77,9 +83,6 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type, dict]], 
             if reason is not None:
                 return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     first_read = cst_run  # (the file as libcst read it, for another run over it)
-    tree, reason = parse_python(code)
-    if reason is not None:  # not Python 3 (though libcst may take it): never rewritten
-        return SourceResult(path, code, code, [], skipped=reason, encoding=encoding)
     findings: list[Finding] = []
     text: str | None = code  # the code as the rules so far left it (None: `cst_run`'s)
     changed = False  # whether a rule's fix changed the file

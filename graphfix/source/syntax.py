@@ -329,7 +329,8 @@ def _too_deep(text: str, where: int) -> str:
 
 
 def beyond_size_limits(code: str | bytes) -> str | None:
-    """Why `code` is too large for graphfix to parse (MAX_BYTES, MAX_LINES); None if not."""
+    """Why `code` is too large for graphfix to parse (MAX_BYTES, MAX_LINES, MAX_TOKENS);
+    None if not."""
     if len(code) > MAX_BYTES:
         return (f"too large for graphfix to parse ({len(code):,} bytes; it reads at most "
                 f"{MAX_BYTES:,})")
@@ -337,4 +338,94 @@ def beyond_size_limits(code: str | bytes) -> str | None:
     if lines > MAX_LINES:
         return (f"too large for graphfix to parse ({lines:,} lines; it reads at most "
                 f"{MAX_LINES:,})")
+    if too_many_tokens(code):
+        return (f"too large for graphfix to parse (more than {MAX_TOKENS:,} tokens; its "
+                f"parsers would need more than {PARSE_MEMORY_BOUND} of memory for it)")
     return None
+
+
+# -- the token limit: what the parsers build grows with the tokens, not the bytes -----------
+#
+# One or two bytes can make a token, and every token a few nodes of each tree: a 3 MB file
+# holding a list of 1.5 million numbers is within both size limits and took `check` past
+# 5.7 GB. Measured per token (the peak one file adds to a process that runs every rule over
+# it: libcst's tree, its metadata and CPython's tree together; generated files of one
+# construct repeated), the costliest are one-name lines (about 4.6 KB a token, bounded by
+# MAX_LINES to about 450 MB) and a call's arguments `f(a, a, ...)` (about 4.2 KB); a list of
+# numbers takes about 2.1 KB, ordinary statements about 3.1 KB, CPython's tree alone at most
+# about 0.9 KB. At MAX_TOKENS a whole `check` of a call with 156,000 tokens of arguments
+# peaked at 690 MB (the interpreter and graphfix: about 55 MB), under PARSE_MEMORY_BOUND.
+# The largest files of TensorFlow's, Keras's and NumPy's trees count at most about 157,000
+# by the byte bound below (TensorFlow's gen_array_ops.py, 75,673 tokens).
+
+PARSE_MEMORY_BOUND = "1 GB"
+MAX_TOKENS = 160_000
+
+
+def too_many_tokens(code: str | bytes) -> bool:
+    """Whether `code` has more than MAX_TOKENS tokens. A bound from the bytes first (each
+    token starts with a byte that begins a word or is neither a word's nor a space's): a
+    text within the limit by it, as every file of TensorFlow's own tree, is not read
+    further. Past it, Python's own tokenizer counts, a string or a comment as one token (an
+    f-string's replacement fields are code: it counts as the bytes' bound does), and stops
+    at the first token past the limit."""
+    if len(code) <= MAX_TOKENS:  # (fewer bytes, or characters, than that: fewer tokens)
+        return False
+    data = code if isinstance(code, bytes) else code.encode("utf-8", "surrogatepass")
+    if _tokens_at_most(data) <= MAX_TOKENS:
+        return False
+    counted = _python_tokens(code, MAX_TOKENS)
+    return counted is None or counted > MAX_TOKENS
+
+
+def _byte_classes() -> bytes:
+    """A `bytes.translate` table: `w` for a byte of a word (ASCII letters, digits, `_`, and
+    every byte of a non-ASCII character), a space for a blank, `.` for any other byte (an
+    operator's, a bracket's, a quote's, a line break's: each may start a token)."""
+    word = set(b"_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return bytes(ord("w") if byte in word or byte >= 0x80 else ord(" ") if byte in b" \t\f"
+                 else ord(".") for byte in range(256))
+
+
+_BYTE_CLASSES = _byte_classes()
+
+
+def _tokens_at_most(data: bytes) -> int:
+    """An upper bound of the tokens in `data` (indents and dedents aside): its words and its
+    other non-blank bytes, each counted as one."""
+    classes = data.translate(_BYTE_CLASSES)
+    return (classes.count(b".") + classes.count(b" w") + classes.count(b".w")
+            + classes.startswith(b"w"))
+
+
+def _python_tokens(code: str | bytes, limit: int) -> int | None:
+    """How many tokens Python's tokenizer reads in `code` (indents, dedents and the end
+    aside; an f-string as its bytes' bound, see `_tokens_at_most`), or the first count past
+    `limit`; None where the tokenizer stops at an error."""
+    import tokenize  # (not on the graph path)
+
+    if isinstance(code, bytes):
+        tokens = tokenize.tokenize(io.BytesIO(code).readline)
+    else:
+        tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+    uncounted = {tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
+    count = 0
+    try:
+        for token in tokens:
+            if token.type in uncounted:
+                continue
+            text = token.string
+            if token.type == tokenize.STRING and "f" in _string_prefix(text).lower():
+                count += _tokens_at_most(text.encode("utf-8", "surrogatepass"))
+            else:
+                count += 1
+            if count > limit:
+                return count
+    except (tokenize.TokenError, SyntaxError, ValueError, UnicodeError):
+        return None
+    return count
+
+
+def _string_prefix(literal: str) -> str:
+    """A string literal's prefix (`rb`, `f`, ...): the letters before its first quote."""
+    return literal[:len(literal) - len(literal.lstrip("rRbBuUfF"))]
