@@ -51,10 +51,16 @@ GRAPHS = EARLIER + ISSUE_32
 UNREADABLE = ["mixed_precision_cond_unreadable"]
 
 # Graphs with nothing wrong: TF places and runs them as they are, and nothing in them is a
-# bug graphfix fixes (one device, or variables already where the towers share them).
+# bug graphfix fixes (one device, variables already where the towers share them, or on the
+# ps tasks of a ps/worker graph).
 CORRECT = ["single_gpu_correct", "cudnn_rnn", "tf_keras_fit", "py_func_input",
            "serving_decode_jpeg", "serving_parse_example", "frozen_detector",
-           "resource_edge_override"]
+           "resource_edge_override", "ps_worker_by_hand", "ps_worker_setter"]
+# Correct graphs the default fix still rewrites (measured in docs/real_models.md).
+REWRITTEN_TODAY = {
+    name: "replica-placement's edit runs where it finds nothing: the ops built outside "
+          "the ps/worker scopes (init, the Saver's) are moved to /job:worker"
+    for name in ("ps_worker_by_hand", "ps_worker_setter")}
 
 def _said(failure) -> str:
     """TF's reason in one line: its "Cannot ..." line where it has one."""
@@ -167,7 +173,9 @@ def test_the_property_covers_graphs_of_every_kind(before):
     assert any("Gather_grad/Const" in f.node for f in before["bert_two_towers"].failures)
 
 
-@pytest.mark.parametrize("name", CORRECT)
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=REWRITTEN_TODAY[name])]
+                 if name in REWRITTEN_TODAY else [], id=name) for name in CORRECT])
 def test_a_graph_with_nothing_wrong_checks_clean_and_is_not_rewritten(built, before, targets,
                                                                       fixed, name):
     assert before[name].places
