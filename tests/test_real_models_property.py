@@ -62,6 +62,7 @@ REWRITTEN_TODAY = {
           "the ps/worker scopes (init, the Saver's) are moved to /job:worker"
     for name in ("ps_worker_by_hand", "ps_worker_setter")}
 
+
 def _said(failure) -> str:
     """TF's reason in one line: its "Cannot ..." line where it has one."""
     lines = failure.reason.splitlines()
@@ -135,7 +136,7 @@ def test_fix_never_turns_a_graph_tf_places_into_one_it_does_not(built, before, f
     if not before[name].places:
         pytest.skip(f"TF's placer refuses the original: {_said(before[name].failures[0])}")
     path, error = fixed[name]
-    assert error is None
+    assert error is None, error
     # A graph fix had nothing to change may be left unwritten; the original then stands.
     result = path if path.exists() else built[name]
     after = oracle.place(graph_def_of(result))
@@ -184,7 +185,7 @@ def test_a_graph_with_nothing_wrong_checks_clean_and_is_not_rewritten(built, bef
     findings = json.loads(check.stdout)["findings"]
     assert (check.returncode, findings) == (0, []), check.stderr[-2000:]
     path, error = fixed[name]
-    assert error is None
+    assert error is None, error
     if path.exists():  # (fix may also leave an unchanged graph unwritten)
         assert _files(path) == _files(built[name])
 
