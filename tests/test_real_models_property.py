@@ -11,10 +11,13 @@ the frozen MobileNetV2 take tens of seconds each and are measured by
 fixtures/bench/real_models_bench.py instead. All are built in one process of their own
 (tf.compat.v1.layers needs TF_USE_LEGACY_KERAS before TF loads; seq2seq_cf_v1 turns control
 flow v2 off and back on), and `fix` runs once per target-device list over all the graphs that
-share it, so the file costs about as much as two builds and two fixes of the whole set.
+share it (each graph alone where that run refuses a file: one refused graph hides nothing of
+the others), so the file costs about as much as two builds and two fixes of the whole set.
 
-Where today's code breaks a graph the marks say which issue 32 case will mend it
-(`xfail(strict=True)`: the lead removes a mark when its fix lands).
+A file TF itself cannot load is no graph to place: mixed_precision_cond_unreadable (its
+TRAIN_OP collection names an op of a cond branch's body, as `export_meta_graph` writes it)
+must be refused at read, exit 2, nothing written; mixed_precision_cond, the same model with
+the collection a user who fixed the export has, goes through the property.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import pytest
 
 from conftest import FIXTURES, run_cli
+from graphfix.graph.graphfile import OUTPUT_MARKER
 
 sys.path.insert(0, str(FIXTURES))
 
@@ -43,40 +47,26 @@ ISSUE_32 = ["cudnn_rnn", "mixed_precision_cond", "bert_two_towers", "sync_replic
             "partitioned_sparse_embedding", "tfdata_initializable_iterator", "py_func_input",
             "serving_decode_jpeg", "serving_parse_example", "frozen_detector"]
 GRAPHS = EARLIER + ISSUE_32
+# TF's import_meta_graph refuses these files (issue 32 case 6).
+UNREADABLE = ["mixed_precision_cond_unreadable"]
 
 # Graphs with nothing wrong: TF places and runs them as they are, and nothing in them is a
-# bug graphfix fixes (one device, or variables already where the towers share them).
+# bug graphfix fixes (one device, variables already where the towers share them, or on the
+# ps tasks of a ps/worker graph).
 CORRECT = ["single_gpu_correct", "cudnn_rnn", "tf_keras_fit", "py_func_input",
            "serving_decode_jpeg", "serving_parse_example", "frozen_detector",
-           "resource_edge_override"]
-
-# Where today's default fix breaks a graph TF places (issue 32's numbered cases).
-BROKEN_TODAY = {
-    "cudnn_rnn": "issue 32 case 1: variables-to-cpu moves the opaque-params variable's group, "
-                 "cuDNN ops included, to the CPU (v2c)",
-}
-# Correct graphs today's code warns about or rewrites (issue 32 case 7, v2c).
-NOT_LEFT_ALONE_TODAY = {
-    "single_gpu_correct": "issue 32 case 7: single-GPU float variables are warned about and "
-                          "moved to the CPU (v2c)",
-    "cudnn_rnn": "issue 32 case 1 and 7: the single-GPU opaque-params variable is warned about "
-                 "and its group moved (v2c)",
-    **{name: "issue 32 case 7: a single-GPU model's variables are warned about and moved to "
-             "the CPU (v2c)"
-       for name in ["tf_keras_fit", "py_func_input", "serving_decode_jpeg",
-                    "serving_parse_example"]},
-}
+           "resource_edge_override", "ps_worker_by_hand", "ps_worker_setter"]
+# Correct graphs the default fix still rewrites (measured in docs/real_models.md).
+REWRITTEN_TODAY = {
+    name: "replica-placement's edit runs where it finds nothing: the ops built outside "
+          "the ps/worker scopes (init, the Saver's) are moved to /job:worker"
+    for name in ("ps_worker_by_hand", "ps_worker_setter")}
 
 
 def _said(failure) -> str:
     """TF's reason in one line: its "Cannot ..." line where it has one."""
     lines = failure.reason.splitlines()
     return next((line for line in lines if line.startswith("Cannot")), lines[0])
-
-
-def _xfail(name: str, reasons: dict[str, str]):
-    marks = [pytest.mark.xfail(strict=True, reason=reasons[name])] if name in reasons else []
-    return pytest.param(name, marks=marks, id=name)
 
 
 def target_devices(graph_def) -> str:
@@ -94,47 +84,61 @@ def target_devices(graph_def) -> str:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """Every graph, built once in a process of its own: name -> path."""
+    """Every graph (the unreadable ones too), built once in a process of its own:
+    name -> path."""
     out = tmp_path_factory.mktemp("corpus")
+    names = GRAPHS + UNREADABLE
     done = subprocess.run([sys.executable, str(FIXTURES / "real_models" / "corpus.py"), out,
-                           "test", *GRAPHS], capture_output=True, text=True, timeout=600)
+                           "test", *names], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return dict(zip(GRAPHS, map(pathlib.Path, done.stdout.split())))
+    return dict(zip(names, map(pathlib.Path, done.stdout.split())))
 
 
 @pytest.fixture(scope="module")
 def targets(built):
-    return {name: target_devices(graph_def_of(path)) for name, path in built.items()}
+    return {name: target_devices(graph_def_of(built[name])) for name in GRAPHS}
 
 
 @pytest.fixture(scope="module")
 def before(built):
     """The oracle's verdict on every original graph."""
-    return {name: oracle.place(graph_def_of(path)) for name, path in built.items()}
+    return {name: oracle.place(graph_def_of(built[name])) for name in GRAPHS}
 
 
 @pytest.fixture(scope="module")
 def fixed(built, targets, tmp_path_factory):
-    """The default `graphfix fix` of every graph TF places, one run per target-device list
-    (its output folder keeps each graph's file name): name -> fixed path, and the runs."""
-    out, runs = {}, {}
+    """The default `graphfix fix` of every graph: name -> (the fixed path, absent when fix
+    wrote nothing; fix's error, None when it exited 0 or 1). One run per target-device list
+    over the graphs that share it (its output folder keeps each graph's file name); where
+    that run refuses a file (exit 2), each of its graphs is fixed alone, so one refused
+    graph fails its own test and hides nothing of the others."""
+    out = {}
     for devices in sorted(set(targets.values())):
         names = [name for name in GRAPHS if targets[name] == devices]
         folder = tmp_path_factory.mktemp("fixed")
-        runs[devices] = run_cli("fix", "--target-devices", devices, "--format", "json",
-                                "-o", folder, *(built[name] for name in names))
-        assert runs[devices].returncode in (0, 1), runs[devices].stderr[-3000:]
+        run = run_cli("fix", "--target-devices", devices, "--format", "json", "-o", folder,
+                      *(built[name] for name in names))
+        if run.returncode in (0, 1):
+            out.update({name: (folder / built[name].name, None) for name in names})
+            continue
         for name in names:
-            out[name] = folder / built[name].name
+            alone = tmp_path_factory.mktemp(f"fixed_{name}")
+            run = run_cli("fix", "--target-devices", devices, "--format", "json", "-o", alone,
+                          built[name])
+            out[name] = (alone / built[name].name,
+                         None if run.returncode in (0, 1) else
+                         f"fix exit {run.returncode}: {run.stderr[-2000:]}")
     return out
 
 
-@pytest.mark.parametrize("name", [_xfail(name, BROKEN_TODAY) for name in GRAPHS])
+@pytest.mark.parametrize("name", GRAPHS)
 def test_fix_never_turns_a_graph_tf_places_into_one_it_does_not(built, before, fixed, name):
     if not before[name].places:
         pytest.skip(f"TF's placer refuses the original: {_said(before[name].failures[0])}")
+    path, error = fixed[name]
+    assert error is None, error
     # A graph fix had nothing to change may be left unwritten; the original then stands.
-    result = fixed[name] if fixed[name].exists() else built[name]
+    result = path if path.exists() else built[name]
     after = oracle.place(graph_def_of(result))
     assert after.places, [f"{f.where}: {_said(f)}" for f in after.failures]
 
@@ -170,7 +174,9 @@ def test_the_property_covers_graphs_of_every_kind(before):
     assert any("Gather_grad/Const" in f.node for f in before["bert_two_towers"].failures)
 
 
-@pytest.mark.parametrize("name", [_xfail(name, NOT_LEFT_ALONE_TODAY) for name in CORRECT])
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=REWRITTEN_TODAY[name])]
+                 if name in REWRITTEN_TODAY else [], id=name) for name in CORRECT])
 def test_a_graph_with_nothing_wrong_checks_clean_and_is_not_rewritten(built, before, targets,
                                                                       fixed, name):
     assert before[name].places
@@ -178,13 +184,54 @@ def test_a_graph_with_nothing_wrong_checks_clean_and_is_not_rewritten(built, bef
                     built[name])
     findings = json.loads(check.stdout)["findings"]
     assert (check.returncode, findings) == (0, []), check.stderr[-2000:]
-    if fixed[name].exists():  # (fix may also leave an unchanged graph unwritten)
-        assert _files(fixed[name]) == _files(built[name])
+    path, error = fixed[name]
+    assert error is None, error
+    if path.exists():  # (fix may also leave an unchanged graph unwritten)
+        assert _files(path) == _files(built[name])
 
 
 def _files(path: pathlib.Path) -> dict[str, bytes]:
-    """A graph file's bytes, or every file of a SavedModel folder by its relative path."""
+    """A graph file's bytes, or every file of a SavedModel folder by its relative path but
+    graphfix's mark of a folder it wrote (`-o DIR` with several inputs copies an unchanged
+    SavedModel there; TF ignores the mark, docs/guide.md)."""
     if path.is_file():
         return {"": path.read_bytes()}
     return {str(f.relative_to(path)): f.read_bytes() for f in sorted(path.rglob("*"))
-            if f.is_file()}
+            if f.is_file() and f.name != OUTPUT_MARKER}
+
+
+@pytest.mark.parametrize("name", UNREADABLE)
+def test_a_file_tf_cannot_read_is_refused_at_read_and_nothing_is_written(built, tmp_path,
+                                                                          name):
+    """TF's own import_meta_graph refuses the file; graphfix says so before anything else:
+    check and fix exit 2 with one line naming the collection and the body-only node, and
+    fix writes nothing."""
+    with tf.Graph().as_default(), pytest.raises(KeyError, match="train-wrapped"):
+        tf.compat.v1.train.import_meta_graph(str(built[name]))
+    check = run_cli("check", "--target-devices", "/gpu:0,/gpu:1", built[name])
+    fix = run_cli("fix", "--target-devices", "/gpu:0,/gpu:1", "-o", tmp_path / "out",
+                  built[name])
+    for run in (check, fix):
+        assert run.returncode == 2, (run.stdout, run.stderr)
+        said = run.stderr.strip().splitlines()
+        assert len(said) == 1 and "'train-wrapped'" in said[0], said
+        assert "only inside a function body" in said[0] and "import_meta_graph" in said[0]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_readable_form_is_the_same_model_tf_loads(built):
+    """mixed_precision_cond differs from the unreadable file only in its TRAIN_OP
+    collection, and TF loads it: case 2's graph stays in the property."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    readable, unreadable = (meta_graph_pb2.MetaGraphDef.FromString(built[name].read_bytes())
+                            for name in ("mixed_precision_cond",
+                                         "mixed_precision_cond_unreadable"))
+    assert ({n.name: n.op for n in readable.graph_def.node}
+            == {n.name: n.op for n in unreadable.graph_def.node})
+    assert readable.collection_def.keys() == unreadable.collection_def.keys()
+    assert list(unreadable.collection_def["train_op"].node_list.value) == ["train-wrapped",
+                                                                           "train"]
+    assert list(readable.collection_def["train_op"].node_list.value) == ["train"]
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(str(built["mixed_precision_cond"]))

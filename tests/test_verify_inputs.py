@@ -258,3 +258,37 @@ def test_feeds_are_per_placeholder_and_the_same_in_both_graphs_of_a_compare(tf):
                        inputs.feed_values(graph, graph.as_graph_def(), {}).items()})
     assert not np.array_equal(graphs[0]["tower_0/x"], graphs[0]["tower_1/x"])
     assert np.array_equal(graphs[0]["tower_1/x"], graphs[1]["tower_1/x"])
+
+
+def test_a_sparse_placeholder_is_fed_a_valid_row_ordered_sparse_tensor(tf):
+    """`sparse_placeholder`'s indices, values and shape placeholders are fed together as
+    one valid SparseTensor: indices in row order within the shape, one id per batch row,
+    ids in the embedding's range. On main they were fed apart (random 0/1 indices) and
+    `embedding_lookup_sparse` refused them: "segment ids are not increasing"."""
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        ids = tf1.sparse_placeholder(tf.int64, [None, None], name="feature_ids")
+        weights = tf1.sparse_placeholder(tf.float32, None, name="weights")  # shape fed too
+        labels = tf1.placeholder(tf.float32, [None], name="labels")
+        with tf1.variable_scope("wide", partitioner=tf1.fixed_size_partitioner(3)):
+            table = tf1.get_variable("embedding", [40, 4])
+        rows = tf.nn.embedding_lookup_sparse(table, ids, None, combiner="mean")
+        dense = tf.sparse.to_dense(weights, validate_indices=True)
+        loss = tf.reduce_mean(tf.square(tf.reduce_sum(rows, 1) - labels), name="loss")
+        loss += tf.reduce_sum(dense)
+        tf1.train.FtrlOptimizer(0.1).minimize(loss, name="train")
+        tf1.global_variables_initializer()
+    fed = {t.op.name: v for t, v in inputs.feed_values(graph, graph.as_graph_def(), {}).items()}
+    for prefix in ("feature_ids", "weights"):
+        indices = fed[f"{prefix}/indices"]
+        assert len(indices) == len(fed[f"{prefix}/values"]) == len(fed["labels"])
+        assert [tuple(i) for i in indices] == sorted(tuple(i) for i in indices)
+        assert len({tuple(i) for i in indices}) == len(indices)
+    assert fed["feature_ids/values"].min() >= 0 and fed["feature_ids/values"].max() < 40
+    shape = fed["weights/shape"]
+    assert len(shape) == fed["weights/indices"].shape[1]
+    assert (fed["weights/indices"] < shape).all()
+    result = graphfix.verify(graph, steps=1)
+    assert _run_checks(result)["run"] == "pass initialized, then 1 step(s) ran", (
+        _run_checks(result))

@@ -46,7 +46,11 @@ Values (from the ops the value reaches, followed through any op, into function b
   to the labels' type) likewise; a `*Dataset`'s scalar (its batch size, a count): 2; any
   other integer scalar: 1 (a count, a size or an index, never an empty count); any other
   integer: 0 or 1;
-* a float: standard normal; a bool: 0 or 1; any other string: `x`.
+* a float: standard normal; a bool: 0 or 1; any other string: `x`;
+* a `sparse_placeholder`'s indices (`P/indices` beside `P/values`): one entry per batch row,
+  row `i`'s at column 0, so the SparseTensor is valid and in row order (its values are
+  synthesized as above: ids in an embedding's range); its shape (`P/shape`), where fed, the
+  batch by 1s.
 
 Not covered (fed `x`): `ParseSequenceExample`, `ParseTensor`, `DecodeProtoV2`,
 `DecodeJSONExample`, file names (a `TFRecordDataset`'s), `DecodeWav`, `DecodeCompressed`.
@@ -117,7 +121,33 @@ def feed_values(graph, graph_def, given: dict[str, np.ndarray]) -> dict[Any, np.
             rng = np.random.default_rng([SEED, zlib.crc32(op.name.encode())])
             value = _synthesized(op, shapes[op.name], flow, graph, rng)
         values[op.outputs[0]] = value
+    by_name = {op.name: op for op in fed}
+    for indices, shape in _sparse_placeholders(by_name):
+        if chosen[indices.name] is None:
+            _sparse_indices(values, indices, by_name.get(shape) if chosen.get(shape) is None
+                            else None)
     return values
+
+
+def _sparse_placeholders(fed: dict) -> Iterator[tuple]:
+    """`sparse_placeholder`'s parts among the fed placeholders (TF names them `P/indices`,
+    `P/values` and `P/shape`): (the indices placeholder, the shape's name) of each."""
+    for name, op in fed.items():
+        prefix = name[:-len("indices")]
+        if name.endswith("/indices") and f"{prefix}values" in fed and op.outputs[0].shape.rank == 2:
+            yield op, f"{prefix}shape"
+
+
+def _sparse_indices(values: dict, indices, shape) -> None:
+    """One valid SparseTensor: entry i at row i, column 0 (in row order, as TF's sparse
+    ops ask; each batch row one entry), and where its shape is fed too, a shape that holds
+    them."""
+    count, rank = np.shape(values[indices.outputs[0]])
+    positions = np.zeros((count, rank), dtype=np.int64)
+    positions[:, 0] = np.arange(count)
+    values[indices.outputs[0]] = positions
+    if shape is not None:
+        values[shape.outputs[0]] = np.array([max(count, 1)] + [1] * (rank - 1), dtype=np.int64)
 
 
 def synthetic_value(dtype, shape, rng: np.random.Generator) -> np.ndarray:
