@@ -56,13 +56,6 @@ UNREADABLE = ["mixed_precision_cond_unreadable"]
 CORRECT = ["single_gpu_correct", "cudnn_rnn", "tf_keras_fit", "py_func_input",
            "serving_decode_jpeg", "serving_parse_example", "frozen_detector",
            "resource_edge_override", "ps_worker_by_hand", "ps_worker_setter"]
-# Correct graphs the default fix still rewrites (measured in docs/real_models.md).
-REWRITTEN_TODAY = {
-    name: "replica-placement's edit runs where it finds nothing: the ops built outside "
-          "the ps/worker scopes (init, the Saver's) are moved to /job:worker"
-    for name in ("ps_worker_by_hand", "ps_worker_setter")}
-
-
 def _said(failure) -> str:
     """TF's reason in one line: its "Cannot ..." line where it has one."""
     lines = failure.reason.splitlines()
@@ -174,9 +167,7 @@ def test_the_property_covers_graphs_of_every_kind(before):
     assert any("Gather_grad/Const" in f.node for f in before["bert_two_towers"].failures)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=REWRITTEN_TODAY[name])]
-                 if name in REWRITTEN_TODAY else [], id=name) for name in CORRECT])
+@pytest.mark.parametrize("name", CORRECT)
 def test_a_graph_with_nothing_wrong_checks_clean_and_is_not_rewritten(built, before, targets,
                                                                       fixed, name):
     assert before[name].places
