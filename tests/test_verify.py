@@ -114,3 +114,15 @@ def test_a_graph_with_gpu_only_ops_is_exit_2_saying_it_needs_a_gpu(tmp_path, tf)
     assert result.returncode == 2, result.stdout + result.stderr
     assert len(lines) == 1 and "GPU kernel and no CPU one" in lines[0]
     assert "'CudnnRNNParamsSize' 'params_size'" in lines[0] and "cudnn.pbtxt" in lines[0]
+
+
+def test_compare_on_a_cluster_is_refused_not_passed_unread(tmp_path):
+    """A cluster run compares with nothing: given --compare too, verify says so in one line
+    (exit 2) rather than passing as if the graphs had been compared."""
+    graph = tmp_path / "ps.pbtxt"
+    graph.write_bytes((FIXTURES / "replica_placement" / "already_replicated" / "before.pbtxt")
+                      .read_bytes())
+    result = run_cli("verify", graph, "--cluster", "ps=2,worker=2", "--compare", graph)
+    lines = error_lines(result.stderr)
+    assert result.returncode == 2 and len(lines) == 1, result.stdout + result.stderr
+    assert "--compare with --cluster" in lines[0] and "ps.pbtxt" in lines[0]

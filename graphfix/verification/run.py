@@ -130,8 +130,13 @@ def verify_path(path: str, **options) -> VerifyResult:
     if cluster:
         from graphfix.verification.cluster import parse_cluster, verify_on_cluster
 
+        if compare:
+            # (a pass would read as if the two graphs had been compared)
+            raise VerifyError(
+                f"{path}: --compare with --cluster: a run on a local cluster is not compared "
+                f"with the original; verify it on the cluster without --compare")
         options.pop("target_devices", None)
-        options.pop("intended_changes", None)  # (a cluster run compares with nothing)
+        options.pop("intended_changes", None)
         return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
                                  **options)
     return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
