@@ -64,18 +64,21 @@ def test_a_gradient_colocated_with_a_gather_on_another_gpu_is_tfs_conflict(built
         f"Cannot colocate nodes {GATHER_GRAD} and tower_1/bert/Gather: Cannot merge devices "
         "with incompatible ids: '/device:GPU:0' and '/device:GPU:1'")
     assert error["details"]["kind"] == "conflict" and error["details"]["node"] == GATHER_GRAD
-    assert not error["fixable"], "no move resolves it: tower 1's gradient is pinned to tower 1"
+    # (the towers' shared embedding: its whole group, the gradient pinned to tower 1's
+    # gather included, moves to the CPU, where neither GPU's id matters)
+    assert error["fixable"] and "fix moves it to /device:CPU:0" in error["message"]
 
 
-def test_fix_leaves_the_conflict_as_it_was_and_breaks_nothing_else(built, tmp_path):
+def test_fix_moves_the_shared_group_whole_to_the_cpu_and_tf_places_it(built, tmp_path):
     path, fixed = built["bert_towers.pb"], tmp_path / "fixed.pb"
     report = _report("fix", path, "-o", fixed, exit_code=1)
     assert not report["failed"]
-    assert not any(GATHER_GRAD in c["description"] for c in report["changes"])
+    [moved] = [c for c in report["changes"] if c["node"] == "bert/word_embeddings"]
+    assert GATHER_GRAD in moved["nodes"] and moved["to"] == "/device:CPU:0"
     before = oracle.place(oracle.graph_def_of(path), with_functions=False)
     after = oracle.place(oracle.graph_def_of(fixed), with_functions=False)
-    assert after.failing_nodes() == before.failing_nodes() == {GATHER_GRAD}
-    assert [e["details"]["node"] for e in _errors(fixed)] == [GATHER_GRAD]
+    assert before.failing_nodes() == {GATHER_GRAD} and after.failing_nodes() == set()
+    assert _errors(fixed) == []
 
 
 # -- case 6: an unreadable .meta ----------------------------------------------------------

@@ -42,8 +42,10 @@ touched (`/job:worker/task:1/device:GPU:0` -> `/job:worker/task:1/device:CPU:0`)
 function body every member of the group asks for `/device:CPU:0` (each call fills in its
 task). A group moves only where every member has a kernel: one with a member that has no
 CPU kernel (a cuDNN RNN's opaque parameters colocated with `CudnnRNNCanonicalToParams`) is
-reported, with those members named, not moved. A conflict or a compute group on a GPU the
-targets lack is reported, not moved.
+reported, with those members named, not moved. A conflict of GPU ids in a variable's group
+(a gradient `_class`-pinned to tower 1's gather of a variable tower 0 made: "incompatible
+ids") moves whole to the task's CPU, as the shared-variables move would; any other conflict,
+or a compute group on a GPU the targets lack, is reported, not moved.
 
 Parameters:
     scope: `all` (default) as above; `every-gpu-variable` as `all`, and every variable
@@ -402,10 +404,11 @@ class VariablesToCpu(Transform):
         A conflict or a group that lacks a kernel on the CPU too is the user's to resolve
         (the message names the members the CPU has no kernel for)."""
         group = problem.group
-        movable = _on_gpu(group) and problem.kind == "no-kernel"
+        towers_gpu = self._shared_across_gpus(group) if problem.kind == "conflict" else None
+        movable = (_on_gpu(group) and problem.kind == "no-kernel") or towers_gpu is not None
         detail = placement.explain(problem)
         if movable:
-            requested = group.requested.to_string()
+            requested = towers_gpu or group.requested.to_string()
             lacking = placement.lacking_kernels(group, "CPU", graph)
             if lacking:
                 movable = False
@@ -415,9 +418,25 @@ class VariablesToCpu(Transform):
                 also = f"fix moves it to {_CPU_OF[requested]}"
             detail = f"{detail}; {also}" if detail else also
         message = f"{problem.message} ({detail})" if detail else problem.message
-        edit = self._move_off_gpu(group, ctx) if movable else None
+        edit = None
+        if movable:
+            edit = (partial(self._move_to_cpu, [group], towers_gpu, ctx) if towers_gpu
+                    else self._move_off_gpu(group, ctx))
         return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
                        fixable=edit is not None, edit=edit, details=_details(problem))
+
+    def _shared_across_gpus(self, group) -> str | None:
+        """For a main-graph variable group whose members ask for GPUs of different ids in one
+        task (towers reading a variable tower 0 made, a gradient pinned by `_class` to its
+        tower's gather of it: TF's "incompatible ids"), the first GPU asked for, else None.
+        Such a group is what the shared-variables move puts on the task's CPU whole, where
+        no member's GPU matters; the caller checks every member has a CPU kernel there."""
+        if isinstance(group, placement.BodyGroup) or not group.holds_variable:
+            return None
+        asked = [device for device in map(group.asked_by, group.members) if device]
+        if not asked or any(_GPU_OF[device] is None for device in asked):
+            return None
+        return asked[0] if len({_CPU_OF[device] for device in asked}) == 1 else None
 
     def _soft_placed(self, problem: placement.PlacementProblem, ctx: Context) -> Finding:
         """A variable group with no kernel on its GPU that the session's soft placement
