@@ -27,6 +27,21 @@ from conftest import FIXTURES, run_cli
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.compat.v1.layers needs tf_keras
 
 
+@pytest.fixture(autouse=True)
+def _resource_variables():
+    """These graphs' update ops are resource ops (`AssignSubVariableOp`), as TF 2 builds
+    them by default; a test file run before this one in the same process may have switched
+    TF to ref variables (`disable_v2_behavior`), so the default is set again here and the
+    previous state given back after."""
+    import tensorflow as tf
+
+    were_enabled = tf.compat.v1.resource_variables_enabled()
+    tf.compat.v1.enable_resource_variables()
+    yield
+    if not were_enabled:
+        tf.compat.v1.disable_resource_variables()
+
+
 def _gan(tf, discriminator_updates: bool):
     """A small GAN: the generator's train op runs the generator's batch-norm updates; the
     discriminator's runs its own only where `discriminator_updates` (the bug: it does not)."""
