@@ -88,10 +88,18 @@ class _InputState:
         a placement error the input did not have, or still has one in a group an error's
         edit claimed to fix (`claimed`): "a fix never turns a graph TF places into one it
         refuses", so such a graph is not written."""
-        touched = [p for p, (old, new) in enumerate(zip(self.devices, index.devices))
-                   if old != new]
-        touched += range(self.count, len(index))
-        touched += index.rewired
+        if index.kept_positions is not None:
+            # A prune took nodes out (`GraphIndex.prune`): the input's devices where its
+            # nodes stand now; the groups the removed ones left are not known, so every
+            # group counts as touched.
+            self.devices = [self.devices[p] for p in index.kept_positions]
+            self.count = len(self.devices)
+            touched = list(range(len(index)))
+        else:
+            touched = [p for p, (old, new) in enumerate(zip(self.devices, index.devices))
+                       if old != new]
+            touched += range(self.count, len(index))
+            touched += index.rewired
         bodies = _body_devices(index)
         body_moves = {key: device for key, device in self.bodies.items()
                       if bodies.get(key) != device}
