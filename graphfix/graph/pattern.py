@@ -60,17 +60,19 @@ class Match:
     """One node a pattern matched, and the matches of its inputs' patterns.
 
     `node` is its NodeDef (`name`; `position` in graph order), `output` the output of it
-    that its reader reads (the tensor is `tensor`), `inputs` the matches of its input
-    patterns, in order, and `passed` the names of the nodes looked through to reach it
-    (`Op.through`), nearest its reader first. `match["key"]` is the match its pattern named
+    that its reader reads, `tensor` the input string that reads it as the reader wrote it
+    (`name`, `name:1`; the name given where the match began), `inputs` the matches of its
+    input patterns, in order, and `passed` the names of the nodes looked through to reach
+    it (`Op.through`), nearest its reader first. `match["key"]` is the match its pattern named
     `key`, anywhere below."""
 
-    __slots__ = ("graph", "name", "output", "inputs", "passed", "key")
+    __slots__ = ("graph", "name", "tensor", "output", "inputs", "passed", "key")
 
-    def __init__(self, graph, name: str, output: int, inputs: list[Match],
+    def __init__(self, graph, name: str, tensor: str, output: int, inputs: list[Match],
                  passed: list[str], key: str | None):
         self.graph = graph
         self.name = name  # (a name, not a position: a prune renumbers the nodes)
+        self.tensor = tensor
         self.output = output
         self.inputs = inputs
         self.passed = passed
@@ -83,11 +85,6 @@ class Match:
     @property
     def node(self):
         return self.graph.node(self.name)
-
-    @property
-    def tensor(self) -> str:
-        """The input string of the tensor its reader reads (`name`, `name:1`)."""
-        return self.name if self.output == 0 else f"{self.name}:{self.output}"
 
     def __getitem__(self, key: str) -> Match:
         for found in self.walk():
@@ -131,7 +128,8 @@ def match(graph, pattern: Op, tensor: str) -> Match | None:
     `name:1`), or None (see `GraphIndex.match`)."""
     from graphfix.graph.edges import parse_input
 
-    name, output = parse_input(tensor)
+    text = tensor
+    name, output = parse_input(text)
     if output < 0:
         return None  # (a control input carries no tensor)
     position = graph.position_or_none(name)
@@ -143,7 +141,8 @@ def match(graph, pattern: Op, tensor: str) -> Match | None:
         first = graph.data_input_texts(position)[:1]
         if not first:
             break
-        name, output = parse_input(first[0])
+        text = first[0]
+        name, output = parse_input(text)
         next_position = graph.position_or_none(name)
         if next_position is None:
             return None
@@ -166,4 +165,4 @@ def match(graph, pattern: Op, tensor: str) -> Match | None:
             if found is None:
                 return None
             inputs.append(found)
-    return Match(graph, graph.names[position], output, inputs, passed, pattern.name)
+    return Match(graph, graph.names[position], text, output, inputs, passed, pattern.name)

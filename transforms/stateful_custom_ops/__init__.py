@@ -80,6 +80,7 @@ from functools import partial
 from typing import Iterator
 
 from graphfix.findings import Change, Finding
+from graphfix.graph.edges import parse_input
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.signatures import is_tf_op
 from graphfix.registry import OP_LIBRARY, Context, Param, Transform, UsageError
@@ -92,15 +93,6 @@ _NEVER_FOLDED = frozenset({"Placeholder", "PlaceholderV2"})
 _CONTROL_FLOW = frozenset({"Enter", "Exit", "NextIteration", "Switch", "Merge", "RefSwitch",
                            "RefEnter", "RefExit", "RefMerge", "RefNextIteration"})
 PASS_THROUGH = "DebugIdentityV2"
-
-
-def _data_inputs(graph: GraphIndex, position: int) -> list[str]:
-    return [text for text in graph.inputs(position) if not text.startswith("^")]
-
-
-def _source_name(text: str) -> tuple[str, int]:
-    name, _, index = text.partition(":")
-    return name, int(index) if index else 0
 
 
 class StatefulCustomOps(Transform):
@@ -142,7 +134,7 @@ class StatefulCustomOps(Transform):
 
         def constants_behind(text: str) -> tuple[bool, tuple[str, ...]]:
             """Whether the tensor `text` is folded to a constant, and the Consts behind it."""
-            name, _ = _source_name(text)
+            name, _ = parse_input(text)
             if name in foldable:
                 return foldable[name]
             foldable[name] = (False, ())  # (a cycle through a loop is no constant)
@@ -154,7 +146,7 @@ class StatefulCustomOps(Transform):
                   or graph.signatures.is_stateful(op)):
                 answer = (False, ())
             else:
-                inputs = _data_inputs(graph, position)
+                inputs = graph.data_input_texts(position)
                 parts = [constants_behind(t) for t in inputs]
                 answer = (all(ok for ok, _ in parts) and bool(inputs),
                           tuple(c for _, cs in parts for c in cs))
@@ -174,7 +166,7 @@ class StatefulCustomOps(Transform):
                 stateful = None
             if stateful:
                 continue
-            inputs = _data_inputs(graph, position)
+            inputs = graph.data_input_texts(position)
             if not all(constants_behind(t)[0] for t in inputs):
                 continue
             if stateful is None:
@@ -250,7 +242,7 @@ class StatefulCustomOps(Transform):
             node = graph.node_at(position)
             added, done = [], set()
             for k, text in enumerate(list(node.input)):
-                source, index = _source_name(text)
+                source, index = parse_input(text)
                 if text.startswith("^") or index != 0 or source in done:  # (a Const: 1 output)
                     continue
                 done.add(source)
