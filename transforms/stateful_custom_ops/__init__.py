@@ -79,7 +79,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Iterator
 
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Check, Finding, Watch
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.signatures import is_tf_op
@@ -106,6 +106,21 @@ class StatefulCustomOps(Transform):
         Param("ops", None, "ops to make stateful in the sources (besides those found folded)",
               multiple=True),
     )
+
+    def verify_watch(self, graph: GraphIndex) -> Watch | None:
+        """The outputs of the custom ops registered not stateful (in this process's
+        registry, the libraries loaded), on every step: whether TF folds them."""
+        from .verify import unstateful_custom_ops
+
+        outputs = unstateful_custom_ops(graph)
+        return Watch(outputs=tuple(outputs)) if outputs else None
+
+    def verify_check(self, graph: GraphIndex, run) -> Check | None:
+        """"custom ops": an unstateful custom op whose output is the same on every step and
+        changes with TF's folding off is folded (`verify.folding_check`)."""
+        from .verify import folding_check
+
+        return folding_check(graph, run)
 
     def _registrations(self, graph: GraphIndex, ctx: Context
                        ) -> tuple[dict[str, bool], dict[str, str]]:
