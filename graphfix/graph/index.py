@@ -701,7 +701,8 @@ class GraphIndex:
         a placeholder stays, and an op graphfix knows no signature of: a custom op, a
         function call), goes, and then so do the inputs it alone read, in turn. Returns
         the removed names, in graph order. Positions after a removed node move down
-        (`kept_positions` says where each node the index read now stands)."""
+        (`kept_positions` says where each node the index read now stands) and the index is
+        read again: one prune for an edit's candidates together, not one a node."""
         signatures = self.signatures
         dead: set[int] = set()
         todo = [self._positions[n] for n in dict.fromkeys(candidates) if n in self._positions]
