@@ -1,4 +1,5 @@
-"""What a run reports: findings, changes, skipped and failed inputs, and the exit code."""
+"""What a run reports: findings, changes, skipped and failed inputs, and the exit code; and
+what verify reports (`Check`), with what a transform's check of a run watches (`Watch`)."""
 
 from __future__ import annotations
 

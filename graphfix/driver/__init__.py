@@ -6,6 +6,9 @@ would write; `write_outputs` writes them only once every input succeeded, each a
 Its parts: `inputs` (what the paths name), `source_runs` (the sources, by the worker
 processes of `pool`), `graph_runs` (each graph, over one index), `outputs` (what a fix
 writes, all or nothing), `selection` (the run's transforms and their options).
+
+May import: `graphfix.graph`, `graphfix.source`, `graphfix.registry` and the core. Never
+imports verification, the API or the command line.
 """
 
 from __future__ import annotations
