@@ -383,41 +383,29 @@ class ReplicaPlacement(Transform):
             spec, target_spec = DeviceSpec.parse(device), DeviceSpec.parse(target)
             name, op = graph.names[position], graph.ops[position]
             if position in plan.shared:
-                if spec.job != ps_job or spec.task is None:
-                    shared_name = graph.node_at(position).attr["shared_name"].s.decode(
-                        "utf-8", "replace")
-                    found = True
-                    yield Finding(
-                        ctx.path, self.name,
-                        f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
-                        f"but is on {device or 'no device'}, not a ps task: each worker "
-                        f"would get its own, and they no longer synchronize "
-                        f"(moves to {target})",
-                        node=name, severity="warning")
+                if spec.job == ps_job and spec.task is not None:
+                    continue
+                shared_name = graph.node_at(position).attr["shared_name"].s.decode(
+                    "utf-8", "replace")
+                why = (f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
+                       f"but is on {device or 'no device'}, not a ps task: each worker "
+                       f"would get its own, and they no longer synchronize")
+            elif spec.job == target_spec.job or position in local_members:
                 continue
-            if spec.job == target_spec.job or position in local_members:
-                continue
-            if op in VARIABLE_OPS and position in local:
-                found = True
-                yield Finding(
-                    ctx.path, self.name,
-                    f"variable {name} is each worker's own (a local variable) but is on "
-                    f"{device}, where every worker would share it (moves to {target})",
-                    node=name, severity="warning")
+            elif op in VARIABLE_OPS and position in local:
+                why = (f"variable {name} is each worker's own (a local variable) but is on "
+                       f"{device}, where every worker would share it")
             elif op in VARIABLE_OPS:
-                found = True
-                yield Finding(
-                    ctx.path, self.name,
-                    f"variable {name} is on {device or 'no device'}, not a ps task: "
-                    f"each worker trains its own copy (moves to {target})",
-                    node=name, severity="warning")
+                why = (f"variable {name} is on {device or 'no device'}, not a ps task: "
+                       f"each worker trains its own copy")
             elif spec.job == ps_job:
-                found = True
-                yield Finding(
-                    ctx.path, self.name,
-                    f"{op} {name} runs on the parameter server ({device}); "
-                    f"pipeline ops belong on the worker (moves to {target})",
-                    node=name, severity="warning")
+                why = (f"{op} {name} runs on the parameter server ({device}); "
+                       f"pipeline ops belong on the worker")
+            else:
+                continue
+            found = True
+            yield Finding(ctx.path, self.name, f"{why} (moves to {target})", node=name,
+                          severity="warning")
         # The findings' fix, and more (devices merged on the right job, ops that named none):
         # the whole graph placed at once, as the setter does, reported as one change. A
         # graph with no finding is left as it is: moving only what names no device (an
