@@ -75,6 +75,9 @@ def test_replace_input_of_one_output_leaves_the_other(tf):
         tf.add(left, right, name="total")
         tf.negative(right, name="flipped")
     index = GraphIndex(graph.as_graph_def())
+    # A pattern may ask which output its reader reads.
+    assert index.match(Op("Split", output=1), "split:1").tensor == "split:1"
+    assert index.match(Op("Split", output=1), "split") is None
     before = _run(tf, index.graph_def, "total:0", FED_2x2)
     assert index.replace_input("total", "split:1", "flipped") == 1
     assert list(index.node("total").input) == ["split", "flipped"]
@@ -121,10 +124,17 @@ def test_prune_keeps_what_the_meta_graph_or_a_stateful_op_holds(tf):
         tf.compat.v1.add_to_collection("outputs", kept)
         tf.random.uniform([2], name="random")  # stateful: a draw is a side effect
         tf.abs(x, name="dead")
+        anchor = tf.abs(x, name="anchor")
+        with tf.compat.v1.colocate_with(anchor):
+            tf.negative(x, name="follower")  # its `_class` names the anchor
         meta = tf.compat.v1.train.export_meta_graph(graph=graph)
     index = index_for(meta.graph_def, meta)
-    assert index.prune(["kept_in_a_collection", "random/RandomUniform", "dead", "x"]) == ["dead"]
+    assert index.read_elsewhere(["anchor", "dead", "kept_in_a_collection"]) == {
+        "anchor", "kept_in_a_collection"}
+    assert index.prune(["kept_in_a_collection", "random/RandomUniform", "dead", "x",
+                        "anchor"]) == ["dead"]
     assert "kept_in_a_collection" in index and "random/RandomUniform" in index
+    index.check_structure()
 
 
 def test_a_fix_that_prunes_is_placed_again_and_written(tf):
