@@ -190,10 +190,10 @@ def verify(graph: Any, *, compare: Any = None, **options):
     Returns:
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
     """
-    from graphfix.registry import intended_changes
+    from graphfix.registry import intended_changes, verify_checks
     from graphfix.verification.run import verify_graph
 
     original = _Holder(compare).file if compare is not None else None
     holder = _Holder(graph)
     return verify_graph(holder.file, compare=original, label=holder.label,
-                        intended_changes=intended_changes, **options)
+                        intended_changes=intended_changes, checks=verify_checks(), **options)

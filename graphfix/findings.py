@@ -1,7 +1,9 @@
-"""What a run reports: findings, changes, skipped and failed inputs, and the exit code."""
+"""What a run reports: findings, changes, skipped and failed inputs, and the exit code; and
+what verify reports (`Check`), with what a transform's check of a run watches (`Watch`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 if TYPE_CHECKING:
@@ -228,6 +230,32 @@ class IntendedChange(_Record):
         self.transform = transform
         self.what = what
         self.nodes = tuple(nodes)
+
+
+@dataclasses.dataclass
+class Check:
+    """One check's verdict of a verify run; `detail` is one line, `message` TF's whole error
+    where it gave one, `names` the nodes the detail counts, by what they are (in JSON where
+    there are some). verify makes its own (placement, run, compare) and asks each transform
+    for the check of its bug (`graphfix.registry.Transform.verify_check`)."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    message: str = ""
+    names: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    """What a verify run observes for a transform's check
+    (`graphfix.registry.Transform.verify_watch`): the variables read before the first step
+    and after the last, the nodes whose outputs every step fetches, and whether the first
+    step is traced (which nodes ran, and where)."""
+
+    variables: frozenset[str] = frozenset()
+    outputs: tuple[str, ...] = ()
+    trace: bool = False
 
 
 class Changes(list):

@@ -374,7 +374,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            html: opt.Html = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
     from graphfix.graph.kernels import NoGpuKernelsError
-    from graphfix.registry import intended_changes
+    from graphfix.registry import intended_changes, verify_checks
     from graphfix.verification.run import VerifyError, verify_path
 
     check_format(fmt, ("text", "json", "github", "junit") if not graph.endswith(".py")
@@ -399,7 +399,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
             result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                                  compare=compare, target_devices=_devices(target_devices),
                                  cluster=cluster, op_libraries=_op_libraries(graph, settings),
-                                 intended_changes=intended_changes,
+                                 intended_changes=intended_changes, checks=verify_checks(),
                                  **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
