@@ -198,7 +198,10 @@ class Changes(list):
         return out
 
 
-DOCS_BASE = "https://github.com/graphfix/graphfix/blob/main/"
+# The repository, as pyproject.toml's `project.urls` names it (a test keeps them equal): the
+# transforms' pages linked from JSON `docs` and SARIF `helpUri` are its files.
+REPOSITORY = "https://github.com/graphfix/graphfix"
+DOCS_BASE = f"{REPOSITORY}/blob/main/"
 
 
 def docs_url(transform: str) -> str:

@@ -236,7 +236,7 @@ def test_each_finding_carries_the_part_of_the_fix_at_its_line(tmp_path):
     [fix] = result["fixes"]
     assert fix["description"]["text"]
     [change] = fix["artifactChanges"]
-    assert change["artifactLocation"]["uri"] == str(path)
+    assert change["artifactLocation"] == {"uri": path.as_uri()}  # (outside the working dir)
     assert change["replacements"] == [{
         "deletedRegion": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 5,
                           "charOffset": wrap["offset"], "charLength": 0},
