@@ -116,8 +116,10 @@ class Finding(_Record):
         return self.path
 
     def to_text(self) -> str:
+        """`where: severity: transform: message`, the compilers' form editors and CI log
+        matchers read (`train.py:3:9: error: variables-to-cpu: ...`)."""
         tail = " (fixable)" if self.fixable else ""
-        return f"{self.location()}: {self.transform}: {self.message}{tail}"
+        return f"{self.location()}: {self.severity}: {self.transform}: {self.message}{tail}"
 
     def to_json(self) -> dict:
         return {

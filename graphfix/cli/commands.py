@@ -176,6 +176,16 @@ def _write_fix_logdir(logdir: Path, outputs, before: dict) -> None:
         write_run(folder, AFTER, output.graph_file.graph_defs()[0][0])
 
 
+def _diff_of(output) -> list[str]:
+    """An output's `--diff` lines; a graph's node-level diff under the header a source's
+    unified diff has (`--- a/PATH`, `+++ b/PATH`), so each graph of several is named."""
+    if output.graph_file is None or not output.diff:
+        return output.diff
+    absolute = Path(output.label).is_absolute()
+    return [f"--- {'' if absolute else 'a/'}{output.label}",
+            f"+++ {'' if absolute else 'b/'}{output.label}", *output.diff]
+
+
 def _jobs(jobs: int | None) -> int:
     """The processes that read sources (a graph is read and written by this one)."""
     return jobs or os.cpu_count() or 1
@@ -313,7 +323,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     except NoGpuKernelsError as exc:
         fail(str(exc))
     report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
-    diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
+    diff_lines = [line.rstrip("\n") for o in outputs for line in _diff_of(o)]
     before = _graphs_before(outputs) if logdir is not None and writing else {}
     # The reports (--report, --html: the page shows the graphs as they were and as fixed,
     # so it is made before they are rewritten) are written with the outputs, all or none.

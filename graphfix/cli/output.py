@@ -170,11 +170,22 @@ def show_verify(result, fmt: str, report_path: Path | None) -> None:
             echo(line)
 
 
+def in_file_order(findings: list) -> list:
+    """Findings (or changes) by file, then (notebook cell,) line and column, as a reader
+    goes through a file; a graph's, which have no line, in the order they were made."""
+    return sorted(findings, key=lambda f: (f.path, f.cell or 0, f.line or 0,
+                                           getattr(f, "col", None) or 0))
+
+
 def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
          extra_lines: list[str] = (), transforms: list[str] | None = None) -> None:
     """Print a check's or a fix's report in `fmt` (text, json, sarif, github, junit), and
     write it to `report_path` as JSON when one is given. `transforms`: the names of the
-    transforms that ran (JUnit's testcases; default: every registered one)."""
+    transforms that ran (JUnit's testcases; default: every registered one).
+
+    Text, in file order (JSON, SARIF and the rest keep the run's): each change a fix made,
+    once; then the findings left to a person (a check's every finding; a fix's, those it
+    did not fix)."""
     if fmt == "github":
         from graphfix.cli.github import report_lines
 
@@ -207,15 +218,16 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         return
     for line in extra_lines:
         echo(line)
-    for finding in report.findings:
-        echo(finding.to_text())
-    if fixing:
-        shown = report.changes[:MAX_CHANGE_LINES]
-        for change in shown:
-            echo(change.to_text())
-        if len(report.changes) > len(shown):
-            echo(f"... and {len(report.changes) - len(shown)} more change(s) "
-                 "(--format json or --report FILE lists them all)")
+    shown = in_file_order(report.changes[:MAX_CHANGE_LINES])
+    for change in shown:
+        echo(change.to_text())
+    if len(report.changes) > len(shown):
+        echo(f"... and {len(report.changes) - len(shown)} more change(s) "
+             "(--format json or --report FILE lists them all)")
+    # (a fix's fixable findings are its changes, shown above)
+    for finding in in_file_order(report.findings):
+        if not (fixing and finding.fixable):
+            echo(finding.to_text())
     for skip in report.skipped:
         echo(f"{skip['path']}: skipped: {skip['reason']}")
     for failure in report.failed:
