@@ -21,7 +21,9 @@ def test_top_help_lists_every_command_with_its_summary():
                    for line in top.splitlines() if len(line.split()) > 2), (command, top)
     for option in ("--version", "--install-completion", "--show-completion"):
         assert option in top
-    assert run_cli(check_exit=0).stdout == top  # no command: the same help
+    # no command: the same help, as a usage error (ruff's way): on stderr, exit 2
+    alone = run_cli(check_exit=2)
+    assert (alone.stdout, alone.stderr) == ("", top)
 
 
 def test_check_help_lists_its_options_in_panels():

@@ -50,6 +50,14 @@ def _usage_error(exc, words: list[str], commands) -> str:
     return f"{command + ': ' if command else ''}{message} (see {path} --help)"
 
 
+def _usage_and_exit(command) -> None:
+    """`graphfix` alone: its help on stderr and exit 2, a usage error (ruff's way)."""
+    with command.make_context("graphfix", [], resilient_parsing=True) as ctx:
+        echo_help = command.get_help(ctx)
+    sys.stderr.write(echo_help + "\n")
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run `graphfix ARGV...` (default: this process's arguments) and exit with its code."""
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
@@ -59,8 +67,10 @@ def main(argv: list[str] | None = None) -> None:
         fail(closed)
     words = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
+    if not words and not any(name.endswith("_COMPLETE") for name in os.environ):
+        _usage_and_exit(command)
     try:
-        code = command.main(words or ["--help"], prog_name="graphfix", standalone_mode=False)
+        code = command.main(words, prog_name="graphfix", standalone_mode=False)
         sys.stdout.flush()
     except typer.TyperException as exc:  # typer's parser said no: a usage error
         fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")

@@ -239,10 +239,48 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
              f"{s['files_unchanged']} unchanged, {s['skipped']} skipped, {s['failed']} failed")
     else:
-        with_findings = len({f.path for f in report.findings})
-        clean = max(0, s["files_unchanged"] - with_findings)
-        echo(f"{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
-             f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
+        echo(_check_summary(report))
+
+
+def _check_summary(report: Report) -> str:
+    """A check's last line; `check --fix` starts it with what it fixed."""
+    s = report.summary()
+    with_findings = len({f.path for f in report.findings})
+    clean = max(0, s["files_unchanged"] - with_findings)
+    fixed = (f"fixed {s['changes']} change(s) in {len({c.path for c in report.changes})} "
+             "file(s); left " if report.changes else "")
+    return (f"{fixed}{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
+            f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
+
+
+def statistics(findings: list) -> list[dict]:
+    """Per transform, its findings and how many are fixable: most first (ruff's
+    --statistics)."""
+    counts: dict[str, list[int]] = {}
+    for finding in findings:
+        count = counts.setdefault(finding.transform, [0, 0])
+        count[0] += 1
+        count[1] += bool(finding.fixable)
+    return [{"transform": name, "count": count, "fixable": fixable}
+            for name, (count, fixable) in sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+
+
+def show_statistics(report: Report, fmt: str) -> None:
+    """`check --statistics`: the findings counted per transform (text: a line each, count
+    first, then the check's last line; json: `statistics` and `summary`), failures on
+    stderr as always."""
+    rows = statistics(report.findings)
+    if fmt == "json":
+        summary = {**report.summary(), "exit_code": report.exit_code(fixing=False)}
+        echo_document(json_document({"statistics": rows, "summary": summary}))
+    else:
+        width = max([len(str(row["count"])) for row in rows], default=1)
+        for row in rows:
+            echo(f"{row['count']:>{width}}  {row['transform']}  ({row['fixable']} fixable)")
+    for failure in report.failed:
+        echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+    if fmt != "json":
+        echo(_check_summary(report))
 
 
 @contextlib.contextmanager
