@@ -302,7 +302,7 @@ def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
         show_statistics(report, fmt)
     else:
         emit(report, fmt, None, fixing=False,
-             transforms=[t.name for t, _ in selected.transforms])
+             transforms=[t for t, _ in selected.transforms])
     return report.exit_code(fixing=False)
 
 

@@ -180,8 +180,8 @@ def in_file_order(findings: list) -> list:
 def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
          extra_lines: list[str] = (), transforms: list[str] | None = None) -> None:
     """Print a check's or a fix's report in `fmt` (text, json, sarif, github, junit), and
-    write it to `report_path` as JSON when one is given. `transforms`: the names of the
-    transforms that ran (JUnit's testcases; default: every registered one).
+    write it to `report_path` as JSON when one is given. `transforms`: the transforms that
+    ran (`Transform` classes: JUnit's testcases; default: every registered one).
 
     Text, in file order (JSON, SARIF and the rest keep the run's): each change a fix made,
     once; then the findings left to a person (a check's every finding; a fix's, those it
@@ -195,8 +195,8 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
     if fmt == "junit":
         from graphfix.cli.junit import report_junit
 
-        echo_document(report_junit(report, transforms or list(registry.all_transforms())),
-                      errors="xmlcharrefreplace")
+        ran = transforms or list(registry.all_transforms().values())
+        echo_document(report_junit(report, ran), errors="xmlcharrefreplace")
         fmt = "quiet"
     if fmt == "sarif":
         from graphfix.cli.sarif import to_sarif
