@@ -347,7 +347,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
         until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
         verify: opt.VerifyFix = False, html: opt.Html = None,
         logdir: opt.FixLogdir = None) -> int:
-    """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
+    """Apply fixes (graphs to -o OUT or --in-place, sources in place); exit 1 if changed."""
     from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -492,16 +492,19 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
 
 @app.command(cls=Command)
-def report(paths: opt.Paths, out: opt.Out = None, only: opt.Only = None,
+def report(paths: opt.GraphPaths, out: opt.ReportOut, only: opt.Only = None,
            settings: opt.Settings = None, target_devices: opt.TargetDevices = None) -> int:
-    """Write one self-contained HTML page (-o FILE) for graphs: devices, moved groups,
-    cross-device edges, findings. No graph is changed; exit 2 (and no page) if one cannot
-    be read."""
-    from graphfix.graph.graphfile import InputError, write_output
+    """Write one self-contained HTML page for graphs (devices, moved groups, cross-device
+    edges, findings). No graph is changed; exit 2 (and no page) if one cannot be read."""
+    from graphfix.graph.graphfile import InputError, is_graph_path, write_output
     from graphfix.report.html import build
 
-    if out is None:
-        fail("report needs -o FILE.html")
+    for path in paths:
+        if not is_graph_path(Path(path)):
+            kind = "a Python script" if path.endswith(".py") else "not a graph"
+            fail(f"{path}: {kind}: report shows graphs (.pb, .pbtxt, .meta, SavedModel); "
+                 "a script's findings: graphfix check; its graph: graphfix trace, then "
+                 "report the .meta it writes")
     page, failed = build(list(paths), _selected(only, settings, target_devices))
     if failed:
         fail(f"{failed[0]['path']}: {failed[0]['error']}")

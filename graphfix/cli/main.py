@@ -40,7 +40,9 @@ def _usage_error(exc, words: list[str], commands) -> str:
     elif extra:
         message = f"unrecognized arguments: {extra.group(1)}"
     elif isinstance(exc, MissingParameter) and exc.param is not None:
-        message = f"the following arguments are required: {exc.param.metavar or exc.param.name}"
+        named = ("/".join(sorted(exc.param.opts, key=len)) if exc.param.param_type_name == "option"
+                 else exc.param.metavar or exc.param.name)
+        message = f"the following arguments are required: {named}"
     elif isinstance(exc, BadParameter) and exc.param is not None:
         message = f"argument {'/'.join(exc.param.opts)}: {exc.message}"
     elif isinstance(exc, BadOptionUsage):

@@ -112,6 +112,13 @@ TimeoutPerFile = Annotated[float, typer.Option(
     "--timeout-per-file", metavar="SECONDS", rich_help_panel=SOURCES,
     help="give up on a source file after this long (it fails with that reason)")]
 
+GraphPaths = Annotated[list[str], typer.Argument(
+    metavar="GRAPH", show_default=False,
+    help="graphs: .pb, .pbtxt, .meta files and SavedModel directories (a script's graph: "
+         "graphfix trace SCRIPT.py, then its .trace/graph.meta)")]
+ReportOut = Annotated[Path, typer.Option(
+    "-o", "--output", metavar="FILE.html", rich_help_panel=OUTPUT, show_default=False,
+    help="the page to write (required)")]
 Out = Annotated[Optional[str], typer.Option(
     "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
     help="where to write fixed graphs")]
