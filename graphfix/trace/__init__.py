@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from graphfix import phases
+from graphfix.errors import Error
 
 DEFAULT_TIMEOUT = 300.0  # seconds: a script is stopped if it runs this long before training
 PHASES_FILE = "phases.txt"  # the child's phases, a line each as it begins them
@@ -41,7 +42,7 @@ VERIFY_REQUEST_FILE, VERIFIED_FILE = "verify_request.json", "verified.json"
 SUPERVISOR_GRACE = 20.0  # seconds the supervisor has to end the script's processes
 
 
-class TraceError(Exception):
+class TraceError(Error):
     """Why a script gave no graph, in one line (the script raised, never ran a session,
     ended its process itself or by a signal, outlived the timeout, or is not there)."""
 
@@ -525,12 +526,14 @@ def read_folder(label: str, script: Path, out: Path) -> Trace:
 
 
 class _CallablePackage(types.ModuleType):
-    """This package, callable: `graphfix.trace(path, ...)` is `graphfix.trace.trace` (the
-    issue's API name is the package's name, and a package binds its name in `graphfix`
-    when it is imported)."""
+    """This package, callable: `graphfix.trace(path, ...)` is `graphfix.api.trace`, which
+    checks its arguments and calls `trace` (the API's name is the package's name, and a
+    package binds its name in `graphfix` when it is imported)."""
 
     def __call__(self, *args, **kwargs) -> Trace:
-        return trace(*args, **kwargs)
+        from graphfix.api import trace as checked_trace  # (its arguments checked as typed)
+
+        return checked_trace(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage
