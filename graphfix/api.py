@@ -262,14 +262,9 @@ def trace(script: str | os.PathLike, args: Sequence[str] = (), *, runs: int | No
         UsageError: a bad argument (`runs` under 1, `timeout` not above 0, `args` a string).
         TraceError: the script gave no graph (it raised, never ran a session, outlived the
             timeout), in one line. Both are `graphfix.Error`s.
+
+    (`graphfix.trace(...)`, the package called, is the same call.)
     """
     from graphfix.trace import trace as run_trace
 
-    if isinstance(args, (str, bytes)):
-        raise registry.UsageError(f"args must be a list of arguments, not the string {args!r}")
-    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
-        raise registry.UsageError(f"runs must be at least 1, not {runs!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-            0 < timeout < float("inf")):
-        raise registry.UsageError(f"timeout must be a number of seconds above 0, not {timeout!r}")
-    return run_trace(script, list(args), runs=runs, until=until, timeout=float(timeout))
+    return run_trace(script, args, runs=runs, until=until, timeout=timeout)

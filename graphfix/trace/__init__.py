@@ -173,6 +173,19 @@ class Trace:
         return files
 
 
+def _check_request(args: Sequence[str], runs: int | None, timeout: float) -> None:
+    """UsageError, one line, for what `graphfix trace` refuses on its command line."""
+    from graphfix.registry import UsageError
+
+    if isinstance(args, (str, bytes)):
+        raise UsageError(f"args must be a list of arguments, not the string {args!r}")
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+        raise UsageError(f"runs must be at least 1, not {runs!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            0 < timeout < float("inf")):
+        raise UsageError(f"timeout must be a number of seconds above 0, not {timeout!r}")
+
+
 def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
           until: str | None = None, timeout: float = DEFAULT_TIMEOUT,
           label: str | None = None, verify: dict | None = None) -> Trace:
@@ -203,11 +216,14 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     first.
 
     Raises:
+        UsageError: `args` a string, `runs` under 1, `timeout` not above 0 (what the
+            command line refuses).
         TraceError: one line, when there is no graph: the script raised (where, and what),
             never ran a session, ended its process itself (`os._exit`) or by a signal (the
             code or the signal, and where), or ran longer than `timeout` seconds (where it
             was).
     """
+    _check_request(args, runs, timeout)
     script, label = Path(path), str(path) if label is None else label
     if not script.is_file():
         raise TraceError(f"{label}: no such script" if not script.exists()
@@ -526,14 +542,12 @@ def read_folder(label: str, script: Path, out: Path) -> Trace:
 
 
 class _CallablePackage(types.ModuleType):
-    """This package, callable: `graphfix.trace(path, ...)` is `graphfix.api.trace`, which
-    checks its arguments and calls `trace` (the API's name is the package's name, and a
-    package binds its name in `graphfix` when it is imported)."""
+    """This package, callable: `graphfix.trace(path, ...)` is `graphfix.trace.trace` (the
+    issue's API name is the package's name, and a package binds its name in `graphfix`
+    when it is imported)."""
 
     def __call__(self, *args, **kwargs) -> Trace:
-        from graphfix.api import trace as checked_trace  # (its arguments checked as typed)
-
-        return checked_trace(*args, **kwargs)
+        return trace(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallablePackage
