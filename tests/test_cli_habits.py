@@ -120,3 +120,12 @@ def test_graphfix_alone_is_a_usage_error_showing_its_usage():
     assert alone.stdout == ""
     assert alone.stderr.startswith("usage: graphfix ")
     assert "check" in alone.stderr and "fix" in alone.stderr
+
+
+def test_check_fix_writes_nothing_where_an_input_cannot_be_fixed(tmp_path):
+    (tmp_path / "train.py").write_text(SOURCE)
+    (tmp_path / "broken.pbtxt").write_text("node { name: ")
+    done = run_cli("check", "--no-cache", "--fix", "train.py", "broken.pbtxt", cwd=tmp_path,
+                   check_exit=2)
+    assert "graphfix: error: broken.pbtxt: " in done.stderr
+    assert (tmp_path / "train.py").read_text() == SOURCE  # all or nothing

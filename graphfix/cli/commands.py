@@ -271,12 +271,11 @@ def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
         return check_traced(paths, selected, fix=False, fmt=fmt, report_path=report_path,
                             least=least, runs=runs, until=until, timeout=timeout)
     cache = _cache_dir(paths, no_cache, cache_dir, configured_cache)
-    fixed = []
-    if fix:  # (then the check below sees the files as fixed: what it finds is what remains)
-        fixed = _fixed_in_place(paths, selected, excludes, _jobs(jobs), timeout_per_file,
-                                cache, fmt)
-        if isinstance(fixed, int):
-            return fixed
+    # --fix: the page shows the graphs as they were and as fixed, so it is made first
+    page = _html_file(html, graphs, selected) if fix and html is not None else None
+    # (then the check below sees the files as fixed: what it finds is what remains)
+    fixed = _fixed_in_place(paths, selected, excludes, _jobs(jobs), timeout_per_file, cache,
+                            fmt) if fix else []
     # JSON and SARIF carry each source fix as text: what `fix` would write, made in the
     # same run (the outputs of a check are never written).
     fix_texts = fmt in ("json", "sarif") or report_path is not None
@@ -296,7 +295,7 @@ def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
     report.changes = fixed  # (check --fix: what it changed before it checked)
     files = [_json_file(report_path, report.to_json(fixing=False))] if report_path else []
     if html is not None:
-        files.append(_html_file(html, graphs, selected))
+        files.append(page or _html_file(html, graphs, selected))
     _write_files(files)  # (the report and the page: both or neither)
     if statistics:
         show_statistics(report, fmt)
@@ -306,10 +305,11 @@ def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
     return report.exit_code(fixing=False)
 
 
-def _fixed_in_place(paths, selected, excludes, jobs, timeout_per_file, cache, fmt):
+def _fixed_in_place(paths, selected, excludes, jobs, timeout_per_file, cache, fmt) -> list:
     """`check --fix`'s first half: every fix made and written in place (sources as `fix`
-    writes them, graphs as `fix --in-place`), all or nothing. Returns the changes, or the
-    exit code 2 (the failure shown as `fix` shows it) where an input could not be fixed."""
+    writes them, graphs as `fix --in-place`), all or nothing; the changes made. Where an
+    input cannot be fixed, nothing is written, the failure is shown as `fix` shows it and
+    the run ends with exit 2."""
     from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -330,7 +330,7 @@ def _fixed_in_place(paths, selected, excludes, jobs, timeout_per_file, cache, fm
     if report.failed:
         report.findings = []
         emit(report, fmt if fmt in ("text", "json", "github") else "text", None, fixing=True)
-        return 2
+        raise SystemExit(2)
     return report.changes
 
 
