@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         fail(closed)
     words = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
-    if not words and not any(name.endswith("_COMPLETE") for name in os.environ):
+    if not words and "_GRAPHFIX_COMPLETE" not in os.environ:  # (a shell asking to complete)
         _usage_and_exit(command)
     try:
         code = command.main(words, prog_name="graphfix", standalone_mode=False)
