@@ -55,8 +55,8 @@ def _usage_error(exc, words: list[str], commands) -> str:
 def _usage_and_exit(command) -> None:
     """`graphfix` alone: its help on stderr and exit 2, a usage error (ruff's way)."""
     with command.make_context("graphfix", [], resilient_parsing=True) as ctx:
-        echo_help = command.get_help(ctx)
-    sys.stderr.write(echo_help + "\n")
+        help_text = command.get_help(ctx)
+    sys.stderr.write(help_text + "\n")
     sys.exit(2)
 
 

@@ -261,8 +261,9 @@ def statistics(findings: list) -> list[dict]:
         count = counts.setdefault(finding.transform, [0, 0])
         count[0] += 1
         count[1] += bool(finding.fixable)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
     return [{"transform": name, "count": count, "fixable": fixable}
-            for name, (count, fixable) in sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+            for name, (count, fixable) in ranked]
 
 
 def show_statistics(report: Report, fmt: str) -> None:
