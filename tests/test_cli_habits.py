@@ -108,6 +108,8 @@ def test_shell_completion_offers_option_values():
     assert _completed("graphfix check x.py --only variables") == ["variables-to-cpu"]
     assert _completed("graphfix check x.py --ignore up") == ["update-ops"]
     assert "deprecated-initializers" in _completed("graphfix fix x.py --select ")
+    assert _completed("graphfix check x.py --select update-ops,var") == [
+        "update-ops,variables-to-cpu"]
     assert _completed("graphfix check x.py --format ") == [
         "text", "json", "sarif", "github", "junit"]
     assert _completed("graphfix fix x.py --format ") == ["text", "json", "github"]

@@ -17,10 +17,14 @@ VERIFY = "Running the graph"
 
 # Shell completion of option values (`graphfix --install-completion`): what each option takes.
 def _transform_names(incomplete: str) -> list[tuple[str, str]]:
+    """Transform names, with their summaries; after a comma (`--select a,u`), the names
+    that follow it."""
     from graphfix import registry
 
-    return [(name, t.summary) for name, t in registry.all_transforms().items()
-            if name.startswith(incomplete)]
+    given, _, last = incomplete.rpartition(",")
+    head = f"{given}," if given else ""
+    return [(head + name, t.summary) for name, t in registry.all_transforms().items()
+            if name.startswith(last)]
 
 
 def _severity_names(incomplete: str) -> list[str]:
