@@ -163,8 +163,10 @@ class Finding(_Record):
         return self.path
 
     def to_text(self) -> str:
+        """`where: severity: transform: message`, the compilers' form editors and CI log
+        matchers read (`train.py:3:9: error: variables-to-cpu: ...`)."""
         tail = " (fixable)" if self.fixable else ""
-        return f"{self.location()}: {self.transform}: {self.message}{tail}"
+        return f"{self.location()}: {self.severity}: {self.transform}: {self.message}{tail}"
 
     def to_json(self) -> dict:
         return {
@@ -271,7 +273,10 @@ class Changes(list):
         return out
 
 
-DOCS_BASE = "https://github.com/graphfix/graphfix/blob/main/"
+# The repository, as pyproject.toml's `project.urls` names it (a test keeps them equal): the
+# transforms' pages linked from JSON `docs` and SARIF `helpUri` are its files.
+REPOSITORY = "https://github.com/graphfix/graphfix"
+DOCS_BASE = f"{REPOSITORY}/blob/main/"
 
 
 def docs_url(transform: str) -> str:

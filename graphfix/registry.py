@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, NamedTuple
 
+from graphfix.errors import Error
+
 if TYPE_CHECKING:
     from graphfix.findings import Check, Edit, Finding, IntendedChange, Watch
     from graphfix.graph.index import GraphIndex
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "graphfix.transforms"
 
 
-class UsageError(ValueError):
+class UsageError(Error, ValueError):
     """A call graphfix cannot carry out as written (unknown transform, bad parameter)."""
 
 

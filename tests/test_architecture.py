@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Modules every part may import: the package, and the small modules beneath every part.
 CORE = ("graphfix", "graphfix.findings", "graphfix.config", "graphfix.tf_runtime",
-        "graphfix.storage", "graphfix.phases", "graphfix.escaping")
+        "graphfix.storage", "graphfix.phases", "graphfix.escaping", "graphfix.errors")
 
 # part -> the parts (module prefixes) it may import besides CORE and itself.
 ALLOWED = {

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from graphfix.errors import Error
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
 from graphfix.graph import placement
@@ -52,7 +53,7 @@ _NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "Resto
                           "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "Const"})
 
 
-class VerifyError(Exception):
+class VerifyError(Error):
     """Bad input to verify (unreadable graph, bad feed file): one line, exit 2."""
 
 
@@ -103,16 +104,11 @@ def verify_path(path: str, **options) -> VerifyResult:
     graph_file, index = _load_valid(path)
     compare = options.pop("compare", None)
     original = _load_valid(compare)[0] if compare else None
-    for label, graph_def in ((path, index.graph_def),
-                             *([(compare, _first_graph(original)[0])] if compare else [])):
-        _check_no_python_functions(label, graph_def)
-    steps = options.get("steps", 1)
-    if steps < 1:
-        raise VerifyError(f"--steps must be at least 1, not {steps}")
-    _check_fetches(path, index, options.get("fetches") or ())
-    from graphfix.verification import custom_ops
-
-    custom_ops.check_libraries(options.get("op_libraries") or ())
+    check_request(path, index, steps=options.get("steps", 1),
+                  fetches=options.get("fetches") or (),
+                  op_libraries=options.get("op_libraries") or ())
+    if compare:
+        _check_no_python_functions(compare, _first_graph(original)[0])
     feeds = _load_feeds(options.pop("feeds", []) or [])
     cluster = options.pop("cluster", None)
     if cluster:
@@ -129,6 +125,20 @@ def verify_path(path: str, **options) -> VerifyResult:
         return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
                                  **options)
     return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
+
+
+def check_request(label: str, index: GraphIndex, *, steps: int, fetches: Sequence[str],
+                  op_libraries: Sequence[str], steps_name: str = "--steps") -> None:
+    """What verify refuses before TF is imported, from the command line and the API alike
+    (VerifyError, one line): a graph that calls Python functions, `steps` under 1 (named
+    `steps_name`), a fetch the graph does not have, a custom-op library that is not one."""
+    _check_no_python_functions(label, index.graph_def)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise VerifyError(f"{steps_name} must be at least 1, not {steps!r}")
+    _check_fetches(label, index, fetches)
+    from graphfix.verification import custom_ops
+
+    custom_ops.check_libraries(op_libraries)
 
 
 def _load_valid(path: str) -> tuple[graphio.GraphFile, GraphIndex]:
