@@ -267,7 +267,7 @@ def test_a_finding_without_an_edit_is_not_called_fixable_in_any_format(tmp_path)
         return result.stdout
 
     text = check()
-    assert "g.pbtxt@a: just-say: asks for /device:GPU:0" in text and "(fixable)" not in text
+    assert "g.pbtxt@a: error: just-say: asks for /device:GPU:0" in text and "(fixable)" not in text
     assert "1 finding(s) (0 fixable)" in text
     report = json.loads(check("--format", "json"))
     assert [f["fixable"] for f in report["findings"]] == [False]
