@@ -21,8 +21,9 @@ def _seed_graph_def():
 
 
 def test_a_graph_fix_loads_neither_tf_nor_the_source_tooling(tmp_path):
-    """`graphfix fix GRAPH`: no TF runtime, no libcst, and none of graphfix's own source
-    parsing (the transforms' pre-checks load it on first use)."""
+    """`graphfix fix GRAPH`: no TF runtime, no libcst, none of graphfix's own source
+    parsing (the transforms' pre-checks load it on first use), and no typer or rich (the
+    graph path's command line is `graphfix.cli.graphpath`)."""
     script = textwrap.dedent(
         f"""
         import sys
@@ -33,7 +34,7 @@ def test_a_graph_fix_loads_neither_tf_nor_the_source_tooling(tmp_path):
             assert stop.code == 1, stop.code
         print(sorted(m for m in sys.modules if m.startswith(("tensorflow.python", "libcst",
                      "graphfix.source.syntax", "graphfix.transforms.feed_to_assign.prechecks",
-                     "graphfix.source.cache"))))
+                     "graphfix.source.cache", "typer", "rich", "click"))))
         """
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
