@@ -52,7 +52,9 @@ def _run(path: str, args: list[str], cwd) -> tuple[str, str, str]:
     ["fix", "{broken}", "-o", "out.pb"],  # (a graph that does not parse: reported, exit 2)
     ["check", "{seed}"],
     ["check", "{seed}", "--format", "json", "--only", "update-ops"],
-], ids=["fix", "fix-json-only", "in-place", "no-folder", "broken", "check", "check-json"])
+    ["fix", "{seed}", "-o", "out.pbtxt", "--set", "variables-to-cpu.scope=no-kernel"],
+], ids=["fix", "fix-json-only", "in-place", "no-folder", "broken", "check", "check-json",
+        "set"])
 def test_the_graph_path_says_writes_and_exits_as_typers_command_line(tmp_path, args):
     for side in ("graphpath", "typer"):
         folder = tmp_path / side
@@ -70,7 +72,7 @@ def test_the_graph_path_says_writes_and_exits_as_typers_command_line(tmp_path, a
         assert [p.exists() for p in written] == [written[1].exists()] * 2
         if written[1].exists():
             assert written[0].read_bytes() == written[1].read_bytes()
-    if words[0] == "fix" and "missing/out.pbtxt" not in words and "broken.pb" not in words:
+    if words[0] == "fix" and not {"missing/out.pbtxt", "broken.pb", "--set"} & set(words):
         assert fast[2].startswith("exit 1")  # (the seed's variable moved: a change)
 
 
@@ -81,6 +83,7 @@ def test_the_graph_path_says_writes_and_exits_as_typers_command_line(tmp_path, a
     ["fix", "{seed}", "-o", "a.pbtxt", "--diff"],
     ["fix", "{seed}", "-o", "a.pbtxt", "--format", "github"],
     ["fix", "{seed}", "-o", "a.pbtxt", "--only", "no-such-transform"],
+    ["fix", "{seed}", "-o", "a.pbtxt", "--set", "variables-to-cpu.scope=nowhere"],
     ["check", "{seed}", "-o", "a.pbtxt"],
     ["check", "{seed}", "--help"],
     ["check", "model.py"],

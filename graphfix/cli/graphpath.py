@@ -4,8 +4,9 @@ than the rest of the run together, and a graph needs none of what it offers ther
 
 `run(words)` takes only the plainest command lines: `check` or `fix`, then graph files (a
 `.pb`, `.pbtxt`, `.meta` or SavedModel directory each) and only these options, each as its
-own word: `-o`/`--output OUT`, `--in-place`, `--only NAME` (repeatable), `--format text` or
-`json`, `--force`; no `[tool.graphfix]` table applies, and nothing in them is an error.
+own word: `-o`/`--output OUT`, `--in-place`, `--only NAME` and `--set NAME.key=value`
+(repeatable), `--format text` or `json`, `--force`; no `[tool.graphfix]` table applies, and
+nothing in them is an error.
 For any other command line it returns None before it has read anything, and `main` gives
 the words to typer's command line, which does the same thing more slowly (tests compare the
 two: tests/test_cli_graph_path.py). What it does is what `graphfix.cli.commands.check` and
@@ -20,8 +21,10 @@ from pathlib import Path
 # option -> (the command's parameter, takes a value); a flag's value is True.
 _OPTIONS = {
     "-o": ("out", True), "--output": ("out", True), "--in-place": ("in_place", False),
-    "--only": ("only", True), "--format": ("fmt", True), "--force": ("force", False),
+    "--only": ("only", True), "--set": ("settings", True), "--format": ("fmt", True),
+    "--force": ("force", False),
 }
+_REPEATABLE = ("only", "settings")
 _FORMATS = ("text", "json")
 _TIMEOUT_PER_FILE = 600.0  # (graphfix.cli.options.TIMEOUT_PER_FILE, typer-free: sources only)
 
@@ -31,7 +34,7 @@ def _parsed(words: list[str]) -> dict | None:
     if not words or words[0] not in ("check", "fix"):
         return None
     command, rest = words[0], iter(words[1:])
-    given: dict = {"command": command, "paths": [], "only": []}
+    given: dict = {"command": command, "paths": [], "only": [], "settings": []}
     for word in rest:
         if not word.startswith("-"):
             given["paths"].append(word)
@@ -43,10 +46,10 @@ def _parsed(words: list[str]) -> dict | None:
             given[name] = True
             continue
         value = next(rest, None)
-        if value is None or value.startswith("-") or (name != "only" and name in given):
+        if value is None or value.startswith("-") or (name not in _REPEATABLE and name in given):
             return None
-        if name == "only":
-            given["only"].append(value)
+        if name in _REPEATABLE:
+            given[name].append(value)
         else:
             given[name] = value
     if given.get("fmt", "text") not in _FORMATS or not given["paths"]:
@@ -61,8 +64,8 @@ def _parsed(words: list[str]) -> dict | None:
 
 
 def _selected(given: dict):
-    """The run's transforms, or None where `[tool.graphfix]` applies or a name is unknown
-    (the command line's own answer)."""
+    """The run's transforms with their settings, or None where `[tool.graphfix]` applies or
+    a name or setting is not one (the command line's own answer)."""
     from graphfix import config, registry
     from graphfix.driver import Selected
 
@@ -70,9 +73,10 @@ def _selected(given: dict):
         if config.load(given["paths"]).path is not None:
             return None
         transforms = registry.select(given["only"] or None)
+        settings = registry.parse_settings(given["settings"])
     except (config.ConfigError, registry.UsageError):
         return None
-    return Selected.build(transforms, {}, ())
+    return Selected.build(transforms, settings, ())
 
 
 def _cache_dir(paths: list[str]) -> Path | None:
