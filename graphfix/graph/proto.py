@@ -109,6 +109,36 @@ def pool() -> descriptor_pool.DescriptorPool:
     return _POOL
 
 
+_ANY_FILE = "google/protobuf/any.proto"
+
+
+def _text_pool(message) -> descriptor_pool.DescriptorPool | None:
+    """The pool the text format of `message` is read or written with: every file where its
+    type may hold an `Any` (a MetaGraphDef's), else the files built (a GraphDef's text
+    builds no MetaGraphDef's files); for another pool's message, protobuf's default."""
+    if not is_own(message):
+        return None
+    if _ANY_FILE in _imported(message.DESCRIPTOR.file.name):
+        return pool()
+    return _POOL
+
+
+def _imported(file_name: str) -> set[str]:
+    """`file_name` and every file it imports, directly or not."""
+    found, pending = set(), [file_name]
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending.extend(FILES[name][0])
+    return found
+
+
+def built_files() -> frozenset[str]:
+    """The .proto files built so far (each on first use of a type it defines)."""
+    return frozenset(_built)
+
+
 def is_own(message) -> bool:
     """Whether `message` is one of graphfix's messages (not TF's, nor another pool's)."""
     return message.DESCRIPTOR.file.pool is _POOL
@@ -126,7 +156,7 @@ def to_text(message) -> str:
     whose type graphfix defines printed expanded, as TF's default pool prints it)."""
     from google.protobuf import text_format
 
-    return text_format.MessageToString(message, descriptor_pool=pool())
+    return text_format.MessageToString(message, descriptor_pool=_text_pool(message))
 
 
 def parse_text(text: str, message) -> None:
@@ -134,7 +164,7 @@ def parse_text(text: str, message) -> None:
     one); an `Any` in its expanded form is read with graphfix's types."""
     from google.protobuf import text_format
 
-    text_format.Parse(text, message, descriptor_pool=pool())
+    text_format.Parse(text, message, descriptor_pool=_text_pool(message))
 
 
 def unknown_field_count(message) -> int:
