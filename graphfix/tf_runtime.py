@@ -21,7 +21,6 @@ import importlib
 import os
 import re
 import sys
-import tempfile
 
 _ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called"
 _LOG_LINE = re.compile(r"([IWEF])\d{4} ")  # glog's form: severity, month, day, ...
@@ -75,6 +74,8 @@ def physical_gpus() -> list:
 def _quietly(call, hide) -> None:
     """`call()`, holding back what it writes to stderr, then showing the lines `hide`
     rejects (every line, if `call` raised)."""
+    import tempfile  # (here: the graph path's start-up never needs it)
+
     try:
         sys.stderr.flush()
         captured = tempfile.TemporaryFile()

@@ -11,15 +11,9 @@ import os
 import re
 import sys
 
-import typer
-import typer.main
-
-import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
-import graphfix.cli.tracing  # noqa: F401  (and `trace`)
 from graphfix import registry
-from graphfix.cli.app import app
+from graphfix.cli import graphpath
 from graphfix.cli.output import StdoutLost, drop_stdout, fail, guard_stdout
-from graphfix.graph.proto import TensorFlowMissing
 
 
 def _usage_error(exc, words: list[str], commands) -> str:
@@ -60,6 +54,25 @@ def _usage_and_exit(command) -> None:
     sys.exit(2)
 
 
+def _typer_main(words: list[str]) -> int | None:
+    """`graphfix WORDS...` on typer's command line: every command, help, usage errors."""
+    import typer
+    import typer.main
+
+    import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
+    import graphfix.cli.tracing  # noqa: F401  (and `trace`)
+    from graphfix.cli.app import app
+
+    command = typer.main.get_command(app)
+    try:
+        if not words and "_GRAPHFIX_COMPLETE" not in os.environ:  # (a shell asking to complete)
+            _usage_and_exit(command)
+        return command.main(words, prog_name="graphfix", standalone_mode=False)
+    except typer.TyperException as exc:  # typer's parser said no: a usage error
+        fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")
+             else exc.format_message())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run `graphfix ARGV...` (default: this process's arguments) and exit with its code."""
     # TF's C++ start-up chatter (cuda probes, cpu features) is not ours to show.
@@ -68,20 +81,14 @@ def main(argv: list[str] | None = None) -> None:
     if closed:
         fail(closed)
     words = sys.argv[1:] if argv is None else list(argv)
-    command = typer.main.get_command(app)
-    if not words and "_GRAPHFIX_COMPLETE" not in os.environ:  # (a shell asking to complete)
-        _usage_and_exit(command)
     try:
-        code = command.main(words, prog_name="graphfix", standalone_mode=False)
+        code = graphpath.run(words)  # (None: not a plain check or fix of graphs)
+        if code is None:
+            code = _typer_main(words)
         sys.stdout.flush()
-    except typer.TyperException as exc:  # typer's parser said no: a usage error
-        fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")
-             else exc.format_message())
     except KeyboardInterrupt:
         code = 130
     except registry.UsageError as exc:  # e.g. a broken third-party transform
-        fail(str(exc))
-    except TensorFlowMissing as exc:
         fail(str(exc))
     except (BrokenPipeError, StdoutLost) as exc:
         drop_stdout()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import NamedTuple
 
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
@@ -30,8 +30,7 @@ _GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
 _TUPLE_OUTPUT = re.compile(r"_grad/tuple/control_dependency(?:_(\d+))?$")
 
 
-@dataclass(frozen=True)
-class TowerAverage:
+class TowerAverage(NamedTuple):
     """An average over the towers: `node` computes it from one gradient per tower,
     `per_tower` (input strings, tower order), in the `form` of the recipe that built it:
     `concat` (`reduce_mean(concat(expand_dims(g, 0)), 0)`, CIFAR-10), `stack`
@@ -42,8 +41,7 @@ class TowerAverage:
     per_tower: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class SparseGradient:
+class SparseGradient(NamedTuple):
     """An `IndexedSlices` as the graph holds it: its values and indices tensors, and
     `rows` (the dense tensor's first dimension, a tensor) where the graph computes it."""
 

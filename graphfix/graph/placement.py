@@ -712,6 +712,8 @@ def move_body_members(graph: GraphIndex, positions: Sequence[int],
     `body_members_by_root`) the device the group moves to: `new_device[their device]`,
     or `target` for one that asks for none (it would inherit its call site's). Returns
     `function/node` for each node whose device changed."""
+    if not bodies:  # (most graphs call no function: no root to look up for each member)
+        return []
     roots = {graph.group_root(graph.names[p]) for p in positions}
     moved = []
     for root in roots:

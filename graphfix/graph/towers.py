@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 if TYPE_CHECKING:
     from graphfix.graph.index import GraphIndex
@@ -47,8 +46,7 @@ def tower_of(name: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class Tower:
+class Tower(NamedTuple):
     """One replica: its number, its name scope (no trailing slash: `tower_1`, `model/gpu_1`)
     and the device most of its nodes ask for ("" when none)."""
 
@@ -57,8 +55,7 @@ class Tower:
     device: str = ""
 
 
-@dataclass
-class TowerSet:
+class TowerSet(NamedTuple):
     """Sibling scopes that build the same sub-graph in parallel (see the module docstring).
 
     `towers` are in tower order; `towers[0]` is the first tower, whose variables the
@@ -66,7 +63,7 @@ class TowerSet:
 
     parent: str  # the scope holding the members ("" at the top)
     base: str  # the members' common name (`tower`)
-    towers: list[Tower] = field(default_factory=list)
+    towers: list[Tower]
 
     @property
     def first(self) -> Tower:

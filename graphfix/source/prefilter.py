@@ -21,8 +21,7 @@ Plain Python, no libcst: the run's survey imports it without loading libcst.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 from graphfix.source.vocabulary import last_names
 
@@ -32,8 +31,16 @@ if TYPE_CHECKING:
     from graphfix.source.syntax import Syntax
 
 
-@dataclass(frozen=True)
-class SourceTriggers:
+class _TriggerFields(NamedTuple):
+    calls: frozenset[str]
+    names: frozenset[str]
+    words: tuple[str, ...]
+    all_of: tuple[tuple[str, ...], ...]
+    where: Callable[["Syntax"], bool] | str | None
+    in_project: Callable[["FileView"], bool] | str | None
+
+
+class SourceTriggers(_TriggerFields):
     """What a file must show for a rule to have work in it (or, as a scan's triggers, to
     hold facts its scan reads). Every part given must match; an empty declaration lets
     every file through.
@@ -56,18 +63,16 @@ class SourceTriggers:
       `"module:function"` as `where`. Conservative as the rest.
     """
 
-    calls: frozenset[str] = frozenset()
-    names: frozenset[str] = frozenset()
-    words: tuple[str, ...] = ()
-    all_of: tuple[tuple[str, ...], ...] = ()
-    where: Callable[["Syntax"], bool] | str | None = None
-    in_project: Callable[["FileView"], bool] | str | None = None
+    # (a named tuple, not a frozen dataclass: `dataclasses` imports `inspect`, a tenth of
+    # the graph path's start-up, and every transform declares one of these)
+    __slots__ = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "calls", frozenset(self.calls))
-        object.__setattr__(self, "names", frozenset(self.names))
-        object.__setattr__(self, "words", tuple(self.words))
-        object.__setattr__(self, "all_of", tuple(tuple(g) for g in self.all_of))
+    def __new__(cls, calls: Iterable[str] = frozenset(), names: Iterable[str] = frozenset(),
+                words: Iterable[str] = (), all_of: Iterable[Iterable[str]] = (),
+                where: Callable[["Syntax"], bool] | str | None = None,
+                in_project: Callable[["FileView"], bool] | str | None = None):
+        return super().__new__(cls, frozenset(calls), frozenset(names), tuple(words),
+                               tuple(tuple(g) for g in all_of), where, in_project)
 
     @property
     def call_names(self) -> frozenset[str]:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from graphfix.registry import UsageError
 from graphfix.tf_runtime import op_library_refused, op_library_stat
@@ -25,8 +24,7 @@ _REGISTER_OP = re.compile(r'\bREGISTER_OP\s*\(\s*"(?P<name>[A-Za-z0-9_>]+)"\s*\)
 _STATEFUL = re.compile(r"\.\s*SetIsStateful\s*\(\s*\)")
 
 
-@dataclass(frozen=True)
-class Chain:
+class Chain(NamedTuple):
     """One `REGISTER_OP` chain in a source: the op, where its text is, whether it is stateful."""
 
     op: str
@@ -142,6 +140,8 @@ def library_ops(path: str) -> dict[str, bool]:
 
 @cache
 def _library_ops(path: str, mtime_ns: int, size: int) -> dict[str, bool]:
+    import subprocess  # (only where a library is read: the graph path's start-up skips it)
+
     done = subprocess.run([sys.executable, "-c", _LIBRARY_READER, path],
                           capture_output=True, text=True, timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
