@@ -138,8 +138,8 @@ class Source:
             return f"kernels and op signatures: TensorFlow {self.version}'s table, shipped " \
                    "with graphfix"
         version = f" {self.version}" if self.version else ""
-        return f"kernels: the installed TensorFlow{version}'s own registry (no table answers " \
-               f"for it); op signatures: TensorFlow {shipped_versions()[-1]}'s table"
+        return f"kernels: the installed TensorFlow{version}'s own registry; op signatures: " \
+               f"TensorFlow {shipped_versions()[-1]}'s table, shipped with graphfix"
 
 
 class _Choice:
