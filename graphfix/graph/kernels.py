@@ -86,7 +86,8 @@ class _Table:
         if self._texts is None:
             lines = self.path.read_text().splitlines()
             pairs = (line.rstrip(",").partition(":") for line in lines[1:-1])
-            self._texts = {json.loads(name): entry for name, _, entry in pairs}
+            # (an op's name is letters, digits and _: its quotes are all there is to strip)
+            self._texts = {name[1:-1]: entry for name, _, entry in pairs}
         return self._texts
 
     def head(self) -> dict:
