@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import typer
+
 from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
 from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
-                                 progress, report_bytes, show_statistics, show_verify)
+                                 progress, report_bytes, report_document, show_statistics,
+                                 show_verify)
 from graphfix.escaping import json_document
 from graphfix.findings import at_least
 
@@ -56,6 +59,25 @@ def _selected(only, settings, targets, ignore=None):
     except registry.UsageError as exc:
         fail(str(exc))
     return Selected.build(_without(transforms, ignore), parsed, _devices(targets))
+
+
+def _tf_version(ctx: typer.Context, version: str | None) -> None:
+    """`--tf-version X.Y`: placement judged by that TensorFlow's table until the command
+    ends (one line, exit 2, naming the versions graphfix ships, for one it has none of)."""
+    from graphfix.graph import kernels
+
+    try:
+        ctx.with_resource(kernels.tf_version(version))
+    except kernels.TfVersionError as exc:
+        fail(f"--tf-version: {exc}")
+
+
+def _say_kernels(verbose: bool) -> None:
+    """`--verbose`: which TensorFlow's kernels placement was judged by, on stderr."""
+    if verbose:
+        from graphfix.graph import kernels
+
+        echo(f"graphfix: {kernels.selected().describe()}", err=True)
 
 
 def _severity(given: str | None, configured: str | None) -> str:
@@ -238,17 +260,18 @@ def list_command(fmt: opt.TextOrJson = "text") -> int:
 
 
 @app.command(cls=Command)
-def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
-          ignore: opt.Ignore = None, settings: opt.Settings = None,
-          target_devices: opt.TargetDevices = None, fmt: opt.CheckFormat = "text",
-          report_path: opt.ReportPath = None, fix: opt.CheckFix = False,
-          statistics: opt.Statistics = False, exclude: opt.Exclude = None,
+def check(ctx: typer.Context, paths: opt.Paths, only: opt.Only = None,
+          select: opt.Select = None, ignore: opt.Ignore = None, settings: opt.Settings = None,
+          target_devices: opt.TargetDevices = None, tf_version: opt.TfVersion = None,
+          fmt: opt.CheckFormat = "text", report_path: opt.ReportPath = None,
+          fix: opt.CheckFix = False, statistics: opt.Statistics = False,
+          exclude: opt.Exclude = None,
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
           cache_dir: opt.CacheDir = None,
           timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
           severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
           until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
-          html: opt.Html = None) -> int:
+          html: opt.Html = None, verbose: opt.Verbose = False) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error. With --fix: fix what is fixable,
     report what remains, exit by that."""
     from graphfix.driver import run
@@ -259,6 +282,7 @@ def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
         fail(f"--statistics prints text or json, not {fmt}")
     if fix and trace:
         fail("check --fix fixes files: fix a traced script with graphfix fix --trace")
+    _tf_version(ctx, tf_version)
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, _chosen(only, select), settings, target_devices, exclude, ignore)
     least = _severity(severity, configured_severity)
@@ -293,7 +317,8 @@ def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
         replacements.give_replacements(report, replacements.fixed_texts(outputs))
     report.findings = at_least(report.findings, least)
     report.changes = fixed  # (check --fix: what it changed before it checked)
-    files = [_json_file(report_path, report.to_json(fixing=False))] if report_path else []
+    _say_kernels(verbose)
+    files = [_json_file(report_path, report_document(report, fixing=False))] if report_path else []
     if html is not None:
         files.append(page or _html_file(html, graphs, selected))
     _write_files(files)  # (the report and the page: both or neither)
@@ -335,9 +360,10 @@ def _fixed_in_place(paths, selected, excludes, jobs, timeout_per_file, cache, fm
 
 
 @app.command(cls=Command)
-def fix(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
-        ignore: opt.Ignore = None, settings: opt.Settings = None,
-        target_devices: opt.TargetDevices = None, fmt: opt.FixFormat = "text",
+def fix(ctx: typer.Context, paths: opt.Paths, only: opt.Only = None,
+        select: opt.Select = None, ignore: opt.Ignore = None, settings: opt.Settings = None,
+        target_devices: opt.TargetDevices = None, tf_version: opt.TfVersion = None,
+        fmt: opt.FixFormat = "text",
         report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
         force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
@@ -346,13 +372,14 @@ def fix(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
         severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
         until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
         verify: opt.VerifyFix = False, html: opt.Html = None,
-        logdir: opt.FixLogdir = None) -> int:
+        logdir: opt.FixLogdir = None, verbose: opt.Verbose = False) -> int:
     """Apply fixes (graphs to -o OUT or --in-place, sources in place); exit 1 if changed."""
     from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
 
     check_format(fmt, ("text", "json", "github"))
+    _tf_version(ctx, tf_version)
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
     selected, excludes, configured_cache, configured_severity = _configured(
@@ -392,6 +419,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
     except NoGpuKernelsError as exc:
         fail(str(exc))
     report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
+    _say_kernels(verbose)
     diff_lines = [line.rstrip("\n") for o in outputs for line in _diff_of(o)]
     before = _graphs_before(outputs) if logdir is not None and writing else {}
     # The reports (--report, --html: the page shows the graphs as they were and as fixed,
@@ -399,7 +427,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
     # A failed run writes no page, and its --report alone.
     reports = []
     if report_path is not None and not report.failed:
-        reports.append(_json_file(report_path, report.to_json(fixing=True)))
+        reports.append(_json_file(report_path, report_document(report, fixing=True)))
         report_path = None
     if html is not None and not report.failed:
         reports.append(_html_file(html, graphs, selected))
@@ -492,8 +520,9 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
 
 @app.command(cls=Command)
-def report(paths: opt.GraphPaths, out: opt.ReportOut, only: opt.Only = None,
-           settings: opt.Settings = None, target_devices: opt.TargetDevices = None) -> int:
+def report(ctx: typer.Context, paths: opt.GraphPaths, out: opt.ReportOut,
+           only: opt.Only = None, settings: opt.Settings = None,
+           target_devices: opt.TargetDevices = None, tf_version: opt.TfVersion = None) -> int:
     """Write one self-contained HTML page for graphs (devices, moved groups, cross-device
     edges, findings). No graph is changed; exit 2 (and no page) if one cannot be read."""
     from graphfix.graph.graphfile import InputError, is_graph_path, write_output
@@ -505,6 +534,7 @@ def report(paths: opt.GraphPaths, out: opt.ReportOut, only: opt.Only = None,
             fail(f"{path}: {kind}: report shows graphs (.pb, .pbtxt, .meta, SavedModel); "
                  "a script's findings: graphfix check; its graph: graphfix trace, then "
                  "report the .meta it writes")
+    _tf_version(ctx, tf_version)
     page, failed = build(list(paths), _selected(only, settings, target_devices))
     if failed:
         fail(f"{failed[0]['path']}: {failed[0]['error']}")
