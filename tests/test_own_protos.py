@@ -279,7 +279,7 @@ def test_check_and_fix_every_format_without_tensorflow(tmp_path):
         source = tmp_path / name.partition("/saved_model.")[0]
         check = _graphfix("check", "--only", "update-ops", source, tf_importable=False)
         assert check.returncode == 1, check.stderr[-2000:]
-        assert "@train: update-ops: train op train does not run" in check.stdout
+        assert "@train: error: update-ops: train op train does not run" in check.stdout
         assert "1 finding(s) (1 fixable)" in check.stdout
         outputs = []
         for tf_importable in (False, True):
