@@ -122,8 +122,9 @@ def check_graph(graph: Any, *, only: Iterable[str] | None = None,
     """Findings for a graph.
 
     Args:
-        graph: a path, serialized bytes, a GraphDef / MetaGraphDef / SavedModel message or
-            a `tf.Graph`. It is not changed.
+        graph: a path, serialized bytes, a GraphDef / MetaGraphDef / SavedModel message
+            (TF's or graphfix's own, `graphfix.graph.proto`) or a `tf.Graph`. It is not
+            changed.
         only: names of the transforms to run. Defaults to all.
         settings: `{transform: {param: value}}`, each value as its param declares (a
             repeatable param takes a list); UsageError, one line, for an unknown transform
@@ -160,8 +161,9 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
             writing: the fixed message is returned instead.
 
     Returns:
-        (fixed, changes): `fixed` is a new message / bytes / `tf.Graph` like the input (the
-        written path when `out` is given); `changes` lists every edit, and
+        (fixed, changes): `fixed` is a new message / bytes / `tf.Graph` like the input, a
+        message of the class given (for a path, graphfix's own: `graphfix.graph.proto.to_tf`
+        makes it TF's), or the written path when `out` is given; `changes` lists every edit, and
         `changes.renames` maps each tensor a fix moved to its new name.
     """
     holder = _Holder(graph)

@@ -166,6 +166,30 @@ def test_every_graph_reads_and_writes_as_tf_does(tf_written):
     assert saved.meta_graphs[0].object_graph_def.nodes, "TF2's object graph read as fields"
 
 
+def test_a_text_saved_model_with_any_fields_reads_as_tf_reads_it(tmp_path, tf):
+    """A saved_model.pbtxt whose `Any` fields (the MetaInfoDef's, an `any_list` collection's)
+    TF's text format writes expanded, `[type.googleapis.com/tensorflow.VariableDef] {...}`:
+    graphfix reads it as TF does and writes the same text back (a fix of it, unchanged)."""
+    from google.protobuf import text_format
+
+    saved = proto.tf_class("tensorflow.SavedModel")(saved_model_schema_version=1)
+    meta = saved.meta_graphs.add()
+    meta.graph_def.CopyFrom(proto.to_tf(graphio.load(TWO_TOWER / "before.pbtxt").message))
+    variable = proto.tf_class("tensorflow.VariableDef")(variable_name="w:0", trainable=True)
+    meta.meta_info_def.any_info.Pack(variable)
+    meta.collection_def["extras"].any_list.value.add().Pack(variable)
+    text = text_format.MessageToString(saved)
+    assert "[type.googleapis.com/tensorflow.VariableDef] {" in text
+    (tmp_path / "sm").mkdir()
+    (tmp_path / "sm" / "saved_model.pbtxt").write_text(text)
+    assert_same_as_tf(tmp_path / "sm")
+    loaded = graphio.load(tmp_path / "sm")
+    assert loaded.serialize() == text.encode()
+    unpacked = proto.VariableDef()
+    assert loaded.message.meta_graphs[0].meta_info_def.any_info.Unpack(unpacked)
+    assert unpacked.variable_name == "w:0"
+
+
 def _with_unknown_fields(message, varint_number: int, bytes_number: int):
     """`message` with two fields no .proto defines: a varint and a length-delimited one."""
     def tag(number, wire):
@@ -233,7 +257,7 @@ def _graphfix(*args, tf_importable: bool):
 
 def test_check_and_fix_every_format_without_tensorflow(tmp_path):
     """`graphfix check` and `fix --only update-ops` on a .pb, a .pbtxt, a .meta and a
-    SavedModel, where `import tensorflow` fails: the finding, and a fixed graph byte for
+    SavedModel, binary and text (an `Any` in its expanded text form), where `import tensorflow` fails: the finding, and a fixed graph byte for
     byte what a process with TF writes. (update-ops needs no kernel answers; placement's
     own check without TF is the kernel tables' matter.)"""
     graph_def = graphio.load(TWO_TOWER / "before.pbtxt").message
@@ -242,15 +266,17 @@ def test_check_and_fix_every_format_without_tensorflow(tmp_path):
     meta.meta_info_def.tags.append("serve")
     saved = proto.SavedModel(saved_model_schema_version=1)
     saved.meta_graphs.add().CopyFrom(meta)
+    saved.meta_graphs[0].meta_info_def.any_info.Pack(proto.VariableDef(variable_name="w:0"))
     inputs = {"model.pbtxt": (TWO_TOWER / "before.pbtxt").read_bytes(),
               "model.pb": graph_def.SerializeToString(deterministic=True),
               "model.meta": meta.SerializeToString(deterministic=True),
-              "saved/saved_model.pb": saved.SerializeToString(deterministic=True)}
+              "saved/saved_model.pb": saved.SerializeToString(deterministic=True),
+              "text_saved/saved_model.pbtxt": graphio.serialize(saved, text=True)}
     for name, data in inputs.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_bytes(data)
     for name in inputs:
-        source = tmp_path / name.removesuffix("/saved_model.pb")
+        source = tmp_path / name.partition("/saved_model.")[0]
         check = _graphfix("check", "--only", "update-ops", source, tf_importable=False)
         assert check.returncode == 1, check.stderr[-2000:]
         assert "@train: update-ops: train op train does not run" in check.stdout
@@ -261,7 +287,7 @@ def test_check_and_fix_every_format_without_tensorflow(tmp_path):
             fix = _graphfix("fix", "--only", "update-ops", source, "-o", out,
                             tf_importable=tf_importable)
             assert fix.returncode == 1 and "1 change(s)" in fix.stdout, fix.stderr[-2000:]
-            outputs.append((out / "saved_model.pb" if out.is_dir() else out).read_bytes())
+            outputs.append((out / Path(name).name if out.is_dir() else out).read_bytes())
         assert outputs[0] == outputs[1], f"{name}: fixed otherwise without TF"
     fixed_text = (tmp_path / "fixed_False_model.pbtxt").read_bytes()
     assert fixed_text == (TWO_TOWER / "after.pbtxt").read_bytes()

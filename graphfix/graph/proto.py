@@ -21,23 +21,19 @@ from __future__ import annotations
 
 import importlib
 import threading
+from typing import TYPE_CHECKING
 
-from google.protobuf import descriptor_pool
-from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
-
+# (protobuf's descriptor machinery is imported on first use: a run over sources alone
+# imports this module, through graphfile, and builds no message)
 from graphfix.graph.protos.descriptors import FILES, SYMBOLS
 
-try:
-    from google.protobuf.message_factory import GetMessageClass as _message_class_of
-except ImportError:  # (protobuf before 4.22: the factory object)
-    from google.protobuf import message_factory as _factory
-
-    def _message_class_of(descriptor):
-        return _factory.MessageFactory(descriptor.file.pool).GetPrototype(descriptor)
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 PACKAGE = "tensorflow"
 
-_POOL = descriptor_pool.DescriptorPool()
+_POOL: DescriptorPool | None = None
 _lock = threading.RLock()
 _built: set[str] = set()
 _classes: dict[str, type] = {}
@@ -46,13 +42,29 @@ _enums: dict[str, EnumTypeWrapper] = {}
 
 def _build(file_name: str) -> None:
     """Add a file to the pool, after the files it imports (under `_lock`)."""
+    global _POOL
     if file_name in _built:
         return
+    if _POOL is None:
+        from google.protobuf import descriptor_pool
+
+        _POOL = descriptor_pool.DescriptorPool()
     imports, data = FILES[file_name]
     for name in imports:
         _build(name)
     _POOL.AddSerializedFile(data)
     _built.add(file_name)
+
+
+def _message_class_of(descriptor) -> type:
+    """The message class of a descriptor of graphfix's pool."""
+    try:
+        from google.protobuf.message_factory import GetMessageClass
+    except ImportError:  # (protobuf before 4.22: the factory object)
+        from google.protobuf import message_factory
+
+        return message_factory.MessageFactory(descriptor.file.pool).GetPrototype(descriptor)
+    return GetMessageClass(descriptor)
 
 
 def _file_of(full_name: str) -> str:
@@ -80,6 +92,8 @@ def enum(full_name: str) -> EnumTypeWrapper:
     """graphfix's enum `full_name` (`tensorflow.DataType`): `.Name(n)`, `.Value(name)`."""
     wrapper = _enums.get(full_name)
     if wrapper is None:
+        from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
         with _lock:
             _build(_file_of(full_name))
             wrapper = _enums[full_name] = EnumTypeWrapper(_POOL.FindEnumTypeByName(full_name))
@@ -99,7 +113,7 @@ def __getattr__(name: str):
     return value
 
 
-def pool() -> descriptor_pool.DescriptorPool:
+def pool() -> DescriptorPool:
     """The pool of graphfix's messages, every file built: where a message names another by
     its type (an `Any`, in the text format's `[type.googleapis.com/...]` form) any of
     them is found, whichever files were built before."""
@@ -112,7 +126,7 @@ def pool() -> descriptor_pool.DescriptorPool:
 _ANY_FILE = "google/protobuf/any.proto"
 
 
-def _text_pool(message) -> descriptor_pool.DescriptorPool | None:
+def _text_pool(message) -> DescriptorPool | None:
     """The pool the text format of `message` is read or written with: every file where its
     type may hold an `Any` (a MetaGraphDef's), else the files built (a GraphDef's text
     builds no MetaGraphDef's files); for another pool's message, protobuf's default."""
@@ -120,7 +134,7 @@ def _text_pool(message) -> descriptor_pool.DescriptorPool | None:
         return None
     if _ANY_FILE in _imported(message.DESCRIPTOR.file.name):
         return pool()
-    return _POOL
+    return message.DESCRIPTOR.file.pool
 
 
 def _imported(file_name: str) -> set[str]:
