@@ -386,15 +386,15 @@ def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) ->
         return [node for node in group.members if _lacks(node, kind, library)]
     if kind == "GPU":
         kernels.require_gpu_kernels()
-    ops, node_at, verdict, supports = graph.ops, graph.node_at, kernels.verdict, kernels.supports
+    ops, node_at, node_test = graph.ops, graph.node_at, kernels.node_test
     out = []
     for position in group.positions:
         op = ops[position]
-        supported = verdict(op, kind)
-        if supported is True or op in library:
+        test = node_test(op, kind)
+        if test is None or op in library:
             continue
         node = node_at(position)
-        if supported is False or not supports(node, kind):
+        if not test(node):
             out.append(node)
     return out
 
