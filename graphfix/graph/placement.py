@@ -271,7 +271,15 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     `variables_only`: only those holding a variable)."""
     out = []
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
+    devices, listed, imported = graph.devices, graph.colocation_listed(), graph.imported_device
+    parse = DeviceSpec.parse
     for positions in every.values():
+        if len(positions) == 1:  # (most groups: one node, one device string, no set to make)
+            position = positions[0]
+            device = imported(position) if position in listed else devices[position]
+            if device or not with_request_only:
+                out.append(Group(graph, positions, parse(device)))
+            continue
         asked = _asked(graph, positions)
         if asked or not with_request_only:
             out.append(_group(graph, positions, asked))
