@@ -175,8 +175,7 @@ print(json.dumps(seen))
 
 def test_with_no_tensorflow_the_newest_table_answers():
     """No TF to import (and none imported): the newest table answers, --tf-version's table
-    where one is named. (This asks `graphfix.graph.kernels` and `signatures` directly: a
-    `check` without TF also needs graphfix's own protobuf messages, issue 34's other part.)"""
+    where one is named, asked of `graphfix.graph.kernels` and `signatures` directly."""
     seen = _run(_NO_TENSORFLOW + _ASK)
     newest = {"source": {"version": "2.21", "source": "table"}, "gpu": True,
               "MatchingFiles on GPU": False, "NoOp on GPU": True, "DecodeJxl is TF's": True}
@@ -184,6 +183,48 @@ def test_with_no_tensorflow_the_newest_table_answers():
     assert seen["2.16"] == {**newest, "source": {"version": "2.16", "source": "table"},
                             "DecodeJxl is TF's": False}  # (an op of TF 2.21)
     assert seen["tensorflow imported"] == []
+
+
+_CHECK = """
+from graphfix.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as stopped:
+    imported = [m for m in sys.modules if m.split(".")[0] == "tensorflow"]
+    print(json.dumps({"exit": stopped.code, "tensorflow imported": imported}))
+"""
+
+
+def _check_without_tensorflow(*args) -> tuple[dict, dict, str]:
+    """`graphfix check --format json ARGS` in a process with no TensorFlow to import: (its
+    JSON, how it ended, its stderr)."""
+    import graphfix
+
+    done = subprocess.run([sys.executable, "-c", _NO_TENSORFLOW + _CHECK, "check", "--format",
+                           "json", "--no-cache", *map(str, args)], capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "GRAPHFIX_LIVE_KERNELS": "",
+                               "PYTHONPATH": str(Path(graphfix.__file__).resolve().parents[1])})
+    lines = done.stdout.splitlines()
+    return json.loads("\n".join(lines[:-1])), json.loads(lines[-1]), done.stderr
+
+
+def test_check_without_tensorflow_places_by_the_newest_table_or_the_one_named(tmp_path):
+    seed = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
+    doc, ended, said = _check_without_tensorflow(seed, "--target-devices", "/gpu:0",
+                                                 "--verbose")
+    assert ended == {"exit": 1, "tensorflow imported": []}
+    assert doc["tensorflow"] == {"version": "2.21", "source": "table"}
+    [finding] = doc["findings"]
+    assert finding["message"].startswith("Cannot assign a device for operation d: ")
+    assert said == "graphfix: kernels and op signatures: TensorFlow 2.21's table, shipped " \
+                   "with graphfix\n"
+    path = _half_range_on_gpu(tmp_path)
+    doc, ended, _ = _check_without_tensorflow(path)
+    assert (doc["findings"], ended["exit"]) == ([], 0)
+    doc, ended, _ = _check_without_tensorflow(path, "--tf-version", "2.16")
+    assert [f["node"] for f in doc["findings"]] == ["steps"]
+    assert ended == {"exit": 1, "tensorflow imported": []}
 
 
 # An installed TensorFlow as pip lays it out: the package, and the distribution's folder

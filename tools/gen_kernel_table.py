@@ -17,6 +17,8 @@ tests/test_kernel_tables.py does); `--diff` what differs between consecutive ver
 (no TF needed; docs/kernel_tables.md).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import pathlib

@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Iterator
