@@ -415,6 +415,7 @@ def _clear_answers() -> None:
     _op_defaults.cache_clear()
     _plan.cache_clear()
     verdict.cache_clear()
+    node_test.cache_clear()
     _gpu_kernels.cache_clear()
 
 
@@ -570,6 +571,24 @@ def verdict(op: str, device_type: str) -> bool | None:
         return True
     plan = _plan(op, device_type)
     return True if plan.always else False if plan.never else None
+
+
+@cache
+def node_test(op: str, device_type: str):
+    """`verdict` of `op` on `device_type` (upper case) as what a caller that knows each
+    node's op does with it: None where every node of `op` has a kernel there, else a
+    function node -> whether `supports` says yes (the plan's own, bound once per op: a
+    graph checks thousands of nodes of a few hundred ops)."""
+    answer = verdict(op, device_type)
+    if answer is True:
+        return None
+    if answer is False:
+        return _never
+    return _plan(op, device_type).supports
+
+
+def _never(node) -> bool:
+    return False
 
 
 def supports(node, device_type: str) -> bool:

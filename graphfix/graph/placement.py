@@ -271,7 +271,15 @@ def groups(graph: GraphIndex, *, with_request_only: bool = True,
     `variables_only`: only those holding a variable)."""
     out = []
     every = graph.variable_groups() if variables_only else graph.colocation_groups()
+    devices, listed, imported = graph.devices, graph.colocation_listed(), graph.imported_device
+    parse = DeviceSpec.parse
     for positions in every.values():
+        if len(positions) == 1:  # (most groups: one node, one device string, no set to make)
+            position = positions[0]
+            device = imported(position) if position in listed else devices[position]
+            if device or not with_request_only:
+                out.append(Group(graph, positions, parse(device)))
+            continue
         asked = _asked(graph, positions)
         if asked or not with_request_only:
             out.append(_group(graph, positions, asked))
@@ -386,15 +394,15 @@ def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) ->
         return [node for node in group.members if _lacks(node, kind, library)]
     if kind == "GPU":
         kernels.require_gpu_kernels()
-    ops, node_at, verdict, supports = graph.ops, graph.node_at, kernels.verdict, kernels.supports
+    ops, node_at, node_test = graph.ops, graph.node_at, kernels.node_test
     out = []
     for position in group.positions:
         op = ops[position]
-        supported = verdict(op, kind)
-        if supported is True or op in library:
+        test = node_test(op, kind)
+        if test is None or op in library:
             continue
         node = node_at(position)
-        if supported is False or not supports(node, kind):
+        if not test(node):
             out.append(node)
     return out
 
