@@ -1,0 +1,157 @@
+"""colocate-gradients: every tower's backward pass on one device.
+
+The bug: the towers are built on `/gpu:0`, `/gpu:1`, ..., but the loss is differentiated
+after the tower loop, outside every tower's device scope, without
+`colocate_gradients_with_ops=True`::
+
+    for i in range(num_gpus):
+        with tf.device('/gpu:%d' % i), tf.name_scope('tower_%d' % i):
+            tower_losses.append(tower_loss(images[i], labels[i]))
+    train_op = opt.minimize(tf.add_n(tower_losses))   # the backward pass: one device
+
+`tf.gradients` (which `minimize` and `compute_gradients` call) builds each gradient op in
+the device scope of the call, not of the op it differentiates: every gradient op asks for
+no device (or the call's scope's), and TF's placer puts them all on its default device.
+No error is raised: the other GPUs compute only the forward pass, and a step takes about
+as long as on one GPU. With `colocate_gradients_with_ops=True`, TF's `gradients_util` builds
+each op's gradient inside `colocate_with(op)`: the gradient ops take the forward op's device
+(and its colocation group, `_class`).
+
+Found (a warning): towers (`graphfix.graph.towers`) on two or more devices whose gradient
+ops (`<scope>/gradients/<forward op>_grad/...`, `graphfix.graph.gradients.forward_op`) ask
+for another device than their forward op, where that forward op asks for its tower's
+device. The finding names the towers and how many of their gradient ops are off their
+tower's device. Gradient ops of a tower's ops that sit elsewhere on purpose (an
+`embedding_lookup`'s gather, built beside its table on the CPU) are not counted.
+
+Fixed: each such gradient op asks for its forward op's device, as
+`colocate_gradients_with_ops` would place it. Only the device is copied, not the forward
+op's `_class`: a colocation group is a constraint TF's placer enforces (a member without a
+kernel there, or asking for another device, makes the graph refused), and the device alone
+puts the op where the flag would. A gradient op moves only with its whole colocation group,
+where no member asks for another device and every member has a kernel on the tower's
+device type; the rest stay where they are (TF's sums of several towers' gradients,
+`gradients/AddN`, which name no forward op, follow the tower op they are colocated with).
+The fix moves ops, not values: a step computes what it did.
+
+In source: a `minimize`, `compute_gradients` or `tf.gradients` call, outside any device
+scope, whose loss comes from the device scopes of several towers (a `with tf.device(...)`
+given a device that changes with a loop, or several `with tf.device(...)` blocks), gains
+`colocate_gradients_with_ops=True`. A call that passes the argument, or that is made inside
+a tower's device scope, is left alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+from typing import Iterator
+
+from graphfix.findings import Change, Finding
+from graphfix.graph import kernels
+from graphfix.graph.devices import canonical, device_type
+from graphfix.graph.gradients import forward_op
+from graphfix.graph.index import GraphIndex
+from graphfix.graph.towers import Tower, find_towers
+from graphfix.registry import Context, Transform
+from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.vocabulary import GRADIENT_CALLS
+
+
+def _canonical(device: str) -> str:
+    """`device` in TF's spelling (`/gpu:0` is `/device:GPU:0`); one TF cannot parse as is."""
+    try:
+        return canonical(device)
+    except ValueError:
+        return device
+
+
+def _same_device(one: str, other: str) -> bool:
+    return one == other or _canonical(one) == _canonical(other)
+
+
+def _device_type(device: str) -> str:
+    try:
+        return device_type(device) or "CPU"
+    except ValueError:
+        return "CPU"
+
+
+def _has_kernel(node, kind: str) -> bool:
+    verdict = kernels.verdict(node.op, kind)
+    return kernels.supports(node, kind) if verdict is None else verdict
+
+
+def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
+    """The gradient ops whose forward op asks for its tower's device and which ask for
+    another: position -> (the tower, the forward op's device). Only towers of a set that
+    spans two or more devices count: one device's backward pass has nowhere else to go."""
+    towers = [tower_set for tower_set in find_towers(graph)
+              if len({_canonical(t.device) for t in tower_set.towers if t.device}) >= 2]
+    if not towers:
+        return {}
+    off, devices = {}, graph.devices
+    for position, name in enumerate(graph.names):
+        if "_grad/" not in name:
+            continue
+        forward = forward_op(graph, name)
+        if forward is None:
+            continue
+        tower = next((t for s in towers if (t := s.tower_holding(forward)) is not None), None)
+        asked = devices[graph.position(forward)]
+        if (tower is not None and tower.device and _same_device(asked, tower.device)
+                and not _same_device(devices[position], asked)):
+            off[position] = (tower, asked)
+    return off
+
+
+def _movable(graph: GraphIndex, off: dict[int, tuple[Tower, str]]) -> dict[int, str]:
+    """The ops of `off` whose whole colocation group can follow them: position -> device.
+    A group moves where every member asks for the one device or none and has a kernel on
+    its type (else TF's placer would refuse the group)."""
+    movable: dict[int, str] = {}
+    for root in graph.group_roots(off):
+        members = graph.group_members(root)
+        targets = {_canonical(off[p][1]) for p in members if p in off}
+        if len(targets) != 1:
+            continue
+        target = targets.pop()
+        kind = _device_type(target)
+        if all((p in off or not graph.devices[p] or _same_device(graph.devices[p], target))
+               and _has_kernel(graph.node_at(p), kind) for p in members):
+            movable.update((p, off[p][1]) for p in members if p in off)
+    return movable
+
+
+class ColocateGradients(Transform):
+    name = "colocate-gradients"
+    summary = "put each tower's gradient ops on its tower's device (colocate_gradients_with_ops)"
+    codemod = ".source:ColocateGradientsRule"
+    # A gradients call, in a file that opens a device scope.
+    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, all_of=(("device",),))
+
+    def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
+        off = _off_their_towers(graph)
+        if not off:
+            return
+        movable = _movable(graph, off)
+        per_tower = Counter(tower for tower, _ in off.values())
+        towers = ", ".join(f"{t.scope} ({t.device}): {n}" for t, n in
+                           sorted(per_tower.items(), key=lambda item: item[0].index))
+        stay = len(off) - len(movable)
+        yield Finding(
+            ctx.path, self.name,
+            f"{len(off)} gradient op(s) of {len(per_tower)} tower(s) are not on their tower's "
+            f"device ({towers}): the loss was differentiated outside the towers' device "
+            "scopes without colocate_gradients_with_ops=True, so the backward pass runs on "
+            "one device" + (f"; {stay} stay where they are (colocated with ops elsewhere, or "
+                            "without a kernel there)" if stay else ""),
+            node=graph.names[min(off)], severity="warning", fixable=bool(movable),
+            edit=partial(self._move, movable, ctx) if movable else None)
+
+    def _move(self, movable: dict[int, str], ctx: Context, graph: GraphIndex) -> list[Change]:
+        """Each gradient op of `movable` asks for its forward op's device."""
+        moved = [graph.names[p] for p, device in movable.items() if graph.set_device(p, device)]
+        return [Change(ctx.path, self.name,
+                       f"{len(moved)} gradient op(s) now ask for their forward op's device",
+                       node=moved[0], details={"moved_nodes": moved})] if moved else []
