@@ -76,6 +76,43 @@ def expected_findings(code: str) -> list[Expected]:
     return out
 
 
+def source_cases(folder: str | None = None) -> list[pathlib.Path]:
+    """The source fixture cases, of one transform (its fixtures folder, `update_ops`) or of
+    all: each fixtures/<transform>/source/<case>/ holds before.py and after.py (identical for
+    `noop_*` cases), or before/ and after/ folders of files fixed together as one run, and
+    may hold case.json ({"settings": {...}}). tests/test_source_fixtures.py runs them all."""
+    pattern = f"{folder or '*'}/source/*/"
+    return sorted(case for case in FIXTURES.glob(pattern)
+                  if (case / "before.py").is_file() or (case / "before").is_dir())
+
+
+def case_settings(case: pathlib.Path) -> dict:
+    """A fixture case's `--set` settings, from its case.json (none without one)."""
+    spec = case / "case.json"
+    return json.loads(spec.read_text()).get("settings", {}) if spec.is_file() else {}
+
+
+def transform_of_case(case: pathlib.Path) -> str:
+    """The transform a fixture case is of: its folder under fixtures/, as the registry
+    spells it (fixtures/update_ops/source/x -> update-ops)."""
+    top = case.relative_to(FIXTURES).parts[0]
+    return top.replace("_", "-")
+
+
+def fixture_findings(folder: str) -> list[tuple[pathlib.Path, str, list]]:
+    """(case, before.py's code, its findings) of every single-file source case of a
+    transform (its fixtures folder): what a test of what every finding says reads."""
+    import graphfix
+
+    out = []
+    for case in source_cases(folder):
+        if (case / "before.py").is_file():
+            code = (case / "before.py").read_text()
+            out.append((case, code, graphfix.check_source(
+                code, only=[transform_of_case(case)], settings=case_settings(case))))
+    return out
+
+
 def error_lines(stderr: str) -> list[str]:
     """stderr without TF's own start-up chatter (absl, cuda probes)."""
     noise = ("WARNING: All log messages", "I0000", "W0000", "E0000", "cuda", "To enable")

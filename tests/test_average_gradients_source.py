@@ -1,57 +1,33 @@
-"""average-gradients, source surface: fixture pairs, one run over two files, and the fixed
+"""average-gradients, source surface: what its findings say, and the fixed
 `average_gradients` run by TensorFlow: it trains as one device does where the recipe
 densified, crashed on None, or let a tuple pair two variables.
 
-Each `fixtures/average_gradients/source/<case>/` holds before.py and after.py (identical for
-`noop_*` cases), or before/ and after/ folders fixed together as one run. A line marked
-`# expect: error` (plus `unfixable` when it is reported but not fixed) is where a finding
-must be.
+Its fixture cases, `fixtures/average_gradients/source/<case>/`, are run by
+tests/test_source_fixtures.py.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import graphfix
-from graphfix import registry
-from graphfix.driver import Selected, run
 
-from conftest import FIXTURES, expected_findings
+from conftest import FIXTURES, fixture_findings
 
 sys.path.insert(0, str(FIXTURES / "average_gradients"))
 import recipes  # noqa: E402  (two-tower graphs averaged by a given function)
 
 NAME = "average-gradients"
 SOURCE = FIXTURES / "average_gradients" / "source"
-SINGLE = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
 
 
-def expected(code: str) -> list[tuple[int, bool]]:
-    marks = expected_findings(code)
-    assert all(e.severity == "error" for e in marks)
-    return [(e.line, e.fixable) for e in marks]
-
-
-@pytest.mark.parametrize("case", SINGLE, ids=[c.name for c in SINGLE])
-def test_fixture_pair(case: Path):
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert [(f.line, f.fixable) for f in findings] == expected(before)
-    assert all("averages the towers' gradients with the CIFAR-10 recipe, which breaks for "
-               "this model" in f.message for f in findings)
-    assert graphfix.check_source(before, only=[NAME]) == findings
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    assert refixed == after  # idempotent
-    assert [(f.line, f.fixable) for f in left] == [e for e in expected(after) if not e[1]]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
+def test_every_fixture_finding_says_the_recipe_breaks():
+    for case, _, findings in fixture_findings("average_gradients"):
+        assert all("averages the towers' gradients with the CIFAR-10 recipe, which breaks "
+                   "for this model" in f.message for f in findings), case.name
 
 
 def test_what_breaks_the_recipe_is_said():
@@ -65,22 +41,11 @@ def test_what_breaks_the_recipe_is_said():
     assert "None values not supported" in findings[0].message
 
 
-def test_an_embedding_in_an_imported_module_breaks_the_recipe_in_the_train_script(tmp_path):
-    case = SOURCE / "multi_file"
-    work = tmp_path / case.name
-    shutil.copytree(case / "before", work)
-    report, outputs = run([str(work)], Selected.build(registry.select([NAME]), {}), fix=True)
-    assert not report.failed and not report.skipped
-    found = sorted((Path(f.path).name, f.line, f.fixable) for f in report.findings)
-    marked = sorted((p.name, line, fixable) for p in work.glob("*.py")
-                    for line, fixable in expected(p.read_text()))
-    assert found == marked == [("train.py", 7, True)]
-    # Alone, the train script shows no model that breaks the recipe.
-    alone = graphfix.check_source((case / "before" / "train.py").read_text(), only=[NAME])
-    assert alone == []
-    written = {Path(o.target).name: o.data.decode() for o in outputs}
-    assert written == {"train.py": (case / "after" / "train.py").read_text()}
-    assert (case / "after" / "model.py").read_text() == (case / "before" / "model.py").read_text()
+def test_an_embedding_in_an_imported_module_breaks_the_recipe_in_the_train_script_only():
+    """The multi_file case (run with its model.py by tests/test_source_fixtures.py): alone,
+    the train script shows no model that breaks the recipe."""
+    alone = (SOURCE / "multi_file" / "before" / "train.py").read_text()
+    assert graphfix.check_source(alone, only=[NAME]) == []
 
 
 # -- the fixed function, run ----------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""deprecated-initializers (source only): fixture pairs, seed 000's script fixed at its lines,
-and the renamed code run by TensorFlow: what it prints is unchanged, the deprecation warnings
-TF logs for the old names are gone.
+"""deprecated-initializers (source only): what its findings say, seed 000's script fixed at
+its lines, and the renamed code run by TensorFlow: what it prints is unchanged, the
+deprecation warnings TF logs for the old names are gone.
 
-Each `fixtures/deprecated_initializers/source/<case>/` holds before.py and after.py
-(identical for `noop_*` cases); a line marked `# expect: warning` is where a finding must be.
+Its fixture cases, `fixtures/deprecated_initializers/source/<case>/`, are run by
+tests/test_source_fixtures.py.
 """
 
 from __future__ import annotations
@@ -15,40 +15,19 @@ import logging
 import shutil
 from pathlib import Path
 
-import pytest
-
 import graphfix
 from graphfix import registry
 
-from conftest import FIXTURES, expected_findings, run_cli
+from conftest import FIXTURES, fixture_findings, run_cli
 
 NAME = "deprecated-initializers"
 SOURCE = FIXTURES / "deprecated_initializers" / "source"
-CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
 SEED000 = FIXTURES / "trace" / "seed000.py"
 
 
-def expected(code: str) -> list[tuple[int, bool]]:
-    marks = expected_findings(code)
-    assert all(e.severity == "warning" for e in marks)
-    return [(e.line, e.fixable) for e in marks]
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_source_case(case: Path):
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert [(f.line, f.fixable) for f in findings] == expected(before)
-    assert all(f.severity == "warning" and " is deprecated: use " in f.message
-               for f in findings)
-    assert graphfix.check_source(before, only=[NAME]) == findings
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    # idempotent: the new names are no finding; what cannot be fixed stays as it was
-    assert refixed == after and left == [f for f in findings if not f.fixable]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
+def test_every_fixture_finding_names_the_new_name():
+    for case, _, findings in fixture_findings("deprecated_initializers"):
+        assert all(" is deprecated: use " in f.message for f in findings), case.name
 
 
 def test_source_only_transform():

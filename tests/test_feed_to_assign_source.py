@@ -1,9 +1,10 @@
-"""feed-to-assign, source surface: fixture pairs, and the fixed scripts run by TensorFlow.
+"""feed-to-assign, source surface: what its findings say, and the fixed scripts run by
+TensorFlow.
 
-Each `fixtures/feed_to_assign/source/<case>/` holds before.py and after.py (identical for
-`noop_*` cases), or before/ and after/ folders fixed as one run. A line marked
-`# expect: error col N` (`error unfixable col N` when the finding is reported but not fixed;
-several joined by commas) is where a finding must be, at column N, and nowhere else.
+Its fixture cases, `fixtures/feed_to_assign/source/<case>/`, are run by
+tests/test_source_fixtures.py; a line marked `# expect: error col N` (`error unfixable col
+N` when the finding is reported but not fixed; several joined by commas) is where a finding
+must be, at column N, and nowhere else.
 
 Cases that define `main()` are run (graph mode, TF1 behaviour) in a subprocess started
 before the first test, so TensorFlow imports while the libcst tests run: before the fix
@@ -18,7 +19,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +27,8 @@ import pytest
 
 import graphfix
 from graphfix import registry
-from graphfix.driver import Selected, run, write_outputs
-from conftest import expected_findings
+from graphfix.driver import Selected, run
+from conftest import expected_findings, fixture_findings
 
 NAME = "feed-to-assign"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "feed_to_assign" / "source"
@@ -48,40 +48,23 @@ REF_ERROR = re.compile(r"was passed (float|int64|<its type>) from _arg_\.\.\.:0 
 NOT_STORED = ("a run that fetches nothing but what it feeds stores nothing: the variable "
               "keeps its old value")
 STORES_NOTHING = {"fetched_and_fed"}
+
+
 def expected(code: str) -> list[tuple[int, int, bool]]:
     """(line, col, fixable) of every `# expect:` marker, in order."""
     return [(e.line, e.col, e.fixable) for e in expected_findings(code)]
 
 
-def found(findings) -> list[tuple[int, int, bool]]:
-    return [(f.line, f.col, f.fixable) for f in findings]
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_source_case(case: Path):
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert found(findings) == expected(before)
-    for finding in findings:
-        assert finding.severity == "error"
-        if case.name in STORES_NOTHING:
-            assert NOT_STORED in finding.message and not REF_ERROR.search(finding.message)
-        else:
-            assert REF_ERROR.search(finding.message), finding.message
-    assert all("graphfix.runtime.load_variable_feeds" in f.message
-               for f in findings if not f.fixable)
-
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    assert refixed == after  # idempotent
-    # What is left after the fix: the unfixable findings, nothing else.
-    assert found(left) == [e for e in expected(after) if not e[2]]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
-    assert "graphfix" not in after.replace("# graphfix: ignore", "").replace(
-        "graphfix.runtime.load_variable_feeds", "")  # the fixed code needs TensorFlow only
+def test_every_fixture_finding_quotes_what_tensorflow_says():
+    for case, _, findings in fixture_findings("feed_to_assign"):
+        for finding in findings:
+            assert finding.severity == "error"
+            if case.name in STORES_NOTHING:
+                assert NOT_STORED in finding.message and not REF_ERROR.search(finding.message)
+            else:
+                assert REF_ERROR.search(finding.message), finding.message
+        assert all("graphfix.runtime.load_variable_feeds" in f.message
+                   for f in findings if not f.fixable), case.name
 
 
 def test_seed_finding_quotes_tensorflow():
@@ -92,26 +75,11 @@ def test_seed_finding_quotes_tensorflow():
     assert "fix: `embeddings.load(pretrained, sess)` before the run" in finding.message
 
 
-def test_multi_file_run(tmp_path: Path):
-    """`model.word_vectors` is a variable only for a run that also reads model.py."""
-    case = SOURCE / "multi_file"
-    train = (case / "before" / "train.py").read_text()
-    alone, findings = graphfix.fix_source(train, only=[NAME])
-    assert alone == train and findings == []
-
-    work = tmp_path / "before"
-    shutil.copytree(case / "before", work)
-    selected = Selected.build(registry.select([NAME]), {})
-    report, outputs = run([str(work)], selected, fix=True)
-    assert not report.failed and not report.skipped
-    assert [(Path(f.path).name, f.line, f.col, f.fixable) for f in report.findings] == [
-        ("train.py", line, col, fixable) for line, col, fixable in expected(train)]
-    write_outputs(outputs)
-    for path in sorted((case / "after").glob("*.py")):
-        assert (work / path.name).read_text() == path.read_text(), path.name
-
-    report, outputs = run([str(work)], selected, fix=True)  # idempotent
-    assert outputs == [] and report.findings == []
+def test_multi_file_run_needs_the_other_file():
+    """`model.word_vectors` is a variable only for a run that also reads model.py (the
+    multi_file case, run with it by tests/test_source_fixtures.py)."""
+    train = (SOURCE / "multi_file" / "before" / "train.py").read_text()
+    assert graphfix.fix_source(train, only=[NAME]) == (train, [])
 
 
 # -- run by TensorFlow ------------------------------------------------------------------------

@@ -1,9 +1,8 @@
-"""replica-placement, source surface: fixture pairs, and the fixed code built by real TF.
+"""replica-placement, source surface: where its findings are, what they say, and the fixed
+code built by real TF.
 
-Each `fixtures/replica_placement/source/<case>/` holds before.py and after.py (identical for
-no-op cases). A line marked `# expect: warning` (plus `unfixable` when the finding is
-reported but not fixed) is where a finding must be, and nowhere else; its column is where
-the call it names starts.
+Its fixture cases, `fixtures/replica_placement/source/<case>/`, are run by
+tests/test_source_fixtures.py; a finding's column is where the call it names starts.
 
 Cases that define `build(cluster_spec, task_index)` are also built, before and after the
 fix, by TensorFlow in one subprocess (graph mode, no servers started), for a cluster of two
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import graphfix
-from conftest import expected_findings
+from conftest import fixture_findings
 
 NAME = "replica-placement"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "replica_placement" / "source"
@@ -34,35 +33,15 @@ VARIABLE_OPS = ("VariableV2", "VarHandleOp")
 PS_TASKS, TASK_INDEX = 2, 1
 
 
-def expected(code: str) -> list[tuple[int, str, bool]]:
-    """(line, severity, fixable) of every `# expect:` marker."""
-    return [(e.line, e.severity, e.fixable) for e in expected_findings(code)]
-
-
 def _at_call(code: str, finding) -> bool:
     """Whether the finding's column is where the call its message names starts."""
     line = code.splitlines()[finding.line - 1]
     return line[finding.col - 1:].startswith(finding.message.split()[0] + "(")
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_source_case(case: Path):
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert [(f.line, f.severity, f.fixable) for f in findings] == expected(before)
-    assert all(_at_call(before, f) for f in findings), [f.to_text() for f in findings]
-    assert graphfix.check_source(before, only=[NAME]) == findings
-
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    assert refixed == after  # idempotent
-    # What is left after the fix: the unfixable findings, nothing else.
-    assert [(f.line, f.severity, f.fixable) for f in left] == [
-        e for e in expected(after) if not e[2]]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
+def test_every_fixture_finding_is_at_the_call_it_names():
+    for case, code, findings in fixture_findings("replica_placement"):
+        assert all(_at_call(code, f) for f in findings), [f.to_text() for f in findings]
 
 
 def test_seed003_fix_uses_the_programs_cluster_and_task():
@@ -88,12 +67,6 @@ def test_unplaced_variables_say_each_worker_trains_its_own_copy():
         for finding in graphfix.check_source(code, only=[NAME]):
             assert "each worker trains its own copy" in finding.message
             assert "replica_device_setter" in finding.message
-
-
-def test_produced_code_needs_tensorflow_only():
-    for case in CASES:
-        after = (case / "after.py").read_text().replace("# graphfix: ignore", "")
-        assert "graphfix" not in after
 
 
 # -- built by TensorFlow ----------------------------------------------------------------------

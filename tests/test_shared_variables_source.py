@@ -1,87 +1,38 @@
-"""shared-variables, source surface: fixture pairs, one run over several files, and the
-seed's experiment run by TensorFlow before and after the fix.
+"""shared-variables, source surface: what its findings say, what reuses, and the seed's
+experiment run by TensorFlow before and after the fix.
 
-Each `fixtures/shared_variables/source/<case>/` holds before.py and after.py (identical for
-`noop_*` cases), or before/ and after/ folders fixed together as one run (a tower loop in
-train.py makes model.py's tf.Variable a finding). A line marked `# expect: error` (plus
-`unfixable` when it is reported but not fixed) is where a finding must be.
+Its fixture cases, `fixtures/shared_variables/source/<case>/`, are run by
+tests/test_source_fixtures.py (multi_file: a tower loop in train.py makes model.py's
+tf.Variable a finding).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import graphfix
-from graphfix import registry
-from graphfix.driver import Selected, run
 
-from conftest import FIXTURES, expected_findings, run_cli
+from conftest import FIXTURES, fixture_findings
 
 NAME = "shared-variables"
 SOURCE = FIXTURES / "shared_variables" / "source"
-CASES = sorted(p for p in SOURCE.iterdir()
-               if (p / "before.py").is_file() or (p / "before").is_dir())
 MESSAGE = "tf.Variable under a reusing variable scope ("
 
 
-def expected(code: str) -> list[tuple[int, bool]]:
-    marks = expected_findings(code)
-    assert all(e.severity == "error" for e in marks)
-    return [(e.line, e.fixable) for e in marks]
+def test_every_fixture_finding_names_the_reusing_scope():
+    for case, _, findings in fixture_findings("shared_variables"):
+        assert all(f.message.startswith(MESSAGE) for f in findings), case.name
 
 
-def _check_run(paths: list[str]) -> list[tuple[str, int, bool]]:
-    report, _ = run(paths, Selected.build(registry.select([NAME]), {}), fix=False)
-    assert not report.failed and not report.skipped
-    return sorted((Path(f.path).name, f.line, f.fixable) for f in report.findings)
-
-
-def _case_single(case: Path) -> None:
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert [(f.line, f.fixable) for f in findings] == expected(before)
-    assert all(f.severity == "error" and f.message.startswith(MESSAGE) for f in findings)
-    assert graphfix.check_source(before, only=[NAME]) == findings
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    assert refixed == after  # idempotent: get_variable is what reuse shares
-    assert [(f.line, f.fixable) for f in left] == [e for e in expected(after) if not e[1]]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
-
-
-def _case_run(case: Path, tmp_path: Path) -> None:
-    """The files of before/ fixed together by `python -m graphfix fix DIR`."""
-    work = tmp_path / case.name
-    shutil.copytree(case / "before", work)
-    names = sorted(p.name for p in work.glob("*.py"))
-    marked = sorted((name, line, fixable) for name in names
-                    for line, fixable in expected((work / name).read_text()))
-    assert marked and _check_run([str(work)]) == marked
-    # Alone, model.py reuses nothing: the towers that call it are in train.py.
-    assert _check_run([str(work / "model.py")]) == []
-    result = run_cli("fix", work, "--only", NAME, "--format", "json", check_exit=1)
-    report = json.loads(result.stdout)
-    assert report["summary"]["files_changed"] == len({n for n, _, fixable in marked if fixable})
-    for name in names:
-        assert (work / name).read_text() == (case / "after" / name).read_text(), name
-    again, outputs = run([str(work)], Selected.build(registry.select([NAME]), {}), fix=True)
-    assert outputs == [] and again.changes == []
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_source_case(case: Path, tmp_path: Path):
-    if (case / "before").is_dir():
-        _case_run(case, tmp_path)
-    else:
-        _case_single(case)
+def test_alone_the_model_reuses_nothing():
+    """The multi_file case (run with its train.py by tests/test_source_fixtures.py): alone,
+    model.py reuses nothing: the towers that call it are in train.py."""
+    model = (SOURCE / "multi_file" / "before" / "model.py").read_text()
+    assert graphfix.check_source(model, only=[NAME]) == []
 
 
 @pytest.mark.parametrize("scope, reuses", [

@@ -1,12 +1,10 @@
-"""update-ops, source surface: fixture pairs, one run over several files, and fixed code
-that really trains its batch-norm statistics.
+"""update-ops, source surface: what its findings say, what counts as a batch norm that
+trains, and fixed code that really trains its batch-norm statistics.
 
-Each `fixtures/update_ops/source/<case>/` holds before.py and after.py (identical for
-`noop_*` cases), or before/ and after/ folders of files fixed together as one run (a batch
-norm in model.py makes the train op in train.py a finding). A line marked
-`# expect: error` (plus `unfixable` when it is reported but not fixed) is where a finding
-must be. Cases that define `build()` are also run by TensorFlow, before and after the fix:
-one training step must move the moving means after the fix and only then.
+Its fixture cases, `fixtures/update_ops/source/<case>/`, are run by
+tests/test_source_fixtures.py (multi_file: a batch norm in model.py makes the train op in
+train.py a finding). Cases that define `build()` are also run by TensorFlow, before and
+after the fix: one training step must move the moving means after the fix and only then.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,84 +19,34 @@ from pathlib import Path
 import pytest
 
 import graphfix
-from graphfix import registry
-from graphfix.driver import Selected, run
 
-from conftest import FIXTURES, expected_findings, run_cli
+from conftest import FIXTURES, fixture_findings, source_cases
 
 NAME = "update-ops"
 SOURCE = FIXTURES / "update_ops" / "source"
-CASES = sorted(p for p in SOURCE.iterdir()
-               if (p / "before.py").is_file() or (p / "before").is_dir())
-BUILT = [c for c in CASES if (c / "before.py").is_file()
+BUILT = [c for c in source_cases("update_ops") if (c / "before.py").is_file()
          and re.search(r"^def build\(", (c / "before.py").read_text(), re.M)]
 
 
-def expected(code: str) -> list[tuple[int, bool]]:
-    """(line, fixable) of every `# expect:` marker (all are errors)."""
-    marks = expected_findings(code)
-    assert all(e.severity == "error" for e in marks)
-    return [(e.line, e.fixable) for e in marks]
+def test_every_fixture_finding_says_the_moving_averages_never_update():
+    for case, _, findings in fixture_findings("update_ops"):
+        assert all(f.message.startswith(
+            "train op built without UPDATE_OPS: batch-norm moving averages never update "
+            "(seed 003)") for f in findings), case.name
 
 
-def _check_run(paths: list[str]) -> list[tuple[str, int, bool]]:
-    """(file name, line, fixable) of the findings of one check run of the real runner."""
-    report, _ = run(paths, Selected.build(registry.select([NAME]), {}), fix=False)
-    assert not report.failed and not report.skipped
-    return sorted((Path(f.path).name, f.line, f.fixable) for f in report.findings)
-
-
-def _case_single(case: Path) -> None:
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert [(f.line, f.fixable) for f in findings] == expected(before)
-    assert all(f.severity == "error" and f.message.startswith(
-        "train op built without UPDATE_OPS: batch-norm moving averages never update (seed 003)")
-        for f in findings)
-    assert graphfix.check_source(before, only=[NAME]) == findings
-
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    assert refixed == after  # idempotent
-    assert [(f.line, f.fixable) for f in left] == [e for e in expected(after) if not e[1]]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
-
-
-def _case_run(case: Path, tmp_path: Path) -> None:
-    """The files of before/ fixed together by `python -m graphfix fix DIR`."""
-    work = tmp_path / case.name
-    shutil.copytree(case / "before", work)
-    names = sorted(p.name for p in work.glob("*.py"))
-    marked = sorted((name, line, fixable) for name in names
-                    for line, fixable in expected((work / name).read_text()))
-    assert marked and _check_run([str(work)]) == marked
-
-    # Alone, a file without batch norm of its own has nothing to fix: its imports bring them.
+def test_alone_a_file_without_batch_norm_has_nothing_to_fix():
+    """The multi_file case (run as one by tests/test_source_fixtures.py): a file without
+    batch norm of its own has nothing to fix alone: its imports bring them."""
     from graphfix.source.project import Project
 
-    for name in names:
-        if not Project.of_code(name, (work / name).read_text()).view(name).batch_norms():
-            assert _check_run([str(work / name)]) == []
-
-    result = run_cli("fix", work, "--only", NAME, "--format", "json", check_exit=1)  # changed
-    report = json.loads(result.stdout)
-    assert report["summary"]["files_changed"] == len({n for n, _, fixable in marked if fixable})
-    for name in names:
-        assert (work / name).read_text() == (case / "after" / name).read_text(), name
-    assert _check_run([str(work)]) == [m for m in marked if not m[2]]
-    again, outputs = run([str(work)], Selected.build(registry.select([NAME]), {}), fix=True)
-    assert outputs == [] and again.changes == []  # idempotent
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_source_case(case: Path, tmp_path: Path):
-    if (case / "before").is_dir():
-        _case_run(case, tmp_path)
-    else:
-        _case_single(case)
+    alone = 0
+    for path in sorted((SOURCE / "multi_file" / "before").glob("*.py")):
+        code = path.read_text()
+        if not Project.of_code(path.name, code).view(path.name).batch_norms():
+            assert graphfix.check_source(code, path=path.name, only=[NAME]) == []
+            alone += 1
+    assert alone
 
 
 def test_alias_spellings():

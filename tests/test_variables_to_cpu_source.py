@@ -1,8 +1,8 @@
-"""variables-to-cpu, source surface: fixture pairs, and the fixed code built by real TF.
+"""variables-to-cpu, source surface: what its findings say, and the fixed code built by
+real TF.
 
-Each `fixtures/variables_to_cpu/source/<case>/` holds before.py and after.py (identical for
-no-op cases). A line marked `# expect: error` / `# expect: warning` (plus `unfixable` when
-the finding is reported but not fixed) is where a finding must be, and nowhere else.
+Its fixture cases, `fixtures/variables_to_cpu/source/<case>/`, are run by
+tests/test_source_fixtures.py.
 
 Cases that define `build()` are also built, before and after the fix, by TensorFlow in one
 subprocess (graph mode, TF1 behaviour): after the fix no variable op asks for a GPU, and
@@ -34,24 +34,6 @@ VARIABLE_OPS = ("VariableV2", "VarHandleOp")
 def expected(code: str) -> list[tuple[int, str, bool]]:
     """(line, severity, fixable) of every `# expect:` marker."""
     return [(e.line, e.severity, e.fixable) for e in expected_findings(code)]
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_source_case(case: Path):
-    before = (case / "before.py").read_text()
-    after = (case / "after.py").read_text()
-
-    fixed, findings = graphfix.fix_source(before, only=[NAME])
-    assert fixed == after
-    assert [(f.line, f.severity, f.fixable) for f in findings] == expected(before)
-
-    refixed, left = graphfix.fix_source(after, only=[NAME])
-    assert refixed == after  # idempotent
-    # What is left after the fix: the unfixable findings, nothing else.
-    assert [(f.line, f.severity, f.fixable) for f in left] == [
-        e for e in expected(after) if not e[2]]
-    if case.name.startswith("noop_"):
-        assert after == before and not expected(before)
 
 
 def test_check_finds_what_fix_fixes():
@@ -98,12 +80,6 @@ def test_a_correct_single_gpu_script_is_no_finding_and_is_left_byte_for_byte(tmp
                for f in found)
     assert fixed.count('with tf.device("/cpu:0"):') == 1  # weights, biases
     assert graphfix.check_source(fixed, only=[NAME], settings=explicit) == []
-
-
-def test_produced_code_needs_tensorflow_only():
-    for case in CASES:
-        after = (case / "after.py").read_text().replace("# graphfix: ignore", "")
-        assert "graphfix" not in after
 
 
 # -- built by TensorFlow ----------------------------------------------------------------------

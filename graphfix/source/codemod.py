@@ -42,6 +42,7 @@ from graphfix.source.examples import Example  # noqa: F401  (part of this module
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AsksTfNames, TfNameRules
 from graphfix.source.syntax import code_lines, comment_ignores
+from graphfix.source.vocabulary import V1_MODULES
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -184,6 +185,15 @@ def v1_spelling(module: cst.Module, symbol: str) -> str | None:
         if qualified in found:
             return ".".join([found[qualified], *parts[cut:]])
     return None
+
+
+@functools.cache
+def _v1_names(symbol: str) -> frozenset[str]:
+    """The qualified names of compat.v1's `symbol` (and of the framework's `ops.device`)."""
+    names = {f"{module}.{symbol}" for module in V1_MODULES}
+    if symbol == "device":
+        names.add("tensorflow.python.framework.ops.device")
+    return frozenset(names)
 
 
 class TfNames(TfNameRules):
@@ -428,6 +438,29 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             self._tf_names = TfNames(self._tree, self._qualified, *self._project_resolvers())
         return self._tf_names
 
+    def v1_spelling_at(self, func: cst.BaseExpression | None, symbol: str) -> str | None:
+        """compat.v1's `symbol` (`device`, `train.replica_device_setter`) spelled as the
+        call `func` the fix stands beside reaches TF (`tf.device` under `import
+        tensorflow.compat.v1 as tf`: `tf.device`; under `import tensorflow as tf`:
+        `tf.compat.v1.device`), else through the module's own imports (`v1_spelling`);
+        None if the file reaches it neither way. For `device`, the framework's
+        `ops.device` (which takes device functions too) is spelled as called."""
+        if func is not None:
+            qualified = self.tf_qualified(func)
+            if qualified in _v1_names(symbol):
+                return self.code(func)
+            if isinstance(func, cst.Attribute):
+                base = self.tf_qualified(func.value)
+                if base in V1_MODULES:
+                    return f"{self.code(func.value)}.{symbol}"
+                if base == "tensorflow" or (
+                        qualified == f"tensorflow.{symbol}"
+                        and "tensorflow" in {q.name for q in self.tf_names.imported(func.value)}):
+                    return f"{self.code(func.value)}.compat.v1.{symbol}"
+        if symbol not in self._v1_imported:
+            self._v1_imported[symbol] = v1_spelling(self._tree, symbol)
+        return self._v1_imported[symbol]
+
     def code(self, node: cst.CSTNode) -> str:
         """`node`'s source text, as the file spells it."""
         return self._tree.code_for_node(node)
@@ -536,6 +569,7 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         self._positions = None
         self._code = None
         self._toward: set[cst.CSTNode] | None = None
+        self._v1_imported: dict[str, str | None] = {}  # symbol -> `v1_spelling` of the tree
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))
         return super().transform_module_impl(tree)

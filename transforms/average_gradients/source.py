@@ -12,6 +12,7 @@ from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AstTfNames
+from graphfix.source.scopes import descendants
 from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
 
 # -- Source surface -------------------------------------------------------------------------
@@ -280,10 +281,10 @@ class AverageGradientsCodemod(SourceCodemod):
 
     def _recipe(self, function: cst.FunctionDef) -> _Recipe | None:
         params = {p.name.value for p in function.params.params}
-        loop = next((f for f in _walk(function, cst.For) if _zipped(f, params)), None)
+        loop = next((f for f in descendants(function, cst.For) if _zipped(f, params)), None)
         if loop is None:
             return None
-        averaging = [c for c in _walk(loop, cst.Call)
+        averaging = [c for c in descendants(loop, cst.Call)
                      if self.tf_canonical(c.func) in _MEANS | _SUMS]
         if not averaging:
             return None
@@ -316,7 +317,7 @@ class AverageGradientsCodemod(SourceCodemod):
                 if not (isinstance(small, cst.Assign) and isinstance(small.value, cst.List)
                         and not small.value.elements):
                     return False
-        for call in _walk(loop, cst.Call):
+        for call in descendants(loop, cst.Call):
             name = self.tf_canonical(call.func)
             if name in _RECIPE_OPS:
                 continue
@@ -348,20 +349,6 @@ def _depth(line: str) -> int:
     """The block depth of a line of `_BODY` (written with four spaces a level, and no
     continuation lines: the file's own indent replaces them)."""
     return (len(line) - len(line.lstrip())) // 4
-
-
-def _walk(node: cst.CSTNode, kind: type) -> list:
-    """Every node of `kind` under `node` (itself included), in source order."""
-    found = []
-
-    class _Collect(cst.CSTVisitor):
-        def on_visit(self, visited: cst.CSTNode) -> bool:
-            if isinstance(visited, kind):
-                found.append(visited)
-            return True
-
-    node.visit(_Collect())
-    return found
 
 
 def _zipped(loop: cst.For, params: set[str]) -> str | None:

@@ -17,6 +17,7 @@ from libcst.metadata import (
 
 from graphfix.source.codemod import Example, SourceCodemod, TfNames, argument
 from graphfix.source.fixes import InsertBefore, Remove, Replace
+from graphfix.source.scopes import descendants
 from graphfix.source.vocabulary import MONITORED_SESSIONS
 from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, VARIABLE_KINDS, FeedFacts
 
@@ -58,29 +59,10 @@ def _update_key(expr: cst.BaseExpression | None) -> str | None:
     return None
 
 
-class _Walk(cst.CSTVisitor):
-    """Every node of some kinds under a root, in source order (lambdas skipped if asked)."""
-
-    def __init__(self, kinds, skip_lambdas: bool = False):
-        super().__init__()
-        self.kinds, self.skip_lambdas = kinds, skip_lambdas
-        self.found: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, self.kinds):
-            self.found.append(node)
-        return not (self.skip_lambdas and isinstance(node, cst.Lambda))
-
-
-def _walk(root: cst.CSTNode, kinds, skip_lambdas: bool = False) -> list:
-    walker = _Walk(kinds, skip_lambdas)
-    root.visit(walker)
-    return walker.found
-
-
 def _has_effects(expr: cst.CSTNode) -> bool:
     """Whether evaluating `expr` may do something (call, yield, await, bind a name)."""
-    return bool(_walk(expr, (cst.Call, cst.Yield, cst.Await, cst.NamedExpr), skip_lambdas=True))
+    return bool(descendants(expr, cst.Call, cst.Yield, cst.Await, cst.NamedExpr,
+                            skip_lambdas=True))
 
 
 class _Reader:
@@ -193,7 +175,7 @@ class _Reader:
         else:
             return False
         for root in loops:
-            for node in [root, *_walk(root, (cst.Call, cst.Name))]:
+            for node in [root, *descendants(root, cst.Call, cst.Name)]:
                 if self.collection(node):
                     return True
         return False
@@ -627,7 +609,7 @@ class FeedToAssignCodemod(SourceCodemod):
             if _has_effects(element.value):
                 return (f"its value `{self.code(element.value)}` is computed where `{name}` is "
                         f"built (line {built[0]}), not at the run")
-            for node in _walk(element.key, (cst.Name,)) + _walk(element.value, (cst.Name,)):
+            for node in descendants(element.key, cst.Name) + descendants(element.value, cst.Name):
                 parent = reader.parent(node)
                 if isinstance(parent, cst.Attribute) and parent.attr is node:
                     continue
@@ -641,13 +623,13 @@ class FeedToAssignCodemod(SourceCodemod):
     def _order_problem(self, run: _Run, moves: list[cst.DictElement]) -> str | None:
         """A moved value that calls something would now run before the calls that come
         before it in the statement."""
-        moved_calls = {c for e in moves for c in _walk(e, (cst.Call,))}
+        moved_calls = {c for e in moves for c in descendants(e, cst.Call)}
         for element in moves:
             if not _has_effects(element.value):
                 continue
             start = self.position(element)
             ancestors = set(self._ancestors(element))
-            for call in _walk(run.small, (cst.Call,)):
+            for call in descendants(run.small, cst.Call):
                 if call in ancestors or call in moved_calls or self.position(call) >= start:
                     continue
                 return (f"its value `{self.code(element.value)}` would be computed before "
@@ -665,10 +647,10 @@ class FeedToAssignCodemod(SourceCodemod):
         if not run.monitored:
             return None
         for element in moves:
-            names = _walk(element.key, (cst.Name,)) + _walk(element.value, (cst.Name,))
+            names = descendants(element.key, cst.Name) + descendants(element.value, cst.Name)
             if any(n.value == "step_context" for n in names):
                 return "it uses the name `step_context`, which the run_step_fn load needs"
-            if _walk(element.value, (cst.NamedExpr,)):
+            if descendants(element.value, cst.NamedExpr):
                 return "its value binds a name (`:=`), which it would do inside a lambda"
         return None
 

@@ -15,9 +15,16 @@ from graphfix.source.codemod import (
     argument,
     device_argument,
     device_template,
-    v1_spelling,
 )
 from graphfix.source.fixes import Replace, WrapInWith
+from graphfix.source.scopes import (
+    bound_name,
+    enclosing,
+    enclosing_function,
+    inside,
+    single_value,
+    with_items_around,
+)
 from graphfix.source.vocabulary import (
     ARG_SCOPE,
     COLLECTION_GETTERS,
@@ -29,7 +36,6 @@ from graphfix.source.vocabulary import (
     LAYER_CALLS,
     LOCAL_VARIABLE_MAKERS,
     REPLICA_DEVICE_SETTER,
-    V1_MODULES,
     VARIABLE_COLLECTIONS_AT,
     VARIABLE_LISTS,
 )
@@ -42,7 +48,6 @@ from graphfix.source.vocabulary import (
 
 _CLUSTER_SPEC = "train.ClusterSpec"
 _SERVERS = frozenset({"train.Server", "distribute.Server"})
-_V1_DEVICE = frozenset(f"{m}.device" for m in V1_MODULES)
 # TF calls that create no op a worker should run: scopes, collections, sessions, cluster
 # objects, initializer and optimizer objects, NoOps (`tf.group`), and the state updates
 # (`tf.assign`) that the placer keeps with their variable whatever their device says.
@@ -349,7 +354,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 continue
             if not self._creates_op(call, name):
                 continue
-            statement = self._statement_of(call)
+            statement = enclosing(call, self.parent, cst.BaseStatement) or call
             if statement in statements_seen:
                 continue  # one finding per statement: its outermost op
             scopes = list(dict.fromkeys(p.scope for p in self._paths(call, "op")
@@ -413,12 +418,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
             current = self.parent(current)
         return False
 
-    def _statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
-        current = node
-        while current is not None and not isinstance(current, cst.BaseStatement):
-            current = self.parent(current)
-        return current if current is not None else node
-
     # -- the cluster and this worker ----------------------------------------------------------
 
     def _find_cluster(self) -> _Cluster | None:
@@ -452,42 +451,21 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if tasks == 0:
                 continue
             if name == _CLUSTER_SPEC:
-                bound = self._bound_name(call) or bound
+                bound = bound_name(call, self.parent) or bound
             return _Cluster(call if name == _CLUSTER_SPEC else literal, bound, tasks, tuple(jobs))
         return None
 
     def _cluster_dict(self, expr, depth: int = 0) -> tuple[cst.Dict, cst.Name | None] | None:
         """The dict literal a cluster argument is, or names (with the name bound to it)."""
         if isinstance(expr, cst.Dict):
-            return expr, self._bound_name(expr)
+            return expr, bound_name(expr, self.parent)
         if isinstance(expr, cst.Name) and depth < 3:
-            value = self._single_value(expr)
+            scope = self.get_metadata(ScopeProvider, expr, None)
+            value = single_value(expr, scope, self.parent)
             if isinstance(value, cst.Dict):
-                return value, self._bound_name(value)
+                return value, bound_name(value, self.parent)
             if isinstance(value, cst.Call) and self.tf_canonical(value.func) == _CLUSTER_SPEC:
                 return self._cluster_dict(argument(value, "cluster", 0), depth + 1)
-        return None
-
-    def _single_value(self, name: cst.Name) -> cst.BaseExpression | None:
-        """The value of `name` when one plain assignment in its scope binds it."""
-        scope = self.get_metadata(ScopeProvider, name, None)
-        if scope is None:
-            return None
-        assignments = [a for a in scope[name.value] if isinstance(a, Assignment)]
-        if len(assignments) != 1:
-            return None
-        target = assignments[0].node
-        assign = self.parent(self.parent(target) or target)
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
-            return assign.value
-        return None
-
-    def _bound_name(self, value: cst.CSTNode) -> cst.Name | None:
-        """`x` for the value of `x = value`."""
-        parent = self.parent(value)
-        if (isinstance(parent, cst.Assign) and len(parent.targets) == 1
-                and isinstance(parent.targets[0].target, cst.Name)):
-            return parent.targets[0].target
         return None
 
     def _find_worker(self) -> tuple[str, cst.BaseExpression | None]:
@@ -551,23 +529,15 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     def _paths(self, node: cst.CSTNode, what: str, seen: tuple = ()) -> list[_Path]:
         """Where ops created at `node` land, one path per chain of callers in this file."""
-        child, parent = node, self.parent(node)
-        while parent is not None:
-            if isinstance(parent, cst.With):
-                items = list(parent.items)
-                if child is not parent.body:
-                    items = items[: next(i for i, it in enumerate(items) if it is child)]
-                for item in reversed(items):
-                    verdict = self._verdict(item, what)
-                    if verdict is not None:
-                        return [verdict]
-            elif isinstance(parent, cst.Lambda) and child is parent.body:
+        for around in with_items_around(node, self.parent):
+            if isinstance(around, cst.WithItem):
+                verdict = self._verdict(around, what)
+                if verdict is not None:
+                    return [verdict]
+            elif isinstance(around, cst.FunctionDef):
+                return self._caller_paths(around, what, seen)
+            else:  # a lambda's body, a class
                 return [_Path("other")]
-            elif isinstance(parent, cst.FunctionDef) and child is parent.body:
-                return self._caller_paths(parent, what, seen)
-            elif isinstance(parent, cst.ClassDef):
-                return [_Path("other")]
-            child, parent = parent, self.parent(parent)
         return [_Path("none")]
 
     def _caller_paths(self, function: cst.FunctionDef, what: str, seen: tuple) -> list[_Path]:
@@ -621,12 +591,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 and self.project.gets_cluster(self.position(function)[0])):
             return True
         for call in self._calls:
-            if self.tf_canonical(call.func) in (_CLUSTER_SPEC, *_SERVERS):
-                current = self.parent(call)
-                while current is not None and current is not function:
-                    current = self.parent(current)
-                if current is function:
-                    return True
+            if (self.tf_canonical(call.func) in (_CLUSTER_SPEC, *_SERVERS)
+                    and inside(call, function, self.parent)):
+                return True
         return False
 
     # -- spelling the setter -------------------------------------------------------------------
@@ -635,7 +602,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         """How the value of `expr` is spelled at `site`: through the parameter the file's calls
         of the enclosing function pass it in, else as written if its names mean the same
         there; None if neither."""
-        function = self._function_of(site)
+        function = enclosing_function(site, self.parent)
         if function is not None and depth < 4:
             calls = self._call_sites(function)
             if calls:
@@ -674,28 +641,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     return False
         return True
 
-    def _function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        child, parent = node, self.parent(node)
-        while parent is not None:
-            if isinstance(parent, cst.FunctionDef) and child is parent.body:
-                return parent
-            child, parent = parent, self.parent(parent)
-        return None
-
-    def _v1(self, func: cst.BaseExpression | None, symbol: str) -> str | None:
-        """compat.v1's `symbol` spelled like the `device` function the code calls, else
-        through the module's imports."""
-        if func is not None:
-            if symbol == "device" and self.tf_qualified(func) in _V1_DEVICE:
-                return self.code(func)
-            if isinstance(func, cst.Attribute):
-                base = self.tf_qualified(func.value)
-                if base in V1_MODULES:
-                    return f"{self.code(func.value)}.{symbol}"
-                if base == "tensorflow":
-                    return f"{self.code(func.value)}.compat.v1.{symbol}"
-        return v1_spelling(self._tree, symbol)
-
     def _worker_device(self, site: cst.CSTNode) -> str | None:
         """`'/job:worker/task:%d' % EXPR` for this worker's Server, spelled at `site`."""
         task = self._worker_task
@@ -715,7 +660,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 worker: str | None, ps_scope: _JobScope | None = None,
                 ps_tasks: int | None = None) -> tuple[str | None, str]:
         """(`device(replica_device_setter(...))` to write at `site`, or None and why not)."""
-        device, setter = self._v1(func, "device"), self._v1(func, REPLICA_DEVICE_SETTER)
+        device = self.v1_spelling_at(func, "device")
+        setter = self.v1_spelling_at(func, REPLICA_DEVICE_SETTER)
         if device is None or setter is None:
             return None, "no compat.v1 spelling of device and replica_device_setter in this file"
         args = []
@@ -910,7 +856,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         first, last = min(indices), max(indices)
         moved = body[first : last + 1]
         locals_ = [c for c, _ in self._worker_locals
-                   if any(held is c or self._inside(c, held) for held in moved)]
+                   if any(held is c or inside(c, held, self.parent) for held in moved)]
         if locals_:
             return self._local_note(locals_), None
         site = body[first]
@@ -920,12 +866,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
             return f"; not fixed: {why}" + hint, None
         return (f"; fix: the statements that create them move under {self._short(text)}",
                 WrapInWith(tuple(body[first : last + 1]), text))
-
-    def _inside(self, node: cst.CSTNode, outer: cst.CSTNode) -> bool:
-        current = self.parent(node)
-        while current is not None and current is not outer:
-            current = self.parent(current)
-        return current is outer
 
     def _blocks_of(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
         """(block, statement of it holding `node`), innermost first: in its function, then

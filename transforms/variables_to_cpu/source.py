@@ -15,9 +15,9 @@ from graphfix.source.codemod import (
     argument,
     device_argument,
     device_template,
-    v1_spelling,
 )
 from graphfix.source.fixes import WrapInWith
+from graphfix.source.scopes import enclosing, with_items_around
 from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -27,7 +27,6 @@ from graphfix.source.vocabulary import (
     METRIC_CALLS,
     REUSED_UNDER_REUSE,
     SLIM_MODULES,
-    V1_MODULES,
     VARIABLE_CALLS,
 )
 
@@ -57,9 +56,6 @@ _DTYPES = frozenset(
 )
 _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
-_V1_DEVICE = frozenset(
-    {f"{module}.device" for module in V1_MODULES} | {"tensorflow.python.framework.ops.device"}
-)
 # Tensors these calls make: (position of `dtype`, what it is without one: a dtype, or the
 # (keyword, position) of the argument whose value's dtype it takes).
 _VALUE, _TENSOR = ("value", 0), ("tensor", 0)
@@ -315,7 +311,6 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._v1_device_import = v1_spelling(node, "device")
         # Tower code: a GPU chosen at run time, or more than one GPU named in the file.
         calls = self.nodes(cst.Call)
         gpus, self._towers = set(), False
@@ -441,25 +436,15 @@ class VariablesToCpuCodemod(SourceCodemod):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
         device scope (None if it sits in a compound statement's header), and that scope if it
         is a GPU's (None for a CPU, a device function, a slim device, or no scope)."""
-        statement = None
-        child: cst.CSTNode = call
-        parent = self.parent(child)
-        while parent is not None:
-            if statement is None and isinstance(
-                    parent, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-                statement = parent
-            if isinstance(parent, (cst.FunctionDef, cst.Lambda)) and child is parent.body:
+        statement = enclosing(call, self.parent, cst.SimpleStatementLine,
+                              cst.SimpleStatementSuite, within_function=True)
+        for around in with_items_around(call, self.parent):
+            if isinstance(around, (cst.FunctionDef, cst.Lambda)):
                 return statement, None  # runs when called, under the caller's scopes
-            if isinstance(parent, cst.With):
-                items = parent.items
-                if child is not parent.body:
-                    items = items[: next(i for i, it in enumerate(items) if it is child)]
-                for item in reversed(items):
-                    verdict = self._scope_verdict(item.item, slim_family)
-                    if verdict == "outer":
-                        continue
+            if isinstance(around, cst.WithItem):
+                verdict = self._scope_verdict(around.item, slim_family)
+                if verdict != "outer":
                     return statement, verdict if isinstance(verdict, _GpuScope) else None
-            child, parent = parent, self.parent(parent)
         return statement, None
 
     def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool):
@@ -689,23 +674,13 @@ class VariablesToCpuCodemod(SourceCodemod):
             return (_Wrapper("slim", text),
                     f"; fix: {slim}.arg_scope(..., device=\"/cpu:0\") places its variables on "
                     f"the CPU and leaves the compute on the GPU")
-        device = self._v1_device(site.scope.call.func)
+        device = self.v1_spelling_at(site.scope.call.func, "device")
         if device is None:
             return None, ("; not fixed: no compat.v1 `device` to place only the variables "
                           "with; put them on the CPU by hand")
         return (_Wrapper("device-function", f"{device}({_DEVICE_FUNCTION})"),
                 "; fix: a device function places its variables on the CPU and leaves the "
                 "compute on the GPU")
-
-    def _v1_device(self, func: cst.BaseExpression) -> str | None:
-        """A spelling of compat.v1's `device` (it takes device functions) in this file."""
-        qualified = self.tf_qualified(func)
-        if qualified in _V1_DEVICE:
-            return self.code(func)
-        if (qualified == "tensorflow.device" and isinstance(func, cst.Attribute)
-                and "tensorflow" in {q.name for q in self.tf_names.imported(func.value)}):
-            return f"{self.code(func.value)}.compat.v1.device"
-        return self._v1_device_import
 
     def _plan(self, site: _Site) -> tuple[list[_Variable], _Wrapper | None, str]:
         """(the site's variables not suppressed, the wrapper to apply or None, the note on

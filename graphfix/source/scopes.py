@@ -1,0 +1,116 @@
+"""Where a node of a libcst tree sits, as the source rules ask it: the statement and the
+function holding it, the `with` blocks around it, the value a name is bound to.
+
+Each takes `parent`, the tree's node -> parent map as a callable (`SourceCodemod.parent`),
+so the rules of one file share the one walk `ParentProvider` made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import libcst as cst
+from libcst.metadata import Assignment, Scope
+
+Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
+
+
+def enclosing(node: cst.CSTNode, parent: Parent, *kinds: type,
+              within_function: bool = False) -> cst.CSTNode | None:
+    """The innermost node of `kinds` holding `node`; None if there is none (or, with
+    `within_function`, none before the body of the function or lambda holding `node`)."""
+    child, current = node, parent(node)
+    while current is not None:
+        if isinstance(current, kinds):
+            return current
+        if within_function and isinstance(current, (cst.FunctionDef, cst.Lambda)) \
+                and child is current.body:
+            return None
+        child, current = current, parent(current)
+    return None
+
+
+def enclosing_function(node: cst.CSTNode, parent: Parent) -> cst.FunctionDef | None:
+    """The function whose body holds `node` (not one whose decorator or default it is in);
+    None at module level."""
+    child, current = node, parent(node)
+    while current is not None:
+        if isinstance(current, cst.FunctionDef) and child is current.body:
+            return current
+        child, current = current, parent(current)
+    return None
+
+
+def inside(node: cst.CSTNode, outer: cst.CSTNode, parent: Parent) -> bool:
+    """Whether `outer` holds `node` (a node is not inside itself)."""
+    current = parent(node)
+    while current is not None and current is not outer:
+        current = parent(current)
+    return current is outer
+
+
+def with_items_around(node: cst.CSTNode, parent: Parent
+                      ) -> Iterator[cst.WithItem | cst.FunctionDef | cst.Lambda | cst.ClassDef]:
+    """What may decide where the ops made at `node` go, innermost first: the items of each
+    `with` holding it (those before it, where it is in an item), and where the code's
+    own scopes end, the function or lambda whose body holds it and any class holding it
+    (the caller's scopes apply there). The walk goes on past those for a rule that reads
+    further out; a rule judges the items (a device, a job, an `arg_scope`) itself."""
+    child, current = node, parent(node)
+    while current is not None:
+        if isinstance(current, cst.With):
+            items = list(current.items)
+            if child is not current.body:
+                items = items[: next(i for i, item in enumerate(items) if item is child)]
+            yield from reversed(items)
+        elif isinstance(current, (cst.FunctionDef, cst.Lambda)) and child is current.body:
+            yield current
+        elif isinstance(current, cst.ClassDef):
+            yield current
+        child, current = current, parent(current)
+
+
+def bound_name(value: cst.CSTNode, parent: Parent) -> cst.Name | None:
+    """`x` for the value of `x = value` (one target, a name); else None."""
+    statement = parent(value)
+    if (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Name)):
+        return statement.targets[0].target
+    return None
+
+
+def single_value(name: cst.Name, scope: Scope | None, parent: Parent
+                 ) -> cst.BaseExpression | None:
+    """The value `name` is bound to when one plain assignment in its scope binds it
+    (`cluster = {...}` once); None for any other binding (several, an import, a loop,
+    a parameter, part of a tuple). `scope`: the name's scope (libcst's ScopeProvider)."""
+    if scope is None:
+        return None
+    assignments = [a for a in scope[name.value] if isinstance(a, Assignment)]
+    if len(assignments) != 1:
+        return None
+    target = assignments[0].node
+    statement = parent(parent(target) or target)
+    if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+        return statement.value
+    return None
+
+
+class _Collect(cst.CSTVisitor):
+    def __init__(self, kinds: tuple[type, ...], skip_lambdas: bool):
+        super().__init__()
+        self.kinds, self.skip_lambdas = kinds, skip_lambdas
+        self.found: list = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kinds):
+            self.found.append(node)
+        return not (self.skip_lambdas and isinstance(node, cst.Lambda))
+
+
+def descendants(root: cst.CSTNode, *kinds: type, skip_lambdas: bool = False) -> list:
+    """Every node of `kinds` in `root` (itself included), in source order; with
+    `skip_lambdas`, not those in a lambda's body (code that runs when it is called)."""
+    collect = _Collect(kinds, skip_lambdas)
+    root.visit(collect)
+    return collect.found
