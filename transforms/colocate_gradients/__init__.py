@@ -21,18 +21,21 @@ Found (a warning): towers (`graphfix.graph.towers`) on two or more devices whose
 ops (`<scope>/gradients/<forward op>_grad/...`, `graphfix.graph.gradients.forward_op`) ask
 for another device than their forward op, where that forward op asks for its tower's
 device. The finding names the towers and how many of their gradient ops are off their
-tower's device. Gradient ops of a tower's ops that sit elsewhere on purpose (an
-`embedding_lookup`'s gather, built beside its table on the CPU) are not counted.
+tower's device. Not counted: the gradients of a tower's ops that sit elsewhere on purpose
+(an `embedding_lookup`'s gather, built beside its table on the CPU), and gradient ops whose
+colocation group asks for another device or has a member without a kernel on the tower's
+(a gather's gradient measures its table in `colocate_with(table)`, on the table's device).
 
-Fixed: each such gradient op asks for its forward op's device, as
-`colocate_gradients_with_ops` would place it. Only the device is copied, not the forward
-op's `_class`: a colocation group is a constraint TF's placer enforces (a member without a
-kernel there, or asking for another device, makes the graph refused), and the device alone
-puts the op where the flag would. A gradient op moves only with its whole colocation group,
-where no member asks for another device and every member has a kernel on the tower's
-device type; the rest stay where they are (TF's sums of several towers' gradients,
-`gradients/AddN`, which name no forward op, follow the tower op they are colocated with).
-The fix moves ops, not values: a step computes what it did.
+Fixed: each counted gradient op asks for its forward op's device, the device
+`colocate_gradients_with_ops` gives it. Only the device is copied, not the forward op's
+colocation group (`_class`), which TF's flag also gives: a `_class` joins the two groups,
+and where the gradient op's group asks for another device TF's placer refuses the graph
+(`tf.gather(cpu_table, ids)` in GPU towers, differentiated with the flag: "Cannot colocate
+nodes gradients/tower_0/GatherV2_grad/Shape and tower_0/GatherV2: Cannot merge devices with
+incompatible ids"); the device alone adds no constraint. A gradient op moves only with its
+whole colocation group; TF's sums of several towers' gradients (`gradients/AddN`), which
+name no forward op, follow the tower's gradient op they are colocated with. The fix moves
+ops, not values: a step computes what it did.
 
 In source: a `minimize`, `compute_gradients` or `tf.gradients` call, outside any device
 scope, whose loss comes from the device scopes of several towers (a `with tf.device(...)`
@@ -83,9 +86,11 @@ def _has_kernel(node, kind: str) -> bool:
 
 
 def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
-    """The gradient ops whose forward op asks for its tower's device and which ask for
-    another: position -> (the tower, the forward op's device). Only towers of a set that
-    spans two or more devices count: one device's backward pass has nowhere else to go."""
+    """The gradient ops off their tower's device that can move there: position -> (the
+    tower, its forward op's device). Counted: a gradient op whose forward op asks for its
+    tower's device and which asks for another, in towers that span two or more devices
+    (one device's backward pass has nowhere else to go); kept: those whose whole
+    colocation group can follow (`_movable`)."""
     towers = [tower_set for tower_set in find_towers(graph)
               if len({_canonical(t.device) for t in tower_set.towers if t.device}) >= 2]
     if not towers:
@@ -102,14 +107,16 @@ def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
         if (tower is not None and tower.device and _same_device(asked, tower.device)
                 and not _same_device(devices[position], asked)):
             off[position] = (tower, asked)
-    return off
+    return {p: off[p] for p in _movable(graph, off)}
 
 
-def _movable(graph: GraphIndex, off: dict[int, tuple[Tower, str]]) -> dict[int, str]:
-    """The ops of `off` whose whole colocation group can follow them: position -> device.
-    A group moves where every member asks for the one device or none and has a kernel on
-    its type (else TF's placer would refuse the group)."""
-    movable: dict[int, str] = {}
+def _movable(graph: GraphIndex, off: dict[int, tuple[Tower, str]]) -> list[int]:
+    """The ops of `off` whose whole colocation group can follow them: where every member
+    asks for the one device or none, and has a kernel on its type. A group that asks for
+    another device was put there by the gradient function itself (`colocate_with`: a
+    gather's gradient measures the table beside it), not by the bug; one whose member has
+    no kernel there would make the graph refused."""
+    movable = []
     for root in graph.group_roots(off):
         members = graph.group_members(root)
         targets = {_canonical(off[p][1]) for p in members if p in off}
@@ -119,7 +126,7 @@ def _movable(graph: GraphIndex, off: dict[int, tuple[Tower, str]]) -> dict[int, 
         kind = _device_type(target)
         if all((p in off or not graph.devices[p] or _same_device(graph.devices[p], target))
                and _has_kernel(graph.node_at(p), kind) for p in members):
-            movable.update((p, off[p][1]) for p in members if p in off)
+            movable.extend(p for p in members if p in off)
     return movable
 
 
@@ -134,24 +141,21 @@ class ColocateGradients(Transform):
         off = _off_their_towers(graph)
         if not off:
             return
-        movable = _movable(graph, off)
         per_tower = Counter(tower for tower, _ in off.values())
         towers = ", ".join(f"{t.scope} ({t.device}): {n}" for t, n in
                            sorted(per_tower.items(), key=lambda item: item[0].index))
-        stay = len(off) - len(movable)
         yield Finding(
             ctx.path, self.name,
             f"{len(off)} gradient op(s) of {len(per_tower)} tower(s) are not on their tower's "
             f"device ({towers}): the loss was differentiated outside the towers' device "
             "scopes without colocate_gradients_with_ops=True, so the backward pass runs on "
-            "one device" + (f"; {stay} stay where they are (colocated with ops elsewhere, or "
-                            "without a kernel there)" if stay else ""),
-            node=graph.names[min(off)], severity="warning", fixable=bool(movable),
-            edit=partial(self._move, movable, ctx) if movable else None)
+            "one device", node=graph.names[min(off)], severity="warning",
+            edit=partial(self._move, off, ctx))
 
-    def _move(self, movable: dict[int, str], ctx: Context, graph: GraphIndex) -> list[Change]:
-        """Each gradient op of `movable` asks for its forward op's device."""
-        moved = [graph.names[p] for p, device in movable.items() if graph.set_device(p, device)]
+    def _move(self, off: dict[int, tuple[Tower, str]], ctx: Context, graph: GraphIndex
+              ) -> list[Change]:
+        """Each gradient op of `off` asks for its forward op's device."""
+        moved = [graph.names[p] for p, (_, device) in off.items() if graph.set_device(p, device)]
         return [Change(ctx.path, self.name,
                        f"{len(moved)} gradient op(s) now ask for their forward op's device",
                        node=moved[0], details={"moved_nodes": moved})] if moved else []
