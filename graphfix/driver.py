@@ -68,7 +68,7 @@ def apply_to_graph(graph_def, meta_graph, label: str, selected: Selected, *, fix
                     findings.append(finding)
             continue
         edits = [item.edit if isinstance(item, Finding) else item for item in found]
-        edits = [edit for edit in edits if edit is not None]
+        edits = list(dict.fromkeys(edit for edit in edits if edit is not None))  # shared: once
         if edits and input_state is None:
             input_state = _InputState(index)
         if edits:  # (an error's edit claims to fix what the error names)

@@ -74,28 +74,31 @@ class Finding(_Record):
     """One problem in one input. `line`/`col` for sources, `node` for graphs; in a notebook,
     `cell` (counted from 1 over every cell) and `line` within that cell.
 
-    A graph transform's finding may carry the `edit` that fixes it (see `Edit`); only a
-    fixable one can. The edit is how, not what: findings are equal whatever their edits, and
-    the findings `check` gives carry none. A source finding `check` reports as JSON or SARIF
-    carries its fix as text, `replacements` (see `graphfix.cli.replacements`); not compared
-    either."""
+    A finding is fixable when it is made with its fix, `edit`: a graph transform's `Edit`
+    (see `Edit`), or the edits a source rule reports it with (`SourceCodemod.report(...,
+    fix=...)`, which the rule's base class makes). There is no flag to say it apart from
+    the edit: a finding made without one is reported, not fixed. The edit is how, not
+    what: findings are equal whatever their edits, and a finding keeps its `fixable` where
+    its edit is dropped (the findings `check` gives, and a source rule's once it ran: the
+    edit holds the graph's index or the rule's tree). A source finding `check` reports as
+    JSON or SARIF carries its fix as text, `replacements` (see
+    `graphfix.cli.replacements`); not compared either."""
 
     _fields = ("path", "transform", "message", "fixable", "line", "col", "node", "severity",
                "cell")
-    __slots__ = (*_fields, "edit", "details", "replacements")
+    __slots__ = ("path", "transform", "message", "_fixable", "line", "col", "node",
+                 "severity", "cell", "edit", "details", "replacements")
 
-    def __init__(self, path: str, transform: str, message: str, fixable: bool = True,
+    def __init__(self, path: str, transform: str, message: str,
                  line: int | None = None, col: int | None = None, node: str | None = None,
                  severity: Severity = "error", cell: int | None = None,
-                 edit: Edit | None = None, details: dict | None = None,
+                 edit: Edit | tuple | None = None, details: dict | None = None,
                  replacements: list[Replacement] | None = None):
-        if edit is not None and not fixable:
-            raise ValueError(f"{transform}: a finding that is not fixable has no edit: {message}")
         self.edit = edit
+        self._fixable = edit is not None
         self.path = path
         self.transform = transform
         self.message = message
-        self.fixable = fixable
         self.line = line
         self.col = col
         self.node = node
@@ -105,6 +108,48 @@ class Finding(_Record):
         # is about, the device they ask for); not compared: the message says the same.
         self.details = {} if details is None else details
         self.replacements = [] if replacements is None else replacements
+
+    @property
+    def fixable(self) -> bool:
+        """Whether `fix` fixes it: it was made with its edit."""
+        return self._fixable
+
+    def replace(self, **changes) -> Finding:
+        """A copy with `changes` to its fields (fixable as this one: a new `edit` is not a
+        field)."""
+        if "fixable" in changes or "edit" in changes:
+            raise TypeError("a finding is fixable by the edit it is made with")
+        copy = object.__new__(Finding)
+        for name in self.__slots__:
+            setattr(copy, name, changes.pop(name) if name in changes else getattr(self, name))
+        if changes:
+            raise TypeError(f"Finding has no field {', '.join(changes)}")
+        return copy
+
+    def without_edit(self) -> Finding:
+        """This finding without its edit, fixable as it was made."""
+        copy = self.replace()
+        copy.edit = None
+        return copy
+
+    def not_fixed(self, why: str) -> Finding:
+        """This finding as one `fix` leaves after all (a notebook whose fix would join two
+        cells), saying `why` in its message."""
+        copy = self.replace(message=f"{self.message}; {why}")
+        copy.edit, copy._fixable = None, False
+        return copy
+
+    @classmethod
+    def as_recorded(cls, record: dict) -> Finding:
+        """A finding from graphfix's own record of one (`to_json`'s fields: the source
+        cache's entry, a finding made of others at one site by `check --trace`), fixable as
+        the record says: the record is of findings that were made with their edits or
+        without."""
+        fields = dict(record)
+        fixable = bool(fields.pop("fixable"))
+        finding = cls(**fields)
+        finding._fixable = fixable
+        return finding
 
     def location(self) -> str:
         if self.node is not None:

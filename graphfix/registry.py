@@ -134,14 +134,16 @@ class Transform:
 
     def graph(self, graph: "GraphIndex", ctx: Context) -> Iterable["Finding | Edit"]:
         """The findings for `graph`, in order, each fixable one carrying the `edit` that
-        fixes it (`Finding(..., edit=...)`); `check` reports the findings, `fix` calls their
-        edits in order and then checks what they added (`GraphIndex.check_changes`).
+        fixes it (`Finding(..., edit=...)`: a finding made without one is reported as not
+        fixable); `check` reports the findings, `fix` calls their edits in order (an edit
+        several findings carry, once) and then checks what they added
+        (`GraphIndex.check_changes`).
 
         The findings are all read before any edit runs, so each describes the graph as it
         was given: an edit takes what it needs as arguments (`functools.partial`), not from
         a loop variable that has moved on by the time it is called. An edit yielded on its
-        own, with no finding, is work `fix` does that `check` does not report (a change
-        that fixes several findings at once, bookkeeping such as renamed feeds). The
+        own, with no finding, is work `fix` does that `check` does not report (bookkeeping
+        such as renamed feeds). The
         default finds nothing: a transform without it has no graph surface."""
         return ()
 

@@ -232,6 +232,55 @@ def test_a_codemod_slow_to_import_is_no_files_time(tmp_path):
         assert f"{name}:2:5: no-print: print() in a training loop" in result.stdout
 
 
+# A finding made without an edit: reported, never called fixable (issue 35: `fixable` was a
+# flag of its own, True by default, so such a finding printed "(fixable)").
+NO_EDIT_PLUGIN = textwrap.dedent('''
+    from graphfix.findings import Finding
+    from graphfix.registry import Transform
+
+
+    class ClearDevices(Transform):
+        name = "just-say"
+        summary = "say where a device is asked for, fix nothing"
+
+        def graph(self, graph, ctx):
+            for name, device in zip(graph.names, graph.devices):
+                if device:
+                    yield Finding(ctx.path, self.name, "asks for " + device, node=name)
+''')
+
+
+def test_a_finding_without_an_edit_is_not_called_fixable_in_any_format(tmp_path):
+    from graphfix.findings import Finding
+
+    assert not Finding("g.pb", "t", "m", node="a").fixable
+    assert Finding("g.pb", "t", "m", node="a", edit=lambda graph: []).fixable
+    site = tmp_path / "site"
+    _install_plugin(site, code=NO_EDIT_PLUGIN, entry_point="just-say = gfx_clear:ClearDevices")
+    graph = tmp_path / "g.pbtxt"
+    graph.write_text(GRAPH)
+
+    def check(*options):
+        result = _graphfix("check", graph, "--only", "just-say", *options, site=site,
+                           cwd=tmp_path)
+        assert result.returncode == 1, result.stdout + result.stderr
+        return result.stdout
+
+    text = check()
+    assert "g.pbtxt@a: just-say: asks for /device:GPU:0" in text and "(fixable)" not in text
+    assert "1 finding(s) (0 fixable)" in text
+    report = json.loads(check("--format", "json"))
+    assert [f["fixable"] for f in report["findings"]] == [False]
+    assert report["summary"]["fixable"] == 0
+    (result,) = json.loads(check("--format", "sarif"))["runs"][0]["results"]
+    assert result["properties"]["fixable"] is False and "fixes" not in result
+    assert "(fixable)" not in check("--format", "junit")
+    assert "(fixable)" not in check("--format", "github")
+    fixed = _graphfix("fix", graph, "--only", "just-say", "-o", tmp_path / "out.pbtxt",
+                      site=site, cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr  # nothing to change
+
+
 KNOT_PLUGIN = textwrap.dedent('''
     from graphfix.findings import Change, Finding
     from graphfix.registry import Transform

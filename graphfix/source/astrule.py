@@ -276,9 +276,9 @@ class AstRule(AsksTfNames):
         for edit in edits:
             self._edits.setdefault(edit)
         line, col = self.position(node)
-        self.findings.append(Finding(path=self.path, transform=self._name, message=message,
-                                     fixable=bool(edits), line=line, col=col,
-                                     severity=severity))  # type: ignore[arg-type]
+        self.findings.append(Finding(  # (its edits are made by `run`)
+            path=self.path, transform=self._name, message=message, line=line, col=col,
+            severity=severity, edit=edits or None))  # type: ignore[arg-type]
 
     def _code_lines(self) -> list[str]:
         """The code's lines as `str.splitlines` gives them (libcst's rule for suppression

@@ -194,7 +194,7 @@ class SourceCache:
             return None
         try:
             skipped = doc["skipped"]
-            findings = [Finding(**f) for f in doc["findings"]]
+            findings = [Finding.as_recorded(f) for f in doc["findings"]]
         except Exception:  # a hand-edited or truncated entry: a miss
             return None
         fixed = doc.get("fixed")

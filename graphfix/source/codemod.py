@@ -500,10 +500,10 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
                 path=self.context.filename or "<string>",
                 transform=self._name,
                 message=message,
-                fixable=bool(edits),
                 line=line,
                 col=col,
                 severity=severity,  # type: ignore[arg-type]
+                edit=edits or None,  # (made by this base class: `run_source` drops it)
             )
         )
 

@@ -454,9 +454,8 @@ def run_notebook(raw: bytes, path: str, codemods: list, *, fix: bool,
             trial = run_source(code, path, codemods, fix=True, project=project)
             _, reason = _fixed_cells(notebook, code, trial)
             if reason is not None:
-                findings = [f.replace(fixable=False, message=f"{f.message}; not fixed in "
-                                      f"this notebook: {reason}") if f.fixable else f
-                            for f in findings]
+                findings = [f.not_fixed(f"not fixed in this notebook: {reason}")
+                            if f.fixable else f for f in findings]
         return NotebookResult(path, code, code, findings, notebook=notebook)
     texts, reason = _fixed_cells(notebook, code, result)
     if reason is not None:

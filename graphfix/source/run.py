@@ -95,7 +95,7 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type, dict]], 
                 tree = ast.parse(text)
             instance = rule(path, options, fix=fix, project=view)
             new_text = instance.run(text, tree)
-            findings.extend(instance.findings)
+            findings.extend(f.without_edit() for f in instance.findings)
             if instance.edits:
                 changed, text, tree, cst_run = True, new_text, None, None
         else:
@@ -107,7 +107,8 @@ def run_source(code: str | bytes, path: str, codemods: list[tuple[type, dict]], 
                     raise RuntimeError(f"{path}: an earlier rule's fix left code libcst "
                                        f"cannot read: {reason}")
             found, edited = cst_run.apply(rule, options, path, fix=fix, project=view)
-            findings.extend(found)
+            # (a finding's edits hold the rule's tree, which the rule made them in)
+            findings.extend(f.without_edit() for f in found)
             if edited:
                 changed, text, tree = True, None, None
     if changed and text is None:

@@ -141,16 +141,19 @@ def findings_at_sites(trace: Trace, findings: list[Finding]) -> list[Finding]:
         severity = min((f.severity for f, _ in members), key=SEVERITIES.index)
         fixable = any(f.fixable for f, _ in members)
         if site is None:
-            out.append(first.replace(path=trace.script, severity=severity, fixable=fixable,
-                                     details=details))
+            out.append(Finding.as_recorded({**first.to_json(), "path": trace.script,
+                                            "severity": severity, "fixable": fixable,
+                                            "details": details}))
             continue
         details["site"] = site.to_json()
         message = first.message
         if len(members) > 1:
             message += f" (and {len(members) - 1} more node(s) made here: " \
                        f"{', '.join(nodes[1:4])}{', ...' if len(nodes) > 4 else ''})"
-        out.append(Finding(site.path, first.transform, message, fixable=fixable,
-                           line=site.line, col=site.col, severity=severity, details=details))
+        out.append(Finding.as_recorded({
+            "path": site.path, "transform": first.transform, "message": message,
+            "fixable": fixable, "line": site.line, "col": site.col, "severity": severity,
+            "details": details}))
     return out
 
 

@@ -143,7 +143,7 @@ class AverageGradients(Transform):
             f"average {average.node} mixes gradients of different variables "
             f"({', '.join(variables)}) and is applied to {_target(graph, update)}: each "
             "tuple of zip(*tower_grads) must name one variable (towers that share their "
-            "variables, gradient lists in one order)", fixable=False, node=average.node)
+            "variables, gradient lists in one order)", node=average.node)
 
     def _densified(self, average: TowerAverage, sparse: list[SparseGradient], update,
                    graph: GraphIndex, ctx: Context) -> Finding:
@@ -153,7 +153,7 @@ class AverageGradients(Transform):
                    "per tower, \"Converting sparse IndexedSlices to a dense Tensor\")")
         if not _divisible(graph, average):
             return Finding(ctx.path, self.name, message + " (not a float or double average: "
-                           "not rebuilt)", fixable=False, severity="warning", node=average.node)
+                           "not rebuilt)", severity="warning", node=average.node)
         return Finding(ctx.path, self.name,
                        message + "; rebuilt sparse: concat(values) / n at concat(indices)",
                        severity="warning", node=average.node,
@@ -175,7 +175,7 @@ class AverageGradients(Transform):
                        "other towers' rows land on the wrong ids)")
             if not _divisible(graph, average):
                 yield Finding(ctx.path, self.name, message + " (not a float or double "
-                              "average: not rebuilt)", fixable=False, node=update.name)
+                              "average: not rebuilt)", node=update.name)
                 continue
             yield Finding(ctx.path, self.name,
                           message + "; rebuilt: concat(values) / n at concat(indices)",

@@ -24,12 +24,17 @@ old names through the file's imports and aliases (`tf.X`, `tf.compat.v1.X`, `tf1
 `import tensorflow.compat.v1 as tf1`, `X` after `from tensorflow import X`), called or not.
 A function of the user's that happens to share a name, an attribute of another object
 (`model.all_variables()`) and a string that mentions one are not TF's and are left alone;
-so is an old name in the `except` of a `try:` that calls its new name first (a fallback for
-TF before 0.12, kept on purpose).
+so is an old name kept on purpose for TF before 0.12, which renaming would break: in the
+`except` of a `try:` that calls its new name first, or in a branch of a version check
+(`if tf.__version__ < "0.12":`, `if LooseVersion(tf.__version__) >= ...:`, `if hasattr(tf,
+"global_variables_initializer"): ... else: ...`, as a statement or a conditional
+expression).
 
 Fixed: the old name becomes the new one, in the spelling the file uses (`tf1.X` becomes
 `tf1.Y`); an import `from tensorflow import X` becomes `from tensorflow import Y`, and its
 uses with it (an import `as` another name keeps that name, so its uses stay as they are).
+The rule is the table above and nothing else: `graphfix.source.renames.RenameRule` reads
+it (`DEPRECATED_INITIALIZERS` of `graphfix.source.vocabulary`).
 """
 
 from __future__ import annotations

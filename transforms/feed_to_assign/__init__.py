@@ -163,7 +163,7 @@ class FeedToAssign(Transform):
         for variable, why in _fed_variables(graph, ctx).items():
             if variable not in graph or graph.node(variable).op not in VARIABLE_OPS:
                 yield Finding(ctx.path, self.name, f"{variable!r} is not a variable",
-                              fixable=False, node=variable)
+                              node=variable)
                 continue
             renames[f"{variable}:0"] = f"{variable}/feed:0"
             if f"{variable}/feed_assign" in graph:

@@ -264,7 +264,7 @@ class FeedToAssignCodemod(SourceCodemod):
 
         mon_sess.run_step_fn(lambda step_context: emb.load(value, step_context.session))
 
-    Reported, not fixed (fixable=False, with what to do instead): a run that is not a
+    Reported, not fixed (no edit, and what to do instead): a run that is not a
     statement of its own (in a lambda, a comprehension, one branch of `x if c else y`, a
     compound statement's header); a session that is an expression other than a name
     (`tf.Session().run`); a value whose computation would move ahead of a call before it in

@@ -377,7 +377,12 @@ class ReplicaPlacement(Transform):
         # (a worker's own variable is reported, not each node of its group)
         local_members = {p for root in plan.local_roots
                          for p in graph.colocation_groups()[root]} - local
-        found = False
+        # The findings' fix, and more (devices merged on the right job, ops that named none):
+        # the whole graph placed at once, as the setter does, reported as one change; the
+        # one edit every finding carries (the driver makes a shared edit once). A graph
+        # with no finding is left as it is: moving only what names no device (an `init`, a
+        # Saver's ops) fixes nothing and would rewrite a correct graph.
+        edit = partial(self._place, wanted, plan.load, ctx)
         for position in sorted(wanted):
             target, device = wanted[position], graph.devices[position]
             spec, target_spec = DeviceSpec.parse(device), DeviceSpec.parse(target)
@@ -386,44 +391,34 @@ class ReplicaPlacement(Transform):
                 if spec.job != ps_job or spec.task is None:
                     shared_name = graph.node_at(position).attr["shared_name"].s.decode(
                         "utf-8", "replace")
-                    found = True
                     yield Finding(
                         ctx.path, self.name,
                         f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
                         f"but is on {device or 'no device'}, not a ps task: each worker "
                         f"would get its own, and they no longer synchronize "
                         f"(moves to {target})",
-                        node=name, severity="warning")
+                        node=name, severity="warning", edit=edit)
                 continue
             if spec.job == target_spec.job or position in local_members:
                 continue
             if op in VARIABLE_OPS and position in local:
-                found = True
                 yield Finding(
                     ctx.path, self.name,
                     f"variable {name} is each worker's own (a local variable) but is on "
                     f"{device}, where every worker would share it (moves to {target})",
-                    node=name, severity="warning")
+                    node=name, severity="warning", edit=edit)
             elif op in VARIABLE_OPS:
-                found = True
                 yield Finding(
                     ctx.path, self.name,
                     f"variable {name} is on {device or 'no device'}, not a ps task: "
                     f"each worker trains its own copy (moves to {target})",
-                    node=name, severity="warning")
+                    node=name, severity="warning", edit=edit)
             elif spec.job == ps_job:
-                found = True
                 yield Finding(
                     ctx.path, self.name,
                     f"{op} {name} runs on the parameter server ({device}); "
                     f"pipeline ops belong on the worker (moves to {target})",
-                    node=name, severity="warning")
-        # The findings' fix, and more (devices merged on the right job, ops that named none):
-        # the whole graph placed at once, as the setter does, reported as one change. A
-        # graph with no finding is left as it is: moving only what names no device (an
-        # `init`, a Saver's ops) fixes nothing and would rewrite a correct graph.
-        if found:
-            yield partial(self._place, wanted, plan.load, ctx)
+                    node=name, severity="warning", edit=edit)
 
     def _place(self, wanted: dict[int, str], load: dict[int, int], ctx: Context,
                graph: GraphIndex) -> list[Change]:

@@ -195,7 +195,7 @@ class StatefulCustomOps(Transform):
                           "its registration is unknown: if it is not registered stateful TF "
                           f"evaluates it once; give its library ({OP_LIBRARY})"
                           " or its C++ (stateful-custom-ops.sources)",
-                          node=names[0], severity="warning", fixable=False,
+                          node=names[0], severity="warning",
                           details={"op": op, "nodes": names})
         wanted = list(dict.fromkeys([*found_ops, *ctx.options["ops"]]))
         if texts and wanted:
@@ -227,7 +227,7 @@ class StatefulCustomOps(Transform):
                            f"{told}; no graph rewrite keeps it running: add .SetIsStateful() "
                            f"to REGISTER_OP(\"{op}\") and rebuild (or run at "
                            "OptimizerOptions.L0 with Grappler's constant folding off)",
-                           node=names[0], severity="error", fixable=False,
+                           node=names[0], severity="error",
                            details={"op": op, "nodes": names, "constants": consts})
         return Finding(ctx.path, self.name,
                        f"{told}; the real fix is .SetIsStateful() on REGISTER_OP(\"{op}\"); "

@@ -120,18 +120,18 @@ class UpdateOps(Transform):
         for name in named or []:
             if name not in graph:
                 return [], Finding(ctx.path, self.name, f"train_op {name!r} is not in the graph",
-                                   fixable=False, node=name)
+                                   node=name)
         trains, source = training.train_ops(graph, named)
         if not trains:
             return [], Finding(
                 ctx.path, self.name,
                 f"{len(updates)} update op(s) but no train op found; set "
-                "--set update-ops.train_op=NAME", fixable=False, node=updates[0])
+                "--set update-ops.train_op=NAME", node=updates[0])
         if len(trains) > 1 and source == "detected":
             return [], Finding(
                 ctx.path, self.name,
                 f"several candidate train ops ({', '.join(trains[:5])}); set "
-                "--set update-ops.train_op=NAME", fixable=False, node=trains[0])
+                "--set update-ops.train_op=NAME", node=trains[0])
         plan = []
         for train in trains:
             elsewhere = training.needing_other_feeds(graph, train, updates)

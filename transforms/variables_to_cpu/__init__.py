@@ -375,7 +375,7 @@ class VariablesToCpu(Transform):
                        f"group cannot move there: no CPU kernel for: "
                        f"{'; '.join(map(placement.describe_member, lacking))}; group of "
                        f"{len(group.positions)}",
-                       node=group.anchor, severity="warning", fixable=False,
+                       node=group.anchor, severity="warning",
                        details={"kind": "no-cpu-kernel", "node": group.anchor,
                                 "device": requested,
                                 "no_kernel": [n.name for n in lacking],
@@ -392,7 +392,7 @@ class VariablesToCpu(Transform):
         return Finding(ctx.path, self.name,
                        f"{first.message} ({len(lacking)} group(s), {nodes} node(s), ask for "
                        f"{device}, which the target devices do not have)",
-                       node=first.group.anchor, severity="error", fixable=False,
+                       node=first.group.anchor, severity="error",
                        details={"kind": "no-device", "node": first.node, "device": device,
                                 "groups": [p.group.anchor for p in lacking],
                                 "no_kernel": []})
@@ -423,7 +423,7 @@ class VariablesToCpu(Transform):
             edit = (partial(self._move_to_cpu, [group], towers_gpu, ctx) if towers_gpu
                     else self._move_off_gpu(group, ctx))
         return Finding(ctx.path, self.name, message, node=group.anchor, severity="error",
-                       fixable=edit is not None, edit=edit, details=_details(problem))
+                       edit=edit, details=_details(problem))
 
     def _shared_across_gpus(self, group) -> str | None:
         """For a main-graph variable group whose members ask for GPUs of different ids in one
