@@ -51,83 +51,50 @@ from functools import partial
 from typing import Iterator
 
 from graphfix.findings import Change, Finding
-from graphfix.graph import kernels
-from graphfix.graph.devices import canonical, device_type
+from graphfix.graph.devices import device_type, same_device
 from graphfix.graph.gradients import forward_op
 from graphfix.graph.index import GraphIndex
+from graphfix.graph.placement import lacks_kernel
 from graphfix.graph.towers import Tower, find_towers
 from graphfix.registry import Context, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import GRADIENT_CALLS
 
 
-def _canonical(device: str) -> str:
-    """`device` in TF's spelling (`/gpu:0` is `/device:GPU:0`); one TF cannot parse as is."""
-    try:
-        return canonical(device)
-    except ValueError:
-        return device
-
-
-def _same_device(one: str, other: str) -> bool:
-    return one == other or _canonical(one) == _canonical(other)
-
-
-def _device_type(device: str) -> str:
-    try:
-        return device_type(device) or "CPU"
-    except ValueError:
-        return "CPU"
-
-
-def _has_kernel(node, kind: str) -> bool:
-    verdict = kernels.verdict(node.op, kind)
-    return kernels.supports(node, kind) if verdict is None else verdict
-
-
 def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
-    """The gradient ops off their tower's device that can move there: position -> (the
-    tower, its forward op's device). Counted: a gradient op whose forward op asks for its
-    tower's device and which asks for another, in towers that span two or more devices
-    (one device's backward pass has nowhere else to go); kept: those whose whole
-    colocation group can follow (`_movable`)."""
-    towers = [tower_set for tower_set in find_towers(graph)
-              if len({_canonical(t.device) for t in tower_set.towers if t.device}) >= 2]
-    if not towers:
-        return {}
+    """The gradient ops to move: position -> (the tower, its forward op's device). Those
+    whose forward op asks for its tower's device and which ask for another, in towers that
+    span two or more devices (one device's backward pass has nowhere else to go), where
+    their whole colocation group can follow (`_following`)."""
+    towers = [s for s in find_towers(graph) if len({t.device for t in s.towers} - {""}) > 1]
     off, devices = {}, graph.devices
-    for position, name in enumerate(graph.names):
-        if "_grad/" not in name:
-            continue
-        forward = forward_op(graph, name)
-        if forward is None:
-            continue
-        tower = next((t for s in towers if (t := s.tower_holding(forward)) is not None), None)
-        asked = devices[graph.position(forward)]
-        if (tower is not None and tower.device and _same_device(asked, tower.device)
-                and not _same_device(devices[position], asked)):
-            off[position] = (tower, asked)
-    return {p: off[p] for p in _movable(graph, off)}
+    for position, name in enumerate(graph.names) if towers else ():
+        forward = forward_op(graph, name) if "_grad/" in name else None
+        tower = forward and next((t for s in towers if (t := s.tower_holding(forward))), None)
+        if tower and tower.device:
+            asked = devices[graph.position(forward)]
+            if same_device(asked, tower.device) and not same_device(devices[position], asked):
+                off[position] = (tower, asked)
+    return {p: off[p] for root in graph.group_roots(off) for p in _following(graph, root, off)}
 
 
-def _movable(graph: GraphIndex, off: dict[int, tuple[Tower, str]]) -> list[int]:
-    """The ops of `off` whose whole colocation group can follow them: where every member
-    asks for the one device or none, and has a kernel on its type. A group that asks for
-    another device was put there by the gradient function itself (`colocate_with`: a
-    gather's gradient measures the table beside it), not by the bug; one whose member has
-    no kernel there would make the graph refused."""
-    movable = []
-    for root in graph.group_roots(off):
-        members = graph.group_members(root)
-        targets = {_canonical(off[p][1]) for p in members if p in off}
-        if len(targets) != 1:
-            continue
-        target = targets.pop()
-        kind = _device_type(target)
-        if all((p in off or not graph.devices[p] or _same_device(graph.devices[p], target))
-               and _has_kernel(graph.node_at(p), kind) for p in members):
-            movable.extend(p for p in members if p in off)
-    return movable
+def _following(graph: GraphIndex, root: str, off: dict[int, tuple[Tower, str]]) -> list[int]:
+    """The gradient ops of `off` in the colocation group of `root`, if the whole group can
+    move with them (else none): every member asks for their one device or none, and has a
+    kernel on its type. A group that asks for another device was put there by the gradient
+    function itself (`colocate_with`: a gather's gradient measures its table beside it), not
+    by the bug; a member without a kernel there would make TF's placer refuse the group."""
+    members = graph.group_members(root)
+    targets = {off[p][1] for p in members if p in off}
+    target = targets.pop()
+    try:
+        kind = device_type(target) or "CPU"
+    except ValueError:
+        return []
+    follow = not targets and all(
+        (p in off or not graph.devices[p] or same_device(graph.devices[p], target))
+        and not lacks_kernel(graph.node_at(p), kind, graph.library_names) for p in members)
+    return [p for p in members if p in off] if follow else []
 
 
 class ColocateGradients(Transform):
@@ -141,16 +108,15 @@ class ColocateGradients(Transform):
         off = _off_their_towers(graph)
         if not off:
             return
-        per_tower = Counter(tower for tower, _ in off.values())
-        towers = ", ".join(f"{t.scope} ({t.device}): {n}" for t, n in
-                           sorted(per_tower.items(), key=lambda item: item[0].index))
+        per_tower = sorted(Counter(tower for tower, _ in off.values()).items(),
+                           key=lambda item: item[0].index)
         yield Finding(
             ctx.path, self.name,
             f"{len(off)} gradient op(s) of {len(per_tower)} tower(s) are not on their tower's "
-            f"device ({towers}): the loss was differentiated outside the towers' device "
-            "scopes without colocate_gradients_with_ops=True, so the backward pass runs on "
-            "one device", node=graph.names[min(off)], severity="warning",
-            edit=partial(self._move, off, ctx))
+            f"device ({', '.join(f'{t.scope} ({t.device}): {n}' for t, n in per_tower)}): the "
+            "loss was differentiated outside the towers' device scopes without "
+            "colocate_gradients_with_ops=True, so the backward pass runs on one device",
+            node=graph.names[min(off)], severity="warning", edit=partial(self._move, off, ctx))
 
     def _move(self, off: dict[int, tuple[Tower, str]], ctx: Context, graph: GraphIndex
               ) -> list[Change]:
