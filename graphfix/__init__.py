@@ -5,9 +5,12 @@ The public API, for export pipelines::
     import graphfix
     findings = graphfix.check_graph("model.pb", target_devices=["/gpu:0"])
     fixed, changes = graphfix.fix_graph(graph_def)       # same kind back: GraphDef here
-    new_code, changes = graphfix.fix_source(code)
-    result = graphfix.verify(fixed)
+    new_code, findings = graphfix.fix_source(code)    # the findings it fixed
+    result = graphfix.verify(fixed, compare=graph_def, steps=2)
     captured = graphfix.trace("train.py", ["--gpus", "2"])  # runs the script: its graph
+
+Whatever graphfix refuses or cannot do raises a `graphfix.Error` (`UsageError`,
+`InputError`, `VerifyError`, `TraceError`), whose message is one line.
 
 Graph functions take a path, bytes, a GraphDef / MetaGraphDef / SavedModel message or a
 `tf.Graph`, and give back the kind they were given. Nothing here imports the TF runtime
@@ -32,6 +35,10 @@ _EXPORTS = {
     "Param": "graphfix.registry",
     "Transform": "graphfix.registry",
     "UsageError": "graphfix.registry",
+    "Error": "graphfix.errors",
+    "InputError": "graphfix.graph.graphfile",
+    "VerifyError": "graphfix.verification.run",
+    "TraceError": "graphfix.trace",
     "all_transforms": "graphfix.registry",
 }
 

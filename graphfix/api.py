@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from graphfix import registry
 from graphfix.graph import graphfile as graphio
@@ -12,6 +12,10 @@ from graphfix.graph.devices import target_devices as target_devices_of
 from graphfix.graph.proto import pb
 from graphfix.findings import Change, Changes, Finding
 from graphfix.driver import Selected, apply_to_graph
+
+if TYPE_CHECKING:
+    from graphfix.trace import Trace
+    from graphfix.verification.run import VerifyResult
 
 
 def _selected(only, settings, target_devices) -> Selected:
@@ -178,22 +182,89 @@ def fix_source(code: str, *, path: str = "<string>", only: Iterable[str] | None 
     return result.new_code, result.findings
 
 
-def verify(graph: Any, *, compare: Any = None, **options):
-    """Import and run a graph on the target devices (see `graphfix.verification.run.verify_graph`).
+def verify(graph: Any, *, compare: Any = None, steps: int = 1, fetches: Sequence[str] = (),
+           feeds: Mapping[str, Any] | None = None, target_devices: Iterable[str] = (),
+           tolerance: float = 1e-5, op_libraries: Sequence[str] = (),
+           logdir: str | os.PathLike | None = None,
+           available_devices: Sequence[str] | None = None) -> "VerifyResult":
+    """Import and run a graph on the target devices (`graphfix.verification.run.verify_graph`).
 
     Args:
         graph: as for `check_graph`.
-        compare: the original graph, any kind `check_graph` takes. Defaults to none.
-        options: `steps`, `fetches`, `feeds`, `available_devices`, `tolerance`,
-            `op_libraries` (custom-op libraries to load first; see `verify_graph`).
+        compare: the original graph, any kind `check_graph` takes: the fixed graph's outputs
+            must match its own (except what a fix changes on purpose). Defaults to none.
+        steps: how many times to run the train op or the fetches; at least 1.
+        fetches: tensor or op names to run. Defaults to the train ops, else the outputs.
+        feeds: placeholder name -> value (a numpy array). Defaults to seeded values.
+        target_devices: the devices the graph should place on, as for `check_graph`.
+        tolerance: the allowed absolute and relative difference with `compare` (0 or more).
+        op_libraries: custom-op libraries (`.so`) to load before the graph is imported.
+        logdir: where to write TensorBoard's graph dashboard runs (`verify --logdir`).
+        available_devices: the devices to run on instead of asking TF (tests, dry runs).
 
     Returns:
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
-    """
-    from graphfix.registry import intended_changes
-    from graphfix.verification.run import verify_graph
 
+    Raises:
+        UsageError: a bad argument (`tolerance` below 0, a device graphfix does not know).
+        VerifyError: what `graphfix verify` refuses, in its words (`steps` under 1, a fetch
+            the graph does not have, a graph that calls Python functions, a library that
+            cannot be read, a logdir that cannot be written). Both are `graphfix.Error`s.
+    """
+    from graphfix.graph.index import GraphError, index_for
+    from graphfix.registry import intended_changes, verify_checks
+    from graphfix.verification.run import VerifyError, check_request, verify_graph
+
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
+            0 <= tolerance < float("inf")):
+        raise registry.UsageError(f"tolerance must be a number, 0 or more, not {tolerance!r}")
+    try:
+        devices = target_devices_of(target_devices or ())
+    except ValueError as exc:
+        raise registry.UsageError(f"target_devices: {exc}") from None
     original = _Holder(compare).file if compare is not None else None
     holder = _Holder(graph)
-    return verify_graph(holder.file, compare=original, label=holder.label,
-                        intended_changes=intended_changes, **options)
+    try:
+        index = index_for(*holder.file.graph_defs()[0])
+    except GraphError as exc:
+        raise VerifyError(f"{holder.label}: {exc}") from None
+    check_request(holder.label, index, steps=steps, fetches=list(fetches),
+                  op_libraries=list(op_libraries), steps_name="steps")
+    options: dict[str, Any] = {}
+    if logdir is not None:
+        from graphfix.verification.logdir import check_logdir
+
+        options["logdir"] = check_logdir(Path(logdir))
+    return verify_graph(holder.file, compare=original, label=holder.label, steps=steps,
+                        fetches=list(fetches), feeds=dict(feeds) if feeds else None,
+                        target_devices=devices, available_devices=available_devices,
+                        tolerance=float(tolerance), op_libraries=list(op_libraries),
+                        intended_changes=intended_changes, checks=verify_checks(), **options)
+
+
+def trace(script: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
+          until: str | None = None, timeout: float = 300.0) -> "Trace":
+    """Run a Python script until it starts training and return the graph it built, with
+    the line that made each node (`graphfix.trace.trace`). This runs the script's code.
+
+    Args:
+        script: the script's path.
+        args: its command-line arguments (`sys.argv[1:]`).
+        runs: stop after this many `Session.run` calls (at least 1). Defaults to the first
+            run of a train op.
+        until: stop when the script reaches "FILE:LINE" (before that line runs).
+        timeout: seconds (more than 0) the script may run before it is stopped.
+
+    Returns:
+        A `Trace`: `meta_graph`, `sites` (each node's line), `runs`, `to_json()`.
+
+    Raises:
+        UsageError: a bad argument (`runs` under 1, `timeout` not above 0, `args` a string).
+        TraceError: the script gave no graph (it raised, never ran a session, outlived the
+            timeout), in one line. Both are `graphfix.Error`s.
+
+    (`graphfix.trace(...)`, the package called, is the same call.)
+    """
+    from graphfix.trace import trace as run_trace
+
+    return run_trace(script, args, runs=runs, until=until, timeout=timeout)

@@ -1,7 +1,9 @@
-"""What a run reports: findings, changes, skipped and failed inputs, and the exit code."""
+"""What a run reports: findings, changes, skipped and failed inputs, and the exit code; and
+what verify reports (`Check`), with what a transform's check of a run watches (`Watch`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 if TYPE_CHECKING:
@@ -161,8 +163,10 @@ class Finding(_Record):
         return self.path
 
     def to_text(self) -> str:
+        """`where: severity: transform: message`, the compilers' form editors and CI log
+        matchers read (`train.py:3:9: error: variables-to-cpu: ...`)."""
         tail = " (fixable)" if self.fixable else ""
-        return f"{self.location()}: {self.transform}: {self.message}{tail}"
+        return f"{self.location()}: {self.severity}: {self.transform}: {self.message}{tail}"
 
     def to_json(self) -> dict:
         return {
@@ -230,6 +234,32 @@ class IntendedChange(_Record):
         self.nodes = tuple(nodes)
 
 
+@dataclasses.dataclass
+class Check:
+    """One check's verdict of a verify run; `detail` is one line, `message` TF's whole error
+    where it gave one, `names` the nodes the detail counts, by what they are (in JSON where
+    there are some). verify makes its own (placement, run, compare) and asks each transform
+    for the check of its bug (`graphfix.registry.Transform.verify_check`)."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+    message: str = ""
+    names: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Watch:
+    """What a verify run observes for a transform's check
+    (`graphfix.registry.Transform.verify_watch`): the variables read before the first step
+    and after the last, the nodes whose outputs every step fetches, and whether the first
+    step is traced (which nodes ran, and where)."""
+
+    variables: frozenset[str] = frozenset()
+    outputs: tuple[str, ...] = ()
+    trace: bool = False
+
+
 class Changes(list):
     """The changes a fix made (a list of `Change`), plus the renames callers must follow."""
 
@@ -243,7 +273,10 @@ class Changes(list):
         return out
 
 
-DOCS_BASE = "https://github.com/graphfix/graphfix/blob/main/"
+# The repository, as pyproject.toml's `project.urls` names it (a test keeps them equal): the
+# transforms' pages linked from JSON `docs` and SARIF `helpUri` are its files.
+REPOSITORY = "https://github.com/graphfix/graphfix"
+DOCS_BASE = f"{REPOSITORY}/blob/main/"
 
 
 def docs_url(transform: str) -> str:

@@ -15,15 +15,17 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, NamedTuple
 
+from graphfix.errors import Error
+
 if TYPE_CHECKING:
-    from graphfix.findings import Edit, Finding, IntendedChange
+    from graphfix.findings import Check, Edit, Finding, IntendedChange, Watch
     from graphfix.graph.index import GraphIndex
     from graphfix.source.prefilter import SourceTriggers
 
 ENTRY_POINT_GROUP = "graphfix.transforms"
 
 
-class UsageError(ValueError):
+class UsageError(Error, ValueError):
     """A call graphfix cannot carry out as written (unknown transform, bad parameter)."""
 
 
@@ -156,6 +158,22 @@ class Transform:
         (the default: most fixes move ops, not numbers)."""
         return None
 
+    def verify_watch(self, graph: "GraphIndex") -> "Watch | None":
+        """What `verify` must observe of a run of `graph` for this transform's check
+        (`verify_check`): variables, outputs, a traced step. None: nothing (the default),
+        and then no check. Called once TF and the graph's custom-op libraries are loaded."""
+        return None
+
+    def verify_check(self, graph: "GraphIndex", run) -> "Check | None":
+        """`verify`'s check of this transform's bug in a run of `graph` that observed what
+        `verify_watch` asked: `run.variables_before` and `run.variables_after` (variable
+        -> value), `run.devices` (node -> where the traced first step ran it),
+        `run.observed` (tensor -> its value on each step), `run.steps`, and
+        `run.rerun(nodes, configure)`, the same run again observing `nodes`' outputs with
+        `configure(ConfigProto)` applied to its session ((error or None, its observed)).
+        None: nothing to say of this graph."""
+        return None
+
     @classmethod
     def source_codemod(cls) -> type | None:
         """The codemod class of the source surface (imported now if named lazily)."""
@@ -219,6 +237,13 @@ def intended_changes(original: "GraphIndex", fixed: "GraphIndex") -> list["Inten
     found = (transform().intended_change(original, fixed)
              for transform in all_transforms().values())
     return [change for change in found if change is not None and change.nodes]
+
+
+def verify_checks() -> list[Transform]:
+    """The transforms that check a verify run (`Transform.verify_check`), one of each: what
+    the API and the command line give `verify` (verification does not read the registry)."""
+    return [transform() for transform in all_transforms().values()
+            if transform.verify_check is not Transform.verify_check]
 
 
 def _module_names(folders) -> list[str]:

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Modules every part may import: the package, and the small modules beneath every part.
 CORE = ("graphfix", "graphfix.findings", "graphfix.config", "graphfix.tf_runtime",
-        "graphfix.storage", "graphfix.phases", "graphfix.escaping")
+        "graphfix.storage", "graphfix.phases", "graphfix.escaping", "graphfix.errors")
 
 # part -> the parts (module prefixes) it may import besides CORE and itself.
 ALLOWED = {
@@ -34,8 +34,10 @@ ALLOWED = {
     "graphfix.trace": ("graphfix.graph", "graphfix.source", "graphfix.registry",
                        "graphfix.driver"),
     # The traced child verifies a graph that calls the script's Python functions (only its
-    # process has them); verification never imports the trace.
-    "graphfix.trace.child": ("graphfix.graph", "graphfix.trace", "graphfix.verification"),
+    # process has them), with the transforms' checks of the run (`registry.verify_checks`);
+    # verification never imports the trace.
+    "graphfix.trace.child": ("graphfix.graph", "graphfix.trace", "graphfix.verification",
+                             "graphfix.registry"),
     # The HTML report: the graph side's numbers, the driver's check and fix of each graph.
     "graphfix.report": ("graphfix.graph", "graphfix.driver"),
     "graphfix.cli": ("graphfix.graph", "graphfix.source", "graphfix.registry", "graphfix.driver",

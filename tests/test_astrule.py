@@ -168,7 +168,7 @@ def test_a_file_only_an_ast_rule_has_work_in_never_imports_libcst(tmp_path):
     cli = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "graphfix", "check", "one.py", "--jobs",
          "1", "--no-cache"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert "one.py:3:26: deprecated-initializers:" in cli.stdout, cli.stdout + cli.stderr
+    assert "one.py:3:26: warning: deprecated-initializers:" in cli.stdout, cli.stdout + cli.stderr
     assert "graphfix.source.run" in cli.stderr and "libcst" not in cli.stderr
 
 

@@ -21,7 +21,9 @@ def test_top_help_lists_every_command_with_its_summary():
                    for line in top.splitlines() if len(line.split()) > 2), (command, top)
     for option in ("--version", "--install-completion", "--show-completion"):
         assert option in top
-    assert run_cli(check_exit=0).stdout == top  # no command: the same help
+    # no command: the same help, as a usage error (ruff's way): on stderr, exit 2
+    alone = run_cli(check_exit=2)
+    assert (alone.stdout, alone.stderr) == ("", top)
 
 
 def test_check_help_lists_its_options_in_panels():
@@ -90,3 +92,42 @@ def test_a_graph_fix_loads_neither_pydantic_nor_rich(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines()[-1] == "[]"
     assert (tmp_path / "out.pbtxt").exists()
+
+
+def test_top_help_gives_each_commands_summary_as_a_whole_sentence():
+    top = run_cli("--help", check_exit=0, env={"COLUMNS": "200"}).stdout
+    rows = {line.split()[1]: " ".join(line.strip("│ ").split()[1:])
+            for line in top.splitlines() if line.startswith("│    ")}
+    assert rows["report"] == ("Write one self-contained HTML page for graphs (devices, moved "
+                              "groups, cross-device edges, findings).")
+    assert rows["trace"].endswith("(this runs the script's code).")
+    assert all(summary.endswith(".") for summary in rows.values()), rows
+
+
+def test_report_help_shows_o_as_the_page_and_required():
+    shown = run_cli("report", "--help", check_exit=0, env={"COLUMNS": "100"}).stdout
+    assert shown.startswith("usage: graphfix report -o FILE.html ")
+    assert "where to write fixed graphs" not in shown
+    assert "-o, --output FILE.html  the page to write (required)" in shown
+    missing = run_cli("report", str(SEED), check_exit=2)
+    assert missing.stderr == ("graphfix: error: report: the following arguments are required: "
+                              "-o/--output (see graphfix report --help)\n")
+
+
+def test_report_of_a_python_file_says_what_to_do_instead(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import tensorflow as tf\n")
+    page = tmp_path / "r.html"
+    done = run_cli("report", script, "-o", page, check_exit=2)
+    assert done.stderr.startswith(f"graphfix: error: {script}: a Python script: report shows "
+                                  "graphs")
+    assert "graphfix trace" in done.stderr and "not a valid GraphDef" not in done.stderr
+    assert not page.exists()
+    shown = run_cli("report", "--help", check_exit=0, env={"COLUMNS": "100"}).stdout
+    assert "Python files" not in shown
+
+
+def test_verify_and_trace_show_the_scripts_arguments_as_optional():
+    for command, operand in (("verify", "GRAPH"), ("trace", "SCRIPT")):
+        usage = run_cli(command, "--help", check_exit=0).stdout.split("\n\n")[0]
+        assert " ".join(usage.split()).endswith(f"[-h] {operand} [ARGS ...]"), usage

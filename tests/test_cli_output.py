@@ -52,7 +52,8 @@ def test_sarif_has_rules_results_and_locations(tmp_path):
     assert run["tool"]["driver"]["name"] == "graphfix"
     rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
     assert "variables-to-cpu" in rule_ids
-    graph_result, source_result = run["results"]
+    [graph_result] = [r for r in run["results"] if "logicalLocations" in r["locations"][0]]
+    [source_result] = [r for r in run["results"] if "logicalLocations" not in r["locations"][0]]
     assert graph_result["level"] == "error"
     assert graph_result["locations"][0]["logicalLocations"][0]["name"] == "d"
     region = source_result["locations"][0]["physicalLocation"]["region"]

@@ -163,7 +163,7 @@ def test_an_ascii_standard_output_shows_a_non_ascii_path_escaped(tmp_path):
                      env={"PYTHONIOENCODING": "ascii"})
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
-    assert f"{tmp_path}/caf\\xe9/g\\u2603.pbtxt@d: variables-to-cpu" in done.stdout
+    assert f"{tmp_path}/caf\\xe9/g\\u2603.pbtxt@d: error: variables-to-cpu" in done.stdout
     junit = _graphfix("check", graph, "--only", "variables-to-cpu", "--format", "junit",
                       stdout=subprocess.PIPE, env={"PYTHONIOENCODING": "ascii"})
     suite = ET.fromstring(junit.stdout).find("testsuite")

@@ -69,7 +69,7 @@ def test_hostile_sources_are_skipped_with_their_reason(hostile_tree, jobs):
         assert len(lines) == 1, (name, result.stdout)
         assert "skipped: " in lines[0] and ("nested too deeply" in lines[0]
                                             or "too large" in lines[0]), lines[0]
-    assert "good.py:3:9: variables-to-cpu" in result.stdout
+    assert "good.py:3:9: error: variables-to-cpu" in result.stdout
     assert snapshot(hostile_tree.parent) == before
 
 
@@ -97,7 +97,7 @@ def test_time_per_file_is_bounded(tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"graphfix: error: {slow}: took longer than 5 s (--timeout-per-file)"]
-    assert result.stdout.count("good.py:3:9: variables-to-cpu") == 2  # before and after it
+    assert result.stdout.count("good.py:3:9: error: variables-to-cpu") == 2  # before and after it
     assert snapshot(tmp_path) == before
 
 
@@ -254,7 +254,7 @@ def test_a_file_named_like_an_option_is_read_after_double_dash(tmp_path):
     (tmp_path / "-x.py").write_text(TRIGGER)
     result = run_cli("check", "--no-cache", "--", "-x.py", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
-    assert "-x.py:3:9: variables-to-cpu" in result.stdout
+    assert "-x.py:3:9: error: variables-to-cpu" in result.stdout
 
 
 @pytest.mark.parametrize("option, words", [

@@ -238,3 +238,62 @@ def test_html_of_no_graph_is_one_line_and_no_page(tmp_path):
     assert done.returncode == 2 and not page.exists()
     assert done.stderr == ("graphfix: error: --html shows graphs: give a graph file (.pb, "
                            ".pbtxt, .meta, SavedModel)\n")
+
+
+# -- what the page says of sizes, added nodes and the edges a fix adds (small graphs) ---------
+
+def _int_counts_on_a_gpu(path: Path) -> Path:
+    """A 2 MiB int32 variable pinned to /gpu:0 (no GPU kernel: variables-to-cpu moves it
+    to the CPU) that a GPU op reads, with its output shapes: after the fix, 2 MiB a step
+    cross from the CPU to the GPU."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/gpu:0"):
+        counts = tf.compat.v1.Variable(tf.zeros([1024, 512], tf.int32), name="counts",
+                                       use_resource=False)
+        weights = tf.compat.v1.Variable(tf.zeros([256, 256]), name="weights",
+                                        use_resource=False)
+        tf.add(tf.cast(counts, tf.float32)[:256, :256], weights, name="out")
+    path.write_bytes(graph.as_graph_def(add_shapes=True).SerializeToString())
+    return path
+
+
+def test_page_shows_sizes_readable_and_explains_the_edges_the_fix_adds(tmp_path):
+    graph, page = _int_counts_on_a_gpu(tmp_path / "counts.pb"), tmp_path / "r.html"
+    done = _graphfix("report", *TARGETS, str(graph), "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    [data] = _page_data(page)["graphs"]
+    assert data["cross_device_before"]["total"] == 0
+    assert {(p["from"], p["to"], p["edges_before"], p["edges_after"], p["bytes_after"])
+            for p in data["cross_device_growth"]} >= {
+        ("/device:CPU:0", "/device:GPU:0", 0, 1, 2 * 1024 * 1024)}
+    dom = _rendered(page)
+    assert "<td>2.0 MiB</td>" in re.sub(r'<span class="n" title="\d+ bytes">([^<]*)</span>',
+                                        r"\1", dom)
+    assert 'title="2097152 bytes">2.0 MiB</span>' in dom  # (the exact count, on hover)
+    assert "cross-device edges the fix adds" in dom
+    assert "The fixed graph has 2 more cross-device edge(s) than the original." in dom
+    assert "TF copies those tensors between devices at every step" in dom
+
+
+def test_page_says_unknown_sizes_and_shows_added_nodes_as_added(tmp_path):
+    graph = FIXTURES / "average_gradients/tower0_indices/before.pbtxt"  # no output shapes
+    page = tmp_path / "r.html"
+    done = _graphfix("report", *TARGETS, str(graph), "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    [data] = _page_data(page)["graphs"]
+    # the fix's new nodes (the sparse average) are added, not groups moved from nowhere
+    assert data["added"]["total"] == 5
+    assert {a["node"] for a in data["added"]["nodes"]} >= {"Mean/sparse/average"}
+    assert all(m["before"] for m in data["moved_groups"])
+    assert [(m["group"], m["before"], m["after"]) for m in data["moved_groups"]] == [
+        ("w", ["/device:GPU:0"], ["/device:CPU:0"])]
+    dom = _rendered(page)
+    assert "nodes added by the fix (5)" in dom
+    assert "<td>Mean/sparse/average</td>" in re.sub(r'<span class="node">([^<]*)</span>',
+                                                    r"\1", dom)
+    # no edge of a pair has a known size: its bytes per step are unknown, not 0
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td class=\"n\">(\d+)</td>"
+                      r"<td>([^<]*)</td><td class=\"n\">(\d+)</td></tr>", dom)
+    assert rows and all(bytes_shown == "unknown" for _, _, _, bytes_shown, _ in rows), rows

@@ -56,9 +56,9 @@ def test_check_names_the_cell_across_cells_sharing_one_namespace(tmp_path):
     result = run_cli("check", "towers.ipynb", cwd=tmp_path, check_exit=1)
     lines = result.stdout.splitlines()
     # `tf` and `slim` are imported in cell 2 and used in cells 3 and 5
-    assert any(ln.startswith("towers.ipynb:cell 3:7:16: variables-to-cpu: tf.Variable creates "
+    assert any(ln.startswith("towers.ipynb:cell 3:7:16: error: variables-to-cpu: tf.Variable creates "
                              "an int32 variable") for ln in lines), lines
-    assert any(ln.startswith("towers.ipynb:cell 3:8:15: variables-to-cpu: slim.conv2d")
+    assert any(ln.startswith("towers.ipynb:cell 3:8:15: warning: variables-to-cpu: slim.conv2d")
                for ln in lines), lines
     # the batch norm of cell 3 makes the train op of cell 5 a finding; its line is named in
     # its cell, not in the module graphfix reads the cells as

@@ -236,7 +236,7 @@ def test_each_finding_carries_the_part_of_the_fix_at_its_line(tmp_path):
     [fix] = result["fixes"]
     assert fix["description"]["text"]
     [change] = fix["artifactChanges"]
-    assert change["artifactLocation"]["uri"] == str(path)
+    assert change["artifactLocation"] == {"uri": path.as_uri()}  # (outside the working dir)
     assert change["replacements"] == [{
         "deletedRegion": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 5,
                           "charOffset": wrap["offset"], "charLength": 0},
@@ -392,3 +392,18 @@ def test_the_replacements_of_a_long_file_are_its_changes_alone(where):
     assert made == new
     assert len(replacements) == max(len(changed), 1)
     assert all(len(r.text) + r.length <= 20 for r in replacements), replacements
+
+
+def test_check_junit_has_a_testcase_per_transform_that_applies_to_the_input(source):
+    """A graph's testsuite holds the graph transforms, a source's the source rules: no
+    deprecated-initializers case for a graph, no stateful-custom-ops case for a source."""
+    listed = json.loads(run_cli("list", "--format", "json", check_exit=0).stdout)
+    by_surface = {surface: [t["name"] for t in listed if surface in t["surfaces"]]
+                  for surface in ("graph", "source")}
+    result = run_cli("check", SEED / "after.pbtxt", source, "--format", "junit", check_exit=1)
+    suites = {s.get("name"): s for s in ET.fromstring(result.stdout).findall("testsuite")}
+    graph_cases = [c.get("name") for c in suites[str(SEED / "after.pbtxt")].findall("testcase")]
+    source_cases = [c.get("name") for c in suites[str(source)].findall("testcase")]
+    assert graph_cases == by_surface["graph"] and source_cases == by_surface["source"]
+    assert "deprecated-initializers" not in graph_cases
+    assert "stateful-custom-ops" not in source_cases

@@ -72,7 +72,7 @@ def test_entry_point_transform_is_listed_checked_and_fixed(tmp_path):
 
     checked = _graphfix("check", graph, "--only", "clear-devices", site=site, cwd=tmp_path)
     assert checked.returncode == 1, checked.stderr
-    assert "g.pbtxt@a: clear-devices: asks for /device:GPU:0" in checked.stdout
+    assert "g.pbtxt@a: error: clear-devices: asks for /device:GPU:0" in checked.stdout
 
     fixed = _graphfix("fix", graph, "--only", "clear-devices", "-o", tmp_path / "out.pbtxt",
                       site=site, cwd=tmp_path)
@@ -139,7 +139,7 @@ def _check_and_fix_a_print(site, tmp_path, *check_options):
     result = _graphfix("check", "loop.py", *check_options, "--no-cache",
                        site=site, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
-    assert "loop.py:2:5: no-print: print() in a training loop (fixable)" in result.stdout
+    assert "loop.py:2:5: warning: no-print: print() in a training loop (fixable)" in result.stdout
     fixed = _graphfix("fix", "loop.py", "--only", "no-print", "--no-cache",
                       site=site, cwd=tmp_path)
     assert fixed.returncode == 1, fixed.stderr
@@ -229,7 +229,7 @@ def test_a_codemod_slow_to_import_is_no_files_time(tmp_path):
     assert result.stderr == ""
     assert result.returncode == 1
     for name in ("a.py", "b.py", "c.py"):
-        assert f"{name}:2:5: no-print: print() in a training loop" in result.stdout
+        assert f"{name}:2:5: warning: no-print: print() in a training loop" in result.stdout
 
 
 # A finding made without an edit: reported, never called fixable (issue 35: `fixable` was a
@@ -267,7 +267,7 @@ def test_a_finding_without_an_edit_is_not_called_fixable_in_any_format(tmp_path)
         return result.stdout
 
     text = check()
-    assert "g.pbtxt@a: just-say: asks for /device:GPU:0" in text and "(fixable)" not in text
+    assert "g.pbtxt@a: error: just-say: asks for /device:GPU:0" in text and "(fixable)" not in text
     assert "1 finding(s) (0 fixable)" in text
     report = json.loads(check("--format", "json"))
     assert [f["fixable"] for f in report["findings"]] == [False]

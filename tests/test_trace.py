@@ -201,7 +201,7 @@ def test_trace_writes_the_graph_and_sites_and_a_bad_script_writes_nothing(tmp_pa
     doc = json.loads((out / "trace.json").read_text())
     assert doc["sites"]["Variable_2"][1] == line_of(SEED000, "d = tf.Variable(2)")
     shown = run_cli("check", out / "graph.meta", check_exit=1).stdout  # a graph like any
-    assert "graph.meta@Variable_2: variables-to-cpu:" in shown
+    assert "graph.meta@Variable_2: error: variables-to-cpu:" in shown
 
     failed = run_cli("trace", BAD / "missing_data.py", "-o", tmp_path / "bad.trace",
                      check_exit=2)

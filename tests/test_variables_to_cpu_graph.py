@@ -29,7 +29,7 @@ def test_seed000_check_fix_run(form, tmp_path, tf):
     result = run_cli("check", before, "--target-devices", "/gpu:0", check_exit=1)
     assert "Could not satisfy explicit device specification '/device:GPU:0' because no " \
            "supported kernel for GPU devices is available" in result.stdout
-    assert "@d: variables-to-cpu: Cannot assign a device for operation d" in result.stdout
+    assert "@d: error: variables-to-cpu: Cannot assign a device for operation d" in result.stdout
     assert "DT_INT32" in result.stdout and "(fixable)" in result.stdout
 
     fixed = tmp_path / "fixed.pbtxt"

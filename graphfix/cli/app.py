@@ -73,11 +73,15 @@ def _usage(ctx: typer.Context, command) -> list[str]:
             continue
         if isinstance(param, typer.core.TyperArgument):
             name = param.metavar or param.name.upper()
-            arguments.append(f"{name} [{name} ...]" if param.nargs == -1 else name)
+            if param.nargs != -1:
+                arguments.append(name if param.required else f"[{name}]")
+            else:  # (argparse's forms of nargs="+" and nargs="*")
+                arguments.append(f"{name} [{name} ...]" if param.required else f"[{name} ...]")
         elif param.is_flag:
             words.append(f"[{_names(param)[0]}]")
         else:
-            words.append(f"[{_names(param)[0]} {param.metavar or param.name.upper()}]")
+            word = f"{_names(param)[0]} {param.metavar or param.name.upper()}"
+            words.append(word if param.required else f"[{word}]")
     if isinstance(command, typer.core.TyperGroup):
         arguments.append("COMMAND ...")
     return [*words, *arguments]
@@ -96,6 +100,14 @@ def _wrapped(prefix: str, words: list[str], width: int) -> list[str]:
             line += " " + word
     lines.append(line)
     return lines
+
+
+def first_sentence(help_text: str) -> str:
+    """A command's summary in the list of commands: the first sentence of its help, whole
+    (its docstring's lines joined), never cut at a line's end."""
+    paragraph = " ".join(help_text.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[:end + 1]
 
 
 def _help_text(ctx: typer.Context, command) -> str:
@@ -143,7 +155,7 @@ def _help_text(ctx: typer.Context, command) -> str:
         for title, rows in panels.items():
             console.print(panel(title, rows))
         if isinstance(command, typer.core.TyperGroup):
-            rows = [(name, (sub.help or "").strip().split("\n")[0])
+            rows = [(name, first_sentence(sub.help or ""))
                     for name, sub in command.commands.items() if not sub.hidden]
             # (listed indented under the panel's title, as argparse lists sub-commands)
             console.print(panel("Commands", rows, indent=3))

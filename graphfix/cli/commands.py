@@ -10,7 +10,7 @@ from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
 from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
-                                 progress, report_bytes, show_verify)
+                                 progress, report_bytes, show_statistics, show_verify)
 from graphfix.escaping import json_document
 from graphfix.findings import at_least
 
@@ -26,7 +26,28 @@ def _devices(text: str | None, origin: str = "--target-devices") -> tuple[str, .
         fail(f"{origin}: {exc}")
 
 
-def _selected(only, settings, targets):
+def _names(given: list[str] | None) -> list[str]:
+    """Transform names as --select and --ignore take them: repeated, or comma-separated."""
+    return [name.strip() for item in given or () for name in item.split(",") if name.strip()]
+
+
+def _chosen(only: list[str] | None, select: list[str] | None) -> list[str] | None:
+    """The transforms --only and --select name together (ruff's --select; both may be
+    given), or None where neither is."""
+    names = [*(only or ()), *_names(select)]
+    return names or None
+
+
+def _without(transforms: list, ignore: list[str] | None) -> list:
+    """`transforms` less those --ignore names (one line, exit 2, for an unknown name)."""
+    try:
+        ignored = {registry.get_transform(name).name for name in _names(ignore)}
+    except registry.UsageError as exc:
+        fail(str(exc))
+    return [t for t in transforms if t.name not in ignored]
+
+
+def _selected(only, settings, targets, ignore=None):
     from graphfix.driver import Selected
 
     try:
@@ -34,7 +55,7 @@ def _selected(only, settings, targets):
         parsed = registry.parse_settings(settings or [])
     except registry.UsageError as exc:
         fail(str(exc))
-    return Selected.build(transforms, parsed, _devices(targets))
+    return Selected.build(_without(transforms, ignore), parsed, _devices(targets))
 
 
 def _severity(given: str | None, configured: str | None) -> str:
@@ -46,10 +67,10 @@ def _severity(given: str | None, configured: str | None) -> str:
     return given or configured or SEVERITIES[-1]
 
 
-def _configured(paths, only, settings, targets, exclude):
+def _configured(paths, only, settings, targets, exclude, ignore=None):
     """The run's transforms, excludes, configured cache folder and least severity shown:
     `[tool.graphfix]` of the nearest pyproject.toml, overridden by what the command line
-    gives."""
+    gives (`ignore`: --ignore, taken from what the rest chose)."""
     from graphfix import config as config_module
     from graphfix.driver import Selected
     from graphfix.source.files import anchored
@@ -59,7 +80,7 @@ def _configured(paths, only, settings, targets, exclude):
     except config_module.ConfigError as exc:
         fail(str(exc))
     if config.path is None:
-        return _selected(only, settings, targets), tuple(exclude or ()), None, None
+        return _selected(only, settings, targets, ignore), tuple(exclude or ()), None, None
     where = f"{config.path}: [tool.graphfix]"
     try:
         if only:
@@ -78,7 +99,8 @@ def _configured(paths, only, settings, targets, exclude):
     devices = (_devices(targets) if targets is not None
                else _devices(config.target_devices, f"{where}: target-devices"))
     excludes = tuple(exclude) if exclude else anchored(config.exclude, config.path.parent)
-    return Selected.build(transforms, parsed, devices), excludes, config.cache_dir, config.severity
+    return (Selected.build(_without(transforms, ignore), parsed, devices), excludes,
+            config.cache_dir, config.severity)
 
 
 def _cache_dir(paths: list[str], no_cache: bool, cache_dir: Path | None,
@@ -176,6 +198,16 @@ def _write_fix_logdir(logdir: Path, outputs, before: dict) -> None:
         write_run(folder, AFTER, output.graph_file.graph_defs()[0][0])
 
 
+def _diff_of(output) -> list[str]:
+    """An output's `--diff` lines; a graph's node-level diff under the header a source's
+    unified diff has (`--- a/PATH`, `+++ b/PATH`), so each graph of several is named."""
+    if output.graph_file is None or not output.diff:
+        return output.diff
+    absolute = Path(output.label).is_absolute()
+    return [f"--- {'' if absolute else 'a/'}{output.label}",
+            f"+++ {'' if absolute else 'b/'}{output.label}", *output.diff]
+
+
 def _jobs(jobs: int | None) -> int:
     """The processes that read sources (a graph is read and written by this one)."""
     return jobs or os.cpu_count() or 1
@@ -206,22 +238,29 @@ def list_command(fmt: opt.TextOrJson = "text") -> int:
 
 
 @app.command(cls=Command)
-def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
+def check(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
+          ignore: opt.Ignore = None, settings: opt.Settings = None,
           target_devices: opt.TargetDevices = None, fmt: opt.CheckFormat = "text",
-          report_path: opt.ReportPath = None, exclude: opt.Exclude = None,
+          report_path: opt.ReportPath = None, fix: opt.CheckFix = False,
+          statistics: opt.Statistics = False, exclude: opt.Exclude = None,
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
           cache_dir: opt.CacheDir = None,
           timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
           severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
           until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
           html: opt.Html = None) -> int:
-    """Report findings; exit 0 clean, 1 findings, 2 error."""
+    """Report findings; exit 0 clean, 1 findings, 2 error. With --fix: fix what is fixable,
+    report what remains, exit by that."""
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
 
     check_format(fmt, ("text", "json", "sarif", "github", "junit"))
+    if statistics and fmt not in ("text", "json"):
+        fail(f"--statistics prints text or json, not {fmt}")
+    if fix and trace:
+        fail("check --fix fixes files: fix a traced script with graphfix fix --trace")
     selected, excludes, configured_cache, configured_severity = _configured(
-        paths, only, settings, target_devices, exclude)
+        paths, _chosen(only, select), settings, target_devices, exclude, ignore)
     least = _severity(severity, configured_severity)
     if trace and html is not None:
         fail("--html shows graph files, not a traced script")
@@ -232,6 +271,11 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
         return check_traced(paths, selected, fix=False, fmt=fmt, report_path=report_path,
                             least=least, runs=runs, until=until, timeout=timeout)
     cache = _cache_dir(paths, no_cache, cache_dir, configured_cache)
+    # --fix: the page shows the graphs as they were and as fixed, so it is made first
+    page = _html_file(html, graphs, selected) if fix and html is not None else None
+    # (then the check below sees the files as fixed: what it finds is what remains)
+    fixed = _fixed_in_place(paths, selected, excludes, _jobs(jobs), timeout_per_file, cache,
+                            fmt) if fix else []
     # JSON and SARIF carry each source fix as text: what `fix` would write, made in the
     # same run (the outputs of a check are never written).
     fix_texts = fmt in ("json", "sarif") or report_path is not None
@@ -248,16 +292,51 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
 
         replacements.give_replacements(report, replacements.fixed_texts(outputs))
     report.findings = at_least(report.findings, least)
+    report.changes = fixed  # (check --fix: what it changed before it checked)
     files = [_json_file(report_path, report.to_json(fixing=False))] if report_path else []
     if html is not None:
-        files.append(_html_file(html, graphs, selected))
+        files.append(page or _html_file(html, graphs, selected))
     _write_files(files)  # (the report and the page: both or neither)
-    emit(report, fmt, None, fixing=False, transforms=[t.name for t, _ in selected.transforms])
+    if statistics:
+        show_statistics(report, fmt)
+    else:
+        emit(report, fmt, None, fixing=False,
+             transforms=[t for t, _ in selected.transforms])
     return report.exit_code(fixing=False)
 
 
+def _fixed_in_place(paths, selected, excludes, jobs, timeout_per_file, cache, fmt) -> list:
+    """`check --fix`'s first half: every fix made and written in place (sources as `fix`
+    writes them, graphs as `fix --in-place`), all or nothing; the changes made. Where an
+    input cannot be fixed, nothing is written, the failure is shown as `fix` shows it and
+    the run ends with exit 2."""
+    from graphfix.driver import run, write_outputs
+    from graphfix.graph import graphfile
+    from graphfix.graph.kernels import NoGpuKernelsError
+
+    try:
+        with progress() as shown:
+            report, outputs = run(paths, selected, fix=True, in_place=True, excludes=excludes,
+                                  jobs=jobs, progress=shown, timeout_per_file=timeout_per_file,
+                                  cache_dir=cache)
+    except NoGpuKernelsError as exc:
+        fail(str(exc))
+    if not report.failed:
+        try:
+            write_outputs(outputs)
+        except graphfile.InputError as exc:
+            path, _, error = str(exc).partition(": ")
+            report.failed.append({"path": path, "error": error})
+    if report.failed:
+        report.findings = []
+        emit(report, fmt if fmt in ("text", "json", "github") else "text", None, fixing=True)
+        raise SystemExit(2)
+    return report.changes
+
+
 @app.command(cls=Command)
-def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
+def fix(paths: opt.Paths, only: opt.Only = None, select: opt.Select = None,
+        ignore: opt.Ignore = None, settings: opt.Settings = None,
         target_devices: opt.TargetDevices = None, fmt: opt.FixFormat = "text",
         report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
         force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
@@ -268,7 +347,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
         verify: opt.VerifyFix = False, html: opt.Html = None,
         logdir: opt.FixLogdir = None) -> int:
-    """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
+    """Apply fixes (graphs to -o OUT or --in-place, sources in place); exit 1 if changed."""
     from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
@@ -277,7 +356,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
     selected, excludes, configured_cache, configured_severity = _configured(
-        paths, only, settings, target_devices, exclude)
+        paths, _chosen(only, select), settings, target_devices, exclude, ignore)
     least = _severity(severity, configured_severity)
     if (trace or verify) and html is not None:
         fail("--html shows graph files, not a traced script")
@@ -313,7 +392,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     except NoGpuKernelsError as exc:
         fail(str(exc))
     report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
-    diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
+    diff_lines = [line.rstrip("\n") for o in outputs for line in _diff_of(o)]
     before = _graphs_before(outputs) if logdir is not None and writing else {}
     # The reports (--report, --html: the page shows the graphs as they were and as fixed,
     # so it is made before they are rewritten) are written with the outputs, all or none.
@@ -374,7 +453,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            html: opt.Html = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
     from graphfix.graph.kernels import NoGpuKernelsError
-    from graphfix.registry import intended_changes
+    from graphfix.registry import intended_changes, verify_checks
     from graphfix.verification.run import VerifyError, verify_path
 
     check_format(fmt, ("text", "json", "github", "junit") if not graph.endswith(".py")
@@ -399,7 +478,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
             result = verify_path(graph, steps=steps, fetches=fetch or [], feeds=feed or [],
                                  compare=compare, target_devices=_devices(target_devices),
                                  cluster=cluster, op_libraries=_op_libraries(graph, settings),
-                                 intended_changes=intended_changes,
+                                 intended_changes=intended_changes, checks=verify_checks(),
                                  **({"logdir": logdir} if logdir else {}))
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
@@ -413,16 +492,19 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
 
 @app.command(cls=Command)
-def report(paths: opt.Paths, out: opt.Out = None, only: opt.Only = None,
+def report(paths: opt.GraphPaths, out: opt.ReportOut, only: opt.Only = None,
            settings: opt.Settings = None, target_devices: opt.TargetDevices = None) -> int:
-    """Write one self-contained HTML page (-o FILE) for graphs: devices, moved groups,
-    cross-device edges, findings. No graph is changed; exit 2 (and no page) if one cannot
-    be read."""
-    from graphfix.graph.graphfile import InputError, write_output
+    """Write one self-contained HTML page for graphs (devices, moved groups, cross-device
+    edges, findings). No graph is changed; exit 2 (and no page) if one cannot be read."""
+    from graphfix.graph.graphfile import InputError, is_graph_path, write_output
     from graphfix.report.html import build
 
-    if out is None:
-        fail("report needs -o FILE.html")
+    for path in paths:
+        if not is_graph_path(Path(path)):
+            kind = "a Python script" if path.endswith(".py") else "not a graph"
+            fail(f"{path}: {kind}: report shows graphs (.pb, .pbtxt, .meta, SavedModel); "
+                 "a script's findings: graphfix check; its graph: graphfix trace, then "
+                 "report the .meta it writes")
     page, failed = build(list(paths), _selected(only, settings, target_devices))
     if failed:
         fail(f"{failed[0]['path']}: {failed[0]['error']}")

@@ -94,7 +94,7 @@ def seed000(workdir: Path) -> bool:
 
 def seed003(workdir: Path) -> bool:
     """Seed 003: two towers with slim.batch_norm, averaged gradients, no UPDATE_OPS."""
-    from graphfix.registry import intended_changes
+    from graphfix.registry import intended_changes, verify_checks
     from graphfix.verification.run import verify_path
 
     _say("== seed 003: two-tower slim.batch_norm, averaged gradients, UPDATE_OPS never run ==")
@@ -103,7 +103,7 @@ def seed003(workdir: Path) -> bool:
     only = ["update-ops"]
     moving_mean = "variable:conv1/BatchNorm/moving_mean"
     _say("$ graphfix verify seed003.pbtxt --fetch train")
-    unfixed = verify_path(str(before), steps=1, fetches=["train"])
+    unfixed = verify_path(str(before), steps=1, fetches=["train"], checks=verify_checks())
     _show(unfixed.to_lines(), workdir)
     _say(f"  conv1 moving_mean after a step: {unfixed.values.get(moving_mean)}")
     _say("$ graphfix check seed003.pbtxt --only update-ops")
@@ -114,7 +114,7 @@ def seed003(workdir: Path) -> bool:
     _show((change.to_text() for change in _fix(before, fixed, only)), workdir)
     _say("$ graphfix verify seed003.fixed.pbtxt --fetch train --compare seed003.pbtxt")
     result = verify_path(str(fixed), steps=1, fetches=["train"], compare=str(before),
-                         intended_changes=intended_changes)
+                         intended_changes=intended_changes, checks=verify_checks())
     _show(result.to_lines(), workdir)
     _say(f"  conv1 moving_mean after a step: {result.values.get(moving_mean)}")
     return not unfixed.passed and bool(findings) and result.passed
@@ -258,6 +258,7 @@ def seed003_custom_op(workdir: Path) -> bool:
     import subprocess
     import sys
 
+    from graphfix.registry import verify_checks
     from graphfix.verification.run import verify_path
 
     _say("== seed 003 custom op: GetImageID(tf.constant(32)) returns its first ids for ever ==")
@@ -282,7 +283,8 @@ def seed003_custom_op(workdir: Path) -> bool:
     stuck = seed_loop(str(library), str(before))
     _say(f"  {', '.join(stuck)}")
     _say(f"$ graphfix verify image_ids.pbtxt --steps {STEPS} {loaded}")
-    unfixed = verify_path(str(before), steps=STEPS, op_libraries=[str(library)])
+    unfixed = verify_path(str(before), steps=STEPS, op_libraries=[str(library)],
+                          checks=verify_checks())
     _show(unfixed.to_lines(), workdir)
     _say(f"$ graphfix check image_ids.pbtxt {loaded}")
     findings = _check(before, ["stateful-custom-ops"], settings)
@@ -294,7 +296,8 @@ def seed003_custom_op(workdir: Path) -> bool:
     _show((change.to_text() for change in _fix(before, fixed, ["stateful-custom-ops"],
                                                 settings)), workdir)
     _say(f"$ graphfix verify image_ids.fixed.pbtxt --steps {STEPS} {loaded}")
-    result = verify_path(str(fixed), steps=STEPS, op_libraries=[str(library)])
+    result = verify_path(str(fixed), steps=STEPS, op_libraries=[str(library)],
+                         checks=verify_checks())
     _show(result.to_lines(), workdir)
     _say(f"$ for step in range({STEPS}): sess.run('image_ids:0')[0]  # on the fixed graph")
     unfolded = seed_loop(str(library), str(fixed))

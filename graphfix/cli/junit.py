@@ -50,10 +50,22 @@ def verify_junit(result) -> str:
     return _document(root)
 
 
+def _applies(transform, path: str, found: list) -> bool:
+    """Whether `transform` was run on the input `path`: a graph transform on a graph, a
+    source rule on a source or notebook (one that found something there, whatever its
+    surface: a traced script's graph findings are at its lines)."""
+    from pathlib import Path
+
+    from graphfix.graph.graphfile import is_graph_path
+
+    surface = "graph" if is_graph_path(Path(path)) else "source"
+    return surface in transform.surfaces() or any(f.transform == transform.name for f in found)
+
+
 def report_junit(report: Report, transforms) -> str:
-    """One testsuite per input file, one testcase per transform run on it: failed with its
-    findings (one per line), passed when it found nothing; a file that could not be read is
-    an error testcase."""
+    """One testsuite per input file, one testcase per transform (a `Transform` class) that
+    applies to it (`_applies`): failed with its findings (one per line), passed when it
+    found nothing; a file that could not be read is an error testcase."""
     root = ET.Element("testsuites", name="graphfix check")
     by_path: dict[str, list] = {}
     for finding in report.findings:
@@ -62,7 +74,7 @@ def report_junit(report: Report, transforms) -> str:
     for path in paths:
         suite = _suite(root, path)
         found = by_path.get(path, [])
-        for name in transforms:
+        for name in [t.name for t in transforms if _applies(t, path, found)]:
             mine = [f for f in found if f.transform == name]
             _case(suite, name, failure=mine[0].message if mine else None,
                   text="\n".join(visible(f.to_text(), keep="\t") for f in mine))

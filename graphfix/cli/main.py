@@ -40,7 +40,9 @@ def _usage_error(exc, words: list[str], commands) -> str:
     elif extra:
         message = f"unrecognized arguments: {extra.group(1)}"
     elif isinstance(exc, MissingParameter) and exc.param is not None:
-        message = f"the following arguments are required: {exc.param.metavar or exc.param.name}"
+        named = ("/".join(sorted(exc.param.opts, key=len)) if exc.param.param_type_name == "option"
+                 else exc.param.metavar or exc.param.name)
+        message = f"the following arguments are required: {named}"
     elif isinstance(exc, BadParameter) and exc.param is not None:
         message = f"argument {'/'.join(exc.param.opts)}: {exc.message}"
     elif isinstance(exc, BadOptionUsage):
@@ -48,6 +50,14 @@ def _usage_error(exc, words: list[str], commands) -> str:
     else:
         message = exc.message
     return f"{command + ': ' if command else ''}{message} (see {path} --help)"
+
+
+def _usage_and_exit(command) -> None:
+    """`graphfix` alone: its help on stderr and exit 2, a usage error (ruff's way)."""
+    with command.make_context("graphfix", [], resilient_parsing=True) as ctx:
+        help_text = command.get_help(ctx)
+    sys.stderr.write(help_text + "\n")
+    sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,8 +69,10 @@ def main(argv: list[str] | None = None) -> None:
         fail(closed)
     words = sys.argv[1:] if argv is None else list(argv)
     command = typer.main.get_command(app)
+    if not words and "_GRAPHFIX_COMPLETE" not in os.environ:  # (a shell asking to complete)
+        _usage_and_exit(command)
     try:
-        code = command.main(words or ["--help"], prog_name="graphfix", standalone_mode=False)
+        code = command.main(words, prog_name="graphfix", standalone_mode=False)
         sys.stdout.flush()
     except typer.TyperException as exc:  # typer's parser said no: a usage error
         fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")

@@ -13,13 +13,48 @@ OUTPUT = "Output"
 SOURCES = "Sources"
 VERIFY = "Running the graph"
 
+
+
+# Shell completion of option values (`graphfix --install-completion`): what each option takes.
+def _transform_names(incomplete: str) -> list[tuple[str, str]]:
+    """Transform names, with their summaries; after a comma (`--select a,u`), the names
+    that follow it."""
+    from graphfix import registry
+
+    given, _, last = incomplete.rpartition(",")
+    head = f"{given}," if given else ""
+    return [(head + name, t.summary) for name, t in registry.all_transforms().items()
+            if name.startswith(last)]
+
+
+def _severity_names(incomplete: str) -> list[str]:
+    from graphfix.findings import SEVERITIES
+
+    return [name for name in SEVERITIES if name.startswith(incomplete)]
+
+
+def _formats(*names: str):
+    def complete(incomplete: str) -> list[str]:
+        return [name for name in names if name.startswith(incomplete)]
+    return complete
+
+
 Paths = Annotated[list[str], typer.Argument(
     metavar="PATH", show_default=False,
     help="graphs (.pb, .pbtxt, .meta, SavedModel directories), Python files, notebooks, "
          "or directories of them")]
 Only = Annotated[Optional[list[str]], typer.Option(
-    "--only", metavar="NAME", rich_help_panel=TRANSFORMS,
+    "--only", metavar="NAME", rich_help_panel=TRANSFORMS, autocompletion=_transform_names,
     help="run only this transform (repeatable)")]
+Select = Annotated[Optional[list[str]], typer.Option(
+    "--select", metavar="NAME[,NAME...]", rich_help_panel=TRANSFORMS,
+    autocompletion=_transform_names,
+    help="run only these transforms, as --only does (repeatable, comma-separated)")]
+Ignore = Annotated[Optional[list[str]], typer.Option(
+    "--ignore", metavar="NAME[,NAME...]", rich_help_panel=TRANSFORMS,
+    autocompletion=_transform_names,
+    help="do not run these transforms (repeatable, comma-separated; after --only, --select "
+         "or the configuration chose)")]
 Settings = Annotated[Optional[list[str]], typer.Option(
     "--set", metavar="NAME.key=value", rich_help_panel=TRANSFORMS,
     help="a transform parameter (repeatable)")]
@@ -29,15 +64,19 @@ TargetDevices = Annotated[Optional[str], typer.Option(
 
 TextOrJson = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    autocompletion=_formats("text", "json"),
     help="text or json")]
 CheckFormat = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    autocompletion=_formats("text", "json", "sarif", "github", "junit"),
     help="text, json, sarif, github (Actions annotations) or junit")]
 FixFormat = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    autocompletion=_formats("text", "json", "github"),
     help="text, json or github (Actions annotations)")]
 VerifyFormat = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
+    autocompletion=_formats("text", "json", "github", "junit"),
     help="text, json, github (Actions annotations) or junit (XML, a testcase per check)")]
 ReportPath = Annotated[Optional[Path], typer.Option(
     "--report", metavar="FILE", rich_help_panel=OUTPUT,
@@ -48,9 +87,16 @@ Html = Annotated[Optional[Path], typer.Option(
          "with its checks)")]
 
 MinSeverity = Annotated[Optional[str], typer.Option(
-    "--severity", metavar="LEVEL", rich_help_panel=OUTPUT,
+    "--severity", metavar="LEVEL", rich_help_panel=OUTPUT, autocompletion=_severity_names,
     help="show only findings this severe or more: error, warning or info (default: info, "
          "all); the exit code counts only what is shown")]
+Statistics = Annotated[bool, typer.Option(
+    "--statistics", rich_help_panel=OUTPUT,
+    help="count the findings per transform instead of listing them (text or json)")]
+CheckFix = Annotated[bool, typer.Option(
+    "--fix", rich_help_panel=OUTPUT,
+    help="fix what is fixable first (sources and graphs rewritten in place), then report "
+         "what remains; the exit code counts only that")]
 Exclude = Annotated[Optional[list[str]], typer.Option(
     "--exclude", metavar="GLOB", rich_help_panel=SOURCES,
     help="skip files and folders matching GLOB (repeatable)")]
@@ -70,6 +116,13 @@ TimeoutPerFile = Annotated[float, typer.Option(
     "--timeout-per-file", metavar="SECONDS", rich_help_panel=SOURCES,
     help="give up on a source file after this long (it fails with that reason)")]
 
+GraphPaths = Annotated[list[str], typer.Argument(
+    metavar="GRAPH", show_default=False,
+    help="graphs: .pb, .pbtxt, .meta files and SavedModel directories (a script's graph: "
+         "graphfix trace SCRIPT.py, then its .trace/graph.meta)")]
+ReportOut = Annotated[Path, typer.Option(
+    "-o", "--output", metavar="FILE.html", rich_help_panel=OUTPUT, show_default=False,
+    help="the page to write (required)")]
 Out = Annotated[Optional[str], typer.Option(
     "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
     help="where to write fixed graphs")]

@@ -170,11 +170,22 @@ def show_verify(result, fmt: str, report_path: Path | None) -> None:
             echo(line)
 
 
+def in_file_order(findings: list) -> list:
+    """Findings (or changes) by file, then (notebook cell,) line and column, as a reader
+    goes through a file; a graph's, which have no line, in the order they were made."""
+    return sorted(findings, key=lambda f: (f.path, f.cell or 0, f.line or 0,
+                                           getattr(f, "col", None) or 0))
+
+
 def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
          extra_lines: list[str] = (), transforms: list[str] | None = None) -> None:
     """Print a check's or a fix's report in `fmt` (text, json, sarif, github, junit), and
-    write it to `report_path` as JSON when one is given. `transforms`: the names of the
-    transforms that ran (JUnit's testcases; default: every registered one)."""
+    write it to `report_path` as JSON when one is given. `transforms`: the transforms that
+    ran (`Transform` classes: JUnit's testcases; default: every registered one).
+
+    Text, in file order (JSON, SARIF and the rest keep the run's): each change a fix made,
+    once; then the findings left to a person (a check's every finding; a fix's, those it
+    did not fix)."""
     if fmt == "github":
         from graphfix.cli.github import report_lines
 
@@ -184,8 +195,8 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
     if fmt == "junit":
         from graphfix.cli.junit import report_junit
 
-        echo_document(report_junit(report, transforms or list(registry.all_transforms())),
-                      errors="xmlcharrefreplace")
+        ran = transforms or list(registry.all_transforms().values())
+        echo_document(report_junit(report, ran), errors="xmlcharrefreplace")
         fmt = "quiet"
     if fmt == "sarif":
         from graphfix.cli.sarif import to_sarif
@@ -207,15 +218,16 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         return
     for line in extra_lines:
         echo(line)
-    for finding in report.findings:
-        echo(finding.to_text())
-    if fixing:
-        shown = report.changes[:MAX_CHANGE_LINES]
-        for change in shown:
-            echo(change.to_text())
-        if len(report.changes) > len(shown):
-            echo(f"... and {len(report.changes) - len(shown)} more change(s) "
-                 "(--format json or --report FILE lists them all)")
+    shown = in_file_order(report.changes[:MAX_CHANGE_LINES])
+    for change in shown:
+        echo(change.to_text())
+    if len(report.changes) > len(shown):
+        echo(f"... and {len(report.changes) - len(shown)} more change(s) "
+             "(--format json or --report FILE lists them all)")
+    # (a fix's fixable findings are its changes, shown above)
+    for finding in in_file_order(report.findings):
+        if not (fixing and finding.fixable):
+            echo(finding.to_text())
     for skip in report.skipped:
         echo(f"{skip['path']}: skipped: {skip['reason']}")
     for failure in report.failed:
@@ -227,10 +239,49 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         echo(f"{s['changes']} change(s) in {s['files_changed']} file(s); "
              f"{s['files_unchanged']} unchanged, {s['skipped']} skipped, {s['failed']} failed")
     else:
-        with_findings = len({f.path for f in report.findings})
-        clean = max(0, s["files_unchanged"] - with_findings)
-        echo(f"{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
-             f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
+        echo(_check_summary(report))
+
+
+def _check_summary(report: Report) -> str:
+    """A check's last line; `check --fix` starts it with what it fixed."""
+    s = report.summary()
+    with_findings = len({f.path for f in report.findings})
+    clean = max(0, s["files_unchanged"] - with_findings)
+    fixed = (f"fixed {s['changes']} change(s) in {len({c.path for c in report.changes})} "
+             "file(s); left " if report.changes else "")
+    return (f"{fixed}{s['findings']} finding(s) ({s['fixable']} fixable) in {with_findings} "
+            f"file(s); {clean} clean, {s['skipped']} skipped, {s['failed']} failed")
+
+
+def statistics(findings: list) -> list[dict]:
+    """Per transform, its findings and how many are fixable: most first (ruff's
+    --statistics)."""
+    counts: dict[str, list[int]] = {}
+    for finding in findings:
+        count = counts.setdefault(finding.transform, [0, 0])
+        count[0] += 1
+        count[1] += bool(finding.fixable)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return [{"transform": name, "count": count, "fixable": fixable}
+            for name, (count, fixable) in ranked]
+
+
+def show_statistics(report: Report, fmt: str) -> None:
+    """`check --statistics`: the findings counted per transform (text: a line each, count
+    first, then the check's last line; json: `statistics` and `summary`), failures on
+    stderr as always."""
+    rows = statistics(report.findings)
+    if fmt == "json":
+        summary = {**report.summary(), "exit_code": report.exit_code(fixing=False)}
+        echo_document(json_document({"statistics": rows, "summary": summary}))
+    else:
+        width = max([len(str(row["count"])) for row in rows], default=1)
+        for row in rows:
+            echo(f"{row['count']:>{width}}  {row['transform']}  ({row['fixable']} fixable)")
+    for failure in report.failed:
+        echo(f"graphfix: error: {failure['path']}: {failure['error']}", err=True)
+    if fmt != "json":
+        echo(_check_summary(report))
 
 
 @contextlib.contextmanager

@@ -170,8 +170,10 @@ def _verified(captured, label: str, **options):
     try:
         if captured.verified is not None:
             return verdict_of(captured.verified)
+        from graphfix.registry import verify_checks
+
         with phases_shown("verify"):
-            return verify_trace(captured, label=label, **options)
+            return verify_trace(captured, label=label, checks=verify_checks(), **options)
     except (VerifyError, NoGpuKernelsError) as exc:
         fail(str(exc))
 

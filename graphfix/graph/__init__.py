@@ -2,7 +2,7 @@
 
 Owns the protobuf boundary (`proto`: TF's `*_pb2` modules loaded without the runtime), graph
 files (`graphfile`: GraphDef, MetaGraphDef and SavedModel read and written), the index the
-transforms query and edit (`index`) and its parts: op signatures (`signatures`), colocation
+transforms query and edit (`index`, with op-type patterns: `pattern`) and its parts: op signatures (`signatures`), colocation
 groups (`colocation`), the columns read of every node (`columns`), input strings and the edge
 table (`edges`); device strings (`devices`), TF's kernel registry
 (`kernels`, the one module here that loads the TF runtime, and only when asked), placement as

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.pattern import Op
 
 # Ops that only pass a tensor on (a gradient's `tuple/control_dependency` is an Identity).
 _PASS_THROUGH = frozenset({"Identity", "RefIdentity", "ReadVariableOp"})
@@ -92,7 +93,11 @@ def forward_op(index: GraphIndex, name: str) -> str | None:
 
 def constant_value(index: GraphIndex, tensor: str) -> float | int | None:
     """The one number a Const holds (a scalar or a one-element list), else None."""
-    node = producer(index, tensor)
+    return _const_value(producer(index, tensor))
+
+
+def _const_value(node) -> float | int | None:
+    """The one number of a Const node, else None."""
     if node.op != "Const":
         return None
     if "value" not in node.attr:  # (reading a missing key of a map would add it)
@@ -110,68 +115,68 @@ def constant_value(index: GraphIndex, tensor: str) -> float | int | None:
     return None
 
 
-def _is_zero(index: GraphIndex, tensor: str) -> bool:
-    return constant_value(index, tensor) == 0
+def _is_zero_const(node) -> bool:
+    return _const_value(node) == 0
+
+
+_ZERO = Op("Const", through=_PASS_THROUGH, where=_is_zero_const)
+# The towers' gradients stacked and averaged: `reduce_mean(concat([expand_dims(g, 0) ...],
+# 0), 0)` (CIFAR-10) or `reduce_mean(stack(g), 0)`; or summed and divided, `add_n(g) / n`.
+_MEAN_OF_STACKED = Op("Mean", Op("ConcatV2|Pack", name="stacked"), _ZERO,
+                      where=lambda node: not _attr(node, "keep_dims").b)
+_EXPANDED = Op("ExpandDims", Op(), _ZERO)
+_SUM_DIVIDED = Op("RealDiv|Div|TrueDiv", Op("AddN", name="summed"), Op(name="count"))
+# The values of a gather's gradient (TF's `_GatherGrad`): `Reshape(grad, concat([count,
+# ...]))`, `count` being `expand_dims(size(ids), 0)`; its indices are `Reshape(ids, count)`.
+_GATHER_VALUES = Op("Reshape", Op(), Op("ConcatV2", Op("ExpandDims", name="count"), ...),
+                    through=_PASS_THROUGH)
+# The dense form of an `IndexedSlices`: `UnsortedSegmentSum(values, indices, rows)`.
+_DENSIFIED = Op("UnsortedSegmentSum", Op(name="values"), Op(name="indices"), Op(name="rows"),
+                through=_PASS_THROUGH)
 
 
 def tower_averages(index: GraphIndex) -> list[TowerAverage]:
     """Every average of two or more gradients in the graph that some node reads, in the
     three forms of `TowerAverage`."""
     found = []
-    for position in index.positions_of({"Mean"}):
-        node = index.node_at(position)
-        inputs = _data_inputs(node)
-        if (len(inputs) != 2 or _attr(node, "keep_dims").b or not _is_zero(index, inputs[1])
-                or index.is_sink(node.name)):
+    for mean in index.matches(_MEAN_OF_STACKED):
+        stacked = mean["stacked"].node
+        if index.is_sink(mean.name):
             continue
-        stacked = index.node(parse_input(inputs[0])[0])
         if stacked.op == "ConcatV2":
             parts = _data_inputs(stacked)
-            expanded = [index.node(parse_input(p)[0]) for p in parts[:-1]]
-            if (_is_zero(index, parts[-1]) and len(expanded) >= 2
-                    and all(e.op == "ExpandDims" and _is_zero(index, e.input[1]) for e in expanded)):
-                found.append(TowerAverage(node.name, "concat",
-                                          tuple(e.input[0] for e in expanded)))
-        elif stacked.op == "Pack" and _attr(stacked, "axis").i == 0 and len(stacked.input) >= 2:
-            found.append(TowerAverage(node.name, "stack", tuple(_data_inputs(stacked))))
-    for position in index.positions_of({"RealDiv", "Div", "TrueDiv"}):
-        node = index.node_at(position)
-        inputs = _data_inputs(node)
-        summed = index.node(parse_input(inputs[0])[0])
-        if summed.op != "AddN" or index.is_sink(node.name):
-            continue
-        parts = _data_inputs(summed)
-        if len(parts) >= 2 and constant_value(index, inputs[1]) == len(parts):
-            found.append(TowerAverage(node.name, "add_n", tuple(parts)))
+            expanded = [index.match(_EXPANDED, p) for p in parts[:-1]]
+            if index.match(_ZERO, parts[-1]) and len(expanded) >= 2 and all(expanded):
+                found.append(TowerAverage(mean.name, "concat",
+                                          tuple(e.node.input[0] for e in expanded)))
+        elif _attr(stacked, "axis").i == 0 and len(stacked.input) >= 2:
+            found.append(TowerAverage(mean.name, "stack", tuple(_data_inputs(stacked))))
+    for divided in index.matches(_SUM_DIVIDED):
+        parts = _data_inputs(divided["summed"].node)
+        if (not index.is_sink(divided.name) and len(parts) >= 2
+                and constant_value(index, divided["count"].tensor) == len(parts)):
+            found.append(TowerAverage(divided.name, "add_n", tuple(parts)))
     return found
 
 
 def densified(index: GraphIndex, tensor: str) -> SparseGradient | None:
-    """The sparse gradient that `tensor` is the dense form of (an `UnsortedSegmentSum` of
-    values by indices: what converting an `IndexedSlices` to a tensor builds), else None."""
-    node = producer(index, tensor)
-    if node.op != "UnsortedSegmentSum":
+    """The sparse gradient that `tensor` is the dense form of (`_DENSIFIED`: what converting
+    an `IndexedSlices` to a tensor builds), else None."""
+    found = index.match(_DENSIFIED, tensor)
+    if found is None:
         return None
-    values, indices, rows = _data_inputs(node)[:3]
-    return SparseGradient(values, indices, rows)
+    return SparseGradient(*(found[k].tensor for k in ("values", "indices", "rows")))
 
 
 def gather_gradient(index: GraphIndex, values: str) -> SparseGradient | None:
     """The sparse gradient whose values are `values`, when they are the values of a gather's
-    gradient: `Reshape(grad, concat([count, ...]))` beside its indices `Reshape(ids, count)`,
-    `count` being `expand_dims(size(ids), 0)` (TF's `_GatherGrad` / `_GatherV2Grad`; the size
+    gradient (`_GATHER_VALUES`), its indices the other Reshape by the same count (the size
     a Const where the batch has a static size)."""
-    node = producer(index, values)
-    if node.op != "Reshape":
+    found = index.match(_GATHER_VALUES, values)
+    if found is None:
         return None
-    shape = index.node(parse_input(node.input[1])[0])
-    if shape.op != "ConcatV2":
-        return None
-    count = index.node(parse_input(shape.input[0])[0])
-    if count.op != "ExpandDims":
-        return None
-    for reader, position, _ in index.consumers(count.name):
-        if reader != node.name and position == 1 and index.node(reader).op == "Reshape":
+    for reader, position, _ in index.consumers(found["count"].name):
+        if reader != found.name and position == 1 and index.node(reader).op == "Reshape":
             return SparseGradient(values, reader)
     return None
 

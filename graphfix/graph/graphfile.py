@@ -16,11 +16,12 @@ from typing import Iterable, Iterator
 
 from google.protobuf import message as _message
 
+from graphfix.errors import Error
 from graphfix.graph.proto import pb
 from graphfix.storage import RefusedWrite, StagedWrites, writable_target
 
 
-class InputError(Exception):
+class InputError(Error):
     """Bad input or an unwritable output; str() is one line naming the file and problem."""
 
 

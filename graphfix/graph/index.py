@@ -6,9 +6,11 @@ runtime: `graphfix.graph.signatures`), and the colocation groups exactly as TF's
 forms them (`graphfix.graph.colocation`). What it reads of every node is kept in columns
 (`graphfix.graph.columns`) and an edge table (`graphfix.graph.edges`).
 
-Edits go through the index (`set_device`, `add_node`, `add_control_input`, `replace_input`) so it stays
-consistent, and `check_changes` proves the edits left it well formed (`check_structure`
-proves a whole graph).
+Edits go through the index (`set_device`, `add_node`, `add_control_input`, `replace_input`,
+`prune`) so it stays consistent, and `check_changes` proves the edits left it well formed
+(`check_structure` proves a whole graph). What an edit looks for can be said as an op-type
+pattern (`graphfix.graph.pattern.Op`, `match`, `matches`), with `read_elsewhere` for what
+must stay.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from graphfix.graph.colocation import (LOWERED_CONTROL_FLOW, RESOURCE_COLOCATION
                                        star_members)
 from graphfix.graph.columns import NodeColumns
 from graphfix.graph.edges import input_source, parse_input, read_edge_table, tensor_name
+from graphfix.graph.pattern import Match, Op
+from graphfix.graph.pattern import match as match_pattern
 from graphfix.graph.signatures import DT_RESOURCE, EXPAND, EXPAND_BY_ATTR, OpSignatures, is_tf_op
 from graphfix.graph import validity
 from graphfix.graph.validity import GraphError
@@ -46,6 +50,9 @@ VARIABLE_OPS = frozenset(
     }
 )
 
+# What a run feeds: a feed of a node that is gone fails ("refers to a Tensor which does not
+# exist"), so `prune` keeps them, read or not.
+_GRAPH_INPUTS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 # Loops are the one legal cycle in a TF graph: the back edge enters Merge from NextIteration.
 _LOOP_BACK_EDGE_OPS = frozenset({"NextIteration", "RefNextIteration"})
 # Readers of new edges `check_changes` proves acyclic one walk each; more, one whole check.
@@ -93,6 +100,11 @@ class GraphIndex:
         # What edits added since the last `check_changes`: (reader, input text), new nodes.
         self._unchecked_inputs: list[tuple[int, str]] = []
         self._unchecked_nodes: list[int] = []
+        # Where the nodes the index read stand once `prune` removed some: the position each
+        # node of the graph as read had, for the nodes now before the edits' added ones
+        # (None: none removed, every node read stands where it stood).
+        self.kept_positions: list[int] | None = None
+        self._read_count = len(self.names)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -256,6 +268,75 @@ class GraphIndex:
                 break  # control inputs always come last
             out.append(parse_input(text))
         return out
+
+    def data_input_texts(self, position: int) -> list[str]:
+        """The data input strings of the node at `position` (`name`, `name:1`), in order."""
+        out = []
+        for text in self._node_defs[position].input:
+            if text[:1] == "^":
+                break  # control inputs always come last
+            out.append(text)
+        return out
+
+    def position_or_none(self, name: str) -> int | None:
+        """`position(name)`, or None where no node has that name."""
+        return self._positions.get(name)
+
+    # -- patterns --------------------------------------------------------------------------
+
+    def match(self, pattern: Op, node_or_tensor) -> Match | None:
+        """The match of `pattern` (`graphfix.graph.pattern.Op`) at a node (a NodeDef, its
+        name, or an input string naming one of its outputs, `name:1`), or None where the
+        node does not have that shape."""
+        if not isinstance(node_or_tensor, str):
+            node_or_tensor = node_or_tensor.name
+        return match_pattern(self, pattern, node_or_tensor)
+
+    def matches(self, pattern: Op) -> list[Match]:
+        """Every match of `pattern` in the graph, in graph order of the matched nodes (the
+        candidates are the nodes of the pattern's ops: one pass over the ops, made once)."""
+        candidates = (range(len(self.names)) if pattern.ops is None
+                      else self.positions_of(pattern.ops))
+        names = self.names
+        found = (match_pattern(self, pattern, names[p]) for p in candidates)
+        return [m for m in found if m is not None]
+
+    def read_elsewhere(self, names: Iterable[str], besides: Container[str] = ()) -> set[str]:
+        """Those of `names` that a node not among `besides` reads (data or control input) or
+        names in its `_class`, or that the MetaGraphDef holds (a collection, a signature,
+        the saver): a node an edit may not drop."""
+        names = [n for n in names if n in self._positions]
+        if not names:
+            return set()
+        table = self._consumer_table()
+        held = self._held_names()
+        found = set()
+        wanted = {self._positions[n]: n for n in names}
+        for position, name in wanted.items():
+            if name in held or any(self.names[r] not in besides
+                                   for r in table.get(position, ())):
+                found.add(name)
+        if len(found) < len(wanted):
+            asked = set(wanted.values())
+            for position in self.colocation_listed():
+                if self.names[position] in besides:
+                    continue
+                for other in self.colocated_with(position):
+                    if other in asked and other != self.names[position]:
+                        found.add(other)
+        return found
+
+    def _held_names(self) -> frozenset[str] | _HeldNames:
+        """The node names the MetaGraphDef refers to: its `node_list` collections, its
+        signatures' tensors, its saver's; a serialized collection entry (a VariableDef) is
+        searched for the name itself."""
+        meta = getattr(self, "meta_graph", None)
+        if meta is None:
+            return frozenset()
+        return _HeldNames(meta)
+
+    def __repr__(self) -> str:
+        return f"<GraphIndex of {len(self.names)} nodes>"
 
     def colocated_with(self, node_or_position) -> list[str]:
         """Names listed in the node's `_class` attr (`loc:@name`)."""
@@ -585,23 +666,89 @@ class GraphIndex:
         return True
 
     def replace_input(self, node, source: str, replacement: str) -> int:
-        """Make `node` read `replacement` wherever it reads the node `source`: each data
-        input `source:k` becomes `replacement:k`, a control input `^source` becomes
-        `^replacement`. Returns how many inputs changed. The replacement must give what the
-        input takes (same dtype, ref or resource): the caller's to know, `check_changes`
-        proves the new edges name nodes and close no cycle."""
+        """Make `node` read `replacement` where it reads `source`. A node's name as `source`
+        stands for all its outputs: each data input `source:k` becomes `replacement:k` (or
+        `replacement` itself where that names an output, `name:1`), a control input
+        `^source` becomes `^replacement`. An output as `source` (`name:1`, `name:0`) changes
+        only the inputs that read that one tensor, to `replacement` (its output 0, or the
+        output it names). Returns how many inputs changed. The replacement must give what
+        the input takes (same dtype, ref or resource): the caller's to know,
+        `check_changes` proves the new edges name nodes and close no cycle."""
         position = self.position(node)
         stored = self._node_defs[position].input
+        wanted_name, wanted_index = _named_output(source)
+        into_name, into_index = _named_output(replacement)
         changed = []
         for k, text in enumerate(stored):
             name, index = parse_input(text)
-            if name != source:
+            if name != wanted_name or (wanted_index is not None and index != wanted_index):
                 continue
-            stored[k] = tensor_name(replacement, index)
+            if index < 0:
+                stored[k] = "^" + into_name
+            elif into_index is not None:
+                stored[k] = tensor_name(into_name, into_index)
+            else:  # (a node for a node keeps the output; for an output, its output 0)
+                stored[k] = tensor_name(into_name, index if wanted_index is None else 0)
             changed.append(stored[k])
         if changed:
             self._inputs_changed(position, changed)
         return len(changed)
+
+    def prune(self, candidates: Iterable[str]) -> list[str]:
+        """Remove what an edit left dead, starting from `candidates` (the nodes it bypassed):
+        a candidate that no node reads (`read_elsewhere`: no input, no `_class`, nothing
+        the MetaGraphDef holds), whose op has no side effect (not stateful, no variable;
+        a placeholder stays, and an op graphfix knows no signature of: a custom op, a
+        function call), goes, and then so do the inputs it alone read, in turn. Returns
+        the removed names, in graph order. Positions after a removed node move down
+        (`kept_positions` says where each node the index read now stands) and the index is
+        read again: one prune for an edit's candidates together, not one a node."""
+        signatures = self.signatures
+        dead: set[int] = set()
+        todo = [self._positions[n] for n in dict.fromkeys(candidates) if n in self._positions]
+        table = self._consumer_table()
+        held = self._held_names()
+        named = {other for p in self.colocation_listed() for other in self.colocated_with(p)}
+        while todo:
+            position = todo.pop()
+            name, op = self.names[position], self.ops[position]
+            if (position in dead or name in held or name in named or op in VARIABLE_OPS
+                    or op in _GRAPH_INPUTS or not signatures.known(op)
+                    or signatures.is_stateful(op)
+                    or any(r not in dead for r in table.get(position, ()))):
+                continue
+            dead.add(position)
+            todo.extend(s for s in self.sources(position) if s >= 0 and s not in dead)
+        removed = [self.names[p] for p in sorted(dead)]
+        if dead:
+            self._remove(sorted(dead))
+        return removed
+
+    def _remove(self, dead: list[int]) -> None:
+        """Take the nodes at `dead` (positions, ascending) out of the graph and read the
+        index again, the edits' records renumbered."""
+        gone = set(dead)
+        new_position = array("l", repeat(-1, len(self.names)))
+        k = 0
+        for position in range(len(self.names)):
+            if position not in gone:
+                new_position[position] = k
+                k += 1
+        for position in reversed(dead):
+            del self._node_defs[position]
+        # (the nodes the index read come first, the edits' added ones after them)
+        before = range(self._read_count) if self.kept_positions is None else self.kept_positions
+        kept = [old for now, old in enumerate(before) if new_position[now] >= 0]
+        rewired = {new_position[p] for p in self.rewired if new_position[p] >= 0}
+        inputs = [(new_position[r], t) for r, t in self._unchecked_inputs
+                  if new_position[r] >= 0]
+        nodes = [new_position[p] for p in self._unchecked_nodes if new_position[p] >= 0]
+        meta, read_count = getattr(self, "meta_graph", None), self._read_count
+        self.__init__(self.graph_def, self.signatures)
+        self._read_count, self.kept_positions = read_count, kept
+        self.rewired, self._unchecked_inputs, self._unchecked_nodes = rewired, inputs, nodes
+        if meta is not None:
+            self.meta_graph = meta
 
     def unique_name(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... whichever is free."""
@@ -791,6 +938,41 @@ class GraphIndex:
                     seen[nearby] = 1
                     stack.append(nearby)
         return set(compress(self.names, seen))
+
+
+def _named_output(text: str) -> tuple[str, int | None]:
+    """(node, output) of `text` where it names an output (`name:1`, `name:0`), (node, None)
+    where it is a node's name alone."""
+    node, sep, port = text.rpartition(":")
+    if sep and port.isdigit():
+        return node, int(port)
+    return text, None
+
+
+class _HeldNames:
+    """`in`: whether a MetaGraphDef refers to a node name (see `GraphIndex._held_names`)."""
+
+    def __init__(self, meta):
+        names: set[str] = set()
+        blobs = []
+        for collection in meta.collection_def.values():
+            kind = collection.WhichOneof("kind")
+            if kind == "node_list":
+                names.update(input_source(v) for v in collection.node_list.value)
+            elif kind == "bytes_list":
+                blobs.extend(collection.bytes_list.value)
+        for signature in meta.signature_def.values():
+            for info in (*signature.inputs.values(), *signature.outputs.values()):
+                names.add(input_source(info.name))
+        saver = meta.saver_def
+        for text in (saver.filename_tensor_name, saver.save_tensor_name, saver.restore_op_name):
+            if text:
+                names.add(input_source(text))
+        self.names = names
+        self.blob = b"\0".join(blobs)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names or (bool(self.blob) and name.encode() in self.blob)
 
 
 def index_for(graph_def, meta_graph=None) -> GraphIndex:

@@ -80,6 +80,18 @@ def update_ops(index: GraphIndex) -> tuple[list[str], str]:
     return detect_update_ops(index), "detected"
 
 
+def update_writers(index: GraphIndex) -> dict[str, list[str]]:
+    """Each variable an update op writes -> the update ops that write it (one per tower
+    that runs the batch norm)."""
+    names, _ = update_ops(index)
+    writers: dict[str, list[str]] = {}
+    for name in names:
+        variable = variable_of(index, index.node(name))
+        if variable is not None:
+            writers.setdefault(variable, []).append(name)
+    return writers
+
+
 def run_with(index: GraphIndex, updates: list[str], train: str) -> set[str]:
     """Those of `updates` that run whenever the train op runs as a training loop runs it:
     the loop runs a sink of the graph, so an update op counts when it runs before the train

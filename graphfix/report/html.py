@@ -72,18 +72,53 @@ def devices_section(graph: GraphIndex) -> list[dict]:
 
 
 def moved_groups(before: GraphIndex, after: GraphIndex) -> list[dict]:
-    """Colocation groups (by the fixed graph's groups) whose members' devices changed."""
+    """Colocation groups (by the fixed graph's groups) whose members that were in the
+    graph before the fix changed devices (a node the fix added is `added_nodes`')."""
     was = dict(zip(before.names, placement.node_devices(before)))
     now_devices = placement.node_devices(after)
     out = []
     for root, positions in after.colocation_groups().items():
-        members = [after.names[p] for p in positions]
-        old = sorted({was[m] for m in members if m in was})
-        new = sorted({now_devices[p] for p in positions})
-        if old != new:
+        kept = [p for p in positions if after.names[p] in was]
+        old = sorted({was[after.names[p]] for p in kept})
+        new = sorted({now_devices[p] for p in kept})
+        if kept and old != new:
+            members = [after.names[p] for p in positions]
             out.append({"group": root, "members": len(members), "before": old, "after": new,
                         "nodes": members[:20]})
     return out
+
+
+def added_nodes(before: GraphIndex, after: GraphIndex) -> dict:
+    """The nodes the fix added (not in the graph before it): their count and the first
+    MAX_EDGES_LISTED, each with its op and device."""
+    devices = placement.node_devices(after)
+    added = [(position, name) for position, name in enumerate(after.names)
+             if name not in before]
+    return {"total": len(added),
+            "nodes": [{"node": name, "op": after.node(name).op, "device": devices[position]}
+                      for position, name in added[:MAX_EDGES_LISTED]]}
+
+
+def edge_growth(before: dict, after: dict) -> list[dict]:
+    """The device pairs whose cross-device edges the fix made more (`cross_device_edges`
+    of the graph before and after): edges and known bytes per step, before and after."""
+    was = {(p["from"], p["to"]): p for p in before["pairs"]}
+    grew = []
+    for pair in after["pairs"]:
+        old = was.get((pair["from"], pair["to"]),
+                      {"edges": 0, "bytes_known": 0, "unknown_size": 0})
+        if pair["edges"] > old["edges"] or pair["bytes_known"] > old["bytes_known"]:
+            grew.append({"from": pair["from"], "to": pair["to"], "edges_before": old["edges"],
+                         "edges_after": pair["edges"], "bytes_before": _known_bytes(old),
+                         "bytes_after": _known_bytes(pair)})
+    return grew
+
+
+def _known_bytes(pair: dict) -> int | None:
+    """A device pair's bytes per step; None (unknown, not 0) where no edge's size is known."""
+    if pair["edges"] and pair["unknown_size"] == pair["edges"]:
+        return None
+    return pair["bytes_known"]
 
 
 def cross_device_edges(graph: GraphIndex) -> dict:
@@ -121,14 +156,17 @@ def cross_device_edges(graph: GraphIndex) -> dict:
 def graph_section(label: str, before: GraphIndex, after: GraphIndex, findings: list,
                   changes: list) -> dict:
     """One graph's part of the page's data."""
+    edges_before, edges_after = cross_device_edges(before), cross_device_edges(after)
     return {
         "path": label,
         "nodes": len(after),
         "devices_before": devices_section(before),
         "devices_after": devices_section(after),
         "moved_groups": moved_groups(before, after),
-        "cross_device_before": cross_device_edges(before),
-        "cross_device_after": cross_device_edges(after),
+        "added": added_nodes(before, after),
+        "cross_device_before": edges_before,
+        "cross_device_after": edges_after,
+        "cross_device_growth": edge_growth(edges_before, edges_after),
         "findings": [finding_record(f) for f in findings],
         "changes": len(changes),
     }
@@ -183,12 +221,20 @@ text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
       c instanceof Node ? el("td", {}, c) : el("td", typeof c === "number" ? {class: "n"} : {}, c))));
     return t;
   }
+  // Bytes as a person reads them (binary units); the exact count in the cell's title.
+  function size(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0, v = n;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return i === 0 ? n + " B" : v.toFixed(1) + " " + units[i];
+  }
+  function bytes(n) { return el("span", {class: "n", title: n + " bytes"}, size(n)); }
   function devices(list, which) {
     const box = el("div", {"data-section": which}, el("h3", {}, which.replace("_", " ")));
     const most = Math.max(1, ...list.map(d => d.ops));
     box.append(table(["device", "ops", "variable bytes", ""], list.map(d => [
       el("span", {"data-device": d.device, "data-ops": d.ops, "data-variable-bytes": d.variable_bytes}, d.device),
-      d.ops, d.variable_bytes, el("span", {class: "bar", style: "width:" + Math.round(200 * d.ops / most) + "px"})])));
+      d.ops, bytes(d.variable_bytes), el("span", {class: "bar", style: "width:" + Math.round(200 * d.ops / most) + "px"})])));
     for (const d of list) {
       const det = el("details", {}, el("summary", {}, d.device + ": ops by name scope"));
       det.append(table(["scope", "ops"], d.scopes.map(s => [s.scope, s.ops])));
@@ -198,12 +244,14 @@ text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
   }
   function edges(x, which) {
     const box = el("div", {"data-section": which}, el("h3", {}, which.replace(/_/g, " ") + " (" + x.total + " edges)"));
+    // No edge of a pair of known size: its bytes are unknown, not 0.
     box.append(table(["from", "to", "edges", "bytes per step (known shapes)", "edges of unknown size"],
-      x.pairs.map(p => [p.from, p.to, p.edges, p.bytes_known, p.unknown_size])));
+      x.pairs.map(p => [p.from, p.to, p.edges,
+        p.unknown_size === p.edges ? "unknown" : bytes(p.bytes_known), p.unknown_size])));
     if (x.edges.length) {
       const det = el("details", {}, el("summary", {}, "first " + x.edges.length + " edges"));
       det.append(table(["tensor", "consumer", "from", "to", "bytes"], x.edges.map(e =>
-        [e.tensor, e.consumer, e.from, e.to, e.bytes === null ? "unknown" : e.bytes])));
+        [e.tensor, e.consumer, e.from, e.to, e.bytes === null ? "unknown" : bytes(e.bytes)])));
       box.append(det);
     }
     return box;
@@ -228,8 +276,33 @@ text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
       el("span", {class: "node", id: "g" + i + "-group-" + m.group}, m.group), m.members,
       m.before.join(", "), m.after.join(", ")])));
     sec.append(groupList);
+    sec.append(el("h3", {}, "nodes added by the fix (" + g.added.total + ")"));
+    if (g.added.total) {
+      const det = el("details", {"data-section": "added"}, el("summary", {},
+        g.added.total > g.added.nodes.length ? "first " + g.added.nodes.length + " added nodes" : "every added node"));
+      det.append(table(["node", "op", "device"], g.added.nodes.map(a => [
+        el("span", {class: "node"}, a.node), a.op, a.device])));
+      sec.append(det);
+    }
     sec.append(el("div", {class: "cols"}, edges(g.cross_device_before, "cross_device_before"),
       edges(g.cross_device_after, "cross_device_after")));
+    if (g.cross_device_growth.length) {
+      const more = g.cross_device_after.total - g.cross_device_before.total;
+      const box = el("div", {"data-section": "cross_device_growth"},
+        el("h3", {}, "cross-device edges the fix adds"),
+        el("p", {}, (more > 0 ? "The fixed graph has " + more + " more cross-device edge(s) than the original. "
+          : "Some device pairs carry more after the fix. ") +
+          "The fix moved ops off the device of the ops that read them (a variable with no kernel on its GPU " +
+          "onto the CPU, a colocation group onto one device, towers onto one shared copy), so TF copies " +
+          "those tensors between devices at every step. That is the price of a graph TF can place and run " +
+          "as intended; weigh the bytes per step below against the step's compute " +
+          "(graphfix verify --logdir shows where TF put each node, and the step's time and memory)."));
+      box.append(table(["from", "to", "edges before", "edges after", "bytes per step before", "bytes per step after"],
+        g.cross_device_growth.map(p => [p.from, p.to, p.edges_before, p.edges_after,
+          p.bytes_before === null ? "unknown" : bytes(p.bytes_before),
+          p.bytes_after === null ? "unknown" : bytes(p.bytes_after)])));
+      sec.append(box);
+    }
     sec.append(el("h3", {}, "findings"));
     sec.append(table(["severity", "transform", "node", "message"], g.findings.map(f => [
       el("span", {class: "sev-" + f.severity}, f.severity), f.transform,

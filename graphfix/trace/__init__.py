@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from graphfix import phases
+from graphfix.errors import Error
 
 DEFAULT_TIMEOUT = 300.0  # seconds: a script is stopped if it runs this long before training
 PHASES_FILE = "phases.txt"  # the child's phases, a line each as it begins them
@@ -41,7 +42,7 @@ VERIFY_REQUEST_FILE, VERIFIED_FILE = "verify_request.json", "verified.json"
 SUPERVISOR_GRACE = 20.0  # seconds the supervisor has to end the script's processes
 
 
-class TraceError(Exception):
+class TraceError(Error):
     """Why a script gave no graph, in one line (the script raised, never ran a session,
     ended its process itself or by a signal, outlived the timeout, or is not there)."""
 
@@ -172,6 +173,19 @@ class Trace:
         return files
 
 
+def _check_request(args: Sequence[str], runs: int | None, timeout: float) -> None:
+    """UsageError, one line, for what `graphfix trace` refuses on its command line."""
+    from graphfix.registry import UsageError
+
+    if isinstance(args, (str, bytes)):
+        raise UsageError(f"args must be a list of arguments, not the string {args!r}")
+    if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 1):
+        raise UsageError(f"runs must be at least 1, not {runs!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            0 < timeout < float("inf")):
+        raise UsageError(f"timeout must be a number of seconds above 0, not {timeout!r}")
+
+
 def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,
           until: str | None = None, timeout: float = DEFAULT_TIMEOUT,
           label: str | None = None, verify: dict | None = None) -> Trace:
@@ -202,11 +216,14 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
     first.
 
     Raises:
+        UsageError: `args` a string, `runs` under 1, `timeout` not above 0 (what the
+            command line refuses).
         TraceError: one line, when there is no graph: the script raised (where, and what),
             never ran a session, ended its process itself (`os._exit`) or by a signal (the
             code or the signal, and where), or ran longer than `timeout` seconds (where it
             was).
     """
+    _check_request(args, runs, timeout)
     script, label = Path(path), str(path) if label is None else label
     if not script.is_file():
         raise TraceError(f"{label}: no such script" if not script.exists()

@@ -345,6 +345,7 @@ class Tracer:
         from pathlib import Path
 
         from graphfix import phases
+        from graphfix.registry import verify_checks
         from graphfix.trace import read_folder
         from graphfix.verification.traced import verdict_doc
 
@@ -354,7 +355,7 @@ class Tracer:
         self.verifying = True
         try:
             with phases.listening(lambda text: _phase(self.out, f"verify: {text}")):
-                verdict = verdict_doc(captured, **options)
+                verdict = verdict_doc(captured, checks=verify_checks(), **options)
         finally:
             self.verifying = False
         _write_json(self.out, VERIFIED_FILE, verdict)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from graphfix.errors import Error
+
 AFTER, BEFORE = "after", "before"  # the runs (subfolders) TensorBoard lists
 STEP_TAG = "verified_step"  # the run metadata's tag in the graph dashboard
 
 
-class LogdirError(ValueError):
+class LogdirError(Error, ValueError):
     """A --logdir that cannot be written (a file, or a folder not writable): one line."""
 
 

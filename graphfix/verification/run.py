@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from graphfix.errors import Error
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
 from graphfix.graph import placement
@@ -36,7 +37,7 @@ from graphfix.graph.index import VARIABLE_OPS, GraphError, GraphIndex
 from graphfix.graph.index import index_for
 from graphfix.graph.validity import shown
 from graphfix.phases import phase
-from graphfix.findings import IntendedChange
+from graphfix.findings import Check, IntendedChange
 
 # What fills a lookup table (a Saver's restore fills one too: those under save/ are not these).
 _TABLE_INIT_OPS = frozenset({
@@ -52,20 +53,8 @@ _NOT_OUTPUTS = frozenset({"NoOp", "Assign", "AssignVariableOp", "SaveV2", "Resto
                           "MergeV2Checkpoints", "ShardedFilename", "StringJoin", "Const"})
 
 
-class VerifyError(Exception):
+class VerifyError(Error):
     """Bad input to verify (unreadable graph, bad feed file): one line, exit 2."""
-
-
-@dataclasses.dataclass
-class Check:
-    """One check's verdict; `detail` is one line, `message` TF's whole error where it gave one,
-    `names` the nodes the detail counts, by what they are (in JSON where there are some)."""
-
-    name: str
-    passed: bool
-    detail: str = ""
-    message: str = ""
-    names: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -115,16 +104,11 @@ def verify_path(path: str, **options) -> VerifyResult:
     graph_file, index = _load_valid(path)
     compare = options.pop("compare", None)
     original = _load_valid(compare)[0] if compare else None
-    for label, graph_def in ((path, index.graph_def),
-                             *([(compare, _first_graph(original)[0])] if compare else [])):
-        _check_no_python_functions(label, graph_def)
-    steps = options.get("steps", 1)
-    if steps < 1:
-        raise VerifyError(f"--steps must be at least 1, not {steps}")
-    _check_fetches(path, index, options.get("fetches") or ())
-    from graphfix.verification import custom_ops
-
-    custom_ops.check_libraries(options.get("op_libraries") or ())
+    check_request(path, index, steps=options.get("steps", 1),
+                  fetches=options.get("fetches") or (),
+                  op_libraries=options.get("op_libraries") or ())
+    if compare:
+        _check_no_python_functions(compare, _first_graph(original)[0])
     feeds = _load_feeds(options.pop("feeds", []) or [])
     cluster = options.pop("cluster", None)
     if cluster:
@@ -137,9 +121,24 @@ def verify_path(path: str, **options) -> VerifyResult:
                 f"with the original; verify it on the cluster without --compare")
         options.pop("target_devices", None)
         options.pop("intended_changes", None)
+        options.pop("checks", None)  # (a cluster's run is not watched for them)
         return verify_on_cluster(graph_file, parse_cluster(cluster), feeds=feeds, label=path,
                                  **options)
     return verify_graph(graph_file, compare=original, feeds=feeds, label=path, **options)
+
+
+def check_request(label: str, index: GraphIndex, *, steps: int, fetches: Sequence[str],
+                  op_libraries: Sequence[str], steps_name: str = "--steps") -> None:
+    """What verify refuses before TF is imported, from the command line and the API alike
+    (VerifyError, one line): a graph that calls Python functions, `steps` under 1 (named
+    `steps_name`), a fetch the graph does not have, a custom-op library that is not one."""
+    _check_no_python_functions(label, index.graph_def)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise VerifyError(f"{steps_name} must be at least 1, not {steps!r}")
+    _check_fetches(label, index, fetches)
+    from graphfix.verification import custom_ops
+
+    custom_ops.check_libraries(op_libraries)
 
 
 def _load_valid(path: str) -> tuple[graphio.GraphFile, GraphIndex]:
@@ -274,6 +273,10 @@ class _Run:
     queue_threads: int = 0  # queue runner threads that fed the steps
     run_metadata: Any = None  # the traced first step's RunMetadata, where it was traced
     observed: dict[str, list[np.ndarray]] = dataclasses.field(default_factory=dict)  # per step
+    steps: int = 0  # how many steps ran (set by `verify_graph`)
+    # The same run again, observing other nodes, its session configured otherwise:
+    # (nodes, configure) -> (error or None, observed) (set by `verify_graph`).
+    rerun: Callable[[list[str], Callable[[Any], None]], tuple] | None = None
 
 
 def _run(graph_def, meta, *, steps, fetches, feeds, cpu_count, soft, target: str = "",
@@ -670,8 +673,8 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
                  step_timeout: float = STEP_TIMEOUT, logdir: Path | None = None,
                  op_libraries: Sequence[str] = (), soft_placement: bool = False,
                  intended_changes: Callable[[GraphIndex, GraphIndex],
-                                            Sequence[IntendedChange]] | None = None
-                 ) -> VerifyResult:
+                                            Sequence[IntendedChange]] | None = None,
+                 checks: Sequence = ()) -> VerifyResult:
     """Verify a loaded graph: static placement, then a seeded run (see module docstring).
 
     Args:
@@ -689,21 +692,23 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
             (a starving input queue). Defaults to STEP_TIMEOUT.
         logdir: where to write TensorBoard's graph dashboard runs (`logdir.write_run`):
             the graph and its traced step in logdir/after, `compare`'s in logdir/before.
-        op_libraries: custom-op libraries (`.so`) to load before the graph is imported;
-            the outputs of their ops not registered stateful are checked for folding
-            (`custom_ops`: with `steps` of 2 or more).
+        op_libraries: custom-op libraries (`.so`) to load before the graph is imported.
         soft_placement: the graph's session places it with `allow_soft_placement=True` (a
             traced script's, `Trace.soft_placement`): what TF's placer then moves to the CPU
             is no placement failure (`placement.problems`), and the run has soft placement.
         intended_changes: (original index, fixed index) -> what the fixes between them
             change on purpose (`graphfix.registry.intended_changes`): `compare` lets those
             values differ and names them. Defaults to none: every value must match.
+        checks: the transforms whose checks of their bugs the run adds
+            (`graphfix.registry.verify_checks`: each observes what its `verify_watch` asks
+            and says its verdict, `verify_check`: batch norm's update ops, folded custom
+            ops). Defaults to none.
     """
     from graphfix.verification import compare as comparing
     from graphfix.verification import custom_ops
 
-    graph_def, meta = _first_graph(graph_file)
-    index = index_for(graph_def, meta)
+    fixed = _Loaded.of(graph_file)
+    index = fixed.index
     _check_feeds(index, feeds or {})
     clock = time.perf_counter()
     phase("importing TensorFlow")
@@ -730,63 +735,78 @@ def verify_graph(graph_file: graphio.GraphFile, *, steps: int = 1, fetches: Sequ
     if not _placed(index, soft_placement, result):
         return result
     if simulated:
-        _check_runs_on_cpu_stand_ins(result.path, graph_def)
+        _check_runs_on_cpu_stand_ins(result.path, fixed.graph_def)
 
-    runnable = runnable_copy(graph_def, mapping if simulated else {})
-    run_graph = functools.partial(
-        _run, runnable, meta, steps=steps, fetches=fetches, feeds=feeds or {},
-        cpu_count=cpu_count, soft=soft_placement, checkpoint=_checkpoint_of(graph_file),
-        step_timeout=step_timeout)
-    watched = comparing.update_variables(index)
-    # (traced where there are update ops: the step's stats say which of them ran)
-    run = run_graph(watched=watched, trace=logdir is not None or bool(watched),
-                    observed=custom_ops.unstateful_custom_ops(index))
+    same_run = dict(steps=steps, fetches=fetches, feeds=feeds or {}, step_timeout=step_timeout)
+    run_graph, _ = fixed.runner(real_gpus, simulated, cpu_count=cpu_count,
+                                soft=soft_placement, **same_run)
+    watching = [(check, watch) for check in checks
+                if (watch := check.verify_watch(index)) is not None]
+    run = run_graph(watched=frozenset().union(*(w.variables for _, w in watching)),
+                    trace=logdir is not None or any(w.trace for _, w in watching),
+                    observed=[n for _, w in watching for n in w.outputs])
     if logdir is not None:  # (the graph alone where the step failed)
-        _logdir.write_run(logdir, _logdir.AFTER, graph_def, run.run_metadata)
+        _logdir.write_run(logdir, _logdir.AFTER, fixed.graph_def, run.run_metadata)
     if run.error:
         result.checks.append(Check("run", False, run.error, run.error_message))
         return result
     result.checks.append(Check("run", True, f"initialized, then {max(steps, 1)} step(s) ran"))
-    update_check = comparing.update_ops_check(index, run)
-    if update_check is not None:
-        result.checks.append(update_check)
     seconds.update(graph_import=run.seconds["graph_import"], run=run.seconds["run"])
-
-    def run_folding_off(nodes: list[str]):
-        clock = time.perf_counter()
-        again = run_graph(observed=nodes, configure=custom_ops.folding_off)
-        seconds["run_folding_off"] = time.perf_counter() - clock
-        return again.error, again.observed
-
-    folding_check = custom_ops.folding_check(index, run.observed, steps, run_folding_off)
-    if folding_check is not None:
-        result.checks.append(folding_check)
+    run.steps, run.rerun = steps, functools.partial(_rerun, run_graph, seconds)
+    result.checks += [verdict for check, _ in watching
+                      if (verdict := check.verify_check(index, run)) is not None]
     result.values = {**run.values, **{f"variable:{k}": v for k, v in run.variables_after.items()}}
-
     if compare is not None:
-        original_def, original_meta = _first_graph(compare)
-        original_index = index_for(original_def, original_meta)
-        original_mapping, _, original_cpus = plan_devices(original_index, real_gpus)
-        original_runnable = runnable_copy(original_def, original_mapping if simulated else {})
+        original = _Loaded.of(compare)
+        run_original, original_cpus = original.runner(real_gpus, simulated, soft=True,
+                                                      trace=logdir is not None, **same_run)
         phase("running the original graph (--compare)")
-        reference = _run(original_runnable, original_meta, steps=steps, fetches=fetches,
-                         feeds=feeds or {}, cpu_count=max(cpu_count, original_cpus), soft=True,
-                         checkpoint=_checkpoint_of(compare), step_timeout=step_timeout,
-                         trace=logdir is not None)
+        reference = run_original(cpu_count=max(cpu_count, original_cpus))
         if logdir is not None:
-            _logdir.write_run(logdir, _logdir.BEFORE, original_def, reference.run_metadata)
-        if reference.error:
-            result.checks.append(Check("compare", False, f"original graph failed: {reference.error}",
-                                       reference.error_message))
-        else:
-            intended = (intended_changes(original_index, index) if intended_changes
-                        else ())
-            result.checks.append(comparing.compare(
-                run, reference, tolerance, intended,
-                comparing.raced_update_variables(index, original_index)))
+            _logdir.write_run(logdir, _logdir.BEFORE, original.graph_def, reference.run_metadata)
+        intended = intended_changes(original.index, index) if intended_changes else ()
+        result.checks.append(Check("compare", False, f"original graph failed: {reference.error}",
+                                   reference.error_message) if reference.error else
+                             comparing.compare(run, reference, tolerance, intended,
+                                               comparing.raced_update_variables(index,
+                                                                                original.index)))
     return result
 
 
+def _rerun(run_graph, seconds: dict[str, float], nodes: list[str],
+           configure: Callable[[Any], None]) -> tuple[str | None, dict]:
+    """`_Run.rerun`: the run again, observing `nodes`, its session configured by
+    `configure`; its time in `seconds` as `run_<configure's name>`."""
+    clock = time.perf_counter()
+    again = run_graph(observed=nodes, configure=configure)
+    seconds[f"run_{configure.__name__}"] = time.perf_counter() - clock
+    return again.error, again.observed
+
+
+@dataclasses.dataclass
+class _Loaded:
+    """One graph of a verify (the one verified, or the original it is compared with): its
+    file, first GraphDef and MetaGraphDef, and its index."""
+
+    file: graphio.GraphFile
+    graph_def: Any
+    meta: Any
+    index: GraphIndex
+
+    @classmethod
+    def of(cls, graph_file: graphio.GraphFile) -> _Loaded:
+        graph_def, meta = _first_graph(graph_file)
+        return cls(graph_file, graph_def, meta, index_for(graph_def, meta))
+
+    def runner(self, real_gpus: list[str], simulated: bool, **options
+               ) -> tuple[Callable[..., _Run], int]:
+        """Its run (`_run` with `options`, to be called with the rest) of a copy whose
+        GPUs are mapped onto this machine's devices (onto CPU stand-ins where `simulated`),
+        and how many CPU devices that mapping needs."""
+        mapping, _, cpus = plan_devices(self.index, real_gpus)
+        runnable = runnable_copy(self.graph_def, mapping if simulated else {})
+        return functools.partial(_run, runnable, self.meta, checkpoint=_checkpoint_of(self.file),
+                                 **options), cpus
 
 
 def _check_runs_on_cpu_stand_ins(path: str, graph_def) -> None:

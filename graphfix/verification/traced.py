@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 
 def verify_trace(captured: Trace, *, label: str, steps: int = 1, fetches: Sequence[str] = (),
-                 target_devices: Sequence[str] = (), op_libraries: Sequence[str] = ()
-                 ) -> VerifyResult:
+                 target_devices: Sequence[str] = (), op_libraries: Sequence[str] = (),
+                 checks: Sequence = ()) -> VerifyResult:
     """Verify the graph a trace captured (named `label`), its placeholders fed what the
     script fed them: on a local cluster of the jobs its devices name (a ps/worker script's:
     the script made its cluster), else on the target devices. It fetches `fetches`, else
@@ -40,7 +40,7 @@ def verify_trace(captured: Trace, *, label: str, steps: int = 1, fetches: Sequen
     custom-op libraries given (`op_libraries`) and those the script loaded are loaded
     first (a graph with a custom op does not import without its library), each once. It is
     placed and run with soft placement where the script's sessions have it
-    (`Trace.soft_placement`).
+    (`Trace.soft_placement`). `checks`: the transforms' checks of the run (`verify_graph`).
 
     Raises:
         VerifyError, NoGpuKernelsError: as `verify_graph` and `verify_on_cluster` do.
@@ -61,7 +61,8 @@ def verify_trace(captured: Trace, *, label: str, steps: int = 1, fetches: Sequen
                                  soft_placement=captured.soft_placement)
     return verify_graph(graph_file, label=label, feeds=captured.feeds, steps=steps,
                         fetches=fetches, target_devices=target_devices,
-                        op_libraries=libraries, soft_placement=captured.soft_placement)
+                        op_libraries=libraries, soft_placement=captured.soft_placement,
+                        checks=checks)
 
 
 def verdict_doc(captured: Trace, **options) -> dict:

@@ -50,8 +50,8 @@ from typing import Iterator
 
 from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.colocation import COLOCATION_ATTR
-from graphfix.graph.edges import parse_input
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
+from graphfix.graph.pattern import Op
 from graphfix.graph.signatures import is_handle_type
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
@@ -70,19 +70,15 @@ _RESOURCE_READS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGather
 _SAVE_OPS = frozenset({"SaveV2", "Save", "SaveSlices"})
 
 
+# What a tensor bound to a variable is: its output, its `read`, or a read of it.
+_VARIABLE_OR_A_READ = (Op(VARIABLE_OPS, name="variable"),
+                       Op("Identity|ReadVariableOp", Op(VARIABLE_OPS, name="variable")))
+
+
 def _variable_behind(graph: GraphIndex, tensor: str) -> str | None:
-    """The variable a tensor name stands for: its output, its `read`, or a read of it."""
-    name = parse_input(tensor)[0]
-    if name not in graph:
-        return None
-    node = graph.node(name)
-    if node.op in VARIABLE_OPS:
-        return name
-    if node.op in ("Identity", "ReadVariableOp") and node.input:
-        source = parse_input(node.input[0])[0]
-        if source in graph and graph.node(source).op in VARIABLE_OPS:
-            return source
-    return None
+    """The variable a tensor name stands for (`_VARIABLE_OR_A_READ`)."""
+    found = next(filter(None, (graph.match(p, tensor) for p in _VARIABLE_OR_A_READ)), None)
+    return None if found is None else found["variable"].name
 
 
 def _signature_bindings(graph: GraphIndex) -> list[tuple[str, str, str]]:

@@ -388,37 +388,28 @@ class ReplicaPlacement(Transform):
             spec, target_spec = DeviceSpec.parse(device), DeviceSpec.parse(target)
             name, op = graph.names[position], graph.ops[position]
             if position in plan.shared:
-                if spec.job != ps_job or spec.task is None:
-                    shared_name = graph.node_at(position).attr["shared_name"].s.decode(
-                        "utf-8", "replace")
-                    yield Finding(
-                        ctx.path, self.name,
-                        f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
-                        f"but is on {device or 'no device'}, not a ps task: each worker "
-                        f"would get its own, and they no longer synchronize "
-                        f"(moves to {target})",
-                        node=name, severity="warning", edit=edit)
+                if spec.job == ps_job and spec.task is not None:
+                    continue
+                shared_name = graph.node_at(position).attr["shared_name"].s.decode(
+                    "utf-8", "replace")
+                why = (f"{op} {name} is shared by the workers (shared_name {shared_name!r}) "
+                       f"but is on {device or 'no device'}, not a ps task: each worker "
+                       f"would get its own, and they no longer synchronize")
+            elif spec.job == target_spec.job or position in local_members:
                 continue
-            if spec.job == target_spec.job or position in local_members:
-                continue
-            if op in VARIABLE_OPS and position in local:
-                yield Finding(
-                    ctx.path, self.name,
-                    f"variable {name} is each worker's own (a local variable) but is on "
-                    f"{device}, where every worker would share it (moves to {target})",
-                    node=name, severity="warning", edit=edit)
+            elif op in VARIABLE_OPS and position in local:
+                why = (f"variable {name} is each worker's own (a local variable) but is on "
+                       f"{device}, where every worker would share it")
             elif op in VARIABLE_OPS:
-                yield Finding(
-                    ctx.path, self.name,
-                    f"variable {name} is on {device or 'no device'}, not a ps task: "
-                    f"each worker trains its own copy (moves to {target})",
-                    node=name, severity="warning", edit=edit)
+                why = (f"variable {name} is on {device or 'no device'}, not a ps task: "
+                       f"each worker trains its own copy")
             elif spec.job == ps_job:
-                yield Finding(
-                    ctx.path, self.name,
-                    f"{op} {name} runs on the parameter server ({device}); "
-                    f"pipeline ops belong on the worker (moves to {target})",
-                    node=name, severity="warning", edit=edit)
+                why = (f"{op} {name} runs on the parameter server ({device}); "
+                       f"pipeline ops belong on the worker")
+            else:
+                continue
+            yield Finding(ctx.path, self.name, f"{why} (moves to {target})", node=name,
+                          severity="warning", edit=edit)
 
     def _place(self, wanted: dict[int, str], load: dict[int, int], ctx: Context,
                graph: GraphIndex) -> list[Change]:

@@ -79,7 +79,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Iterator
 
-from graphfix.findings import Change, Finding
+from graphfix.findings import Change, Check, Finding, Watch
+from graphfix.graph.edges import parse_input
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.signatures import is_tf_op
 from graphfix.registry import OP_LIBRARY, Context, Param, Transform, UsageError
@@ -94,15 +95,6 @@ _CONTROL_FLOW = frozenset({"Enter", "Exit", "NextIteration", "Switch", "Merge", 
 PASS_THROUGH = "DebugIdentityV2"
 
 
-def _data_inputs(graph: GraphIndex, position: int) -> list[str]:
-    return [text for text in graph.inputs(position) if not text.startswith("^")]
-
-
-def _source_name(text: str) -> tuple[str, int]:
-    name, _, index = text.partition(":")
-    return name, int(index) if index else 0
-
-
 class StatefulCustomOps(Transform):
     name = "stateful-custom-ops"
     summary = "custom ops not registered stateful that TF folds: SetIsStateful, or unfold in the graph"
@@ -114,6 +106,21 @@ class StatefulCustomOps(Transform):
         Param("ops", None, "ops to make stateful in the sources (besides those found folded)",
               multiple=True),
     )
+
+    def verify_watch(self, graph: GraphIndex) -> Watch | None:
+        """The outputs of the custom ops registered not stateful (in this process's
+        registry, the libraries loaded), on every step: whether TF folds them."""
+        from .verify import unstateful_custom_ops
+
+        outputs = unstateful_custom_ops(graph)
+        return Watch(outputs=tuple(outputs)) if outputs else None
+
+    def verify_check(self, graph: GraphIndex, run) -> Check | None:
+        """"custom ops": an unstateful custom op whose output is the same on every step and
+        changes with TF's folding off is folded (`verify.folding_check`)."""
+        from .verify import folding_check
+
+        return folding_check(graph, run)
 
     def _registrations(self, graph: GraphIndex, ctx: Context
                        ) -> tuple[dict[str, bool], dict[str, str]]:
@@ -142,7 +149,7 @@ class StatefulCustomOps(Transform):
 
         def constants_behind(text: str) -> tuple[bool, tuple[str, ...]]:
             """Whether the tensor `text` is folded to a constant, and the Consts behind it."""
-            name, _ = _source_name(text)
+            name, _ = parse_input(text)
             if name in foldable:
                 return foldable[name]
             foldable[name] = (False, ())  # (a cycle through a loop is no constant)
@@ -154,7 +161,7 @@ class StatefulCustomOps(Transform):
                   or graph.signatures.is_stateful(op)):
                 answer = (False, ())
             else:
-                inputs = _data_inputs(graph, position)
+                inputs = graph.data_input_texts(position)
                 parts = [constants_behind(t) for t in inputs]
                 answer = (all(ok for ok, _ in parts) and bool(inputs),
                           tuple(c for _, cs in parts for c in cs))
@@ -174,7 +181,7 @@ class StatefulCustomOps(Transform):
                 stateful = None
             if stateful:
                 continue
-            inputs = _data_inputs(graph, position)
+            inputs = graph.data_input_texts(position)
             if not all(constants_behind(t)[0] for t in inputs):
                 continue
             if stateful is None:
@@ -250,7 +257,7 @@ class StatefulCustomOps(Transform):
             node = graph.node_at(position)
             added, done = [], set()
             for k, text in enumerate(list(node.input)):
-                source, index = _source_name(text)
+                source, index = parse_input(text)
                 if text.startswith("^") or index != 0 or source in done:  # (a Const: 1 output)
                     continue
                 done.add(source)

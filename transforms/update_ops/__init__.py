@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from graphfix.graph import training
 from graphfix.graph.towers import tower_of
-from graphfix.findings import Change, Finding, IntendedChange
+from graphfix.findings import Change, Check, Finding, IntendedChange, Watch
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
@@ -174,6 +174,46 @@ class UpdateOps(Transform):
         return IntendedChange(self.name, f"moving statistics {self.name} now updates",
                               sorted(variables))
 
+    def verify_watch(self, graph: GraphIndex) -> Watch | None:
+        """The moving statistics the update ops write, read before and after the steps,
+        and the first step traced: which update ops ran."""
+        variables = training.update_writers(graph)
+        return Watch(variables=frozenset(variables), trace=True) if variables else None
+
+    def verify_check(self, graph: GraphIndex, run) -> Check | None:
+        """"update ops": every update op of the graph (batch norm's moving statistics) ran
+        in the step. Proof is what ran (the traced first step, `run.devices`), not whether
+        the variable changed: a moving mean can keep its value through an update that ran
+        (a momentum of 1, a batch whose mean is the moving mean, a change below float32's
+        resolution). A variable that changed was written, by whatever name its writer ran
+        under (a function's body renames its nodes); one that kept its value fails only
+        where none of its update ops ran, and is a note where one did."""
+        import numpy as np
+
+        writers = training.update_writers(graph)
+        if not writers:
+            return None
+        before, after = run.variables_before, run.variables_after
+        kept = sorted(v for v in writers if v in before and v in after
+                      and np.array_equal(before[v], after[v]))
+        ran = set(run.devices)
+        # (a statistic that one tower's update op wrote was updated, whether or not the
+        # others' ran: slim's first-clone convention runs the first tower's only)
+        stuck = [v for v in kept if not ran.intersection(writers[v])]
+        total = len(writers)
+        if stuck:
+            not_run = [op for v in stuck for op in writers[v]]
+            return Check("update ops", False, (
+                f"{len(not_run)} update op(s) did not run, so {len(stuck)} of {total} "
+                f"update-op variable(s) never changed: {_some(not_run)}"),
+                names={"did_not_run": not_run, "never_changed": stuck})
+        if kept:
+            return Check("update ops", True, (
+                f"{total - len(kept)} of {total} update-op variable(s) "
+                f"changed; noted: {len(kept)} kept their value through an update that ran: "
+                f"{_some(kept)}"), names={"ran_and_kept_their_value": kept})
+        return Check("update ops", True, f"all {total} update-op variable(s) changed")
+
     def _run_update_ops(self, train: str, missing: list[str], ctx: Context, graph: GraphIndex
                         ) -> list[Change]:
         """One NoOp gathers the `missing` update ops; the train op runs after it."""
@@ -190,6 +230,11 @@ class UpdateOps(Transform):
             node=train,
             details={"added_nodes": [barrier.name], "update_ops": missing},
         )]
+
+
+def _some(names: list[str]) -> str:
+    """The first three names, and "..." for more."""
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
 def _placed_on(graph: GraphIndex, name: str) -> str:
