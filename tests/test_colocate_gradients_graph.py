@@ -23,7 +23,8 @@ from real_models import oracle  # noqa: E402
 
 NAME = "colocate-gradients"
 CASES = FIXTURES / "colocate_gradients"
-BUGGY = {"two_towers_minimize_outside": 2, "four_towers_embedding_gradients_outside": 4}
+BUGGY = {"two_towers_minimize_outside": 2, "four_towers_embedding_gradients_outside": 4,
+         "two_towers_rnn_while_loop_outside": 2}
 _TOWER_GRADIENT = re.compile(r"^gradients/tower_(\d+)/(.+)_grad/")
 
 
@@ -63,10 +64,10 @@ def test_each_towers_backward_runs_on_its_gpu_after_the_fix(case):
     towers = BUGGY[case]
     assert sorted(placed_after) == list(range(towers))
     for tower in range(towers):
-        # Before: most of tower k's backward pass is off GPU k (where the placer's default
-        # puts it); after: all of it on GPU k.
+        # Before: much of tower k's backward pass is off GPU k, on the placer's default
+        # device (the rest follows its inputs by TF's heuristics); after: all of it on GPU k.
         off_before = [d for d in placed_before[tower] if not d.endswith(f"GPU:{tower}")]
-        assert len(off_before) > len(placed_before[tower]) / 2
+        assert len(off_before) > len(placed_before[tower]) / 3
         assert all(d.endswith(f"GPU:{tower}") for d in placed_after[tower])
     assert oracle.place(fixed).places
 

@@ -73,6 +73,12 @@ def _data_inputs(node) -> list[str]:
     return [text for text in node.input if not text.startswith("^")]
 
 
+def in_gradients_scope(name: str) -> bool:
+    """Whether the node `name` was built by `tf.gradients`: it is in a name scope the call
+    opened (`gradients/...`, `tower_0/gradients_1/...`)."""
+    return _GRADIENTS_SCOPE.search(name) is not None
+
+
 def forward_op(index: GraphIndex, name: str) -> str | None:
     """The forward op that the gradient node `name` differentiates: `tf.gradients` builds
     each op's gradient in `<its scope>/<forward op>_grad/`, so the name says it. The longest

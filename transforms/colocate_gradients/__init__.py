@@ -23,8 +23,10 @@ for another device than their forward op, where that forward op asks for its tow
 device. The finding names the towers and how many of their gradient ops are off their
 tower's device. Not counted: the gradients of a tower's ops that sit elsewhere on purpose
 (an `embedding_lookup`'s gather, built beside its table on the CPU), and gradient ops whose
-colocation group asks for another device or has a member without a kernel on the tower's
-(a gather's gradient measures its table in `colocate_with(table)`, on the table's device).
+colocation group asks for another device, holds a forward op, or has a member without a
+kernel on the tower's: the gradient function placed those itself (a gather's gradient
+measures its table in `colocate_with(table)`, a TensorArray's gradient is built beside the
+TensorArray, in a tower that took its gradients inside its scope too).
 
 Fixed: each counted gradient op asks for its forward op's device, the device
 `colocate_gradients_with_ops` gives it. Only the device is copied, not the forward op's
@@ -52,7 +54,7 @@ from typing import Iterator
 
 from graphfix.findings import Change, Finding
 from graphfix.graph.devices import device_type, same_device
-from graphfix.graph.gradients import forward_op
+from graphfix.graph.gradients import forward_op, in_gradients_scope
 from graphfix.graph.index import GraphIndex
 from graphfix.graph.placement import lacks_kernel
 from graphfix.graph.towers import Tower, find_towers
@@ -80,10 +82,12 @@ def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
 
 def _following(graph: GraphIndex, root: str, off: dict[int, tuple[Tower, str]]) -> list[int]:
     """The gradient ops of `off` in the colocation group of `root`, if the whole group can
-    move with them (else none): every member asks for their one device or none, and has a
-    kernel on its type. A group that asks for another device was put there by the gradient
-    function itself (`colocate_with`: a gather's gradient measures its table beside it), not
-    by the bug; a member without a kernel there would make TF's placer refuse the group."""
+    move with them (else none): every member is a gradient op that asks for their one device
+    or none, and has a kernel on its type. A group that holds a forward op or asks for
+    another device was placed by the gradient function itself (`colocate_with`: a gather's
+    gradient measures its table beside it, a TensorArray's gradient is built beside the
+    TensorArray), not by the bug; a member without a kernel there would make TF's placer
+    refuse the group."""
     members = graph.group_members(root)
     targets = {off[p][1] for p in members if p in off}
     target = targets.pop()
@@ -91,8 +95,8 @@ def _following(graph: GraphIndex, root: str, off: dict[int, tuple[Tower, str]]) 
         kind = device_type(target) or "CPU"
     except ValueError:
         return []
-    follow = not targets and all(
-        (p in off or not graph.devices[p] or same_device(graph.devices[p], target))
+    follow = not targets and all((p in off or in_gradients_scope(graph.names[p]) and (
+        not graph.devices[p] or same_device(graph.devices[p], target)))
         and not lacks_kernel(graph.node_at(p), kind, graph.library_names) for p in members)
     return [p for p in members if p in off] if follow else []
 
