@@ -1,6 +1,6 @@
 """Third-party transforms: a distribution that declares a `graphfix.transforms` entry point
-is listed, selectable with --only and run like a built-in one; the guide's worked example is
-one, installed and run here."""
+is listed, selectable with --only and run like a built-in one; the guide's example of a rule
+on the project model is one, installed and run here."""
 
 from __future__ import annotations
 
@@ -310,70 +310,6 @@ def test_a_transform_that_leaves_a_cycle_is_an_error_and_nothing_is_written(tmp_
     assert result.returncode == 2, result.stderr
     assert "tie-knot left a broken graph: cycle through a" in result.stdout + result.stderr
     assert not (tmp_path / "out.pbtxt").exists()
-
-
-EXAMPLE = REPO / "docs" / "examples" / "print_on_cpu.py"
-
-
-def test_the_guides_worked_example_is_the_example_file():
-    guide = (REPO / "docs" / "guide.md").read_text()
-    code = EXAMPLE.read_text()
-    assert f"```python\n{code}```\n" in guide, "docs/guide.md must show docs/examples/print_on_cpu.py as it is"
-    assert len(code.splitlines()) <= 80
-
-
-def test_the_worked_example_installed_as_an_entry_point_checks_fixes_and_verifies(tmp_path, tf):
-    site = tmp_path / "site"
-    _install_plugin(site, "print_on_cpu", EXAMPLE.read_text(),
-                    "print-on-cpu = print_on_cpu:PrintOnCpu")
-    graph = tf.Graph()
-    with graph.as_default():
-        x = tf.constant([1.0, 2.0], name="x")
-        with tf.device("/gpu:0"):
-            shown = tf.print("x is", x, name="show_x")
-        with tf.control_dependencies([shown]):
-            tf.identity(x, name="out")
-    before = tmp_path / "before.pb"
-    before.write_bytes(graph.as_graph_def().SerializeToString(deterministic=True))
-    after = tmp_path / "after.pb"
-
-    checked = _graphfix("check", before, "--only", "print-on-cpu", "--format", "json",
-                        site=site, cwd=tmp_path)
-    assert checked.returncode == 1, checked.stderr
-    found = {f["node"]: f["message"] for f in json.loads(checked.stdout)["findings"]}
-    assert found == {name: f"{op} has no GPU kernel (moves to /device:CPU:0)"
-                     for name, op in (("show_x_format", "StringFormat"), ("show_x", "PrintV2"))}
-
-    fixed = _graphfix("fix", before, "--only", "print-on-cpu", "-o", after, "--format", "json",
-                      site=site, cwd=tmp_path)
-    assert fixed.returncode == 1, fixed.stderr
-    assert [c["description"] for c in json.loads(fixed.stdout)["changes"]] == [
-        "moved show_x_format to /device:CPU:0", "moved show_x to /device:CPU:0"]
-    again = _graphfix("check", after, "--only", "print-on-cpu", site=site, cwd=tmp_path)
-    assert again.returncode == 0, again.stdout + again.stderr
-
-    unplaceable = _graphfix("verify", before, "--fetch", "out", site=site, cwd=tmp_path)
-    assert unplaceable.returncode == 1, unplaceable.stderr
-    assert "no supported kernel for GPU devices" in unplaceable.stdout
-    verified = _graphfix("verify", after, "--fetch", "out", site=site, cwd=tmp_path)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-
-    # The source half: the same bug where the script builds the graph.
-    (tmp_path / "model.py").write_text(
-        "import tensorflow as tf\nx = tf.constant(1.0)\nwith tf.device('/gpu:0'):\n"
-        "    tf.print(x)\ntf.print(x)\n")
-    source = _graphfix("check", "model.py", "--only", "print-on-cpu", "--no-cache",
-                       site=site, cwd=tmp_path)
-    assert source.returncode == 1, source.stderr
-    assert [line for line in source.stdout.splitlines() if "print-on-cpu" in line] == [
-        "model.py:4:5: error: print-on-cpu: a print under a GPU device scope: no GPU kernel runs it "
-        "(fixable)"]
-    source_fixed = _graphfix("fix", "model.py", "--only", "print-on-cpu", "--no-cache",
-                             site=site, cwd=tmp_path)
-    assert source_fixed.returncode == 1, source_fixed.stderr
-    assert (tmp_path / "model.py").read_text() == (
-        "import tensorflow as tf\nx = tf.constant(1.0)\nwith tf.device('/gpu:0'):\n"
-        "    with tf.device(\"/cpu:0\"):\n        tf.print(x)\ntf.print(x)\n")
 
 
 MODEL_EXAMPLE = REPO / "docs" / "examples" / "saver_before_variables.py"

@@ -140,6 +140,17 @@ def canonical(spec: str) -> str:
     return _parse(spec or "").to_string()
 
 
+def same_device(one: str, other: str) -> bool:
+    """Whether two requested devices name one device, however spelled (`/gpu:0` and
+    `/device:GPU:0`); a device TF cannot parse is only itself."""
+    if one == other:
+        return True
+    try:
+        return canonical(one) == canonical(other)
+    except ValueError:
+        return False
+
+
 def device_type(spec: str) -> str | None:
     """The device type a device string names, upper-cased (`/gpu:1` -> `GPU`), or None."""
     kind = _parse(spec or "").device_type

@@ -25,8 +25,8 @@ _PASS_THROUGH = frozenset({"Identity", "RefIdentity", "ReadVariableOp"})
 # The optimizer's update of a variable from a sparse gradient: (values, indices) inputs.
 SPARSE_UPDATE_PREFIXES = ("SparseApply", "ResourceSparseApply", "Scatter", "ResourceScatter")
 DENSE_APPLY_PREFIXES = ("Apply", "ResourceApply")
-# `gradients/<forward op>_grad/...`: the forward op a gradient node differentiates.
-_GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
+# `[scope/]gradients[_N]/`: the name scope `tf.gradients` opens (`_N` on a second call).
+_GRADIENTS_SCOPE = re.compile(r"(?:^|/)gradients(?:_\d+)?/")
 _TUPLE_OUTPUT = re.compile(r"_grad/tuple/control_dependency(?:_(\d+))?$")
 
 
@@ -69,6 +69,30 @@ def _attr(node, name: str):
 
 def _data_inputs(node) -> list[str]:
     return [text for text in node.input if not text.startswith("^")]
+
+
+def in_gradients_scope(name: str) -> bool:
+    """Whether the node `name` was built by `tf.gradients`: it is in a name scope the call
+    opened (`gradients/...`, `tower_0/gradients_1/...`)."""
+    return _GRADIENTS_SCOPE.search(name) is not None
+
+
+def forward_op(index: GraphIndex, name: str) -> str | None:
+    """The forward op that the gradient node `name` differentiates: `tf.gradients` builds
+    each op's gradient in `<its scope>/<forward op>_grad/`, so the name says it. The longest
+    such prefix that is a node wins (a second derivative's `gradients_1/gradients/x_grad/
+    Mul_grad/Mul` differentiates `gradients/x_grad/Mul`). None for a node that names no
+    forward op: the sums of a tensor's several gradients (`gradients/AddN`), `grad_ys`."""
+    scope = _GRADIENTS_SCOPE.search(name)
+    if scope is None:
+        return None
+    rest = name[scope.end():]
+    end = rest.rfind("_grad/")
+    while end > 0:
+        if rest[:end] in index:
+            return rest[:end]
+        end = rest.rfind("_grad/", 0, end)
+    return None
 
 
 def constant_value(index: GraphIndex, tensor: str) -> float | int | None:
@@ -194,24 +218,22 @@ def gradient_variable(index: GraphIndex, tensor: str) -> str | None:
     own = parse_input(tensor)[0]
     tuple_output = _TUPLE_OUTPUT.search(own)
     if tuple_output is not None:  # before following the Identity: it names the input
-        forward = _GRADIENT_OF.search(own)
-        if forward is None or forward.group(1) not in index:
+        forward = forward_op(index, own)
+        if forward is None:
             return None
-        inputs = _data_inputs(index.node(forward.group(1)))
+        inputs = _data_inputs(index.node(forward))
         k = int(tuple_output.group(1) or 0)
         return variable_read(index, inputs[k]) if k < len(inputs) else None
     node = producer(index, tensor)
     if node.op == "UnsortedSegmentSum":  # a densified sparse gradient: its values say
         return gradient_variable(index, node.input[0])
-    match = _GRADIENT_OF.search(node.name)
-    if match is None:
+    forward = forward_op(index, node.name)
+    if forward is None:
         if node.op != "AddN":
             return None
         found = {gradient_variable(index, part) for part in _data_inputs(node)}
         return found.pop() if len(found) == 1 else None
-    if match.group(1) not in index:
-        return None
-    reads = variable_reads(index, index.node(match.group(1)))
+    reads = variable_reads(index, index.node(forward))
     return reads.pop() if len(reads) == 1 else None
 
 

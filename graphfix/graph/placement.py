@@ -348,7 +348,7 @@ def _problem(group: Group, graph: GraphIndex, targets: Sequence[str],
         lacking = []
         for node in group.members:
             kind = DeviceSpec.parse(group.asked_by(node)).device_type
-            if kind and _lacks(node, kind, graph.library_names):
+            if kind and lacks_kernel(node, kind, graph.library_names):
                 lacking.append(node)
         named = getattr(group, "conflict_node", None) or group.first.name
         return PlacementProblem(group, named, group.conflict, lacking, "conflict")
@@ -391,7 +391,7 @@ def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) ->
     kind = device_type.upper()
     library = graph.library_names
     if isinstance(group, BodyGroup):
-        return [node for node in group.members if _lacks(node, kind, library)]
+        return [node for node in group.members if lacks_kernel(node, kind, library)]
     if kind == "GPU":
         kernels.require_gpu_kernels()
     ops, node_at, node_test = graph.ops, graph.node_at, kernels.node_test
@@ -407,7 +407,7 @@ def _lacking(group: "Group | BodyGroup", device_type: str, graph: GraphIndex) ->
     return out
 
 
-def _lacks(node, device_type: str, library: Container[str]) -> bool:
+def lacks_kernel(node, device_type: str, library: Container[str] = ()) -> bool:
     """Whether TF's placer finds `node` no kernel on `device_type`. A library function's op
     runs anywhere, as TF says (see `kernels.verdict` for an op this TF has no kernel for)."""
     kind = device_type.upper()

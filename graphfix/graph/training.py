@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from graphfix.graph.edges import parse_input
+from graphfix.graph.gradients import forward_op
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 
 ASSIGN_OPS = frozenset({
@@ -238,9 +239,6 @@ def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[s
     return detect_train_ops(index), "detected"
 
 
-_GRADIENT_OF = re.compile(r"gradients(?:_\d+)?/(.+?)_grad/")
-
-
 def detect_loss(index: GraphIndex) -> str | None:
     """The tensor the optimizer differentiates: `tf.gradients` seeds it with a Fill named
     `gradients/grad_ys_0` (or `gradients/Fill`), consumed by `gradients/<loss>_grad/...`."""
@@ -249,9 +247,9 @@ def detect_loss(index: GraphIndex) -> str | None:
         if not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", names[position]):
             continue
         for consumer in index.successors(names[position]):
-            match = _GRADIENT_OF.search(consumer)
-            if match and match.group(1) in index:
-                return f"{match.group(1)}:0"
+            forward = forward_op(index, consumer)
+            if forward is not None:
+                return f"{forward}:0"
     return "loss:0" if "loss" in index else None
 
 

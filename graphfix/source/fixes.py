@@ -115,6 +115,25 @@ def make(original: cst.CSTNode, updated: cst.CSTNode, edits: list[Edit],
     return result
 
 
+def with_argument(call: cst.Call, keyword: str, value: str) -> cst.Call:
+    """`call` with `keyword=value` after its last argument (the change of a `Replace`), laid
+    out as its arguments are: on the line of the last, or on a line of its own before a
+    trailing comma, which it keeps."""
+    args = list(call.args)
+    trailing = args[-1].comma if isinstance(args[-1].comma, cst.Comma) else None
+    between = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if trailing is not None:
+        between = (args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+                   else cst.Comma(whitespace_after=call.whitespace_before_args))
+    if args:
+        args[-1] = args[-1].with_changes(comma=between)
+    equal = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                            whitespace_after=cst.SimpleWhitespace(""))
+    added = cst.Arg(value=cst.parse_expression(value), keyword=cst.Name(keyword), equal=equal,
+                    comma=trailing or cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=[*args, added])
+
+
 # -- removing entries ---------------------------------------------------------------------------
 
 def _without(items, originals, dropped, closing=None):

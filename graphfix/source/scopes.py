@@ -96,6 +96,31 @@ def single_value(name: cst.Name, scope: Scope | None, parent: Parent
     return None
 
 
+_GROWS_A_LIST = frozenset({"append", "extend", "insert"})
+
+
+def bound_values(body: cst.CSTNode) -> dict[str, list[cst.CSTNode]]:
+    """Each name bound in `body` -> what it is bound to, in source order: the value of each
+    assignment to it (augmented and annotated too; a name in a tuple target is bound to
+    the whole value) and each call that grows it as a list (`name.append(...)`, `extend`,
+    `insert`). Where the code runs is not read: a rule asks that of each value."""
+    out: dict[str, list[cst.CSTNode]] = {}
+    for node in descendants(body, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Call):
+        if isinstance(node, cst.Call):
+            func = node.func
+            if (isinstance(func, cst.Attribute) and func.attr.value in _GROWS_A_LIST
+                    and isinstance(func.value, cst.Name)):
+                out.setdefault(func.value.value, []).append(node)
+        elif node.value is not None:
+            targets = ([t.target for t in node.targets] if isinstance(node, cst.Assign)
+                       else [node.target])
+            for name in (n for target in targets if isinstance(target, (cst.Name, cst.Tuple,
+                                                                       cst.List))
+                         for n in descendants(target, cst.Name)):
+                out.setdefault(name.value, []).append(node.value)
+    return out
+
+
 class _Collect(cst.CSTVisitor):
     def __init__(self, kinds: tuple[type, ...], skip_lambdas: bool):
         super().__init__()

@@ -184,6 +184,10 @@ SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resn
 
 # Optimizer methods that make the train op (a variable given second is the global step).
 TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
+# What differentiates a loss, each taking `colocate_gradients_with_ops`: an optimizer's
+# methods, and `tf.gradients` (its keyword in v1 only: TF 2's `tf.gradients` colocates always).
+GRADIENT_METHODS = frozenset({"minimize", "compute_gradients"})
+GRADIENT_CALLS = GRADIENT_METHODS | {"gradients"}
 # TF functions whose op writes variables when fetched: train ops made in one call, a counter
 # (any `raw_ops.` op counts too: what it writes is its own).
 TRAIN_OP_MAKERS = frozenset({"contrib.layers.optimize_loss", "slim.create_train_op",

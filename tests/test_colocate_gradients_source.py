@@ -1,0 +1,64 @@
+"""colocate-gradients in source, held to TF: the towers script of the fixtures builds, before
+the fix, the graph the graph surface finds the bug in, and after it, a graph whose towers'
+gradient ops ask for their tower's GPU and TF's placer (the oracle) puts them there. The
+fixture cases themselves run in test_source_fixtures.py."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import graphfix
+
+from conftest import FIXTURES
+
+sys.path.insert(0, str(FIXTURES))
+
+from real_models import oracle  # noqa: E402
+
+NAME = "colocate-gradients"
+CASE = FIXTURES / "colocate_gradients" / "source" / "towers_minimize_after_loop"
+_TOWER_GRADIENT = re.compile(r"^gradients/tower_(\d+)/")
+
+
+def _graph_of(code: str):
+    """The GraphDef the script builds, run by TF in a graph of its own."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        exec(compile(code, str(CASE / "script.py"), "exec"), {"__name__": "script"})
+        tf.compat.v1.global_variables_initializer()
+    return graph.as_graph_def()
+
+
+def test_the_fixed_script_builds_each_towers_backward_on_its_gpu():
+    before = (CASE / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert [(f.line, f.severity, f.fixable) for f in findings] == [(24, "warning", True)]
+    assert findings[0].message.startswith(
+        'opt.minimize(...) differentiates a loss built in several towers\' device scopes '
+        '(tf.device("/gpu:%d" % i)) outside them, without colocate_gradients_with_ops=True')
+
+    buggy, correct = _graph_of(before), _graph_of(fixed)
+    assert [f.transform for f in graphfix.check_graph(buggy, only=[NAME])] == [NAME]
+    assert graphfix.check_graph(correct, only=[NAME]) == []
+    asked = {n.name: n.device for n in correct.node if _TOWER_GRADIENT.match(n.name)}
+    assert asked and all(device == f"/device:GPU:{_TOWER_GRADIENT.match(name).group(1)}"
+                         for name, device in asked.items() if "/MatMul_grad/" in name)
+    feeds = {"x:0": np.ones([4, 4], np.float32), "y:0": np.zeros([4, 1], np.float32)}
+    placed = oracle.placements(correct, ["train"], feeds)
+    for tower in (0, 1):
+        ran = [placed[name] for name in placed if name.startswith(f"gradients/tower_{tower}/")
+               and "MatMul_grad" in name]
+        assert ran and all(device.endswith(f"GPU:{tower}") for device in ran)
+
+
+@pytest.mark.parametrize("keyword", ["True", "False"])
+def test_a_call_that_passes_the_keyword_is_left_alone(keyword):
+    code = (CASE / "before.py").read_text().replace(
+        'name="train")', f'name="train", colocate_gradients_with_ops={keyword})')
+    assert graphfix.check_source(code, only=[NAME]) == []
