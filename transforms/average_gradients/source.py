@@ -293,9 +293,7 @@ class AverageGradientsCodemod(SourceCodemod):
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) \
                 and func.value.attr.value == "math":
             tf = self.code(func.value.value)
-        text = self.code(loop)
-        skips_none = "None" in text
-        keeps_sparse = "IndexedSlices" in text or ".indices" in text
+        skips_none, keeps_sparse = _handles_none_and_sparse(loop)
         return _Recipe(function, _zipped(loop, params), _list_made(function), tf, skips_none,
                        keeps_sparse,
                        self._only_the_recipe(function, loop))
@@ -349,6 +347,15 @@ def _depth(line: str) -> int:
     """The block depth of a line of `_BODY` (written with four spaces a level, and no
     continuation lines: the file's own indent replaces them)."""
     return (len(line) - len(line.lstrip())) // 4
+
+
+def _handles_none_and_sparse(loop: cst.For) -> tuple[bool, bool]:
+    """Whether the loop's code names None, and IndexedSlices or `.indices`: read from its
+    names, not its text, so that a check commented out (`# if g is not None:`, the recipe
+    of tensorflow/tensorflow#13403) does not count as one."""
+    names = {n.value for n in descendants(loop, cst.Name)}
+    attributes = {a.attr.value for a in descendants(loop, cst.Attribute)}
+    return "None" in names, bool({"IndexedSlices", "indices"} & (names | attributes))
 
 
 def _zipped(loop: cst.For, params: set[str]) -> str | None:
