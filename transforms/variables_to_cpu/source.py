@@ -741,7 +741,27 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- findings and fixes -------------------------------------------------------------------
 
     def _severity(self, variable: _Variable) -> str:
-        return "error" if self._no_gpu_kernel(variable) else "warning"
+        return ("error" if self._no_gpu_kernel(variable) and not self._soft_placement()
+                else "warning")
+
+    def _soft_placement(self) -> bool:
+        """Whether the file configures its sessions with `allow_soft_placement=True`
+        (`ConfigProto(allow_soft_placement=True)`, `config.allow_soft_placement = True`):
+        TF then moves a variable without a GPU kernel to the CPU instead of failing, as the
+        graph surface says of a session known to soft-place (ildoonet/tf-pose-estimation's
+        train.py: its int32 global step under a GPU DeviceSpec)."""
+        if "_soft" not in self.__dict__:
+            self._soft = any(
+                argument(call, "allow_soft_placement", None) is not None
+                and self.code(argument(call, "allow_soft_placement", None)) == "True"
+                for call in self.nodes(cst.Call)
+                if self.tf_canonical(call.func) in ("ConfigProto", "compat.v1.ConfigProto")
+            ) or any(
+                isinstance(t.target, cst.Attribute)
+                and t.target.attr.value == "allow_soft_placement"
+                and self.code(node.value) == "True"
+                for node in self.nodes(cst.Assign) for t in node.targets)
+        return self._soft
 
     @staticmethod
     def _kernel_op(variable: _Variable) -> str:
@@ -768,6 +788,14 @@ class VariablesToCpuCodemod(SourceCodemod):
         where = f"under {self.code(scope.call)}"
         if self._no_gpu_kernel(variable):
             article = "an" if variable.dtype[0] in "aeiou" else "a"
+            if self._soft_placement():
+                return (
+                    f"{what} creates {article} {variable.dtype} variable {where}: "
+                    f"{self._kernel_op(variable)} has no GPU kernel for {variable.dtype}; the "
+                    f"file's sessions set allow_soft_placement=True, which moves it to the CPU "
+                    f"(without it TF fails with \"Could not satisfy explicit device "
+                    f"specification\")"
+                )
             return (
                 f"{what} creates {article} {variable.dtype} variable {where}: TF fails with \"Could "
                 f"not satisfy explicit device specification '{scope.device}' because no "
