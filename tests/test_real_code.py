@@ -50,6 +50,24 @@ def test_the_corpus_manifest_names_every_file_and_labels_it():
             assert all(isinstance(line, int) and line > 0 for line in label["lines"])
 
 
+def test_issue_36s_entries_say_their_part_and_source():
+    """Issue 36's real positives: each later entry names its part (a fixing commit, an issue
+    thread, read, or held out: labelled after the rules were tuned) and where it came from;
+    the held-out part is at least ten files; a label corrected after a run says so."""
+    files = json.loads(MANIFEST.read_text())["files"]
+    parted = [f for f in files if "part" in f]
+    assert {f["part"] for f in parted} <= {"fixing-commits", "issue-threads", "read",
+                                            "held-out"}
+    assert all(f["source"].strip() for f in parted)
+    assert sum(f["part"] == "held-out" for f in parted) >= 10
+    positives = [(f["path"], line) for f in parted for label in f["labels"].values()
+                 for line in label["lines"]]
+    assert len(positives) >= 20
+    for entry in files:
+        if "label_corrected_after_run" in entry:
+            assert entry["label_corrected_after_run"].strip(), entry["path"]
+
+
 def test_every_pattern_is_collected():
     """A pattern folder without expected.json would silently test nothing; every name
     WRONG_TODAY lists is a real pattern."""

@@ -215,3 +215,22 @@ def _worker(case_dirs: list[str]) -> dict:
 
 if __name__ == "__main__":
     print(json.dumps(_worker(sys.argv[1:])))
+
+
+def test_a_soft_placing_session_makes_a_kernelless_variable_a_warning():
+    """ildoonet/tf-pose-estimation's train.py: an int32 step under a GPU scope in a file whose
+    sessions set allow_soft_placement=True: TF moves it to the CPU, it does not fail; the
+    finding says so (a warning, still fixed), as the graph surface says of a soft-placing
+    session. The same code without the setting is TF's error."""
+    code = ('import tensorflow as tf\n'
+            'with tf.device("/gpu:0"):\n'
+            '    step = tf.Variable(0, trainable=False)\n')
+    soft = code + "config = tf.ConfigProto(allow_soft_placement=True)\n"
+    assigned = code + "config = tf.ConfigProto()\nconfig.allow_soft_placement = True\n"
+    for text in (soft, assigned):
+        [finding] = graphfix.check_source(text, only=["variables-to-cpu"])
+        assert finding.severity == "warning" and finding.fixable
+        assert "allow_soft_placement=True, which moves it to the CPU" in finding.message
+    [finding] = graphfix.check_source(code, only=["variables-to-cpu"])
+    assert finding.severity == "error"
+    assert "TF fails with" in finding.message

@@ -99,6 +99,10 @@ def device_template(expr: cst.BaseExpression) -> str | None:
             if left is None and right is None:
                 return None
             return (HOLE if left is None else left) + (HOLE if right is None else right)
+    if isinstance(expr, cst.Call):
+        spec = _device_spec_template(expr)
+        if spec is not None:
+            return spec
     if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
             and expr.func.attr.value == "format"):
         base = device_template(expr.func.value)
@@ -107,6 +111,48 @@ def device_template(expr: cst.BaseExpression) -> str | None:
         text = _BRACES.sub(HOLE, base.replace("{{", "\1").replace("}}", "\2"))
         return text.replace("\1", "{").replace("\2", "}")
     return None
+
+
+_DEVICE_SPEC_FIELDS = ("job", "replica", "task", "device_type", "device_index")
+
+
+def _device_spec_template(call: cst.Call) -> str | None:
+    """The device string of a `DeviceSpec(job=..., device_type="GPU", device_index=i)`, of
+    `DeviceSpec.from_string(s)`, or of either's `.to_string()`, with `HOLE` for a field given
+    at run time (the index of a tower loop); None if `call` is none of them. Read by the
+    constructor's name alone (`tf.DeviceSpec`, `tf.compat.v1.DeviceSpec`, an alias's)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "to_string" and not call.args:
+        inner = func.value
+        return _device_spec_template(inner) if isinstance(inner, cst.Call) else None
+    if (isinstance(func, cst.Attribute) and func.attr.value == "from_string"
+            and _names_device_spec(func.value)):
+        given = argument(call, "spec", 0)
+        return None if given is None else device_template(given)
+    if not _names_device_spec(func):
+        return None
+    parts = []
+    for position, field in enumerate(_DEVICE_SPEC_FIELDS):
+        given = argument(call, field, position)
+        if given is None or (isinstance(given, cst.Name) and given.value == "None"):
+            continue
+        value = device_template(given)
+        if value is None:
+            value = given.value if isinstance(given, cst.Integer) else HOLE
+        if field == "device_type":
+            parts.append(f"device:{value}")
+        elif field == "device_index":
+            if not parts or not parts[-1].startswith("device:"):
+                return HOLE  # an index without a type: nothing a placer reads
+            parts[-1] += f":{value}"
+        else:
+            parts.append(f"{field}:{value}")
+    return "".join(f"/{part}" for part in parts)
+
+
+def _names_device_spec(func: cst.BaseExpression) -> bool:
+    last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return last in ("DeviceSpec", "DeviceSpecV1", "DeviceSpecV2")
 
 
 class ParentProvider(VisitorMetadataProvider[cst.CSTNode | None]):

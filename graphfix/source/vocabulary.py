@@ -31,9 +31,20 @@ SLIM_MODULES = frozenset({"tf_slim", "tensorflow.contrib.slim"})
 V1_MODULES = frozenset({"tensorflow.compat.v1", "tensorflow._api.v2.compat.v1"})
 
 
+# TF 1.x's private module paths that user code imports from, and the public module that
+# re-exports them (`from tensorflow.contrib.layers.python import layers as tf_layers`,
+# cbfinn/maml's utils.py, names contrib.layers' batch_norm), longest first.
+PRIVATE_MODULES = (
+    ("contrib.layers.python.layers.layers.", "contrib.layers."),
+    ("contrib.layers.python.layers.", "contrib.layers."),
+)
+
+
 def canonical_tf_name(qualified: str) -> str | None:
     """`tensorflow.compat.v1.get_variable` -> `get_variable`; `tf_slim.conv2d` ->
-    `slim.conv2d`; None for a name outside TensorFlow and tf-slim."""
+    `slim.conv2d`; a private module's path as its public one
+    (`tensorflow.contrib.layers.python.layers.batch_norm` -> `contrib.layers.batch_norm`);
+    None for a name outside TensorFlow and tf-slim."""
     for prefix in SLIM_PREFIXES:
         if qualified.startswith(prefix):
             return "slim." + qualified[len(prefix) :].rsplit(".", 1)[-1]
@@ -41,7 +52,11 @@ def canonical_tf_name(qualified: str) -> str | None:
         return "slim"
     for prefix in TF_PREFIXES:
         if qualified.startswith(prefix):
-            return qualified[len(prefix) :]
+            name = qualified[len(prefix) :]
+            for private, public in PRIVATE_MODULES:
+                if name.startswith(private):
+                    return public + name[len(private) :]
+            return name
     return None
 
 

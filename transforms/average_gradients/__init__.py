@@ -54,7 +54,11 @@ of one: an `IndexedSlices`). A dense model of shared, reached variables is right
 left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,
 and raise where the towers' lists differ in length or a tuple names more than one variable
 (towers that do not share their variables: `shared-variables` fixes those); a function doing
-more than the recipe (a summary in its loop) is reported, not rewritten.
+more than the recipe (a summary in its loop) is reported, not rewritten. The recipe's loop
+written inline (in a method, beside the towers: a loop over `zip(*towers)` that reads
+(gradient, variable) pairs and averages) is found the same way, and the loop alone is
+rewritten, as is the loop of a function that does more than average (one that applies the
+average too keeps applying it). A `None` check commented out is no check.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AstTfNames
-from graphfix.source.scopes import descendants
+from graphfix.source.scopes import descendants, enclosing
 from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
 
 # -- Source surface -------------------------------------------------------------------------
@@ -41,10 +41,9 @@ _VARIABLE_MAKERS = VARIABLE_CALLS | GET_VARIABLE_CALLS
 # Python calls the recipe's loop may make (the rewrite keeps nothing else of it).
 _PLAIN_CALLS = frozenset({"append", "len", "zip", "list", "range", "float"})
 
-_BODY = '''\
-if len({{len(grads_and_vars) for grads_and_vars in {towers}}}) > 1:
-    raise ValueError("towers with different variable lists (do they share variables?)")
-{averaged} = []
+# The correct average: a loop (the recipe's own, written inline in a method, is replaced
+# by it alone) and the function body around it (checks, the list, the return).
+_LOOP = '''\
 for grad_and_vars in zip(*{towers}):
     var = grad_and_vars[0][1]
     if any(v is not var for _, v in grad_and_vars):
@@ -63,6 +62,12 @@ for grad_and_vars in zip(*{towers}):
     else:
         grad = {tf}.add_n([{tf}.convert_to_tensor(g) for g in grads]) / len(grad_and_vars)
     {averaged}.append((grad, var))
+'''
+_BODY = '''\
+if len({{len(grads_and_vars) for grads_and_vars in {towers}}}) > 1:
+    raise ValueError("towers with different variable lists (do they share variables?)")
+{averaged} = []
+''' + _LOOP + '''\
 return {averaged}
 '''
 
@@ -80,6 +85,7 @@ class _Recipe:
     skips_none: bool
     keeps_sparse: bool
     rewritable: bool
+    loop: cst.For
 
 
 def model_risks(view: FileView) -> tuple[str | None, str | None]:
@@ -250,22 +256,22 @@ class AverageGradientsCodemod(SourceCodemod):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
-        recipes = [r for r in map(self._recipe, self.nodes(cst.FunctionDef)) if r is not None]
-        recipes = [r for r in recipes if not (r.skips_none and r.keeps_sparse)]
-        if not recipes:
+        functions = [r for r in map(self._recipe, self.nodes(cst.FunctionDef)) if r is not None]
+        # A function that does more than the recipe (applies the average, say) whose loop is
+        # the recipe's: the loop alone is rewritten, as an inline one is (and where the loop
+        # cannot be, the function is reported as it was).
+        in_functions = {id(r.loop) for r in functions}
+        inline = [r for r in self._inline_recipes(functions)
+                  if not (r.skips_none and r.keeps_sparse)
+                  and (r.rewritable or id(r.loop) not in in_functions)]
+        by_loop = {id(r.loop) for r in inline}
+        recipes = [r for r in functions if not (r.skips_none and r.keeps_sparse)
+                   and id(r.loop) not in by_loop]
+        if not recipes and not inline:
             return
         unshared, sparse = model_risks(self.project)
         for recipe in recipes:
-            breaks = []
-            if sparse and not recipe.keeps_sparse:
-                breaks.append(f"the gradient of the lookup at {sparse} is an IndexedSlices, "
-                              "which expand_dims/concat densify to a whole [vocab, dim] tensor "
-                              "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
-            if unshared and not recipe.skips_none:
-                breaks.append(f"the tf.Variable at {unshared} is made anew in every tower (a "
-                              "reusing scope does not share it), so another tower's loss does "
-                              "not reach it: its gradient is None and expand_dims raises "
-                              "\"None values not supported\"")
+            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, unshared, sparse)
             if not breaks:
                 continue
             function = recipe.function
@@ -278,6 +284,64 @@ class AverageGradientsCodemod(SourceCodemod):
                    "hand to skip None, keep IndexedSlices sparse, check one variable per "
                    "tuple)"),
                 fix=fix)
+        for loop in inline:
+            breaks = _breaks(loop.skips_none, loop.keeps_sparse, unshared, sparse)
+            if not breaks:
+                continue
+            fix = None
+            if loop.rewritable:
+                text = _LOOP.format(towers=loop.towers, averaged=loop.averaged, tf=loop.tf)
+                statement = cst.parse_statement(text, config=self._tree.config_for_parsing)
+                fix = Replace(loop.loop, lambda _, statement=statement: statement)
+            self.report(
+                loop.loop,
+                f"the loop over zip(*{loop.towers}) averages the towers' gradients inline "
+                f"with the CIFAR-10 recipe, which breaks for this model: {'; '.join(breaks)}"
+                + ("" if fix else " (the loop does more than the recipe, or its names are "
+                   "read after it: rewrite it by hand to skip None, keep IndexedSlices "
+                   "sparse, check one variable per tuple)"),
+                fix=fix)
+
+    def _inline_recipes(self, functions: list[_Recipe]) -> list[_InlineRecipe]:
+        """The recipe's loop written where the towers are built, not in a function of its
+        own (`for grad_and_vars in zip(*tower_grads):` in a method, reading
+        `grad_and_vars[0][1]` or looping `for g, _ in grad_and_vars`): the loops over
+        `zip(*towers)` that average with TF, outside the recipe functions."""
+        inside = {id(loop) for recipe in functions if recipe.rewritable
+                  for loop in descendants(recipe.function, cst.For)}
+        found = []
+        for loop in self.nodes(cst.For):
+            towers = _zipped_towers(loop)
+            if id(loop) in inside or towers is None or not _pairs_of(loop):
+                continue
+            averaging = [c for c in descendants(loop, cst.Call)
+                         if self.tf_canonical(c.func) in _MEANS | _SUMS]
+            if not averaging:
+                continue
+            skips_none, keeps_sparse = _handles_none_and_sparse(loop)
+            averaged = _appended_to(loop)
+            rewritable = (averaged is not None and self._loop_is_recipe(loop)
+                          and not self._read_after(loop, _LOOP_BINDS))
+            found.append(_InlineRecipe(loop, towers, averaged or "average_grads",
+                                       self._tf_of(averaging[0]), skips_none, keeps_sparse,
+                                       rewritable))
+        return found
+
+    def _read_after(self, loop: cst.For, names: set[str]) -> bool:
+        """Whether the function (or module) holding `loop` reads one of `names` after it."""
+        holder = enclosing(loop, self.parent, cst.FunctionDef) or self._tree
+        end = self.position(loop)[0] + self.code(loop).count("\n")
+        return any(name.value in names and self.position(name)[0] > end
+                   for name in descendants(holder, cst.Name))
+
+    def _tf_of(self, averaging: cst.Call) -> str:
+        """How the file spells the TF module its averaging call is made with."""
+        func = averaging.func
+        tf = self.code(func.value) if isinstance(func, cst.Attribute) else "tf"
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) \
+                and func.value.attr.value == "math":
+            tf = self.code(func.value.value)
+        return tf
 
     def _recipe(self, function: cst.FunctionDef) -> _Recipe | None:
         params = {p.name.value for p in function.params.params}
@@ -288,17 +352,11 @@ class AverageGradientsCodemod(SourceCodemod):
                      if self.tf_canonical(c.func) in _MEANS | _SUMS]
         if not averaging:
             return None
-        func = averaging[0].func
-        tf = self.code(func.value) if isinstance(func, cst.Attribute) else "tf"
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) \
-                and func.value.attr.value == "math":
-            tf = self.code(func.value.value)
-        text = self.code(loop)
-        skips_none = "None" in text
-        keeps_sparse = "IndexedSlices" in text or ".indices" in text
+        tf = self._tf_of(averaging[0])
+        skips_none, keeps_sparse = _handles_none_and_sparse(loop)
         return _Recipe(function, _zipped(loop, params), _list_made(function), tf, skips_none,
                        keeps_sparse,
-                       self._only_the_recipe(function, loop))
+                       self._only_the_recipe(function, loop), loop)
 
     def _only_the_recipe(self, function: cst.FunctionDef, loop: cst.For) -> bool:
         """Whether the function does nothing the rewrite would lose: a docstring, lists made
@@ -312,11 +370,16 @@ class AverageGradientsCodemod(SourceCodemod):
             if not isinstance(statement, cst.SimpleStatementLine):
                 return False
             for small in statement.body:
-                if isinstance(small, cst.Return):
-                    continue
+                if (isinstance(small, cst.Return) and isinstance(small.value, cst.Name)
+                        and small.value.value == _list_made(function)):
+                    continue  # (a return of anything else, the applied average, is lost)
                 if not (isinstance(small, cst.Assign) and isinstance(small.value, cst.List)
                         and not small.value.elements):
                     return False
+        return self._loop_is_recipe(loop)
+
+    def _loop_is_recipe(self, loop: cst.For) -> bool:
+        """Whether the loop calls only TF's averaging ops, appends and builtins."""
         for call in descendants(loop, cst.Call):
             name = self.tf_canonical(call.func)
             if name in _RECIPE_OPS:
@@ -349,6 +412,89 @@ def _depth(line: str) -> int:
     """The block depth of a line of `_BODY` (written with four spaces a level, and no
     continuation lines: the file's own indent replaces them)."""
     return (len(line) - len(line.lstrip())) // 4
+
+
+@dataclass(frozen=True)
+class _InlineRecipe:
+    """The recipe's loop written inline (in a method, beside the towers): the loop, the
+    tower list it zips (as code), the list it appends the averages to, the TF module's
+    spelling, what it handles already, whether `_LOOP` may replace it."""
+
+    loop: cst.For
+    towers: str
+    averaged: str
+    tf: str
+    skips_none: bool
+    keeps_sparse: bool
+    rewritable: bool
+
+
+# The names `_LOOP` binds besides the list it appends to: a method that reads one of them
+# after the loop would read the new loop's value instead of its own.
+_LOOP_BINDS = frozenset({"grad_and_vars", "var", "names", "grads", "values", "indices", "grad"})
+
+
+def _breaks(skips_none: bool, keeps_sparse: bool, unshared: str | None,
+            sparse: str | None) -> list[str]:
+    """Why the recipe breaks for the model, in words (none: it does not)."""
+    breaks = []
+    if sparse and not keeps_sparse:
+        breaks.append(f"the gradient of the lookup at {sparse} is an IndexedSlices, "
+                      "which expand_dims/concat densify to a whole [vocab, dim] tensor "
+                      "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
+    if unshared and not skips_none:
+        breaks.append(f"the tf.Variable at {unshared} is made anew in every tower (a "
+                      "reusing scope does not share it), so another tower's loss does "
+                      "not reach it: its gradient is None and expand_dims raises "
+                      "\"None values not supported\"")
+    return breaks
+
+
+def _zipped_towers(loop: cst.For) -> str | None:
+    """The code of what a `for ... in zip(*towers):` loop zips (a name or an attribute:
+    `self.tower_grads`), else None."""
+    call = loop.iter
+    if (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+            and call.func.value == "zip" and len(call.args) == 1 and call.args[0].star == "*"
+            and isinstance(call.args[0].value, (cst.Name, cst.Attribute))):
+        return cst.Module([]).code_for_node(call.args[0].value)
+    return None
+
+
+def _pairs_of(loop: cst.For) -> bool:
+    """Whether the loop reads its target as (gradient, variable) pairs: `target[0][1]`, or
+    a loop or comprehension `for g, v in target`."""
+    if not isinstance(loop.target, cst.Name):
+        return False
+    target = loop.target.value
+    for subscript in descendants(loop.body, cst.Subscript):
+        inner = subscript.value
+        if (isinstance(inner, cst.Subscript) and isinstance(inner.value, cst.Name)
+                and inner.value.value == target):
+            return True
+    for node in descendants(loop.body, cst.For, cst.CompFor):
+        if (isinstance(node.iter, cst.Name) and node.iter.value == target
+                and isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2):
+            return True
+    return False
+
+
+def _appended_to(loop: cst.For) -> str | None:
+    """The one list the loop appends (gradient, variable) pairs to, else None."""
+    lists = {call.func.value.value for call in descendants(loop.body, cst.Call)
+             if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+             and isinstance(call.func.value, cst.Name) and len(call.args) == 1
+             and isinstance(call.args[0].value, cst.Tuple)}
+    return lists.pop() if len(lists) == 1 else None
+
+
+def _handles_none_and_sparse(loop: cst.For) -> tuple[bool, bool]:
+    """Whether the loop's code names None, and IndexedSlices or `.indices`: read from its
+    names, not its text, so that a check commented out (`# if g is not None:`, the recipe
+    of tensorflow/tensorflow#13403) does not count as one."""
+    names = {n.value for n in descendants(loop, cst.Name)}
+    attributes = {a.attr.value for a in descendants(loop, cst.Attribute)}
+    return "None" in names, bool({"IndexedSlices", "indices"} & (names | attributes))
 
 
 def _zipped(loop: cst.For, params: set[str]) -> str | None:

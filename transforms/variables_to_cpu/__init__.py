@@ -56,7 +56,9 @@ Parameters:
         leaves float variables where they are.
 
 In source: variables created under a GPU `tf.device` scope (a literal, a string built
-at run time, `'/gpu:%d' % i`, or a device looped over from a literal list), directly or
+at run time, `'/gpu:%d' % i`, a device looped over from a literal list, or a `tf.DeviceSpec`:
+`DeviceSpec(device_type="GPU", device_index=i)`; a spec naming only a job keeps the outer
+GPU), directly or
 through the project's functions, methods and classes called there, are placed on the CPU:
 a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
@@ -66,7 +68,10 @@ function), so its compute stays on the GPU. Same errors as the graph surface, an
 run time, a loop over listed GPUs, a file that names more than one GPU), and a single-GPU
 script's float variables are no finding, as `check --trace` of it finds none;
 `every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
-See `VariablesToCpuCodemod`.
+A device function of the file that pins op type `"Variable"` only (TF 0.x's op: TF 1.x makes
+`VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
+fix widens the function's own test to `VariableV2` and `VarHandleOp` (an inner scope cannot
+win over an outer device function, which TF applies last). See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations

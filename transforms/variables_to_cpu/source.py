@@ -16,8 +16,8 @@ from graphfix.source.codemod import (
     device_argument,
     device_template,
 )
-from graphfix.source.fixes import WrapInWith
-from graphfix.source.scopes import enclosing, with_items_around
+from graphfix.source.fixes import Replace, WrapInWith
+from graphfix.source.scopes import descendants, enclosing, with_items_around
 from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -83,6 +83,10 @@ class _GpuScope:
     call: cst.Call  # the `tf.device(...)` call
     device: str  # TF's spelling of the device, "N" for a runtime index: /device:GPU:N
     dynamic: bool  # built at run time (`'/gpu:%d' % i`): a tower loop
+    # A device function that means to pin variables but names only op type "Variable":
+    # its name (it gives every op of another type, VariableV2 too, the GPU).
+    misses_v2: str | None = None
+    widening: Replace | None = None  # the fix: its comparison names today's variable ops too
 
 
 @dataclasses.dataclass
@@ -118,6 +122,19 @@ class _Wrapper:
         """Whether statements between two wrapped ones may join the block: true for wrappers
         that place only variables, so the compute of any statement inside stays put."""
         return self.kind != "cpu"
+
+
+# The variable ops since TF 1.0: a device function that names one of them pins today's
+# variables (one naming only "Variable", TF 0.x's op, pins none of them).
+_VARIABLE_OPS_SINCE_1_0 = frozenset({"VariableV2", "VarHandleOp", "AutoReloadVariable"})
+_WIDENED = ("Variable", "VariableV2", "VarHandleOp")  # what a widened test names
+
+
+def _widened_note(scope: _GpuScope) -> str:
+    if scope.widening is None:
+        return (f"; not fixed: make {scope.misses_v2} pin VariableV2 and VarHandleOp too "
+                "(its test is not a comparison graphfix rewrites)")
+    return f"; fix: {scope.misses_v2}'s test names VariableV2 and VarHandleOp too"
 
 
 def _classify_device(template: str) -> tuple[str, str, bool]:
@@ -327,12 +344,19 @@ class VariablesToCpuCodemod(SourceCodemod):
         for call in calls:
             self._find_variable(call)
         plans = {statement: self._plan(site) for statement, site in self._sites.items()}
+        # Under a device function that misses VariableV2 an inner wrap would not help (the
+        # outer function has the last word): the fix is the function's own test.
+        plans.update({statement: (live, None, _widened_note(self._sites[statement].scope))
+                      for statement, (live, _, _) in plans.items()
+                      if self._sites[statement].scope.misses_v2 is not None})
         wraps = self._wraps({s: wrapper for s, (_, wrapper, _) in plans.items()})
         for statement, (live, wrapper, note) in plans.items():
             site = self._sites[statement]
+            fix = (site.scope.widening if site.scope.misses_v2 is not None
+                   else wraps.get(statement))
             for variable in live:
                 self.report(variable.call, self._message(variable, site.scope) + note,
-                            fix=wraps.get(statement), severity=self._severity(variable))
+                            fix=fix, severity=self._severity(variable))
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     # -- finding variables --------------------------------------------------------------------
@@ -460,7 +484,9 @@ class VariablesToCpuCodemod(SourceCodemod):
             return "outer"
         templates = self._device_templates(expr)
         if not templates:
-            return "stop"  # None, a device function, a name: not ours to judge
+            # None, a device function, a name: not ours to judge, unless the function is
+            # one that pins TF 0.x's "Variable" only.
+            return self._device_function_missing_v2(expr) or "stop"
         kinds = [_classify_device(template) for template in templates]
         gpus = [(device, dynamic) for kind, device, dynamic in kinds if kind == "gpu"]
         if gpus:  # (a loop over a list naming a GPU places on it in some turn)
@@ -469,6 +495,111 @@ class VariablesToCpuCodemod(SourceCodemod):
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
+
+    def _device_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
+        """The GPU scope a device function of this file gives variables when it pins op
+        type "Variable" and no other variable op (`if op.type == "Variable": return
+        "/cpu:0"`): TF 0.x's op. TF 1.x makes VariableV2 (2.x VarHandleOp), which the
+        function passes on to the device it gives every other op: the GPU, read from its
+        string arguments (`assign_to_device('/gpu:%d' % i)`) or its returns. None where the
+        function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU."""
+        given = device_argument(expr)
+        factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
+        name = given.func if factory else given
+        if not isinstance(name, cst.Name):
+            return None
+        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
+        if len(functions) != 1:
+            return None
+        function = functions[0]
+        pinned = self._op_types_compared(function)
+        if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
+            return None
+        candidates = ([a.value for a in given.args] if factory else []) + [
+            r.value for r in descendants(function, cst.Return) if r.value is not None]
+        for candidate in candidates:
+            template = device_template(candidate)
+            kind, device, dynamic = (_classify_device(template) if template is not None
+                                     else ("unknown", "", False))
+            if kind == "gpu":
+                return _GpuScope(expr, device, dynamic, misses_v2=name.value,
+                                 widening=self._widening(function))
+        return None
+
+    def _widening(self, function: cst.FunctionDef) -> Replace | None:
+        """The edit that makes a device function's test of "Variable" pin VariableV2 and
+        VarHandleOp too: `op.type == "Variable"` becomes `op.type in ("Variable",
+        "VariableV2", "VarHandleOp")`; a list or tuple it tests with `in` (written there or
+        assigned once in the file) gets the two names. One edit a function, shared by its
+        findings (an edit reported twice is made once)."""
+        cache = self.__dict__.setdefault("_widenings", {})
+        if function not in cache:
+            cache[function] = self._widening_of(function)
+        return cache[function]
+
+    def _widening_of(self, function: cst.FunctionDef) -> Replace | None:
+        for comparison in descendants(function, cst.Comparison):
+            left = comparison.left
+            if not (isinstance(left, cst.Attribute) and left.attr.value in ("type", "op")):
+                continue
+            if len(comparison.comparisons) != 1:
+                continue
+            target = comparison.comparisons[0]
+            tested = target.comparator
+            if (isinstance(target.operator, cst.Equal) and isinstance(tested, cst.SimpleString)
+                    and tested.evaluated_value == "Variable"):
+                names = ", ".join(f"{tested.quote}{n}{tested.quote}" for n in _WIDENED)
+                text = f"{self.code(left)} in ({names})"
+                return Replace(comparison, lambda _, text=text: cst.parse_expression(text))
+            if not isinstance(target.operator, cst.In):
+                continue
+            if isinstance(tested, cst.Name):
+                assigned = [node.value for node in self.nodes(cst.Assign)
+                            for a in node.targets if isinstance(a.target, cst.Name)
+                            and a.target.value == tested.value]
+                tested = assigned[0] if len(assigned) == 1 else None
+            if (isinstance(tested, (cst.List, cst.Tuple)) and tested.elements
+                    and "Variable" in self._strings_in(tested)):
+                quote = next((e.value.quote for e in tested.elements
+                              if isinstance(e.value, cst.SimpleString)), '"')
+                present = self._strings_in(tested)
+                added = [f"{quote}{n}{quote}" for n in _WIDENED if n not in present]
+                codes = [self.code(e.value) for e in tested.elements] + added
+                opening, closing = ("[", "]") if isinstance(tested, cst.List) else ("(", ")")
+                text = f"{opening}{', '.join(codes)}{closing}"
+                return Replace(tested, lambda _, text=text: cst.parse_expression(text))
+        return None
+
+    def _op_types_compared(self, function: cst.FunctionDef) -> set[str] | None:
+        """The strings a function compares an op's type with (`op.type == "Variable"`,
+        `node_def.op in PS_OPS`, the list assigned once in the file); None if it tests a
+        prefix or a substring (`op.type.startswith("Variable")`), which VariableV2 passes."""
+        for call in descendants(function, cst.Call):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in (
+                    "startswith", "endswith", "find", "match"):
+                return None
+        compared: set[str] = set()
+        for comparison in descendants(function, cst.Comparison):
+            left = comparison.left
+            if not (isinstance(left, cst.Attribute) and left.attr.value in ("type", "op")):
+                continue
+            for target in comparison.comparisons:
+                if isinstance(target.operator, (cst.Equal, cst.In)):
+                    compared |= self._strings_in(target.comparator)
+        return compared
+
+    def _strings_in(self, expr: cst.BaseExpression) -> set[str]:
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return {value} if isinstance(value, str) else set()
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            return set().union(*(self._strings_in(e.value) for e in expr.elements))
+        if isinstance(expr, cst.Name):
+            assigned = [node.value for node in self.nodes(cst.Assign)
+                        for a in node.targets if isinstance(a.target, cst.Name)
+                        and a.target.value == expr.value]
+            return self._strings_in(assigned[0]) if len(assigned) == 1 else set()
+        return set()
 
     def _device_templates(self, call: cst.Call) -> list[str]:
         """The device templates a `device(...)` call may be given: its string's, or for a
@@ -610,7 +741,27 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- findings and fixes -------------------------------------------------------------------
 
     def _severity(self, variable: _Variable) -> str:
-        return "error" if self._no_gpu_kernel(variable) else "warning"
+        return ("error" if self._no_gpu_kernel(variable) and not self._soft_placement()
+                else "warning")
+
+    def _soft_placement(self) -> bool:
+        """Whether the file configures its sessions with `allow_soft_placement=True`
+        (`ConfigProto(allow_soft_placement=True)`, `config.allow_soft_placement = True`):
+        TF then moves a variable without a GPU kernel to the CPU instead of failing, as the
+        graph surface says of a session known to soft-place (ildoonet/tf-pose-estimation's
+        train.py: its int32 global step under a GPU DeviceSpec)."""
+        if "_soft" not in self.__dict__:
+            self._soft = any(
+                argument(call, "allow_soft_placement", None) is not None
+                and self.code(argument(call, "allow_soft_placement", None)) == "True"
+                for call in self.nodes(cst.Call)
+                if self.tf_canonical(call.func) in ("ConfigProto", "compat.v1.ConfigProto")
+            ) or any(
+                isinstance(t.target, cst.Attribute)
+                and t.target.attr.value == "allow_soft_placement"
+                and self.code(node.value) == "True"
+                for node in self.nodes(cst.Assign) for t in node.targets)
+        return self._soft
 
     @staticmethod
     def _kernel_op(variable: _Variable) -> str:
@@ -637,6 +788,14 @@ class VariablesToCpuCodemod(SourceCodemod):
         where = f"under {self.code(scope.call)}"
         if self._no_gpu_kernel(variable):
             article = "an" if variable.dtype[0] in "aeiou" else "a"
+            if self._soft_placement():
+                return (
+                    f"{what} creates {article} {variable.dtype} variable {where}: "
+                    f"{self._kernel_op(variable)} has no GPU kernel for {variable.dtype}; the "
+                    f"file's sessions set allow_soft_placement=True, which moves it to the CPU "
+                    f"(without it TF fails with \"Could not satisfy explicit device "
+                    f"specification\")"
+                )
             return (
                 f"{what} creates {article} {variable.dtype} variable {where}: TF fails with \"Could "
                 f"not satisfy explicit device specification '{scope.device}' because no "
@@ -650,6 +809,10 @@ class VariablesToCpuCodemod(SourceCodemod):
             through = "" if variable.through is None else f" ({variable.through})"
             return (f"{what} creates a metric's local variables{through} {where}: TF has GPU "
                     f"kernels for their float totals and counts, but variables belong on the CPU")
+        if scope.misses_v2 is not None:
+            return (f"{what} {creates} {where}: {scope.misses_v2} pins only op type "
+                    f"\"Variable\", TF 0.x's; TF 1.x makes VariableV2 (2.x VarHandleOp), "
+                    f"which it gives {scope.device}: the shared variables land on the GPU")
         if scope.dynamic or self._towers:
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
