@@ -189,7 +189,13 @@ def verify(graph: Any, *, compare: Any = None, **options):
 
     Returns:
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
+
+    Raises:
+        UsageError: TensorFlow is not installed here (one line: what to install).
     """
+    from graphfix.tf_runtime import require_tensorflow
+
+    require_tensorflow("graphfix.verify", registry.UsageError)
     from graphfix.registry import intended_changes
     from graphfix.verification.run import verify_graph
 

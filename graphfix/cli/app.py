@@ -11,6 +11,7 @@ import typer
 import typer.core
 
 from graphfix import __version__
+from graphfix.cli.typer_versions import CONVERTED_PARAMETER
 
 OPTIONS_PANEL = "Options"
 
@@ -53,8 +54,10 @@ def _with_plain_values(params: list) -> list:
     """`params` (a command's, its help option's included), each set to convert its value
     with `_PlainValue`: typer builds its converter on first use, and uses one already set
     (docs/benchmarks.md has the fixed cost with and without)."""
+    if CONVERTED_PARAMETER is None:  # (typer 0.23: click's types convert, no adapter)
+        return params
     for param in params:
-        if isinstance(param, typer.core._TyperParameter):
+        if isinstance(param, CONVERTED_PARAMETER):
             param._runtime_param = _PLAIN_VALUE
     return params
 

@@ -19,6 +19,7 @@ import graphfix.cli.tracing  # noqa: F401  (and `trace`)
 from graphfix import registry
 from graphfix.cli.app import app
 from graphfix.cli.output import StdoutLost, drop_stdout, fail, guard_stdout
+from graphfix.cli.typer_versions import ParserError
 from graphfix.graph.proto import TensorFlowMissing
 
 
@@ -26,8 +27,10 @@ def _usage_error(exc, words: list[str], commands) -> str:
     """A usage error (typer's, from parsing the command line) as graphfix's one line,
     worded as argparse words it: `check: unrecognized arguments: --in-place (see graphfix
     check --help)`."""
-    from typer._click.exceptions import BadOptionUsage, BadParameter, MissingParameter
-    from typer._click.exceptions import NoSuchOption
+    from graphfix.cli.typer_versions import parser_errors
+
+    BadOptionUsage, BadParameter = parser_errors.BadOptionUsage, parser_errors.BadParameter
+    MissingParameter, NoSuchOption = parser_errors.MissingParameter, parser_errors.NoSuchOption
 
     if exc.ctx is not None:
         path = exc.ctx.command_path
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = command.main(words or ["--help"], prog_name="graphfix", standalone_mode=False)
         sys.stdout.flush()
-    except typer.TyperException as exc:  # typer's parser said no: a usage error
+    except ParserError as exc:  # typer's parser said no: a usage error
         fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")
              else exc.format_message())
     except KeyboardInterrupt:

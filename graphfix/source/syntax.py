@@ -14,6 +14,12 @@ from typing import Iterator
 from graphfix.findings import Finding
 
 
+def node_kinds(*names: str) -> tuple[type, ...]:
+    """The `ast` node classes named that this Python has (`match`'s from 3.10, `except*`'s
+    from 3.11): a tree it parsed holds no other kind, so the rest need no test."""
+    return tuple(getattr(ast, name) for name in names if hasattr(ast, name))
+
+
 class SourceResult:
     """What running codemods on one file gave: new code (or the reason it was skipped)."""
 
