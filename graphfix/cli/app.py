@@ -11,7 +11,7 @@ import typer
 import typer.core
 
 from graphfix import __version__
-from graphfix.cli.typer_versions import CONVERTED_PARAMETER
+from graphfix.cli.typer_versions import CONVERTED_PARAMETER, Typer
 
 OPTIONS_PANEL = "Options"
 
@@ -179,9 +179,9 @@ class Group(typer.core.TyperGroup):
         return super().resolve_command(ctx, args)
 
 
-app = typer.Typer(cls=Group, add_completion=True,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  pretty_exceptions_enable=False)
+app = Typer(cls=Group, add_completion=True,
+            context_settings={"help_option_names": ["-h", "--help"]},
+            pretty_exceptions_enable=False)
 
 
 def _show_version(value: bool) -> None:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from graphfix.findings import Finding
 from graphfix.source.examples import Example
 from graphfix.source.project.names import AsksTfNames, Scopes, ScopedAstTfNames
-from graphfix.source.syntax import LINE_BREAK, code_lines, comment_ignores, node_kinds
+from graphfix.source.syntax import (LINE_BREAK, code_lines, comment_ignores, node_kinds,
+                                    place_import_aliases)
 
 if TYPE_CHECKING:
     from graphfix.registry import Transform
@@ -103,6 +104,7 @@ class AstRule(AsksTfNames):
     def run(self, code: str, tree: ast.Module) -> str:
         """Check `code`, whose tree `tree` is; in fix mode, the code with every reported
         edit made (else `code` itself)."""
+        place_import_aliases(tree, code)  # (Python 3.9: their positions)
         self._code, self.tree = code, tree
         self._parents: dict[ast.AST, ast.AST] | None = None
         self._order: list[ast.AST] = []
