@@ -3,10 +3,10 @@
 Python 3.10+ has typer 0.29: click vendored as `typer._click`, its errors under
 `typer.TyperException`, and each option's value converted by a per-parameter converter that
 graphfix replaces (`graphfix.cli.app`). Python 3.9 has typer 0.23 at most: on click itself,
-whose own parameter types convert values (no converter to replace), its errors under
+whose own parameter types convert values (graphfix.cli.app sets those), its errors under
 `click.ClickException`, and a command's annotations read as they are given (typer 0.29
-evaluates them): `Typer` evaluates them first. The command line is the same on both; a value
-click's types refuse (`--jobs 0`) is said in click's words there.
+evaluates them): `Typer` evaluates them first. The command line is the same on both, its
+help and its errors included (graphfix.cli.app converts number options itself on either).
 """
 
 from __future__ import annotations
