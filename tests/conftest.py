@@ -45,6 +45,9 @@ NEEDS_TENSORFLOW = "needs TensorFlow, not installed here (the lean install)"
 _SAYS_TF_IS_NEEDED = "needs TensorFlow, which is not installed here"
 # TF and the packages that come with it (the `test` extra's; numpy only through TF).
 _TF_PACKAGES = frozenset({"tensorflow", "tf_keras", "tf_slim", "keras", "tensorboard", "numpy"})
+# A child process's traceback, in a failure, that says it could not import one of them.
+_CHILD_MISSES_TF = re.compile(r"ModuleNotFoundError: No module named '(%s)[.']"
+                              % "|".join(sorted(_TF_PACKAGES)))
 
 
 class _ImportSkips(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -77,17 +80,19 @@ def pytest_configure(config):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Where TF is not installed, a test that failed because graphfix said it needs TF (an
-    API's UsageError, a command's stderr in the failure, by whatever way the test ran it)
-    is reported skipped: it needs TF."""
+    API's UsageError, a command's stderr in the failure, by whatever way the test ran it),
+    or because a process it started could not import TF (a script building a graph), is
+    reported skipped: it needs TF."""
     outcome = yield
     report = outcome.get_result()
     if HAS_TENSORFLOW or not report.failed or call.excinfo is None:
         return
-    if _SAYS_TF_IS_NEEDED in str(call.excinfo.value) or _SAYS_TF_IS_NEEDED in str(
-            getattr(report, "longreprtext", "")):
+    said = f"{call.excinfo.value}\n{getattr(report, 'longreprtext', '')}"
+    missing = _CHILD_MISSES_TF.search(said)
+    if _SAYS_TF_IS_NEEDED in said or missing:
+        why = f"a child process imports {missing.group(1)}" if missing else "graphfix said so"
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0,
-                           f"{NEEDS_TENSORFLOW}: graphfix said so")
+        report.longrepr = (str(item.path), item.location[1] or 0, f"{NEEDS_TENSORFLOW}: {why}")
 
 
 def pytest_collection_modifyitems(config, items):
