@@ -87,7 +87,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if HAS_TENSORFLOW or not report.failed or call.excinfo is None:
         return
-    said = f"{call.excinfo.value}\n{getattr(report, 'longreprtext', '')}"
+    error = call.excinfo.value  # (a CalledProcessError keeps the child's stderr apart)
+    said = f"{error}\n{getattr(error, 'stderr', '')}\n{getattr(report, 'longreprtext', '')}"
     missing = _CHILD_MISSES_TF.search(said)
     if _SAYS_TF_IS_NEEDED in said or missing:
         why = f"a child process imports {missing.group(1)}" if missing else "graphfix said so"
