@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from graphfix import registry
 from graphfix.graph import graphfile as graphio
 from graphfix.graph.devices import target_devices as target_devices_of
-from graphfix.graph.proto import pb
+from graphfix.graph import proto
 from graphfix.findings import Change, Changes, Finding
 from graphfix.driver import Selected, apply_to_graph
 
@@ -24,12 +24,21 @@ def _selected(only, settings, target_devices) -> Selected:
     return Selected.build(transforms, checked, devices)
 
 
+# The messages a graph is given as, by kind: graphfix's own (`graphfix.graph.proto`) or TF's.
+_MESSAGE_KINDS = (("graphdef", "tensorflow.GraphDef"), ("metagraph", "tensorflow.MetaGraphDef"),
+                  ("savedmodel", "tensorflow.SavedModel"))
+
+
 class _Holder:
-    """A graph in whatever kind the caller gave, as a GraphFile we may edit, and the way back."""
+    """A graph in whatever kind the caller gave, as a GraphFile we may edit, and the way back.
+
+    A message is read into graphfix's own classes (a copy: the caller's is never edited)
+    and given back in the caller's: TF's message class where the caller gave TF's (or a
+    `tf.Graph`), graphfix's where it gave graphfix's or a path."""
 
     def __init__(self, graph: Any):
-        p = pb()
         self.kind = None
+        self.tf_message = False
         if isinstance(graph, (str, os.PathLike)):
             self.kind = "path"
             self.file = graphio.load(graph)
@@ -40,12 +49,14 @@ class _Holder:
             self.kind = "bytes"
             self.file = _parse_bytes(bytes(graph))
             return
-        for kind, cls in (("graphdef", p.graph_pb2.GraphDef),
-                          ("metagraph", p.meta_graph_pb2.MetaGraphDef),
-                          ("savedmodel", p.saved_model_pb2.SavedModel)):
-            if isinstance(graph, cls):
-                copy = cls()
-                copy.CopyFrom(graph)  # never edit the caller's message
+        for kind, full_name in _MESSAGE_KINDS:
+            if proto.is_message(graph, full_name):
+                self.tf_message = not proto.is_own(graph)
+                if self.tf_message:
+                    copy = proto.from_tf(graph)
+                else:
+                    copy = type(graph)()
+                    copy.CopyFrom(graph)  # never edit the caller's message
                 self.kind = "message"
                 self.file = graphio.GraphFile(Path(self.label), kind, False, copy)
                 return
@@ -53,7 +64,7 @@ class _Holder:
             import tensorflow as tf
 
             self.kind = "tf.Graph"
-            meta = tf.compat.v1.train.export_meta_graph(graph=graph)
+            meta = proto.from_tf(tf.compat.v1.train.export_meta_graph(graph=graph))
             self.file = graphio.GraphFile(Path(self.label), "metagraph", False, meta)
             return
         raise TypeError(
@@ -73,17 +84,15 @@ class _Holder:
 
             graph = tf.Graph()
             with graph.as_default():
-                tf.compat.v1.train.import_meta_graph(self.file.message)
+                tf.compat.v1.train.import_meta_graph(proto.to_tf(self.file.message))
             return graph
-        return self.file.message
+        return proto.to_tf(self.file.message) if self.tf_message else self.file.message
 
 
 def _parse_bytes(data: bytes) -> graphio.GraphFile:
-    p = pb()
     reasons = []
-    for kind, cls in (("graphdef", p.graph_pb2.GraphDef),
-                      ("metagraph", p.meta_graph_pb2.MetaGraphDef),
-                      ("savedmodel", p.saved_model_pb2.SavedModel)):
+    for kind, full_name in _MESSAGE_KINDS:
+        cls = proto.message_class(full_name)
         try:
             msg = graphio.parse(data, cls, text=False, what=cls.__name__)
         except ValueError as exc:
@@ -99,8 +108,9 @@ def check_graph(graph: Any, *, only: Iterable[str] | None = None,
     """Findings for a graph.
 
     Args:
-        graph: a path, serialized bytes, a GraphDef / MetaGraphDef / SavedModel message or
-            a `tf.Graph`. It is not changed.
+        graph: a path, serialized bytes, a GraphDef / MetaGraphDef / SavedModel message
+            (TF's or graphfix's own, `graphfix.graph.proto`) or a `tf.Graph`. It is not
+            changed.
         only: names of the transforms to run. Defaults to all.
         settings: `{transform: {param: value}}`, each value as its param declares (a
             repeatable param takes a list); UsageError, one line, for an unknown transform
@@ -131,8 +141,9 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
             writing: the fixed message is returned instead.
 
     Returns:
-        (fixed, changes): `fixed` is a new message / bytes / `tf.Graph` like the input (the
-        written path when `out` is given); `changes` lists every edit, and
+        (fixed, changes): `fixed` is a new message / bytes / `tf.Graph` like the input, a
+        message of the class given (for a path, graphfix's own: `graphfix.graph.proto.to_tf`
+        makes it TF's), or the written path when `out` is given; `changes` lists every edit, and
         `changes.renames` maps each tensor a fix moved to its new name.
     """
     holder = _Holder(graph)

@@ -267,14 +267,14 @@ def _run_files_without_a_graph(selected: Selected, fix: bool, want_diff: bool, r
     """What a transform does to the files its params took (`Param.files`) in a run with no
     graph: its graph entry point over an empty graph, where only what needs no graph is
     left (stateful-custom-ops: `.SetIsStateful()` for the ops the user names)."""
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
     takers = [(transform, options) for transform, options in selected.transforms
               if any(param.files and options.get(param.name) for param in transform.params)]
     if not takers:
         return
     try:
-        findings, changes, _ = apply_to_graph(pb().graph_pb2.GraphDef(), None, "<no graph>",
+        findings, changes, _ = apply_to_graph(proto.GraphDef(), None, "<no graph>",
                                               Selected(takers, selected.target_devices),
                                               fix=fix)
     except ValueError as exc:  # (a file that cannot be read: one line naming it)

@@ -9,7 +9,7 @@ import textwrap
 
 import graphfix
 from graphfix.graph import graphfile as graphio
-from graphfix.graph.proto import pb
+from graphfix.graph import proto
 
 from conftest import FIXTURES, REPO, run_cli
 
@@ -56,10 +56,15 @@ def test_proto_loading_does_not_import_tf_and_tf_still_imports_after():
         assert "tensorflow" not in sys.modules
         print("graph path seconds", round(time.perf_counter() - start, 3))
         import tensorflow as tf
-        assert tf.compat.v1.GraphDef is type(fixed), "one GraphDef class, shared with TF"
+        from graphfix.graph import proto
+        assert tf.compat.v1.GraphDef is not type(fixed), "graphfix's own GraphDef, not TF's"
+        tf_fixed = proto.to_tf(fixed)
+        assert type(tf_fixed) is tf.compat.v1.GraphDef
+        assert (tf_fixed.SerializeToString(deterministic=True)
+                == fixed.SerializeToString(deterministic=True))
         graph = tf.Graph()
         with graph.as_default():
-            tf.compat.v1.import_graph_def(fixed, name="")
+            tf.compat.v1.import_graph_def(tf_fixed, name="")
         with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=True)) as s:
             s.run("init")
             print("output", s.run("output:0"))
@@ -79,7 +84,7 @@ def _write_formats(tmp_path, tf):
     (tmp_path / "g.pbtxt").write_bytes(graphio.serialize(graph_def, text=True))
     graph = tf.Graph()
     with graph.as_default():
-        tf1.import_graph_def(graph_def, name="")
+        tf1.import_graph_def(proto.to_tf(graph_def), name="")
         meta = tf1.train.export_meta_graph(graph=graph, clear_devices=False)
         meta.collection_def["my_collection"].node_list.value.append("output")
     (tmp_path / "g.meta").write_bytes(meta.SerializeToString(deterministic=True))
@@ -165,9 +170,11 @@ def test_api_returns_the_kind_it_was_given(tmp_path, tf):
     data, _ = graphfix.fix_graph(graph_def.SerializeToString())
     assert isinstance(data, bytes)
     assert data == fixed.SerializeToString(deterministic=True)
+    tf_fixed, _ = graphfix.fix_graph(proto.to_tf(graph_def))  # TF's message: TF's back
+    assert type(tf_fixed) is tf.compat.v1.GraphDef and proto.from_tf(tf_fixed) == fixed
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(graph_def, name="")
+        tf.compat.v1.import_graph_def(proto.to_tf(graph_def), name="")
     fixed_graph, changes = graphfix.fix_graph(graph)
     assert isinstance(fixed_graph, tf.Graph) and changes
     assert fixed_graph.get_operation_by_name("d").device == "/device:CPU:0"
@@ -253,7 +260,7 @@ def _large_graph_def():
     node, several, or none in the `loc:@` form; inputs naming an output, a control input,
     a read of a later node; fields besides the nodes; float32 variables. (It is a valid graph: an input from
     no node, or a read that closes a cycle, makes a graph graphfix refuses.)"""
-    graph_def = pb().graph_pb2.GraphDef()
+    graph_def = proto.GraphDef()
     count = 12_001
     for k in range(count):
         node = graph_def.node.add()
@@ -284,7 +291,7 @@ def _large_graph_def():
 def test_the_command_writes_a_large_graph_as_the_api_does_for_any_jobs(tmp_path):
     graph_def = _large_graph_def()
     (tmp_path / "big.pb").write_bytes(graph_def.SerializeToString())
-    meta = pb().meta_graph_pb2.MetaGraphDef()
+    meta = proto.MetaGraphDef()
     meta.graph_def.CopyFrom(graph_def)
     (tmp_path / "big.meta").write_bytes(meta.SerializeToString())
     fixed, changes = graphfix.fix_graph(graph_def, only=["variables-to-cpu"])

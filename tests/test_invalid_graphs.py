@@ -12,7 +12,7 @@ import pytest
 
 from conftest import FIXTURES, error_lines, run_cli
 from graphfix.graph import graphfile as graphio
-from graphfix.graph.proto import pb
+from graphfix.graph import proto
 
 SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
 FIXED_SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "after.pbtxt"
@@ -124,12 +124,11 @@ def test_verify_refuses_an_invalid_graph(tmp_path, case):
 
 
 def test_an_invalid_graph_in_a_meta_graph_and_a_saved_model(tmp_path):
-    p = pb()
     graph_def = GRAPHS["dangling_input"][0]()
-    meta = p.meta_graph_pb2.MetaGraphDef()
+    meta = proto.MetaGraphDef()
     meta.graph_def.CopyFrom(graph_def)
     (tmp_path / "model.meta").write_bytes(meta.SerializeToString())
-    saved = p.saved_model_pb2.SavedModel()
+    saved = proto.SavedModel()
     saved.meta_graphs.add().CopyFrom(meta)
     (tmp_path / "sm").mkdir()
     (tmp_path / "sm" / "saved_model.pb").write_bytes(saved.SerializeToString())
@@ -141,7 +140,7 @@ def test_an_invalid_graph_in_a_meta_graph_and_a_saved_model(tmp_path):
 
 
 def _op_list_bytes() -> bytes:
-    ops = pb().op_def_pb2.OpList()
+    ops = proto.OpList()
     op = ops.op.add(name="Foo")
     op.input_arg.add(name="x", type=1)
     return ops.SerializeToString()

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from conftest import FIXTURES, run_cli
+from proto_roundtrip import assert_same_as_tf
 
 sys.path.insert(0, str(FIXTURES))
 
@@ -185,6 +186,13 @@ def test_oracle_fails_a_gpu_only_op_whose_group_asks_for_the_cpu():
 
 def test_oracle_places_a_ps_worker_graph_on_a_loopback_cluster(verdicts):
     assert verdicts["ps_worker_by_hand"].places and verdicts["ps_worker_setter"].places
+
+
+def test_graphfix_reads_and_writes_every_corpus_graph_as_tf_does(built):
+    """graphfix's own messages (issue 34) on each corpus graph TF wrote: the same bytes both
+    ways as TF's classes, and the same text (tests/proto_roundtrip.py)."""
+    canonical = [name for name, path in built.items() if assert_same_as_tf(path)]
+    assert "tf2_savedmodel_while_print" in canonical, canonical
 
 
 def test_oracle_on_the_corpus(verdicts):

@@ -72,9 +72,9 @@ def _saved_model(folder: Path) -> Path:
     """A SavedModel directory of the seed graph, built from protobuf (graphfix reads it
     without TF): saved_model.pb, variables/, assets/."""
     from graphfix.graph import graphfile as graphio
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
-    saved = pb().saved_model_pb2.SavedModel()
+    saved = proto.SavedModel()
     meta = saved.meta_graphs.add()
     meta.meta_info_def.tags.append("serve")
     meta.graph_def.CopyFrom(graphio.load(SEED).message)
@@ -317,9 +317,9 @@ def test_an_output_name_too_long_is_one_line(tmp_path):
 
 def _large_graph(path: Path) -> None:
     """200,000 nodes: 50,000 towers of a GPU variable, its read, a constant and a sum."""
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
-    graph_def = pb().graph_pb2.GraphDef()
+    graph_def = proto.GraphDef()
     nodes = graph_def.node
     for k in range(50_000):
         variable = nodes.add(name=f"t{k}/w", op="VariableV2", device="/device:GPU:0")

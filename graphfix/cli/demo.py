@@ -125,6 +125,7 @@ def seed003_feed(workdir: Path) -> bool:
     import numpy as np
 
     from graphfix.graph import graphfile as graphio
+    from graphfix.graph import proto
     from graphfix.tf_runtime import import_runtime
 
     tf = import_runtime()
@@ -139,7 +140,7 @@ def seed003_feed(workdir: Path) -> bool:
     def run(path: Path, feeds: dict) -> tuple[str | None, object]:
         graph = tf.Graph()
         with graph.as_default():
-            tf1.import_graph_def(graphio.load(path).message, name="")
+            tf1.import_graph_def(proto.to_tf(graphio.load(path).message), name="")
         with tf1.Session(graph=graph) as session:
             session.run("init")
             try:
@@ -175,6 +176,7 @@ def seed003_sharing(workdir: Path) -> bool:
     import numpy as np
 
     from graphfix.graph import graphfile as graphio
+    from graphfix.graph import proto
     from graphfix.tf_runtime import import_runtime
 
     tf = import_runtime()
@@ -191,7 +193,7 @@ def seed003_sharing(workdir: Path) -> bool:
         """The towers' losses, and whether tower 1's own weights moved in one step."""
         graph = tf.Graph()
         with graph.as_default():
-            tf1.import_graph_def(graphio.load(path).message, name="")
+            tf1.import_graph_def(proto.to_tf(graphio.load(path).message), name="")
         config = tf1.ConfigProto(allow_soft_placement=True)
         with tf1.Session(graph=graph, config=config) as session:
             session.run("init")
@@ -227,13 +229,14 @@ def seed_loop(library: str, graph_path: str, steps: int = STEPS) -> list[str]:
     registers an op name once: a rebuilt library runs in a new process, `python -m
     graphfix.cli.demo LIBRARY GRAPH`)."""
     from graphfix.graph import graphfile as graphio
+    from graphfix.graph import proto
     from graphfix.tf_runtime import import_runtime
 
     tf = import_runtime()
     tf.load_op_library(library)
     graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.import_graph_def(graphio.load(graph_path).message, name="")
+        tf.compat.v1.import_graph_def(proto.to_tf(graphio.load(graph_path).message), name="")
     with tf.compat.v1.Session(graph=graph) as session:
         return [session.run("image_ids:0")[0].decode() for _ in range(steps)]
 

@@ -20,7 +20,6 @@ from graphfix import registry
 from graphfix.cli.app import app
 from graphfix.cli.output import StdoutLost, drop_stdout, fail, guard_stdout
 from graphfix.cli.typer_versions import ParserError
-from graphfix.graph.proto import TensorFlowMissing
 
 
 def _usage_error(exc, words: list[str], commands) -> str:
@@ -71,8 +70,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     except registry.UsageError as exc:  # e.g. a broken third-party transform
-        fail(str(exc))
-    except TensorFlowMissing as exc:
         fail(str(exc))
     except (BrokenPipeError, StdoutLost) as exc:
         drop_stdout()

@@ -1,6 +1,6 @@
 """The graph side: serialized TF graphs read, indexed, queried and written without the TF runtime.
 
-Owns the protobuf boundary (`proto`: TF's `*_pb2` modules loaded without the runtime), graph
+Owns the protobuf boundary (`proto`: graphfix's own messages of TF's formats, no TF needed), graph
 files (`graphfile`: GraphDef, MetaGraphDef and SavedModel read and written), the index the
 transforms query and edit (`index`) and its parts: op signatures (`signatures`), colocation
 groups (`colocation`), the columns read of every node (`columns`), input strings and the edge

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 from google.protobuf import message as _message
 
-from graphfix.graph.proto import pb
+from graphfix.graph import proto
 from graphfix.storage import RefusedWrite, StagedWrites, writable_target
 
 
@@ -121,9 +121,7 @@ def _varint(size: int) -> bytes:
 def serialize(message, *, text: bool) -> bytes:
     """Deterministic bytes for a message, binary or text format."""
     if text:
-        from google.protobuf import text_format  # only text graphs pay its import
-
-        return text_format.MessageToString(message).encode()
+        return proto.to_text(message).encode()
     return message.SerializeToString(deterministic=True)
 
 
@@ -144,12 +142,11 @@ GRAPH_SUFFIXES = (".pb", ".pbtxt", ".meta")
 
 
 def _message_class(path: Path) -> tuple[str, type]:
-    p = pb()
     if path.name in ("saved_model.pb", "saved_model.pbtxt"):
-        return "savedmodel", p.saved_model_pb2.SavedModel
+        return "savedmodel", proto.SavedModel
     if path.suffix == ".meta":
-        return "metagraph", p.meta_graph_pb2.MetaGraphDef
-    return "graphdef", p.graph_pb2.GraphDef
+        return "metagraph", proto.MetaGraphDef
+    return "graphdef", proto.GraphDef
 
 
 _DESCRIPTIONS = {"graphdef": "GraphDef", "metagraph": "MetaGraphDef", "savedmodel": "SavedModel"}
@@ -169,7 +166,7 @@ def parse(data: bytes, cls: type, *, text: bool, what: str):
         parse_error = ()
     try:
         if text:
-            text_format.Parse(data.decode("utf-8"), msg)
+            proto.parse_text(data.decode("utf-8"), msg)
         else:
             msg.ParseFromString(data)
     except parse_error as exc:
@@ -180,9 +177,7 @@ def parse(data: bytes, cls: type, *, text: bool, what: str):
         raise ValueError(f"malformed {what} text: messages nested too deeply") from None
     except _message.DecodeError as exc:
         raise ValueError(f"not a valid {what} (truncated or corrupt protobuf: {exc})") from None
-    from google.protobuf import unknown_fields
-
-    if len(unknown_fields.UnknownFieldSet(msg)):
+    if proto.unknown_field_count(msg):
         raise ValueError(f"not a valid {what} (fields it does not define: corrupt or wrong file)")
     return msg
 

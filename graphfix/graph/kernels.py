@@ -401,9 +401,9 @@ def supports(node, device_type: str) -> bool:
 
 def describe_attrs(node) -> str:
     """The node's type attrs in TF's wording: `dtype=DT_INT32`."""
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
-    names = pb().types_pb2.DataType.Name
+    names = proto.DataType.Name
     parts = []
     for name, value in sorted(node.attr.items()):
         if value.WhichOneof("value") == "type":

@@ -249,11 +249,11 @@ def collection_variables(index: GraphIndex, key: str) -> list[str] | None:
     meta = getattr(index, "meta_graph", None)
     if meta is None or key not in meta.collection_def:
         return None
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
     names = []
     for value in meta.collection_def[key].bytes_list.value:
-        variable = pb().variable_pb2.VariableDef()
+        variable = proto.VariableDef()
         try:
             variable.ParseFromString(value)
         except Exception:  # (a collection of another kind under this key: not variables)

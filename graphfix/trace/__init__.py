@@ -511,11 +511,10 @@ def read_folder(label: str, script: Path, out: Path) -> Trace:
         at = f"{where.path}:{where.line}" if where else label
         raise TraceError(f"{at}: {doc['message']} (raised by the traced script; nothing "
                          "written)")
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
     meta_bytes = (out / "graph.meta").read_bytes()
-    meta = pb().meta_graph_pb2.MetaGraphDef()
-    meta.ParseFromString(meta_bytes)
+    meta = proto.MetaGraphDef.FromString(meta_bytes)
     doc = json.loads((out / "trace.json").read_text())
     sites = {name: site_of(raw) for name, raw in doc["sites"].items()}
     runs = [Run(r["fetches"], r["feeds"], site_of(r["site"]), r["executed"],

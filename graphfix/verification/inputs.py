@@ -68,6 +68,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from graphfix.graph import proto
+
 UNKNOWN_DIM = 2  # the batch: the size of each placeholder's unknown first dimension
 SEED = 1234
 IMAGE_SIZE = 8  # the side of an encoded image where the graph does not resize it
@@ -325,7 +327,7 @@ def _shapes_accepted(graph_def, shapes: dict[str, list[int]]) -> bool:
                 shape.dim.add(size=size)
     try:
         with tf.Graph().as_default():
-            tf.compat.v1.import_graph_def(trial, name="")
+            tf.compat.v1.import_graph_def(proto.to_tf(trial), name="")
     except (ValueError, TypeError):  # (a shape function's refusal)
         return False
     return True

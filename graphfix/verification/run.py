@@ -26,6 +26,7 @@ import numpy as np
 from graphfix.graph import graphfile as graphio
 from graphfix.graph import kernels
 from graphfix.graph import placement
+from graphfix.graph import proto
 from graphfix.graph import training
 from graphfix.verification import inputs
 from graphfix.verification import logdir as _logdir
@@ -371,14 +372,14 @@ def _import(graph, graph_def, meta) -> None:
 
     with graph.as_default():
         if meta is None:
-            tf.compat.v1.import_graph_def(graph_def, name="")
+            tf.compat.v1.import_graph_def(proto.to_tf(graph_def), name="")
             return
         from tensorflow.python.framework import meta_graph
 
         meta_copy = type(meta)()
         meta_copy.CopyFrom(meta)
         meta_copy.graph_def.CopyFrom(graph_def)
-        meta_graph.import_scoped_meta_graph(meta_copy, clear_devices=False)
+        meta_graph.import_scoped_meta_graph(proto.to_tf(meta_copy), clear_devices=False)
 
 
 def _steps(session, targets, feed_dict, values, reads, watched, loss_tensor, steps, bounded,

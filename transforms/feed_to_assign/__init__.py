@@ -101,11 +101,11 @@ def _signature_bindings(graph: GraphIndex) -> list[tuple[str, str, str]]:
 
 def _dtype_name(variable) -> str:
     """A variable node's value type as TF's messages name it (DT_FLOAT -> "float")."""
-    from graphfix.graph.proto import pb
+    from graphfix.graph import proto
 
     if "dtype" not in variable.attr:
         return "float"
-    return pb().types_pb2.DataType.Name(variable.attr["dtype"].type).removeprefix("DT_").lower()
+    return proto.DataType.Name(variable.attr["dtype"].type).removeprefix("DT_").lower()
 
 
 def _fed_variables(graph: GraphIndex, ctx: Context) -> dict[str, str]:

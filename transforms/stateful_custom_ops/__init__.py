@@ -240,10 +240,6 @@ class StatefulCustomOps(Transform):
 
     def _unfold(self, names: list[str], ctx: Context, graph: GraphIndex) -> list[Change]:
         """Each data input of each call goes through a DebugIdentityV2 of its own."""
-        from graphfix.graph.proto import pb
-
-        node_def = pb().node_def_pb2.NodeDef
-
         changes = []
         for name in names:
             position = graph.position(name)
@@ -257,8 +253,8 @@ class StatefulCustomOps(Transform):
                 dtype = graph.signatures.output_types(graph.node(source))
                 if not dtype:
                     continue
-                through = node_def(name=graph.unique_name(f"{name}/input_{k}_unfolded"),
-                                  op=PASS_THROUGH, input=[text], device=node.device)
+                through = type(node)(name=graph.unique_name(f"{name}/input_{k}_unfolded"),
+                                   op=PASS_THROUGH, input=[text], device=node.device)
                 through.attr["T"].type = dtype[index]
                 graph.add_node(through)
                 graph.replace_input(name, source, through.name)
