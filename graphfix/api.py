@@ -29,6 +29,19 @@ _MESSAGE_KINDS = (("graphdef", "tensorflow.GraphDef"), ("metagraph", "tensorflow
                   ("savedmodel", "tensorflow.SavedModel"))
 
 
+def _tf_version(version: str | None):
+    """Placement judged by TensorFlow `version`'s table inside the block (None: the
+    installed TF's, else the newest); UsageError, one line, for a version with none."""
+    from graphfix.graph import kernels
+
+    if version is not None:
+        try:
+            kernels.table_version(version)
+        except kernels.TfVersionError as exc:
+            raise registry.UsageError(f"tf_version: {exc}") from None
+    return kernels.tf_version(version)
+
+
 class _Holder:
     """A graph in whatever kind the caller gave, as a GraphFile we may edit, and the way back.
 
@@ -104,7 +117,8 @@ def _parse_bytes(data: bytes) -> graphio.GraphFile:
 
 def check_graph(graph: Any, *, only: Iterable[str] | None = None,
                 settings: dict[str, dict] | None = None,
-                target_devices: Iterable[str] = ()) -> list[Finding]:
+                target_devices: Iterable[str] = (),
+                tf_version: str | None = None) -> list[Finding]:
     """Findings for a graph.
 
     Args:
@@ -116,6 +130,10 @@ def check_graph(graph: Any, *, only: Iterable[str] | None = None,
             repeatable param takes a list); UsageError, one line, for an unknown transform
             or param or a bad value. Defaults to each param's default.
         target_devices: devices the graph should place on. Defaults to none given.
+        tf_version: the TensorFlow ("2.16") whose kernels placement is judged by, from
+            graphfix's table of them, whatever TF is installed (UsageError, naming those
+            shipped, for one it has no table of). Defaults to the installed TF's version,
+            else the newest table.
 
     Returns:
         The findings, each with `node` set.
@@ -123,20 +141,22 @@ def check_graph(graph: Any, *, only: Iterable[str] | None = None,
     holder = _Holder(graph)
     selected = _selected(only, settings, target_devices)
     findings: list[Finding] = []
-    for graph_def, meta in holder.file.graph_defs():
-        found, _, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=False)
-        findings.extend(found)
+    with _tf_version(tf_version):
+        for graph_def, meta in holder.file.graph_defs():
+            found, _, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=False)
+            findings.extend(found)
     return findings
 
 
 def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
               settings: dict[str, dict] | None = None, target_devices: Iterable[str] = (),
-              out: str | os.PathLike | None = None) -> tuple[Any, list[Change]]:
+              out: str | os.PathLike | None = None,
+              tf_version: str | None = None) -> tuple[Any, list[Change]]:
     """Fix a graph; return (fixed graph of the kind given, changes).
 
     Args:
         graph: as for `check_graph`. A message given is copied, never edited.
-        only, settings, target_devices: as for `check_graph`.
+        only, settings, target_devices, tf_version: as for `check_graph`.
         out: for a path, where to write the fixed graph (same format). Defaults to not
             writing: the fixed message is returned instead.
 
@@ -149,9 +169,10 @@ def fix_graph(graph: Any, *, only: Iterable[str] | None = None,
     holder = _Holder(graph)
     selected = _selected(only, settings, target_devices)
     changes = Changes()
-    for graph_def, meta in holder.file.graph_defs():
-        _, made, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=True)
-        changes.extend(made)
+    with _tf_version(tf_version):
+        for graph_def, meta in holder.file.graph_defs():
+            _, made, _ = apply_to_graph(graph_def, meta, holder.label, selected, fix=True)
+            changes.extend(made)
     return holder.result(out), changes
 
 

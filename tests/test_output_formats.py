@@ -283,6 +283,7 @@ def _two_runs(root) -> dict:
     came from its own run: a check, then a whole run fixing (unwritten) for the texts."""
     from graphfix.api import _selected
     from graphfix.cli import replacements
+    from graphfix.cli.output import report_document
     from graphfix.driver import run
 
     selected = _selected(None, None, None)
@@ -294,7 +295,7 @@ def _two_runs(root) -> dict:
         replacements.give_replacements(report, replacements.fixed_texts(outputs))
     finally:
         os.chdir(here)
-    return report.to_json(fixing=False)
+    return report_document(report, fixing=False)  # (with "tensorflow": what judged placement)
 
 
 def test_json_of_one_run_is_that_of_a_check_and_a_fix_run(tmp_path):

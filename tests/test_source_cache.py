@@ -547,6 +547,11 @@ def test_the_bundled_kernel_table_answers_without_tf(tmp_path):
     assert loaded == "TF not loaded"
     live, loaded = _check_seed("--no-cache")
     assert loaded == "TF loaded"
+    import tensorflow as tf
+
+    minor = ".".join(tf.__version__.split(".")[:2])
+    assert bundled.pop("tensorflow") == {"version": minor, "source": "table"}
+    assert live.pop("tensorflow") == {"version": tf.__version__, "source": "installed registry"}
     assert bundled == live
 
 
@@ -606,31 +611,42 @@ def test_the_kept_registry_answers_as_tf_does(tf, tmp_path):
 
 
 def test_a_registry_without_gpu_kernels_is_said_plainly(tmp_path, capsys):
-    """What a tensorflow-cpu install's registry holds: no GPU kernel for any op. The check
-    says so and stops (exit 2) rather than pass every group. (This TF has GPU kernels: the
-    registry is one kept in the cache folder, of the shape `graphfix.graph.kernels` keeps.)"""
+    """What a tensorflow-cpu install's registry holds, where it is asked (a TF graphfix has
+    no table of; here GRAPHFIX_LIVE_KERNELS): no GPU kernel for any op. The check says so and
+    stops (exit 2) rather than pass every group. (This TF has GPU kernels: the registry is
+    one kept in the cache folder, of the shape `graphfix.graph.kernels` keeps.)"""
     from graphfix import __version__
     from graphfix.graph import kernels
     from graphfix.cli.main import main
 
-    cpu_only = {"format": 1, "defaults": {},
+    cpu_only = {"format": kernels._Snapshot.FORMAT, "defaults": {},
                 "kernels": {op: [["CPU", "", []]] for op in ("MatMul", "VariableV2", "Assign",
                                                              "Const", "Identity", "AddV2")}}
     kept = tmp_path / __version__ / "kernels" / f"{kernels._install_fingerprint()}.json"
     kept.parent.mkdir(parents=True)
     kept.write_text(json.dumps(cpu_only))
-    said = ("graphfix: error: this TensorFlow registers no GPU kernels (a tensorflow-cpu "
-            "install?), so GPU placement cannot be checked; install the default 'tensorflow' "
-            "wheel\n")
+    import tensorflow as tf
+
+    said = (f"graphfix: error: the installed TensorFlow {tf.__version__} registers no GPU "
+            "kernels (a tensorflow-cpu install?), so GPU placement cannot be checked against "
+            "it; name the TensorFlow the graph will run on with --tf-version (graphfix has "
+            f"tables of {', '.join(kernels.shipped_versions())})\n")
     result = run_cli("check", SEED_GRAPH, "--target-devices", "/gpu:0", "--cache-dir", tmp_path,
-                     check_exit=2)
+                     check_exit=2, env={kernels.LIVE_KERNELS_ENV: "1"})
     assert (result.stdout, result.stderr) == ("", said)
+    # ... and the shipped table of a version has them: --tf-version checks GPU placement
+    named = run_cli("check", SEED_GRAPH, "--target-devices", "/gpu:0", "--cache-dir", tmp_path,
+                    "--tf-version", kernels.shipped_versions()[-1], check_exit=1,
+                    env={kernels.LIVE_KERNELS_ENV: "1"})
+    assert "Cannot assign a device for operation d" in named.stdout
     # verify asks the same registry (here, the one kept) before it runs anything
+    os.environ[kernels.LIVE_KERNELS_ENV] = "1"
     try:
         kernels.use_snapshot(tmp_path)
         with pytest.raises(SystemExit) as stopped:
             main(["verify", str(SEED_GRAPH)])
     finally:
+        del os.environ[kernels.LIVE_KERNELS_ENV]
         kernels.use_snapshot(None)
         kernels._SNAPSHOT.kernels.clear()  # (the CPU-only answers are not this TF's)
         kernels._kernels_for.cache_clear()

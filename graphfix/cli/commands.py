@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import typer
+
 from graphfix import registry
 from graphfix.cli import options as opt
 from graphfix.cli.app import Command, app
 from graphfix.cli.output import (check_format, echo, echo_document, emit, fail, phases_shown,
-                                 progress, report_bytes, show_verify)
+                                 progress, report_bytes, report_document, show_verify)
 from graphfix.escaping import json_document
 from graphfix.findings import at_least
 
@@ -35,6 +37,25 @@ def _selected(only, settings, targets):
     except registry.UsageError as exc:
         fail(str(exc))
     return Selected.build(transforms, parsed, _devices(targets))
+
+
+def _tf_version(ctx: typer.Context, version: str | None) -> None:
+    """`--tf-version X.Y`: placement judged by that TensorFlow's table until the command
+    ends (one line, exit 2, naming the versions graphfix ships, for one it has none of)."""
+    from graphfix.graph import kernels
+
+    try:
+        ctx.with_resource(kernels.tf_version(version))
+    except kernels.TfVersionError as exc:
+        fail(f"--tf-version: {exc}")
+
+
+def _say_kernels(verbose: bool) -> None:
+    """`--verbose`: which TensorFlow's kernels placement was judged by, on stderr."""
+    if verbose:
+        from graphfix.graph import kernels
+
+        echo(f"graphfix: {kernels.selected().describe()}", err=True)
 
 
 def _severity(given: str | None, configured: str | None) -> str:
@@ -218,20 +239,22 @@ def list_command(fmt: opt.TextOrJson = "text") -> int:
 
 
 @app.command(cls=Command)
-def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
-          target_devices: opt.TargetDevices = None, fmt: opt.CheckFormat = "text",
+def check(ctx: typer.Context, paths: opt.Paths, only: opt.Only = None,
+          settings: opt.Settings = None, target_devices: opt.TargetDevices = None,
+          tf_version: opt.TfVersion = None, fmt: opt.CheckFormat = "text",
           report_path: opt.ReportPath = None, exclude: opt.Exclude = None,
           jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
           cache_dir: opt.CacheDir = None,
           timeout_per_file: opt.TimeoutPerFile = opt.TIMEOUT_PER_FILE,
           severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
           until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
-          html: opt.Html = None) -> int:
+          html: opt.Html = None, verbose: opt.Verbose = False) -> int:
     """Report findings; exit 0 clean, 1 findings, 2 error."""
     from graphfix.driver import run
     from graphfix.graph.kernels import NoGpuKernelsError
 
     check_format(fmt, ("text", "json", "sarif", "github", "junit"))
+    _tf_version(ctx, tf_version)
     selected, excludes, configured_cache, configured_severity = _configured(
         paths, only, settings, target_devices, exclude)
     least = _severity(severity, configured_severity)
@@ -261,7 +284,8 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
 
         replacements.give_replacements(report, replacements.fixed_texts(outputs))
     report.findings = at_least(report.findings, least)
-    files = [_json_file(report_path, report.to_json(fixing=False))] if report_path else []
+    _say_kernels(verbose)
+    files = [_json_file(report_path, report_document(report, fixing=False))] if report_path else []
     if html is not None:
         files.append(_html_file(html, graphs, selected))
     _write_files(files)  # (the report and the page: both or neither)
@@ -270,8 +294,9 @@ def check(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None
 
 
 @app.command(cls=Command)
-def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
-        target_devices: opt.TargetDevices = None, fmt: opt.FixFormat = "text",
+def fix(ctx: typer.Context, paths: opt.Paths, only: opt.Only = None,
+        settings: opt.Settings = None, target_devices: opt.TargetDevices = None,
+        tf_version: opt.TfVersion = None, fmt: opt.FixFormat = "text",
         report_path: opt.ReportPath = None, out: opt.Out = None, in_place: opt.InPlace = False,
         force: opt.Force = False, diff: opt.Diff = False, dry_run: opt.DryRun = False,
         exclude: opt.Exclude = None, jobs: opt.Jobs = None, no_cache: opt.NoCache = False,
@@ -280,13 +305,14 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
         severity: opt.MinSeverity = None, trace: opt.Trace = False, runs: opt.Runs = None,
         until: opt.Until = None, timeout: opt.TraceTimeout = 300.0,
         verify: opt.VerifyFix = False, html: opt.Html = None,
-        logdir: opt.FixLogdir = None) -> int:
+        logdir: opt.FixLogdir = None, verbose: opt.Verbose = False) -> int:
     """Apply fixes: graphs to -o OUT (or --in-place), sources in place. Exit 1 if changed."""
     from graphfix.driver import run, write_outputs
     from graphfix.graph import graphfile
     from graphfix.graph.kernels import NoGpuKernelsError
 
     check_format(fmt, ("text", "json", "github"))
+    _tf_version(ctx, tf_version)
     if out and in_place:
         fail("give either -o OUT or --in-place, not both")
     selected, excludes, configured_cache, configured_severity = _configured(
@@ -328,6 +354,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     except NoGpuKernelsError as exc:
         fail(str(exc))
     report.findings = at_least(report.findings, least)  # (shown; every fix is still made)
+    _say_kernels(verbose)
     diff_lines = [line.rstrip("\n") for o in outputs for line in o.diff]
     before = _graphs_before(outputs) if logdir is not None and writing else {}
     # The reports (--report, --html: the page shows the graphs as they were and as fixed,
@@ -335,7 +362,7 @@ def fix(paths: opt.Paths, only: opt.Only = None, settings: opt.Settings = None,
     # A failed run writes no page, and its --report alone.
     reports = []
     if report_path is not None and not report.failed:
-        reports.append(_json_file(report_path, report.to_json(fixing=True)))
+        reports.append(_json_file(report_path, report_document(report, fixing=True)))
         report_path = None
     if html is not None and not report.failed:
         reports.append(_html_file(html, graphs, selected))
@@ -429,8 +456,9 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
 
 
 @app.command(cls=Command)
-def report(paths: opt.Paths, out: opt.Out = None, only: opt.Only = None,
-           settings: opt.Settings = None, target_devices: opt.TargetDevices = None) -> int:
+def report(ctx: typer.Context, paths: opt.Paths, out: opt.Out = None, only: opt.Only = None,
+           settings: opt.Settings = None, target_devices: opt.TargetDevices = None,
+           tf_version: opt.TfVersion = None) -> int:
     """Write one self-contained HTML page (-o FILE) for graphs: devices, moved groups,
     cross-device edges, findings. No graph is changed; exit 2 (and no page) if one cannot
     be read."""
@@ -439,6 +467,7 @@ def report(paths: opt.Paths, out: opt.Out = None, only: opt.Only = None,
 
     if out is None:
         fail("report needs -o FILE.html")
+    _tf_version(ctx, tf_version)
     page, failed = build(list(paths), _selected(only, settings, target_devices))
     if failed:
         fail(f"{failed[0]['path']}: {failed[0]['error']}")

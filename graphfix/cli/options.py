@@ -26,6 +26,11 @@ Settings = Annotated[Optional[list[str]], typer.Option(
 TargetDevices = Annotated[Optional[str], typer.Option(
     "--target-devices", metavar="DEVICES", rich_help_panel=TRANSFORMS,
     help="devices to place on, e.g. /gpu:0,/gpu:1")]
+TfVersion = Annotated[Optional[str], typer.Option(
+    "--tf-version", metavar="X.Y", rich_help_panel=TRANSFORMS,
+    help="judge placement by TensorFlow X.Y's kernels (graphfix's table of them), whatever "
+         "TensorFlow is installed: the cluster's, not this machine's (default: the installed "
+         "TF's version, else the newest table)")]
 
 TextOrJson = Annotated[str, typer.Option(
     "--format", metavar="FORMAT", rich_help_panel=OUTPUT, show_default=False,
@@ -46,6 +51,11 @@ Html = Annotated[Optional[Path], typer.Option(
     "--html", metavar="FILE", rich_help_panel=OUTPUT,
     help="also write the HTML page `graphfix report` writes, for the graphs given (verify: "
          "with its checks)")]
+
+Verbose = Annotated[bool, typer.Option(
+    "--verbose", "-v", rich_help_panel=OUTPUT,
+    help="also say, on stderr, which TensorFlow's kernels placement was judged by (a table "
+         "graphfix ships, or the installed TF's own registry)")]
 
 MinSeverity = Annotated[Optional[str], typer.Option(
     "--severity", metavar="LEVEL", rich_help_panel=OUTPUT,

@@ -134,6 +134,14 @@ def report_bytes(doc: dict) -> bytes:
     return (json.dumps(doc, indent=2) + "\n").encode()
 
 
+def report_document(report: Report, *, fixing: bool) -> dict:
+    """A check's or a fix's JSON document: the report, and which TensorFlow's kernels
+    placement was judged by ({"tensorflow": {"version": "2.16", "source": "table"}})."""
+    from graphfix.graph import kernels
+
+    return {**report.to_json(fixing=fixing), "tensorflow": kernels.selected().to_json()}
+
+
 def write_report(path: Path, doc: dict) -> None:
     """`--report FILE.json`: the JSON document, written atomically."""
     from graphfix.graph.graphfile import InputError, write_output
@@ -193,7 +201,8 @@ def emit(report: Report, fmt: str, report_path: Path | None, *, fixing: bool,
         echo_document(json_document(to_sarif(report, registry.all_transforms())))
         fmt = "quiet"
     # A 1M-node graph makes 200k changes: build the JSON document only where it is shown.
-    doc = report.to_json(fixing=fixing) if fmt == "json" or report_path is not None else None
+    doc = (report_document(report, fixing=fixing) if fmt == "json" or report_path is not None
+           else None)
     if report_path is not None:
         write_report(report_path, doc)
     if fmt == "json":

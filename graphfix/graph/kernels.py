@@ -1,27 +1,212 @@
-"""TF's own kernel registry: which device types can run a node with its attrs.
+"""TF's kernel registry: which device types can run a node with its attrs.
 
-This is the one place the graph path touches the TF runtime (`import tensorflow` costs
-seconds), and only when a placement question is actually asked. The default `tensorflow`
-wheel registers its GPU kernels even on a machine with no GPU, so a GPU-placement bug is
-caught anywhere; a `tensorflow-cpu` install registers none, and we say so rather than pass.
+The answers come from one source per run (`selected`):
 
-With a cache folder (`use_snapshot`), the registry's answers for the ops asked are kept
-there, per TensorFlow install (its version and the size and time of its libraries and
-plug-ins), so the next `check` that asks only about those ops does not load TF at all.
+- a table graphfix ships per TensorFlow minor version (`tables/tfX.Y.json`, written by
+  tools/gen_kernel_table.py in a venv of that version): the registry of the default
+  `tensorflow` wheel for Linux x86-64, which registers its GPU kernels even on a machine with
+  no GPU. It answers for an installed TF of that version whatever its distribution (so a
+  `tensorflow-cpu` or `tensorflow-macos` user checks GPU placement as the cluster's TF would
+  place), for the newest version where no TF is installed, and for the version a run names
+  (`tf_version`, the CLI's `--tf-version`: the cluster's TF, not the laptop's). A table is
+  read without TF: one op per line, each decoded on first use.
+- the installed TF's own registry (importing its runtime costs seconds), for a TF graphfix
+  ships no table of (a newer release, a nightly, a release candidate), one that loads kernel
+  plug-ins, or where GRAPHFIX_LIVE_KERNELS=1 asks for it. A `tensorflow-cpu` registry has no
+  GPU kernels, and we say so rather than pass. With a cache folder (`use_snapshot`), its
+  answers for the ops asked are kept there, per TensorFlow install (its version and the size
+  and time of its libraries and plug-ins), so the next `check` that asks only about those
+  ops does not load TF at all.
+
+The op signatures (`graphfix.graph.signatures`) come from the same table, or from the newest
+where the registry answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import sys
+import re
 from functools import cache
 from pathlib import Path
+from typing import Iterator
+
+TABLES = Path(__file__).with_name("tables")
+# The device types whose kernels the tables keep (graphfix places on CPUs and GPUs).
+TABLE_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
+LIVE_KERNELS_ENV = "GRAPHFIX_LIVE_KERNELS"
+TABLE, REGISTRY = "table", "installed registry"  # (`Source.kind`, as JSON output says it)
 
 
 class NoGpuKernelsError(RuntimeError):
-    """Placement cannot be judged: the installed TensorFlow registers no GPU kernels, or
-    cannot be imported at all."""
+    """Placement cannot be judged: the installed TensorFlow's registry, asked, has no GPU
+    kernels, or TensorFlow cannot be imported to ask it."""
+
+
+class TfVersionError(ValueError):
+    """A TensorFlow version graphfix ships no kernel table of (one line, naming those it
+    ships)."""
+
+
+def shipped_versions() -> tuple[str, ...]:
+    """The TensorFlow minor versions graphfix has a table of ("2.16", ...), oldest first."""
+    return _shipped_versions()
+
+
+@cache
+def _shipped_versions() -> tuple[str, ...]:
+    found = [p.name[len("tf"):-len(".json")] for p in TABLES.glob("tf*.json")]
+    return tuple(sorted((v for v in found if _MINOR.fullmatch(v)), key=_version_key))
+
+
+_MINOR = re.compile(r"\d+\.\d+")
+# A final release (2.16.2, 2.16.0.post1): its minor version's table answers for it. A
+# release candidate or a nightly (2.21.0rc1, 2.22.0.dev20261201) may register other kernels.
+_RELEASE = re.compile(r"(\d+\.\d+)(?:\.\d+)*(?:\.post\d+)?")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+class _Table:
+    """One shipped table: op -> {"in", "out", "stateful", "defaults", "kernels"} (the op's
+    signature, `graphfix.graph.signatures`; the defaults of the attrs its arguments and its
+    kernels read; its kernels as `_registered_kernels` gives them). Each op's line is
+    decoded on first use: a graph uses ~100 of the ~1,900 ops."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._texts: dict[str, str] | None = None
+        self._entries: dict[str, dict] = {}
+
+    def _lines(self) -> dict[str, str]:
+        if self._texts is None:
+            lines = self.path.read_text().splitlines()
+            pairs = (line.rstrip(",").partition(":") for line in lines[1:-1])
+            # (an op's name is letters, digits and _: its quotes are all there is to strip)
+            self._texts = {name[1:-1]: entry for name, _, entry in pairs}
+        return self._texts
+
+    def head(self) -> dict:
+        """What the table was written from: {"tensorflow": "2.16.2", "platform": ...}."""
+        with self.path.open() as lines:
+            return json.loads(lines.readline().rstrip().removesuffix(',"ops":{') + "}")
+
+    def __contains__(self, op: object) -> bool:
+        return op in self._entries or op in self._lines()
+
+    def entry(self, op: str) -> dict:
+        """`op`'s entry (KeyError for an op this TensorFlow does not register)."""
+        entry = self._entries.get(op)
+        if entry is None:
+            entry = self._entries[op] = json.loads(self._lines()[op])
+        return entry
+
+    def ops(self) -> list[str]:
+        return list(self._lines())
+
+
+@cache
+def _table(version: str) -> _Table:
+    return _Table(TABLES / f"tf{version}.json")
+
+
+class Source:
+    """Where this run's placement answers come from: a shipped table (`table` set), or the
+    installed TensorFlow's registry (`table` None); `version`, the table's ("2.16") or the
+    installed TF's as its distribution says it (None where it says none)."""
+
+    __slots__ = ("version", "table")
+
+    def __init__(self, version: str | None, table: _Table | None):
+        self.version = version
+        self.table = table
+
+    @property
+    def kind(self) -> str:
+        return REGISTRY if self.table is None else TABLE
+
+    def to_json(self) -> dict:
+        """What JSON output says of it: {"version": "2.16", "source": "table"}."""
+        return {"version": self.version, "source": self.kind}
+
+    def describe(self) -> str:
+        """One line for `--verbose`."""
+        if self.table is not None:
+            return f"kernels and op signatures: TensorFlow {self.version}'s table, shipped " \
+                   "with graphfix"
+        version = f" {self.version}" if self.version else ""
+        return f"kernels: the installed TensorFlow{version}'s own registry; op signatures: " \
+               f"TensorFlow {shipped_versions()[-1]}'s table, shipped with graphfix"
+
+
+class _Choice:
+    """The version a run asked for (`tf_version`; None: the usual choice, `_choose`) and the
+    source chosen for it, found on the first question asked."""
+
+    requested: str | None = None
+    source: Source | None = None
+
+
+def selected() -> Source:
+    """Where placement is answered from in this run (see the module docstring)."""
+    if _Choice.source is None:
+        _Choice.source = _choose(_Choice.requested)
+    return _Choice.source
+
+
+def _choose(requested: str | None) -> Source:
+    versions = shipped_versions()
+    if requested is not None:
+        return Source(requested, _table(requested))
+    installed = installed_tensorflow()
+    if os.environ.get(LIVE_KERNELS_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return Source(installed and installed["version"], None)
+    if installed is None:
+        return Source(versions[-1], _table(versions[-1]))
+    release = _RELEASE.fullmatch(installed["version"] or "")
+    if release and release.group(1) in versions and not installed["plugins"]:
+        return Source(release.group(1), _table(release.group(1)))
+    return Source(installed["version"], None)
+
+
+def table_version(version: str) -> str:
+    """The shipped table's minor version for `version` ("2.16" or "2.16.2"); TfVersionError,
+    naming the versions shipped, where graphfix has none."""
+    release = _RELEASE.fullmatch(version.strip())
+    if release is None or release.group(1) not in shipped_versions():
+        raise TfVersionError(f"no kernel table for TensorFlow {version!r}; graphfix ships "
+                             f"{', '.join(shipped_versions())}")
+    return release.group(1)
+
+
+@contextlib.contextmanager
+def tf_version(version: str | None) -> Iterator[Source]:
+    """Answer placement, inside the block, from the table of TensorFlow `version` ("2.16")
+    whatever TF is installed (None: the usual choice); the source it gives. TfVersionError,
+    before anything changes, for a version with no table."""
+    requested = None if version is None else table_version(version)
+    previous = _Choice.requested
+    _use(requested)
+    try:
+        yield selected()
+    finally:
+        _use(previous)
+
+
+def _use(requested: str | None) -> None:
+    if requested != _Choice.requested or _Choice.source is None:
+        _Choice.requested, _Choice.source = requested, None
+        _clear_answers()
+
+
+def signature_table() -> _Table:
+    """The table op signatures are read from: the selected one, else (the installed
+    registry answers placement) the newest."""
+    source = selected()
+    return source.table if source.table is not None else _table(shipped_versions()[-1])
 
 
 @cache
@@ -32,46 +217,72 @@ def _kernels_module():
         import_runtime()
         from tensorflow.python.framework import kernels
     except ImportError as exc:
-        raise NoGpuKernelsError(f"TensorFlow cannot be imported ({exc}), so placement cannot "
-                                "be checked; install the default 'tensorflow' wheel") from None
+        version = selected().version
+        raise NoGpuKernelsError(
+            f"TensorFlow{' ' + version if version else ''} cannot be imported ({exc}) to ask "
+            "its kernel registry, so placement cannot be checked; name the TensorFlow to "
+            f"check for with --tf-version (graphfix has tables of "
+            f"{', '.join(shipped_versions())})") from None
     return kernels
+
+
+_NO_ENTRY: dict = {}
 
 
 @cache
 def _kernels_for(op: str) -> tuple:
-    """(device type, label, ((attr, allowed types), ...)) per kernel registered for `op`."""
-    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels,
-                                     "kernels")
+    """(device type, label, ((attr, allowed values, their kind), ...)) per kernel of `op`."""
+    table = selected().table
+    if table is not None:
+        return _as_kernels(table.entry(op)["kernels"] if op in table else [])
+    return _SNAPSHOT.opened().answer(_SNAPSHOT.kernels, op, _registered_kernels, _as_kernels)
 
 
 def _as_kernels(kept: list) -> tuple:
-    return tuple((kind, label, tuple((name, frozenset(types)) for name, types in constraints))
+    return tuple((kind, label, tuple((c[0], frozenset(c[1]), c[2] if len(c) > 2 else "type")
+                                     for c in constraints))
                  for kind, label, constraints in kept)
 
 
+# What a kernel's constraint allows: types, or strings, ints or bools (TF's KernelAttrsMatch).
+_CONSTRAINT_KINDS = ("s", "i", "b")
+
+
 def _registered_kernels(op: str) -> list:
-    """[device type, label, [[attr, [allowed types]], ...]] per kernel TF registers for `op`
-    (none for an op this TF does not know, such as a custom op). A TF that cannot be
-    imported raises: that is no answer to keep."""
+    """[device type, label, [constraint, ...]] per kernel TF registers for `op` (none for an
+    op this TF does not know, such as a custom op); a constraint is [attr, [allowed types]],
+    or [attr, [allowed values], "s" | "i" | "b"] for a string, int or bool attr. A TF that
+    cannot be imported raises: that is no answer to keep."""
     module = _kernels_module()
     try:
         listed = module.get_registered_kernels_for_op(op).kernel
     except Exception:
         return []
-    return [[k.device_type, k.label,
-             [[c.name, sorted(c.allowed_values.list.type)] for c in k.constraint]]
-            for k in listed]
+    return [[k.device_type, k.label, [_constraint(c) for c in k.constraint]] for k in listed]
+
+
+def _constraint(constraint) -> list:
+    allowed = constraint.allowed_values.list
+    if allowed.type or not any(getattr(allowed, kind) for kind in _CONSTRAINT_KINDS):
+        return [constraint.name, sorted(allowed.type)]  # (none at all: TF matches nothing)
+    kind = next(kind for kind in _CONSTRAINT_KINDS if getattr(allowed, kind))
+    values = getattr(allowed, kind)
+    return [constraint.name,
+            sorted(v.decode("utf-8", "replace") for v in values) if kind == "s"
+            else sorted(values), kind]
 
 
 @cache
 def _op_defaults(op: str) -> dict:
-    return _SNAPSHOT.opened().answer(_SNAPSHOT.defaults, op, _registered_defaults,
-                                     lambda known: {name: tuple(t) for name, t in known.items()},
-                                     "defaults")
+    table = selected().table
+    if table is not None:
+        return table.entry(op).get("defaults", _NO_ENTRY) if op in table else _NO_ENTRY
+    return _SNAPSHOT.opened().answer(_SNAPSHOT.defaults, op, _registered_defaults, dict)
 
 
 def _registered_defaults(op: str) -> dict:
-    """{attr: [its default type]} for the type attrs of `op` that have a default."""
+    """{attr: its default} for the attrs of `op` its kernels constrain or its arguments'
+    types and counts read (`signatures.attr_defaults`)."""
     _kernels_module()  # (as above: an import that fails raises)
     try:
         from tensorflow.python.framework import op_def_registry
@@ -81,18 +292,17 @@ def _registered_defaults(op: str) -> dict:
         return {}
     if op_def is None:
         return {}
-    out = {}
-    for attr in op_def.attr:
-        if attr.HasField("default_value") and attr.default_value.WhichOneof("value") == "type":
-            out[attr.name] = [attr.default_value.type]
-    return out
+    from graphfix.graph.signatures import argument_attrs, attr_defaults
+
+    constrained = {c[0] for _, _, constraints in _registered_kernels(op) for c in constraints}
+    return attr_defaults(op_def, constrained | argument_attrs(op_def))
 
 
 class _Snapshot:
     """The registry's answers kept in a cache folder (see the module docstring): op ->
-    kernels and op -> default types, as JSON, one file per TensorFlow install."""
+    kernels and op -> attr defaults, as JSON, one file per TensorFlow install."""
 
-    FORMAT = 1
+    FORMAT = 2  # (2: constraints of every kind, and every default they read)
 
     def __init__(self):
         self.directory: Path | None = None  # the cache folder, until the file is read
@@ -126,24 +336,17 @@ class _Snapshot:
             kernels, defaults = {}, {}  # none yet, or unreadable: asked anew, written anew
         self.kernels, self.defaults = kernels, defaults
 
-    def answer(self, table: dict, op: str, ask, read, kind: str):
-        """`read(the answer kept in table for op)`; else the bundled table's (its `kind`
-        part), where it was written from the installed TensorFlow; where neither has one,
-        or one that makes no sense (a hand-edited file), `ask(op)` TF and keep what it
-        says."""
-        for known in (table, _BUNDLED.answers()):
-            if op in known:
-                try:
-                    return read(known[op] if known is table else known[op][kind])
-                except (TypeError, ValueError, AttributeError, KeyError):
-                    pass
-            elif known is not table and known:
-                # The bundled table lists every op the installed TF registers: one it does
-                # not list has no kernels and no defaults in this TensorFlow.
-                return read([] if kind == "kernels" else {})
-        table[op] = ask(op)
+    def answer(self, kept: dict, op: str, ask, read):
+        """`read(the answer kept for op)`; where there is none, or one that makes no sense
+        (a hand-edited file), `ask(op)` TF and keep what it says."""
+        if op in kept:
+            try:
+                return read(kept[op])
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+                pass
+        kept[op] = ask(op)
         self.learned = self.path is not None
-        return read(table[op])
+        return read(kept[op])
 
     def save(self) -> None:
         """Write what TF was asked since the file was read (atomically; a folder that cannot
@@ -164,85 +367,50 @@ class _Snapshot:
 
 _SNAPSHOT = _Snapshot()
 
-# The device types whose kernels the bundled table keeps (graphfix places on CPUs and GPUs).
-BUNDLED_DEVICE_TYPES = ("CPU", "GPU", "DEFAULT")
-LIVE_KERNELS_ENV = "GRAPHFIX_LIVE_KERNELS"
+# The distributions that install the `tensorflow` package (as their .dist-info folders spell
+# them); each one's version is TensorFlow's.
+_DISTRIBUTIONS = re.compile(
+    r"(tensorflow(?:_cpu|_gpu|_macos|_intel|_aarch64|_cpu_aws)?|intel_tensorflow"
+    r"|tf_nightly(?:_cpu|_gpu|_macos|_intel)?)-([^-]+)\.dist-info", re.IGNORECASE)
 
 
-class _Bundled:
-    """The registry's answers shipped with graphfix (`kernel_table.json`, written by
-    tools/gen_kernel_table.py), used only when the installed TensorFlow is the one they were
-    written from (`bundled_install`): a `fix` on that TF never imports its runtime."""
-
-    def __init__(self):
-        self._answers: dict | None = None
-
-    def answers(self) -> dict:
-        """op -> {"kernels": ..., "defaults": ...}, decoded per op on first use; empty where
-        the installed TensorFlow is not the table's, or GRAPHFIX_LIVE_KERNELS is set to 1
-        (ask the installed TF's own registry, as for any other TensorFlow)."""
-        if os.environ.get(LIVE_KERNELS_ENV, "").strip().lower() in ("1", "true", "yes"):
-            return {}
-        if self._answers is None:
-            self._answers = {}
-            path = Path(__file__).with_name("kernel_table.json")
-            try:
-                lines = path.read_text().splitlines()
-                head = json.loads(lines[0].removesuffix(',"ops":{') + "}")
-            except (OSError, ValueError, IndexError):
-                return self._answers
-            if head == bundled_install():
-                self._answers = _DecodedLines(lines[1:-1])
-        return self._answers
-
-
-class _DecodedLines(dict):
-    """op -> its entry, each line (`"Op":{...},`) decoded on first use."""
-
-    def __init__(self, lines: list[str]):
-        super().__init__()
-        self._texts = {}
-        for line in lines:
-            name, _, entry = line.rstrip(",").partition(":")
-            self._texts[json.loads(name)] = entry
-
-    def __missing__(self, op: str) -> dict:
-        entry = self[op] = json.loads(self._texts[op])
-        return entry
-
-    def __contains__(self, op: object) -> bool:
-        return dict.__contains__(self, op) or op in self._texts
-
-    def __bool__(self) -> bool:
-        return bool(self._texts)
-
-
-_BUNDLED = _Bundled()
-
-
-def bundled_install() -> dict | None:
-    """What the bundled table's answers depend on, found without importing TF: the
-    distribution (the default `tensorflow` wheel, not `tensorflow-cpu`) and its version,
-    the platform, and TF_ENABLE_ONEDNN_OPTS. None where no such TensorFlow is installed."""
+def installed_tensorflow() -> dict | None:
+    """The installed TensorFlow, found without importing it: {"distribution": "tensorflow_cpu",
+    "version": "2.16.2", "plugins": whether kernel plug-ins are installed} (distribution and
+    version None where no single distribution says it); None where there is no TF to
+    import."""
     package = _tensorflow_package()
     if package is None:
         return None
     site = package.parent
-    versions = [p.name[len("tensorflow-"):-len(".dist-info")]
-                for p in site.glob("tensorflow-*.dist-info")]
+    try:
+        found = {(m.group(1).lower(), m.group(2)) for m in map(_DISTRIBUTIONS.fullmatch,
+                                                                os.listdir(site)) if m}
+    except OSError:
+        found = set()
+    versions = {version for _, version in found}
     plugins = site / "tensorflow-plugins"  # (plug-ins register kernels of their own)
-    if len(versions) != 1 or (plugins.is_dir() and any(plugins.iterdir())):
-        return None
-    return {"tensorflow": versions[0], "platform": f"{sys.platform}-{os.uname().machine}",
-            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")}
+    try:
+        has_plugins = plugins.is_dir() and any(plugins.iterdir())
+    except OSError:
+        has_plugins = True
+    distribution = min(found)[0] if len(versions) == 1 else None  # (one: tensorflow_intel too)
+    return {"distribution": distribution, "version": versions.pop() if len(versions) == 1
+            else None, "plugins": has_plugins}
 
 
 def use_snapshot(cache_dir: Path | None) -> None:
-    """Answer from, and add to, the registry snapshot in `cache_dir` for the TensorFlow
-    this process would import (call `save_snapshot` at the end of the run); None: keep no
-    snapshot (what this process learned of its own TF still answers)."""
+    """A new run: answer from, and add to, the registry snapshot in `cache_dir` for the
+    TensorFlow this process would import, where the installed registry answers (call
+    `save_snapshot` at the end of the run); None: keep no snapshot (what this process learned
+    of its own TF still answers). The source is chosen again (`selected`)."""
     _SNAPSHOT.directory = None if cache_dir is None else Path(cache_dir)
     _SNAPSHOT.path, _SNAPSHOT.learned = None, False
+    _Choice.source = None
+    _clear_answers()
+
+
+def _clear_answers() -> None:
     _kernels_for.cache_clear()
     _op_defaults.cache_clear()
     _plan.cache_clear()
@@ -279,7 +447,7 @@ def _install_fingerprint() -> str | None:
     site = package.parent
     parts = [str(package), os.environ.get("TF_ENABLE_ONEDNN_OPTS", "")]
     try:
-        parts += sorted(p.name for p in site.glob("tensorflow-*.dist-info"))
+        parts += sorted(name for name in os.listdir(site) if _DISTRIBUTIONS.fullmatch(name))
         for folder in (package, package / "python", site / "tensorflow-plugins"):
             if not folder.is_dir():
                 continue
@@ -293,7 +461,8 @@ def _install_fingerprint() -> str | None:
 
 
 def gpu_kernels_registered() -> bool:
-    """Whether this TensorFlow carries GPU kernels (the default wheel does, even on CPU)."""
+    """Whether the source answering has GPU kernels (every table does; the installed
+    registry of a `tensorflow-cpu` has none)."""
     return _gpu_kernels()
 
 
@@ -304,9 +473,12 @@ def _gpu_kernels() -> bool:
 
 def require_gpu_kernels() -> None:
     if not gpu_kernels_registered():
+        version = selected().version
         raise NoGpuKernelsError(
-            "this TensorFlow registers no GPU kernels (a tensorflow-cpu install?), so GPU "
-            "placement cannot be checked; install the default 'tensorflow' wheel"
+            f"the installed TensorFlow{' ' + version if version else ''} registers no GPU "
+            "kernels (a tensorflow-cpu install?), so GPU placement cannot be checked against "
+            "it; name the TensorFlow the graph will run on with --tf-version (graphfix has "
+            f"tables of {', '.join(shipped_versions())})"
         )
 
 
@@ -319,8 +491,9 @@ def registered(op: str) -> bool:
 
 class _Plan:
     """How `supports` answers for one op on one device type: `always` (a kernel whatever
-    the attrs), `never` (none whatever the attrs), else the kernels to match and the few type
-    attrs they constrain, so a node's other attrs are never read."""
+    the attrs), `never` (none whatever the attrs), else the kernels to match and the few
+    attrs they constrain (each with the kind of value it holds), so a node's other attrs are
+    never read."""
 
     __slots__ = ("always", "never", "kernels", "attrs", "defaults", "answers")
 
@@ -332,23 +505,31 @@ class _Plan:
         self.kernels = kernels
         self.never = not kernels
         self.always = any(not label and not constraints for _, label, constraints in kernels)
-        self.attrs = tuple(sorted({name for _, _, constraints in kernels
-                                   for name, _ in constraints}))
-        self.defaults = _op_defaults(op) if self.attrs else {}
-        self.answers: dict[tuple, bool] = {}  # (label, the attrs' types) -> supported
+        self.attrs = tuple(sorted({(name, kind) for _, _, constraints in kernels
+                                   for name, _, kind in constraints}))
+        defaults = _op_defaults(op) if self.attrs else {}
+        # (a list(type) attr's default, as a node's value is read: a tuple)
+        self.defaults = {name: tuple(value) if isinstance(value, list) else value
+                         for name, value in defaults.items()}
+        self.answers: dict[tuple, bool] = {}  # (label, the attrs' values) -> supported
 
     def supports(self, node) -> bool:
         attrs = node.attr
         label = attrs["_kernel"].s.decode() if "_kernel" in attrs else ""
         if self.never or (self.always and not label):
             return not self.never
-        key = [label]  # then each constrained attr's type (a list(type) attr: a tuple)
-        for name in self.attrs:
-            if name in attrs:
-                value = attrs[name]
-                key.append(value.type or tuple(value.list.type) or self.defaults.get(name))
-            else:
+        key = [label]  # then each constrained attr's value (a list(type) attr: a tuple)
+        for name, kind in self.attrs:
+            if name not in attrs:
                 key.append(self.defaults.get(name))
+                continue
+            value = attrs[name]
+            if kind == "type":
+                key.append(value.type or tuple(value.list.type) or self.defaults.get(name))
+            elif kind == "s":
+                key.append(value.s.decode("utf-8", "replace"))
+            else:
+                key.append(value.i if kind == "i" else value.b)
         key = tuple(key)
         answer = self.answers.get(key)
         if answer is None:
@@ -359,12 +540,14 @@ class _Plan:
         for _, kernel_label, constraints in self.kernels:
             if kernel_label != label:
                 continue
-            for name, allowed in constraints:
-                types = given[name]
-                if types is None:
+            for name, allowed, kind in constraints:
+                value = given[name, kind]
+                if value is None:
                     break
-                if not all(t in allowed for t in (types if isinstance(types, tuple)
-                                                   else (types,))):
+                if isinstance(value, tuple):  # (a list(type) attr: every type allowed)
+                    if not all(t in allowed for t in value):
+                        break
+                elif value not in allowed:
                     break
             else:
                 return True

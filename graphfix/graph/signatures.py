@@ -1,53 +1,39 @@
 """Op signatures: the dtype of every input and output of an op, without the TF runtime.
 
-TF's built-in ops come from a snapshot of their registrations (`op_signatures.json`, checked
-against the installed TF by the tests); a MetaGraphDef adds the ops it describes itself. An
-argument is written as a short string: `=1` a fixed dtype (enum 1), `T` the dtype a node's
-attr `T` chooses, `&` before either a ref, `*N` repeated by the attr `N`, `[Tlist]` a list
-of dtypes from an attr.
+TF's built-in ops come from the kernel table `graphfix.graph.kernels` selects for the run
+(one per TensorFlow version, checked against the installed TF by the tests); a MetaGraphDef
+adds the ops it describes itself. An argument is written as a short string: `=1` a fixed
+dtype (enum 1), `T` the dtype a node's attr `T` chooses, `&` before either a ref, `*N`
+repeated by the attr `N`, `[Tlist]` a list of dtypes from an attr.
 """
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from pathlib import Path
+from graphfix.graph import kernels
 
 DT_RESOURCE = 20
 REF_OFFSET = 100
 
 
-@cache
-def _builtin_signature_texts() -> dict[str, str]:
-    """TF's op signatures (`op_signatures.json`): op -> its signature as JSON text. The file
-    holds one op per line, so the ~100 ops a graph uses are decoded, not all ~1,500."""
-    text = (Path(__file__).parent / "op_signatures.json").read_text()
-    lines = text.splitlines()
-    if lines[0].endswith('"ops":{') and lines[-1] == "}}":
-        pairs = (line.rstrip(",").partition(":") for line in lines[1:-1])
-        return {name.strip('"'): signature for name, _, signature in pairs}
-    return {op: json.dumps(sig) for op, sig in json.loads(text)["ops"].items()}
-
-
 def is_tf_op(op: str) -> bool:
-    """Whether `op` is one of TF's own ops (in the snapshot of its registry); an op type it
+    """Whether `op` is one of TF's own ops (in the table of its registry); an op type it
     lacks is a custom op (or a function of the graph's library)."""
-    return op in _builtin_signature_texts()
+    return op in kernels.signature_table()
 
 
 class _Signatures(dict):
-    """op -> signature, each decoded from its JSON text on first use."""
+    """op -> signature: the table's entry (decoded on first use), or one this graph adds."""
 
-    def __init__(self, texts: dict[str, str]):
+    def __init__(self, table):
         super().__init__()
-        self._texts = texts
+        self._table = table
 
     def __missing__(self, op: str) -> dict:
-        signature = self[op] = json.loads(self._texts[op])
+        signature = self[op] = self._table.entry(op)
         return signature
 
     def __contains__(self, op: object) -> bool:
-        return dict.__contains__(self, op) or op in self._texts
+        return dict.__contains__(self, op) or op in self._table
 
     def get(self, op: str, default=None):
         try:
@@ -60,12 +46,12 @@ class OpSignatures:
     """Argument dtypes of ops: TF's built-in ops, plus ops a MetaGraphDef describes itself."""
 
     def __init__(self, stripped_op_list=None):
-        self._ops = _Signatures(_builtin_signature_texts())
+        self._ops = _Signatures(kernels.signature_table())
         self._plans: dict[tuple[str, str], object] = {}
         if stripped_op_list is not None:
             for op in stripped_op_list.op:
                 if op.name not in self._ops:
-                    self._ops[op.name] = _signature_from_op_def(op)
+                    self._ops[op.name] = signature_from_op_def(op)
 
     def known(self, op: str) -> bool:
         return op in self._ops
@@ -158,7 +144,11 @@ def _may_be_handle(arg: str) -> bool:
     return arg.startswith("&") or not arg.startswith("=") or arg.split("*")[0] == "=20"
 
 
-def _signature_from_op_def(op) -> dict:
+def signature_from_op_def(op_def) -> dict:
+    """An op's signature from its OpDef (TF's registry's, or a MetaGraphDef's own): its
+    arguments, whether it is stateful, and the defaults of the attrs that decide their types
+    and counts (a SavedModel may strip attrs that hold their default value)."""
+
     def encode(arg):
         out = "&" if arg.is_ref else ""
         if arg.type_list_attr:
@@ -166,10 +156,40 @@ def _signature_from_op_def(op) -> dict:
         out += arg.type_attr if arg.type_attr else "=" + str(arg.type)
         return out + ("*" + arg.number_attr if arg.number_attr else "")
 
-    signature = {"in": [encode(a) for a in op.input_arg], "out": [encode(a) for a in op.output_arg]}
-    if op.is_stateful:
+    signature = {"in": [encode(a) for a in op_def.input_arg],
+                 "out": [encode(a) for a in op_def.output_arg]}
+    if op_def.is_stateful:
         signature["stateful"] = True
+    defaults = attr_defaults(op_def, argument_attrs(op_def))
+    if defaults:
+        signature["defaults"] = defaults
     return signature
+
+
+def argument_attrs(op_def) -> set[str]:
+    """The attrs of an op that decide its arguments' types and counts."""
+    return {name for arg in (*op_def.input_arg, *op_def.output_arg)
+            for name in (arg.type_attr, arg.number_attr, arg.type_list_attr) if name}
+
+
+def attr_defaults(op_def, names) -> dict:
+    """{attr: its default} for the attrs of `op_def` among `names` that have one of a kind
+    a signature or a kernel's constraint reads: a type (its enum), an int, a bool, a string,
+    a list of types."""
+    defaults = {}
+    for attr in op_def.attr:
+        if attr.name not in names or not attr.HasField("default_value"):
+            continue
+        value = attr.default_value
+        kind = value.WhichOneof("value")
+        if kind in ("type", "i", "b"):
+            defaults[attr.name] = getattr(value, kind)
+        elif kind == "s":
+            defaults[attr.name] = value.s.decode("utf-8", "replace")
+        elif kind == "list" and (value.list.type or not any(
+                getattr(value.list, k) for k in ("s", "i", "f", "b", "shape", "tensor"))):
+            defaults[attr.name] = list(value.list.type)
+    return defaults
 
 
 def _attr(node, name: str, defaults: dict):
