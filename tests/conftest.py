@@ -90,6 +90,8 @@ def pytest_runtest_makereport(item, call):
     error = call.excinfo.value  # (a CalledProcessError keeps the child's stderr apart)
     said = f"{error}\n{getattr(error, 'stderr', '')}\n{getattr(report, 'longreprtext', '')}"
     missing = _CHILD_MISSES_TF.search(said)
+    if missing is None and NEEDS_TENSORFLOW in said:  # (a child that imports conftest)
+        missing = re.search(re.escape(NEEDS_TENSORFLOW) + r": imports (\w[\w.]*)", said)
     if _SAYS_TF_IS_NEEDED in said or missing:
         why = f"a child process imports {missing.group(1)}" if missing else "graphfix said so"
         report.outcome = "skipped"
