@@ -1,10 +1,14 @@
-# Everything a fresh machine with Python 3.11+ needs: `make demo`, `make test`, `make bench`.
+# Everything a fresh machine with Python 3.10+ needs: `make demo`, `make test`, `make bench`.
+# (graphfix itself runs on 3.9+; the suite's TensorFlow, 2.21, wants 3.10+.)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The lean install: graphfix's base dependencies and the test runner, no TensorFlow.
+LEAN := .venv-lean
+LEAN_STAMP := $(LEAN)/.installed
 
-.PHONY: install compiler chromium demo test bench clean
+.PHONY: install lean compiler chromium demo test test-full test-lean bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +19,17 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
+
+# The lean venv: `pip install graphfix` as a user without TensorFlow gets it (editable, as
+# above), with pytest: the suite's TF-free tests run there, and those that need TF skip.
+$(LEAN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(LEAN)
+	$(LEAN)/bin/python -m pip install --quiet --upgrade pip
+	$(LEAN)/bin/python -m pip install --quiet -e ".[test-runner]"
+	touch $(LEAN_STAMP)
+
+lean: $(LEAN_STAMP)
+	$(LEAN)/bin/python -m compileall -q graphfix transforms > /dev/null
 
 # Bytecode written now, as pip writes it for a regular install, so that no run compiles
 # graphfix's modules from source (where PYTHONDONTWRITEBYTECODE is set, every run would).
@@ -56,11 +71,18 @@ demo: install
 
 # One test process per core (a test file stays in one process: its module fixtures, such as
 # the real graphs a BACKGROUND_SCRIPT builds, are built once).
-test: install
+# `make test`: the suite with TensorFlow (every test), then without it (the lean install:
+# the TF-free tests pass there, the others skip).
+test: test-full test-lean
+
+test-full: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+
+test-lean: lean
+	$(LEAN)/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 bench: install
 	$(BIN)/python fixtures/bench/run_bench.py
 
 clean:
-	rm -rf $(VENV) build dist
+	rm -rf $(VENV) $(LEAN) build dist

@@ -238,15 +238,18 @@ def verify(graph: Any, *, compare: Any = None, steps: int = 1, fetches: Sequence
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
 
     Raises:
-        UsageError: a bad argument (`tolerance` below 0, a device graphfix does not know).
+        UsageError: a bad argument (`tolerance` below 0, a device graphfix does not know),
+            or TensorFlow is not installed here (one line: what to install).
         VerifyError: what `graphfix verify` refuses, in its words (`steps` under 1, a fetch
             the graph does not have, a graph that calls Python functions, a library that
             cannot be read, a logdir that cannot be written). Both are `graphfix.Error`s.
     """
     from graphfix.graph.index import GraphError, index_for
     from graphfix.registry import intended_changes, verify_checks
+    from graphfix.tf_runtime import require_tensorflow
     from graphfix.verification.run import VerifyError, check_request, verify_graph
 
+    require_tensorflow("graphfix.verify", registry.UsageError)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
             0 <= tolerance < float("inf")):
         raise registry.UsageError(f"tolerance must be a number, 0 or more, not {tolerance!r}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,11 @@ def _read(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not _may_configure_graphfix(data):
         return {}  # not ours to parse (nor to judge)
-    import tomllib  # here: most runs find no pyproject.toml that mentions graphfix
+    # (here: most runs find no pyproject.toml that mentions graphfix)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # tomllib is tomli, taken into the standard library in 3.11
+        import tomli as tomllib
 
     try:
         return tomllib.loads(data.decode("utf-8"))

@@ -1,4 +1,10 @@
-"""The TF runtime, imported and asked for GPUs without the lines its log level misses.
+"""The TF runtime: whether this environment has one, and imported and asked for GPUs without
+the lines its log level misses.
+
+TensorFlow is no dependency of graphfix's base install: check and fix of graphs and sources
+need none. What runs a graph or a script (verify, trace, `check --trace`, `fix --verify`,
+`--logdir`, reading a custom-op library) asks `require_tensorflow` first, which finds TF
+without importing it and, where there is none, says in one line what to install.
 
 Loading TF's C++ libraries writes to stderr before TF applies `TF_CPP_MIN_LOG_LEVEL`:
 absl's "WARNING: All log messages before absl::InitializeLog() is called are written to
@@ -18,12 +24,36 @@ one that cannot be read or that TF's loader refuses is said here, in one line na
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 import sys
 
+INSTALL_TENSORFLOW = "pip install 'graphfix[verify]' (or tensorflow-cpu / tensorflow-macos)"
+
 _ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called"
 _LOG_LINE = re.compile(r"([IWEF])\d{4} ")  # glog's form: severity, month, day, ...
+
+
+def tensorflow_installed() -> bool:
+    """Whether `import tensorflow` would find TensorFlow, answered without importing it:
+    every distribution of TF (tensorflow, tensorflow-cpu, tensorflow-macos, the nightlies)
+    installs the same `tensorflow` package."""
+    if "tensorflow" in sys.modules:  # (imported already, or being imported)
+        return True
+    try:
+        spec = importlib.util.find_spec("tensorflow")
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and bool(spec.submodule_search_locations)
+
+
+def require_tensorflow(what: str, error: type[Exception]) -> None:
+    """Nothing where TensorFlow is installed; else `error` (the caller's one-line usage
+    error), saying that `what` (`graphfix verify`, `--logdir`) needs it and how to get it."""
+    if not tensorflow_installed():
+        raise error(f"{what} needs TensorFlow, which is not installed here: "
+                    f"{INSTALL_TENSORFLOW}")
 
 
 def import_runtime():

@@ -1,9 +1,18 @@
-"""Shared test helpers: running the CLI as a user does, and the fixture folders."""
+"""Shared test helpers: running the CLI as a user does, and the fixture folders.
+
+The suite runs with TensorFlow (`make test`) and without it (`make test-lean`: graphfix's base
+install, no TF). Without it, a test that needs TF skips, by one rule, here: a test (or test
+module) that imports TF or a package that comes with it, uses the `tf` or `built` fixture, is
+marked `needs_tf`, or runs a graphfix command that says it needs TensorFlow
+(`graphfix.tf_runtime.require_tensorflow`). Every other test runs, and must pass.
+"""
 
 from __future__ import annotations
 
 import atexit
 import dataclasses
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import pathlib
@@ -28,6 +37,96 @@ if (os.environ.get("GRAPHFIX_CACHE_DIR") is None
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 
+from graphfix.tf_runtime import tensorflow_installed  # noqa: E402  (after the environment)
+
+HAS_TENSORFLOW = tensorflow_installed()
+NEEDS_TENSORFLOW = "needs TensorFlow, not installed here (the lean install)"
+# What graphfix says where a command needs TF (graphfix.tf_runtime.require_tensorflow).
+_SAYS_TF_IS_NEEDED = "needs TensorFlow, which is not installed here"
+# TF and the packages that come with it (the `test` extra's; numpy only through TF).
+_TF_PACKAGES = frozenset({"tensorflow", "tf_keras", "tf_slim", "keras", "tensorboard", "numpy"})
+# A child process's traceback, in a failure, that says it could not import one of them.
+_CHILD_MISSES_TF = re.compile(r"ModuleNotFoundError: No module named '(%s)[.']"
+                              % "|".join(sorted(_TF_PACKAGES)))
+
+
+class _ImportSkips(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on sys.meta_path where TF is not installed: importing one of `_TF_PACKAGES`
+    that no other finder found skips the test (or the test module) doing it. Only the import
+    skips: a look for the package (`importlib.util.find_spec`, as graphfix's own probes do)
+    finds none, as it would in a user's lean install."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] not in _TF_PACKAGES:
+            return None
+        return importlib.machinery.ModuleSpec(name, self)
+
+    def create_module(self, spec):
+        raise pytest.skip.Exception(f"{NEEDS_TENSORFLOW}: imports {spec.name}",
+                                    allow_module_level=True)
+
+    def exec_module(self, module):  # (never reached: create_module skips)
+        raise AssertionError(module)
+
+
+if not HAS_TENSORFLOW:
+    sys.meta_path.append(_ImportSkips())
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"needs_tf: the test {NEEDS_TENSORFLOW} skips")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Where TF is not installed, a test that failed because graphfix said it needs TF (an
+    API's UsageError, a command's stderr in the failure, by whatever way the test ran it),
+    or because a process it started could not import TF (a script building a graph), is
+    reported skipped: it needs TF."""
+    outcome = yield
+    report = outcome.get_result()
+    if HAS_TENSORFLOW or not report.failed or call.excinfo is None:
+        return
+    error = call.excinfo.value  # (a CalledProcessError keeps the child's stderr apart)
+    said = f"{error}\n{getattr(error, 'stderr', '')}\n{getattr(report, 'longreprtext', '')}"
+    missing = _CHILD_MISSES_TF.search(said)
+    if missing is None and NEEDS_TENSORFLOW in said:  # (a child that imports conftest)
+        missing = re.search(re.escape(NEEDS_TENSORFLOW) + r": imports (\w[\w.]*)", said)
+    if _SAYS_TF_IS_NEEDED in said or missing:
+        why = f"a child process imports {missing.group(1)}" if missing else "graphfix said so"
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"{NEEDS_TENSORFLOW}: {why}")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_TENSORFLOW:
+        return
+    skip = pytest.mark.skip(reason=NEEDS_TENSORFLOW)
+    for item in items:
+        if (item.get_closest_marker("needs_tf")
+                or {"tf", "built"} & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(skip)
+
+
+def python_interpreter(version: str) -> str | None:
+    """A working Python `version` ("3.9") interpreter on this machine: pyenv's newest of
+    that version, else `pythonX.Y` on PATH (a pyenv shim of a version not selected fails:
+    each is asked its version); None where there is none."""
+    pyenv = pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv"))
+    candidates = sorted(pyenv.glob(f"versions/{version}.*/bin/python{version}"),
+                        key=lambda p: [int(n) for n in p.parts[-3].split(".") if n.isdigit()])
+    for candidate in [*map(str, reversed(candidates)), shutil.which(f"python{version}")]:
+        if candidate is None:
+            continue
+        try:
+            said = subprocess.run([candidate, "-c", "import sys; print(sys.version[:4])"],
+                                  capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if said.strip() == version or said.startswith(version + "."):
+            return candidate
+    return None
+
 
 def run_cli(*args, cwd=None, check_exit=None, env=None) -> subprocess.CompletedProcess:
     """Run `python -m graphfix ARGS` in a fresh process, as a user would; `env` adds to
@@ -42,6 +141,8 @@ def run_cli(*args, cwd=None, check_exit=None, env=None) -> subprocess.CompletedP
         env=env,
         timeout=300,
     )
+    if not HAS_TENSORFLOW and _SAYS_TF_IS_NEEDED in result.stderr:
+        pytest.skip(f"{NEEDS_TENSORFLOW}: graphfix {' '.join(map(str, args[:1]))} said so")
     if check_exit is not None:
         assert result.returncode == check_exit, (result.stdout, result.stderr)
     return result
@@ -158,7 +259,7 @@ def _background_script(request):
     """For a test module that sets BACKGROUND_SCRIPT (argv of a script that builds real TF
     graphs): start it before the module's first test, so TF works while libcst tests run."""
     args = getattr(request.module, "BACKGROUND_SCRIPT", None)
-    if args is None:
+    if args is None or not HAS_TENSORFLOW:  # (its tests use `built`: they skip)
         yield None
         return
     script = BackgroundScript(args)

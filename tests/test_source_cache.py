@@ -542,6 +542,7 @@ def _check_seed(*extra, live=True):
     return json.loads(result.stdout), result.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.needs_tf  # (beside the installed TF's own registry)
 def test_the_bundled_kernel_table_answers_without_tf(tmp_path):
     bundled, loaded = _check_seed("--no-cache", live=False)
     assert loaded == "TF not loaded"
@@ -555,6 +556,7 @@ def test_the_bundled_kernel_table_answers_without_tf(tmp_path):
     assert bundled == live
 
 
+@pytest.mark.needs_tf  # (beside the installed TF's own registry)
 def test_a_second_graph_check_asks_the_kept_registry_not_tf(tmp_path):
     cache = tmp_path / "cache"
     cold, loaded = _check_seed("--cache-dir", str(cache))

@@ -11,6 +11,7 @@ import typer
 import typer.core
 
 from graphfix import __version__
+from graphfix.cli.typer_versions import CONVERTED_PARAMETER, Typer
 
 OPTIONS_PANEL = "Options"
 
@@ -26,11 +27,11 @@ class _PlainValue:
             if value is None:
                 return ()
             (kind,) = get_args(annotation) or (str,)
-            return [_converted(item, kind, param) for item in value]
-        return None if value is None else _converted(value, annotation, param)
+            return [_converted(item, kind, param, param.min) for item in value]
+        return None if value is None else _converted(value, annotation, param, param.min)
 
 
-def _converted(value: Any, kind: type, param: typer.core._TyperParameter) -> Any:
+def _converted(value: Any, kind: type, param, minimum: int | None) -> Any:
     if kind in (int, float) and not isinstance(value, kind):
         try:
             value = kind(value)
@@ -39,8 +40,8 @@ def _converted(value: Any, kind: type, param: typer.core._TyperParameter) -> Any
         if kind is float and not 0 < value < float("inf"):  # (nan too)
             raise typer.BadParameter(f"must be a positive number of seconds, not {value}",
                                      param=param)
-    if kind is int and param.min is not None and value < param.min:
-        raise typer.BadParameter(f"must be at least {param.min}, not {value}", param=param)
+    if kind is int and minimum is not None and value < minimum:
+        raise typer.BadParameter(f"must be at least {minimum}, not {value}", param=param)
     if kind is Path:
         return Path(value)
     return value
@@ -53,10 +54,40 @@ def _with_plain_values(params: list) -> list:
     """`params` (a command's, its help option's included), each set to convert its value
     with `_PlainValue`: typer builds its converter on first use, and uses one already set
     (docs/benchmarks.md has the fixed cost with and without)."""
+    if CONVERTED_PARAMETER is None:  # (typer 0.23: click's types convert, no adapter)
+        return _with_plain_numbers(params)
     for param in params:
-        if isinstance(param, typer.core._TyperParameter):
+        if isinstance(param, CONVERTED_PARAMETER):
             param._runtime_param = _PLAIN_VALUE
     return params
+
+
+def _with_plain_numbers(params: list) -> list:
+    """`params` on typer 0.23 (Python 3.9), whose click number types convert: each number
+    option's type set to convert as `_converted` does, so that a bad value is refused in the
+    same words (and a timeout that is not positive refused at all)."""
+    import click
+
+    for param in params:
+        given = param.type
+        kind = (int if isinstance(given, click.types.IntParamType)
+                else float if isinstance(given, click.types.FloatParamType) else None)
+        if kind is not None:
+            param.type = _click_number(kind, getattr(given, "min", None))
+    return params
+
+
+def _click_number(kind: type, minimum: int | None):
+    """A click parameter type converting to `kind` (at least `minimum`) as `_converted`."""
+    import click
+
+    class PlainNumber(click.ParamType):
+        name = kind.__name__
+
+        def convert(self, value, param, ctx):
+            return _converted(value, kind, param, minimum)
+
+    return PlainNumber()
 
 
 def _names(param) -> list[str]:
@@ -188,9 +219,9 @@ class Group(typer.core.TyperGroup):
         return super().resolve_command(ctx, args)
 
 
-app = typer.Typer(cls=Group, add_completion=True,
-                  context_settings={"help_option_names": ["-h", "--help"]},
-                  pretty_exceptions_enable=False)
+app = Typer(cls=Group, add_completion=True,
+            context_settings={"help_option_names": ["-h", "--help"]},
+            pretty_exceptions_enable=False)
 
 
 def _show_version(value: bool) -> None:

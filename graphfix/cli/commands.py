@@ -184,8 +184,20 @@ def _write_files(files: list[tuple[str, Path, bytes]]) -> None:
             fail(str(exc))
 
 
+def needs_tensorflow(what: str) -> None:
+    """`what` (a command, an option) runs TF: where it is not installed, the one line that
+    says what to install, exit 2, before anything else is read or run."""
+    from graphfix.tf_runtime import require_tensorflow
+
+    try:
+        require_tensorflow(what, registry.UsageError)
+    except registry.UsageError as exc:
+        fail(str(exc))
+
+
 def _checked_logdir(logdir: Path) -> Path:
     """A --logdir that can be written, or a one-line error before anything runs."""
+    needs_tensorflow("--logdir")
     from graphfix.verification.logdir import LogdirError, check_logdir
 
     try:
@@ -290,6 +302,7 @@ def check(ctx: typer.Context, paths: opt.Paths, only: opt.Only = None,
         fail("--html shows graph files, not a traced script")
     graphs = _graphs_for_html(paths, html)
     if trace:
+        needs_tensorflow("graphfix check --trace")
         from graphfix.cli.tracing import check_traced
 
         return check_traced(paths, selected, fix=False, fmt=fmt, report_path=report_path,
@@ -394,12 +407,14 @@ def fix(ctx: typer.Context, paths: opt.Paths, only: opt.Only = None,
     if logdir is not None:
         logdir = _checked_logdir(logdir)
     if trace:
+        needs_tensorflow("graphfix fix --trace")
         from graphfix.cli.tracing import check_traced
 
         return check_traced(paths, selected, fix=True, fmt=fmt, report_path=report_path,
                             least=least, runs=runs, until=until, timeout=timeout, out=out,
                             dry_run=dry_run, diff=diff, force=force)
     if verify:
+        needs_tensorflow("graphfix fix --verify")
         from graphfix.cli.tracing import fix_verified
 
         return fix_verified(paths, selected, fmt=fmt, report_path=report_path, runs=runs,
@@ -480,6 +495,7 @@ def verify(graph: opt.Graph, args: opt.ScriptArgs = None, steps: opt.Steps = 1,
            timeout: opt.TraceTimeout = 300.0, logdir: opt.Logdir = None,
            html: opt.Html = None) -> int:
     """Re-import a graph and run it on the target devices; exit 0 pass, 1 fail, 2 error."""
+    needs_tensorflow("graphfix verify")
     from graphfix.graph.kernels import NoGpuKernelsError
     from graphfix.registry import intended_changes, verify_checks
     from graphfix.verification.run import VerifyError, verify_path
@@ -549,6 +565,7 @@ def report(ctx: typer.Context, paths: opt.GraphPaths, out: opt.ReportOut,
 @app.command(cls=Command)
 def demo() -> int:
     """The seed bugs end to end, on built-in fixtures: found, fixed, verified."""
+    needs_tensorflow("graphfix demo")  # (it verifies each fix)
     from graphfix.cli.demo import run_demo
 
     return run_demo()

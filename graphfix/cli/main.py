@@ -20,8 +20,10 @@ def _usage_error(exc, words: list[str], commands) -> str:
     """A usage error (typer's, from parsing the command line) as graphfix's one line,
     worded as argparse words it: `check: unrecognized arguments: --in-place (see graphfix
     check --help)`."""
-    from typer._click.exceptions import BadOptionUsage, BadParameter, MissingParameter
-    from typer._click.exceptions import NoSuchOption
+    from graphfix.cli.typer_versions import parser_errors
+
+    BadOptionUsage, BadParameter = parser_errors.BadOptionUsage, parser_errors.BadParameter
+    MissingParameter, NoSuchOption = parser_errors.MissingParameter, parser_errors.NoSuchOption
 
     if exc.ctx is not None:
         path = exc.ctx.command_path
@@ -62,13 +64,14 @@ def _typer_main(words: list[str]) -> int | None:
     import graphfix.cli.commands  # noqa: F401  (registers the commands on the app)
     import graphfix.cli.tracing  # noqa: F401  (and `trace`)
     from graphfix.cli.app import app
+    from graphfix.cli.typer_versions import ParserError
 
     command = typer.main.get_command(app)
     try:
         if not words and "_GRAPHFIX_COMPLETE" not in os.environ:  # (a shell asking to complete)
             _usage_and_exit(command)
         return command.main(words, prog_name="graphfix", standalone_mode=False)
-    except typer.TyperException as exc:  # typer's parser said no: a usage error
+    except ParserError as exc:  # typer's parser said no: a usage error
         fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")
              else exc.format_message())
 

@@ -33,7 +33,10 @@ def trace_command(script: opt.Script, args: opt.ScriptArgs = None, out: opt.Trac
                   timeout: opt.TraceTimeout = 300.0, fmt: opt.TextOrJson = "text") -> int:
     """Run a script until it starts training and write the graph it built, with the line
     that made each node and every Session.run seen (this runs the script's code)."""
+    from graphfix.cli.commands import needs_tensorflow
     from graphfix.storage import StagedWrites
+
+    needs_tensorflow("graphfix trace")
 
     check_format(fmt)
     target = out if out is not None else Path(Path(script).stem + ".trace")

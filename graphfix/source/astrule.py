@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from graphfix.findings import Finding
 from graphfix.source.examples import Example
 from graphfix.source.project.names import AsksTfNames, Scopes, ScopedAstTfNames
-from graphfix.source.syntax import LINE_BREAK, code_lines, comment_ignores
+from graphfix.source.syntax import (LINE_BREAK, code_lines, comment_ignores, node_kinds,
+                                    place_import_aliases)
 
 if TYPE_CHECKING:
     from graphfix.registry import Transform
@@ -59,6 +60,10 @@ def apply_edits(code: str, edits: Sequence[TextEdit], rule: str) -> str:
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # a line with its end
 _INDENT = re.compile(r"[ \t]*")
 _ELSE_OR_FINALLY = re.compile(r"\s*(?:else|finally)\s*:")
+# The statements with an `else:` or `finally:` block (`except*`'s from Python 3.11), and a
+# `match` statement's `case` (3.10).
+_BLOCKS_WITH_ELSE = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, *node_kinds("TryStar"))
+_MATCH_CASE = node_kinds("match_case")
 
 
 class AstRule(AsksTfNames):
@@ -99,6 +104,7 @@ class AstRule(AsksTfNames):
     def run(self, code: str, tree: ast.Module) -> str:
         """Check `code`, whose tree `tree` is; in fix mode, the code with every reported
         edit made (else `code` itself)."""
+        place_import_aliases(tree, code)  # (Python 3.9: their positions)
         self._code, self.tree = code, tree
         self._parents: dict[ast.AST, ast.AST] | None = None
         self._order: list[ast.AST] = []
@@ -314,15 +320,14 @@ class AstRule(AsksTfNames):
                     yield key.lineno
             elif isinstance(current, ast.arguments) and child is not None:
                 yield from self._parameter_line(current, child)
-            elif isinstance(current, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try,
-                                      ast.TryStar)) and child is not None:
+            elif isinstance(current, _BLOCKS_WITH_ELSE) and child is not None:
                 block = (current.orelse if child in current.orelse
                          else getattr(current, "finalbody", ()))
                 if child in block and not self._is_elif(current, child):
                     yield self._keyword_line(block[0])
             elif isinstance(current, ast.comprehension):
                 yield current.target.lineno
-            elif isinstance(current, ast.match_case):  # (`case` and its pattern: one line)
+            elif isinstance(current, _MATCH_CASE):  # (`case` and its pattern: one line)
                 yield current.pattern.lineno
             child, current = current, self.parent(current)
 

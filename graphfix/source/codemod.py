@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
@@ -155,7 +155,7 @@ def _names_device_spec(func: cst.BaseExpression) -> bool:
     return last in ("DeviceSpec", "DeviceSpecV1", "DeviceSpecV2")
 
 
-class ParentProvider(VisitorMetadataProvider[cst.CSTNode | None]):
+class ParentProvider(VisitorMetadataProvider[Optional[cst.CSTNode]]):  # (3.9: no `|`)
     """Each node's parent (None for the module): libcst's ParentNodeProvider in one walk
     (that one asks every node for its children, another walk's worth).
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Union
 
 import libcst as cst
 
-Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
+# (Union, not `|`: an alias is evaluated at import, and Python 3.9 has no `type | type`)
+Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +67,7 @@ class AddImport:
     asname: str | None = None
 
 
-Edit = Replace | Remove | InsertBefore | WrapInWith | AddImport
+Edit = Union[Replace, Remove, InsertBefore, WrapInWith, AddImport]
 
 
 def edits_of(fix: Edit | Sequence[Edit] | None) -> tuple[Edit, ...]:

@@ -8,10 +8,64 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
+import tokenize
 import warnings
 from typing import Iterator
 
 from graphfix.findings import Finding
+
+
+def node_kinds(*names: str) -> tuple[type, ...]:
+    """The `ast` node classes named that this Python has (`match`'s from 3.10, `except*`'s
+    from 3.11): a tree it parsed holds no other kind, so the rest need no test."""
+    return tuple(getattr(ast, name) for name in names if hasattr(ast, name))
+
+
+def place_import_aliases(tree: ast.Module, code: str) -> None:
+    """Give each `import` name of `tree` (`ast.alias`) its position in `code`, as Python
+    3.10+ parses it with one: Python 3.9 gives an alias none, and the rules that rename an
+    import (`from tensorflow import X as Y`) report and edit it where it is."""
+    if sys.version_info >= (3, 10):
+        return
+    lines = code_lines(code)
+    for statement in ast.walk(tree):
+        if isinstance(statement, (ast.Import, ast.ImportFrom)) and statement.names:
+            _place_aliases(statement, lines)
+
+
+def _place_aliases(statement: ast.Import | ast.ImportFrom, lines: list[str]) -> None:
+    first, last = statement.lineno - 1, statement.end_lineno - 1
+    head = lines[first].encode("utf-8")[:statement.col_offset].decode("utf-8", "replace")
+    segment = [line + "\n" for line in lines[first:last + 1]]
+    segment[-1] = (lines[last].encode("utf-8")[:statement.end_col_offset]
+                   .decode("utf-8", "replace") + "\n")
+    segment[0] = segment[0][len(head):]
+
+    def where(row: int, col: int) -> tuple[int, int]:  # (line, UTF-8 byte column) in code
+        line = first + row
+        column = col + (len(head) if row == 0 else 0)
+        return line + 1, len(lines[line][:column].encode("utf-8"))
+
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO("".join(segment)).readline)
+                  if t.type in (tokenize.NAME, tokenize.OP)]
+    except (tokenize.TokenError, SyntaxError):
+        return
+    at = next((i + 1 for i, t in enumerate(tokens) if t.string == "import"), len(tokens))
+    for alias in statement.names:
+        while at < len(tokens) and tokens[at].string in "(,":
+            at += 1
+        if at >= len(tokens):
+            return
+        start = end = tokens[at]
+        at += 1
+        while at + 1 < len(tokens) and tokens[at].string == ".":  # a dotted module name
+            end, at = tokens[at + 1], at + 2
+        if alias.asname is not None and at + 1 < len(tokens) and tokens[at].string == "as":
+            end, at = tokens[at + 1], at + 2
+        alias.lineno, alias.col_offset = where(start.start[0] - 1, start.start[1])
+        alias.end_lineno, alias.end_col_offset = where(end.end[0] - 1, end.end[1])
 
 
 class SourceResult:

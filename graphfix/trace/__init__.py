@@ -222,8 +222,13 @@ def trace(path: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None
             never ran a session, ended its process itself (`os._exit`) or by a signal (the
             code or the signal, and where), or ran longer than `timeout` seconds (where it
             was).
+        UsageError: TensorFlow is not installed here (one line: what to install).
     """
     _check_request(args, runs, timeout)
+    from graphfix.registry import UsageError
+    from graphfix.tf_runtime import require_tensorflow
+
+    require_tensorflow("graphfix.trace", UsageError)
     script, label = Path(path), str(path) if label is None else label
     if not script.is_file():
         raise TraceError(f"{label}: no such script" if not script.exists()

@@ -16,7 +16,7 @@ from functools import cache
 from typing import NamedTuple
 
 from graphfix.registry import UsageError
-from graphfix.tf_runtime import op_library_refused, op_library_stat
+from graphfix.tf_runtime import op_library_refused, op_library_stat, require_tensorflow
 
 # `REGISTER_OP("Name")` up to the `;` that ends the chain (a `;` inside a shape function's
 # braces does not end it: the chain is read with its brackets balanced, `_chain_end`).
@@ -135,6 +135,7 @@ def library_ops(path: str) -> dict[str, bool]:
     loader reads from it (`tf.load_op_library` ... `OP_LIST`), in a child process. UsageError,
     one line naming the file, where it cannot be read or loaded (`graphfix.tf_runtime`)."""
     stat = op_library_stat(path, UsageError)
+    require_tensorflow(f"reading the custom-op library {path}", UsageError)
     return _library_ops(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
 
 

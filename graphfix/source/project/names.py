@@ -12,6 +12,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from graphfix.source.syntax import node_kinds
 from graphfix.source.vocabulary import canonical_tf_name
 
 
@@ -31,7 +32,9 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
-_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, *node_kinds("match_case"))
+_MATCH_CAPTURES = node_kinds("MatchAs", "MatchStar")  # (`case [*rest, last]`)
+_MATCH_MAPPING = node_kinds("MatchMapping")  # (`case {**rest}`)
 
 
 def _statements(tree: ast.Module):
@@ -409,9 +412,9 @@ class Scopes:
                 return
             elif kind is ast.ExceptHandler and node.name:
                 bind(node.name, None, _start(node.body[0]))
-            elif kind in (ast.MatchAs, ast.MatchStar) and node.name:
+            elif kind in _MATCH_CAPTURES and node.name:
                 bind(node.name, None, _end(node))
-            elif kind is ast.MatchMapping and node.rest:
+            elif kind in _MATCH_MAPPING and node.rest:
                 bind(node.rest, None, _end(node))
             for child in ast.iter_child_nodes(node):
                 visit(child, after)
