@@ -9,8 +9,9 @@ uses (an import `from tensorflow import X` with its uses; an import `as` another
 that name). Left alone, as code that uses an old name on purpose: a reference in the
 `except` of a `try:` that uses the new name first (a fallback for an older TF), and one in
 a branch of a version check (`if tf.__version__ < ...:`, `if LooseVersion(tf.__version__)
-...`, `if hasattr(tf, "NEW"): ... else: ...`, as a statement or a conditional expression),
-whose old-TF branch renaming would break.
+...`, `if hasattr(tf, "NEW"): ... else: ...`, `if TF_VERSION <= 0.10:` of a module-level
+name bound to the version, as a statement or a conditional expression), whose old-TF
+branch renaming would break.
 
 A stdlib-tree rule (`graphfix.source.astrule.AstRule`): the finding is a reference and its
 fix the name's text replaced, so the file is never given to libcst.
@@ -56,6 +57,7 @@ class RenameRule(AstRule):
         return Rename(row) if isinstance(row, str) else row
 
     def visit_Module(self, node: ast.Module) -> None:
+        self._version_names = _names_bound_to_a_version(node)
         last_parts = {old.rsplit(".", 1)[-1] for old in self.RENAMES}
         imported = self._imported_old_names()  # the name imports bind -> [(alias, old)]
         found = []  # (node, old name, spelled, fix), reported in source order
@@ -155,12 +157,12 @@ class RenameRule(AstRule):
     def _checks_version(self, test: ast.expr, names: tuple[str, ...]) -> bool:
         """Whether an `if`'s test picks code by the TF it runs on: it reads a version
         (`tf.__version__`, `tf.VERSION`, `LooseVersion(tf.__version__)`), or asks
-        `hasattr(..., "NAME")` of the old name or the new."""
+        `hasattr(..., "NAME")` of the old name or the new; a module-level name bound to a
+        version (`TF_VERSION = float(tf.__version__[:3])`, then `if TF_VERSION <= 0.10:`)
+        reads it too."""
         spelled = {_last(name) for name in names}
         for node in ast.walk(test):
-            if isinstance(node, ast.Attribute) and node.attr in _VERSION_ATTRIBUTES:
-                return True
-            if isinstance(node, ast.Name) and node.id in _VERSION_ATTRIBUTES:
+            if _reads_a_version(node, self._version_names):
                 return True
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id == "hasattr" and len(node.args) == 2
@@ -207,6 +209,47 @@ class RenameRule(AstRule):
         self.report(node, self.MESSAGE.format(spelled=spelled, replacement=replacement,
                                               old=old, new=self._row(old).new),
                     fix=fix, severity=self.SEVERITY)
+
+
+def _reads_a_version(node: ast.AST, version_names: frozenset[str]) -> bool:
+    """Whether `node` is `X.__version__` (`X.VERSION`, ...), such a name imported bare, or
+    a name `version_names` holds."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _VERSION_ATTRIBUTES
+    return isinstance(node, ast.Name) and (node.id in _VERSION_ATTRIBUTES
+                                           or node.id in version_names)
+
+
+def _names_bound_to_a_version(module: ast.Module) -> frozenset[str]:
+    """The module-level names assigned a value that reads TF's version (`TF_VERSION =
+    float('.'.join(tf.__version__.split('.')[:2]))`), or reads another such name
+    (`OLD_TF = TF_VERSION < 1.0`), at the module's top level or in its top-level `if`/`try`
+    blocks; a name also assigned anything else is not one."""
+    assignments: dict[str, list[ast.expr]] = {}
+    statements = list(module.body)
+    while statements:
+        statement = statements.pop()
+        if isinstance(statement, (ast.If, ast.Try)):
+            statements.extend(ast.iter_child_nodes(statement))
+        elif isinstance(statement, (ast.ExceptHandler,)):
+            statements.extend(statement.body)
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value:
+            targets = (statement.targets if isinstance(statement, ast.Assign)
+                       else [statement.target])
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    assignments.setdefault(target.id, []).append(statement.value)
+    found: set[str] = set()
+    grew = True
+    while grew:  # (a name bound to a name bound to a version: to a fixed point)
+        grew = False
+        for name, values in assignments.items():
+            if name not in found and all(
+                    any(_reads_a_version(node, frozenset(found)) for node in ast.walk(value))
+                    for value in values):
+                found.add(name)
+                grew = True
+    return frozenset(found)
 
 
 def _last(name: str) -> str:

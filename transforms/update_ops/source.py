@@ -9,6 +9,7 @@ import re
 import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
+from graphfix.source.project import MODULE_BODY, unit_at
 from graphfix.source.fixes import AddImport, WrapInWith
 from graphfix.source.vocabulary import TRAIN_METHODS
 
@@ -26,6 +27,10 @@ _TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"
 # A name that says it holds the update ops where the code does not show it (a parameter, an
 # attribute): update_ops, extra_update_ops, UPDATE_OPS, bn_updates, model.updates; not
 # grad_updates (an optimizer's) or lr_update_op.
+# TF's functional loops, each with the argument that is the loop's body: ops its body
+# builds live in the loop's frame.
+_LOOPS = {"map_fn": ("fn", 0), "scan": ("fn", 0), "foldl": ("fn", 0), "foldr": ("fn", 0),
+          "while_loop": ("body", 1)}
 _UPDATE_WORD = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
                           re.IGNORECASE)
 
@@ -199,7 +204,10 @@ class UpdateOpsCodemod(SourceCodemod):
     (updates run in place), another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
     placeholder does. tf.keras layers keep their updates on the model, not in UPDATE_OPS,
-    and are left alone.
+    and are left alone, and so is a file whose TF loop (`tf.map_fn`, `scan`, `foldl`,
+    `foldr`, `tf.while_loop`) builds a batch norm in its body: the updates are the loop's,
+    and a control dependency on them outside it is TF's "has inputs from different frames"
+    error (cbfinn/maml#33).
 
     Every `X.minimize(...)` / `X.apply_gradients(...)` that does not run the update ops is
     an error: not inside a `with ...control_dependencies(E):` whose `E` refers to them (a
@@ -298,6 +306,8 @@ class UpdateOpsCodemod(SourceCodemod):
                  and not self.tf_names.is_foreign_import(c.func)]
         if not calls:
             return
+        if self._batch_norm_in_a_loop_body():
+            return
         own = self.project.batch_norms()
         here = f"{own[0][0]} (line {own[0][1]})" if own else None
         prepared = False
@@ -312,6 +322,71 @@ class UpdateOpsCodemod(SourceCodemod):
                 prepared = True
             self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+
+    def _batch_norm_in_a_loop_body(self) -> bool:
+        """Whether a batch norm is built by the body of one of the file's TF loops
+        (`tf.map_fn(fn, ...)`, `scan`, `foldl`, `foldr`, `tf.while_loop(cond, body, ...)`),
+        in the body's own code or in the project's code it calls. Its update ops are the
+        loop's and UPDATE_OPS holds them: a control dependency on the collection outside
+        the loop is TF's "has inputs from different frames" error (cbfinn/maml#33), so the
+        fix cannot be made and no train op can run those updates; the file is left alone.
+        A call through `self.` that the model does not resolve (an attribute bound to a
+        method) is taken to reach the class's methods."""
+        part = self.project.part
+        if part is None:
+            return False
+        bodies = []
+        for call in self._index.of(cst.Call):
+            canonical = self.tf_names.canonical(call.func)
+            loop = _LOOPS.get((canonical or "").rsplit(".", 1)[-1]) if canonical else None
+            if loop is None:
+                continue
+            keyword, index = loop
+            given = [a.value for a in call.args if a.keyword and a.keyword.value == keyword]
+            positional = [a.value for a in call.args if a.keyword is None]
+            body = given[0] if given else (positional[index] if len(positional) > index
+                                           else None)
+            if body is not None:
+                bodies.append((call, body))
+        if not bodies:
+            return False
+        defs = {d.name.value: d for d in self._all_defs()}
+        project, label = self.project.project, self.project.label
+        for call, body in bodies:
+            line = self.position(call)[0]
+            unit = unit_at(part, line)
+            code = body.body if isinstance(body, cst.Lambda) else body
+            named = _dotted(body)
+            if named is not None and named in defs:  # a def of this file: read its body
+                code = defs[named]
+            first, last = (self.code_range(code).start.line, self.code_range(code).end.line)
+            if any(first <= at <= last for _, at in part["batch_norms"]):
+                return True
+            starts: set[tuple[str, str]] = set()
+            of_class = part["units"].get(unit, {}).get("class")
+            for name in _words(code).names:
+                resolved = project.resolve_in(label, unit, name)
+                if not resolved and name.startswith("self.") and of_class:
+                    resolved = frozenset({(label, of_class)})
+                starts |= resolved
+            for reached_label, reached_unit in project.reached(starts):
+                reached_part = project.parts.get(reached_label)
+                if reached_part is None or reached_unit == MODULE_BODY:
+                    continue
+                if any(unit_at(reached_part, at) == reached_unit
+                       for _, at in reached_part["batch_norms"]):
+                    return True
+        return False
+
+    def _all_defs(self) -> list[cst.FunctionDef]:
+        found = []
+
+        class _Defs(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                found.append(node)
+
+        self._tree.visit(_Defs())
+        return found
 
     def _batch_norm_reaching(self, call: cst.Call) -> str | None:
         """The first batch norm of another file that this train op may be built with, in

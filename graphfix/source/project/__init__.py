@@ -42,15 +42,16 @@ from graphfix.source.project.part import (
 from graphfix.source.vocabulary import REUSED_UNDER_REUSE
 
 __all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "PackedParts", "Project", "file_part",
-           "pack_part", "part_of_code", "unpack_part"]
+           "pack_part", "part_of_code", "unit_at", "unpack_part"]
 
 # Words without which a file says nothing about feed keys (conservative, as the pre-filter).
 _FEED_WORDS = ("Variable", "variable", "assign", "global_step", "minimize", "apply_gradients",
                "Monitored")
 
 
-def _unit_at(part: dict, line: int) -> str:
-    """The innermost unit whose code holds `line` (a method before its class)."""
+def unit_at(part: dict, line: int) -> str:
+    """The innermost unit of a file's part whose code holds `line` (a method before its
+    class)."""
     found, start = MODULE_BODY, -1
     for name, unit in part["units"].items():
         for first, last in unit["spans"]:
@@ -658,7 +659,7 @@ class FileView:
         part = self.part
         if part is None:
             return None
-        unit = _unit_at(part, line) if line is not None else MODULE_BODY
+        unit = unit_at(part, line) if line is not None else MODULE_BODY
         reusing = line is not None and self.reuses_at(line)
         starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
         found = []
@@ -773,7 +774,7 @@ class FileView:
             if part is None:
                 continue
             for line, callee, why, strict in project.reuse(label)["calls"]:
-                for target in project.resolve_in(label, _unit_at(part, line), callee):
+                for target in project.resolve_in(label, unit_at(part, line), callee):
                     called.setdefault(target, (f"called at {label}:{line} under {why}", strict))
         if called:
             for (label, unit), (why, strict) in sorted(_reached_with(project, called).items()):
@@ -817,7 +818,7 @@ class FileView:
         if part is None:
             return None
         programs = cluster_programs(self.project).of
-        units = [_unit_at(part, line)] if line is not None else list(part["units"])
+        units = [unit_at(part, line)] if line is not None else list(part["units"])
         found = [programs[(self.label, u)] for u in units if (self.label, u) in programs]
         return min(found) if found else None
 
@@ -825,7 +826,7 @@ class FileView:
         """Whether the unit at `line` of this file makes a cluster with a ps job or calls
         the function that makes one: a cluster program's entry."""
         part = self.part
-        return part is not None and (self.label, _unit_at(part, line)) in cluster_programs(
+        return part is not None and (self.label, unit_at(part, line)) in cluster_programs(
             self.project).entries
 
     def ps_scopes(self) -> list[int]:
@@ -848,7 +849,7 @@ class FileView:
             return []
         project = self.project
         starts = set(project.units(self.label))
-        for here in ([(self.label, _unit_at(part, line))] if line is not None else
+        for here in ([(self.label, unit_at(part, line))] if line is not None else
                      list(starts)):
             starts |= project.callers(here)
         found = set()
@@ -857,6 +858,6 @@ class FileView:
                 continue
             unit_of = project.parts[label]
             for name, at in unit_of["batch_norms"]:
-                if _unit_at(unit_of, at) == unit:
+                if unit_at(unit_of, at) == unit:
                     found.add((label, name, at))
         return sorted(found, key=lambda b: (b[0], b[2], b[1]))

@@ -108,9 +108,9 @@ class ClusterPrograms:
     entries: a `main` that no code of its file calls is one)."""
 
     def __init__(self, project: Project):
-        from graphfix.source.project import _unit_at  # (the package imports this module)
+        from graphfix.source.project import unit_at  # (the package imports this module)
 
-        made = sorted((label, line, tasks, _unit_at(part, line))
+        made = sorted((label, line, tasks, unit_at(part, line))
                       for label, part in project.parts.items()
                       for line, tasks in part.get("clusters", ()))
         self.of: dict[tuple[str, str], tuple[str, int, int | None]] = {}
