@@ -74,11 +74,12 @@ return {averaged}
 
 @dataclass(frozen=True)
 class _Recipe:
-    """A function of the recipe's shape: its loop and the tower list it zips, the TF module
-    its averaging call is spelled with, what it handles already, whether the rewrite keeps
-    all it does."""
+    """A function of the recipe's shape (or, `function` None, the recipe's loop written
+    inline where the towers are built): its loop and the tower list it zips, the list it
+    appends the averages to, the TF module its averaging call is spelled with, what it
+    handles already, whether the rewrite keeps all it does."""
 
-    function: cst.FunctionDef
+    function: cst.FunctionDef | None
     towers: str
     averaged: str
     tf: str
@@ -302,7 +303,7 @@ class AverageGradientsCodemod(SourceCodemod):
                    "sparse, check one variable per tuple)"),
                 fix=fix)
 
-    def _inline_recipes(self, functions: list[_Recipe]) -> list[_InlineRecipe]:
+    def _inline_recipes(self, functions: list[_Recipe]) -> list[_Recipe]:
         """The recipe's loop written where the towers are built, not in a function of its
         own (`for grad_and_vars in zip(*tower_grads):` in a method, reading
         `grad_and_vars[0][1]` or looping `for g, _ in grad_and_vars`): the loops over
@@ -322,9 +323,9 @@ class AverageGradientsCodemod(SourceCodemod):
             averaged = _appended_to(loop)
             rewritable = (averaged is not None and self._loop_is_recipe(loop)
                           and not self._read_after(loop, _LOOP_BINDS))
-            found.append(_InlineRecipe(loop, towers, averaged or "average_grads",
-                                       self._tf_of(averaging[0]), skips_none, keeps_sparse,
-                                       rewritable))
+            found.append(_Recipe(None, towers, averaged or "average_grads",
+                                 self._tf_of(averaging[0]), skips_none, keeps_sparse,
+                                 rewritable, loop))
         return found
 
     def _read_after(self, loop: cst.For, names: set[str]) -> bool:
@@ -412,21 +413,6 @@ def _depth(line: str) -> int:
     """The block depth of a line of `_BODY` (written with four spaces a level, and no
     continuation lines: the file's own indent replaces them)."""
     return (len(line) - len(line.lstrip())) // 4
-
-
-@dataclass(frozen=True)
-class _InlineRecipe:
-    """The recipe's loop written inline (in a method, beside the towers): the loop, the
-    tower list it zips (as code), the list it appends the averages to, the TF module's
-    spelling, what it handles already, whether `_LOOP` may replace it."""
-
-    loop: cst.For
-    towers: str
-    averaged: str
-    tf: str
-    skips_none: bool
-    keeps_sparse: bool
-    rewritable: bool
 
 
 # The names `_LOOP` binds besides the list it appends to: a method that reads one of them
