@@ -218,7 +218,8 @@ def verify(graph: Any, *, compare: Any = None, steps: int = 1, fetches: Sequence
            feeds: Mapping[str, Any] | None = None, target_devices: Iterable[str] = (),
            tolerance: float = 1e-5, op_libraries: Sequence[str] = (),
            logdir: str | os.PathLike | None = None,
-           available_devices: Sequence[str] | None = None) -> "VerifyResult":
+           available_devices: Sequence[str] | None = None,
+           step_timeout: float = 60.0) -> "VerifyResult":
     """Import and run a graph on the target devices (`graphfix.verification.run.verify_graph`).
 
     Args:
@@ -233,6 +234,8 @@ def verify(graph: Any, *, compare: Any = None, steps: int = 1, fetches: Sequence
         op_libraries: custom-op libraries (`.so`) to load before the graph is imported.
         logdir: where to write TensorBoard's graph dashboard runs (`verify --logdir`).
         available_devices: the devices to run on instead of asking TF (tests, dry runs).
+        step_timeout: seconds a step of a graph that dequeues may take before the run fails
+            (a queue that starves); more than 0.
 
     Returns:
         A `VerifyResult`: `.passed`, `.checks`, `.values`, `.to_lines()`, `.to_json()`.
@@ -244,12 +247,16 @@ def verify(graph: Any, *, compare: Any = None, steps: int = 1, fetches: Sequence
             the graph does not have, a graph that calls Python functions, a library that
             cannot be read, a logdir that cannot be written). Both are `graphfix.Error`s.
     """
+    from graphfix.tf_runtime import require_tensorflow
+
+    require_tensorflow("graphfix.verify", registry.UsageError)  # (before what imports numpy)
     from graphfix.graph.index import GraphError, index_for
     from graphfix.registry import intended_changes, verify_checks
-    from graphfix.tf_runtime import require_tensorflow
     from graphfix.verification.run import VerifyError, check_request, verify_graph
 
-    require_tensorflow("graphfix.verify", registry.UsageError)
+    if isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) or not (
+            0 < step_timeout < float("inf")):
+        raise registry.UsageError(f"step_timeout must be a number above 0, not {step_timeout!r}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
             0 <= tolerance < float("inf")):
         raise registry.UsageError(f"tolerance must be a number, 0 or more, not {tolerance!r}")
@@ -274,7 +281,8 @@ def verify(graph: Any, *, compare: Any = None, steps: int = 1, fetches: Sequence
                         fetches=list(fetches), feeds=dict(feeds) if feeds else None,
                         target_devices=devices, available_devices=available_devices,
                         tolerance=float(tolerance), op_libraries=list(op_libraries),
-                        intended_changes=intended_changes, checks=verify_checks(), **options)
+                        step_timeout=float(step_timeout), intended_changes=intended_changes,
+                        checks=verify_checks(), **options)
 
 
 def trace(script: str | os.PathLike, args: Sequence[str] = (), *, runs: int | None = None,

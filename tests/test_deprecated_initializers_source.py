@@ -71,12 +71,15 @@ def _run_script(code: str, tf) -> tuple[str, list[str]]:
     handler.emit = lambda record: records.append(record.getMessage())
     logger = tf.get_logger()
     logger.addHandler(handler)
+    # (a test earlier in the same process may have quieted TF's logger: graphfix's verify does)
+    level, logger.level = logger.level, logging.WARNING
     out = io.StringIO()
     try:
         with tf.Graph().as_default(), contextlib.redirect_stdout(out):
             exec(compile(code, "<fixture>", "exec"), {"__name__": "__main__"})
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
     return out.getvalue(), [r for r in records if "is deprecated" in r]
 
 

@@ -114,7 +114,7 @@ def test_check_and_fix_seed000_graph(lean, tmp_path):
 
     checked = lean.run("check", graph.name, cwd=tmp_path)
     assert checked.returncode == 1, checked.stderr
-    assert ("seed000.pbtxt@d: variables-to-cpu: Cannot assign a device for operation d: Could "
+    assert ("seed000.pbtxt@d: error: variables-to-cpu: Cannot assign a device for operation d: Could "
             "not satisfy explicit device specification '/device:GPU:0' because no supported "
             "kernel for GPU devices is available. (no GPU kernel for: VariableV2 d "
             "(dtype=DT_INT32)") in checked.stdout

@@ -20,7 +20,9 @@ each op's gradient inside `colocate_with(op)`: the gradient ops take the forward
 Found (a warning): towers (`graphfix.graph.towers`) on two or more devices whose gradient
 ops (`<scope>/gradients/<forward op>_grad/...`, `graphfix.graph.gradients.forward_op`) ask
 for another device than their forward op, where that forward op asks for its tower's
-device. The finding names the towers and how many of their gradient ops are off their
+device and the gradient op for none of the towers' devices (one on a tower's device was built
+in that tower's scope, where the user put it: in the recipe that differentiates each tower's
+loss inside its scope, tower 1's gradient of the regularizer tower 0 made). The finding names the towers and how many of their gradient ops are off their
 tower's device. Not counted: the gradients of a tower's ops that sit elsewhere on purpose
 (an `embedding_lookup`'s gather, built beside its table on the CPU), and gradient ops whose
 colocation group asks for another device, holds a forward op, or has a member without a
@@ -69,11 +71,14 @@ def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
     span two or more devices (one device's backward pass has nowhere else to go), where
     their whole colocation group can follow (`_following`)."""
     towers = [s for s in find_towers(graph) if len({t.device for t in s.towers} - {""}) > 1]
+    on_towers = {t.device for s in towers for t in s.towers} - {""}
     off, devices = {}, graph.devices
     for position, name in enumerate(graph.names) if towers else ():
         forward = forward_op(graph, name) if "_grad/" in name else None
         tower = forward and next((t for s in towers if (t := s.tower_holding(forward))), None)
-        if tower and tower.device:
+        # (a gradient op on a tower's device was built in that tower's scope: the user's
+        # per-tower backward pass, such as tower 1's gradient of tower 0's regularizer)
+        if tower and tower.device and not any(same_device(devices[position], d) for d in on_towers):
             asked = devices[graph.position(forward)]
             if same_device(asked, tower.device) and not same_device(devices[position], asked):
                 off[position] = (tower, asked)
