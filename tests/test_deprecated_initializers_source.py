@@ -8,11 +8,11 @@ tests/test_source_fixtures.py.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import graphfix
@@ -64,23 +64,32 @@ def test_cli_check_and_fix_the_seed(tmp_path: Path):
         "tf.initialize_all_variables()", "tf.global_variables_initializer()")
 
 
+_RUNNER = """
+import contextlib, io, json, logging, sys
+import tensorflow as tf
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logger = tf.get_logger()
+logger.addHandler(handler)
+logger.setLevel(logging.WARNING)
+out = io.StringIO()
+with tf.Graph().as_default(), contextlib.redirect_stdout(out):
+    exec(compile(sys.stdin.read(), "<fixture>", "exec"), {"__name__": "__main__"})
+print(json.dumps([out.getvalue(), records]))
+"""
+
+
 def _run_script(code: str, tf) -> tuple[str, list[str]]:
-    """What `code` prints and the deprecation warnings TF logs, run in a graph of its own."""
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger = tf.get_logger()
-    logger.addHandler(handler)
-    # (a test earlier in the same process may have quieted TF's logger: graphfix's verify does)
-    level, logger.level = logger.level, logging.WARNING
-    out = io.StringIO()
-    try:
-        with tf.Graph().as_default(), contextlib.redirect_stdout(out):
-            exec(compile(code, "<fixture>", "exec"), {"__name__": "__main__"})
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    return out.getvalue(), [r for r in records if "is deprecated" in r]
+    """What `code` prints and the deprecation warnings TF logs, run in a graph of its own in
+    a process of its own: TF warns once per function and process, and a test earlier in
+    this process may have used the old names, or quieted TF's logger."""
+    done = subprocess.run([sys.executable, "-c", _RUNNER], input=code, capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed, records = json.loads(done.stdout.splitlines()[-1])
+    return printed, [r for r in records if "is deprecated" in r]
 
 
 def test_renamed_code_runs_the_same_without_deprecation_warnings(tf):
