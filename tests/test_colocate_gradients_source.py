@@ -62,3 +62,21 @@ def test_a_call_that_passes_the_keyword_is_left_alone(keyword):
     code = (CASE / "before.py").read_text().replace(
         'name="train")', f'name="train", colocate_gradients_with_ops={keyword})')
     assert graphfix.check_source(code, only=[NAME]) == []
+
+
+def test_towers_that_gather_a_cpu_table_are_reported_not_fixed():
+    """Do no harm: with the keyword, the gather's gradient joins both the table's colocation
+    group (CPU) and the gather's (GPU i), and TF's placer refuses the graph it builds; the
+    script as written places. The call is reported, and left as it is."""
+    case = FIXTURES / "colocate_gradients" / "source" / "towers_gather_cpu_table"
+    before = (case / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert [(f.line, f.severity, f.fixable) for f in findings] == [(27, "warning", False)]
+    assert "not fixed: tf.gather is called (<string>:16)" in findings[0].message
+    assert fixed == before
+
+    assert oracle.place(_graph_of(before)).places
+    flagged = before.replace('name="train")', 'name="train", colocate_gradients_with_ops=True)')
+    refused = oracle.place(_graph_of(flagged)).failures
+    assert {f.node for f in refused} == {"gradients/tower_0/model/GatherV2_grad/Shape",
+                                         "gradients/tower_1/model/GatherV2_grad/Shape"}

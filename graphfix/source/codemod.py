@@ -42,7 +42,8 @@ from graphfix.source.examples import Example  # noqa: F401  (part of this module
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AsksTfNames, TfNameRules
 from graphfix.source.syntax import code_lines, comment_ignores
-from graphfix.source.vocabulary import V1_MODULES
+from graphfix.source.scopes import with_items_around
+from graphfix.source.vocabulary import DEVICE_CALLS, V1_MODULES
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -506,6 +507,17 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         if symbol not in self._v1_imported:
             self._v1_imported[symbol] = v1_spelling(self._tree, symbol)
         return self._v1_imported[symbol]
+
+    def device_item_around(self, node: cst.CSTNode) -> cst.WithItem | None:
+        """The innermost `with` item around `node` that calls TF's `device`, within the
+        function holding `node` (None where a function's edge comes first)."""
+        for around in with_items_around(node, self.parent):
+            if not isinstance(around, cst.WithItem):
+                return None
+            if (isinstance(around.item, cst.Call)
+                    and self.tf_canonical(around.item.func) in DEVICE_CALLS):
+                return around
+        return None
 
     def code(self, node: cst.CSTNode) -> str:
         """`node`'s source text, as the file spells it."""

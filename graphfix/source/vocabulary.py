@@ -216,6 +216,8 @@ MONITORED_SESSIONS = frozenset(
     {"train.MonitoredSession", "train.MonitoredTrainingSession", "train.SingularMonitoredSession"}
 )
 DEVICE_CALLS = frozenset({"device", "python.framework.ops.device"})
+# TF's gather of rows (its gradient measures the table inside `colocate_with(table)`).
+GATHER_CALLS = frozenset({"gather", "compat.v1.gather"})
 REPLICA_DEVICE_SETTER = "train.replica_device_setter"
 # Words without which a file's text names no ps job (conservative, as the pre-filter).
 PS_JOB_WORDS = ("job:ps", "'ps'", '"ps"')

@@ -45,7 +45,13 @@ In source: a `minimize`, `compute_gradients` or `tf.gradients` call, outside any
 scope, whose loss comes from the device scopes of several towers (a `with tf.device(...)`
 given a device that changes with a loop, or several `with tf.device(...)` blocks), gains
 `colocate_gradients_with_ops=True`. A call that passes the argument, or that is made inside
-a tower's device scope, is left alone.
+a tower's device scope, is left alone. Where the towers' code (the file, or one its imports
+connect it to) calls `tf.gather`, the call is reported but not fixed: TF's gradient of a
+gather measures the gathered table in `colocate_with(table)`, and the flag adds the gather's
+colocation group to it; a table gathered on another device than its own (a CPU table in GPU
+towers, a variable shared by the towers) then gives a group that asks for two devices, and
+TF's placer refuses the graph the program built before (`tf.nn.embedding_lookup` gathers
+beside its table: with it the flag is safe).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ outside their device scopes gains `colocate_gradients_with_ops=True`.
 
 Read within the function (or module) making the call: the names its loss is computed from
 are followed back through their assignments (and the lists they are appended to) to where
-they are bound inside a `with tf.device(...)`.
+they are bound inside a `with tf.device(...)`. A call is reported but not fixed where the
+file, or one its imports connect it to, calls TF's `gather` (the transform's page says why).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from graphfix.source import fixes
 from graphfix.source.codemod import HOLE, SourceCodemod, argument, device_argument, device_template
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (bound_values, descendants, enclosing, enclosing_function,
-                                    inside, single_value, with_items_around)
-from graphfix.source.vocabulary import DEVICE_CALLS, GRADIENT_METHODS
+                                    inside, single_value)
+from graphfix.source.vocabulary import GATHER_CALLS, GRADIENT_METHODS
 
 KEYWORD = "colocate_gradients_with_ops"
 
@@ -61,11 +62,16 @@ class ColocateGradientsRule(SourceCodemod):
                     or any(inside(call, self.parent(item), self.parent) for item in towers)):
                 continue
             devices = ", ".join(dict.fromkeys(self.code(item.item) for item in towers))
+            gather = self.project.first_call(GATHER_CALLS)
             self.report(call, (
                 f"{self.code(call.func)}(...) differentiates a loss built in several towers' "
                 f"device scopes ({devices}) outside them, without {KEYWORD}=True: its gradient "
-                "ops are built here, so the backward pass runs on one device"),
-                fix=fixes.Replace(call, lambda c: fixes.with_argument(c, KEYWORD, "True")),
+                "ops are built here, so the backward pass runs on one device" + (gather and (
+                    f"; not fixed: tf.gather is called ({gather}), and {KEYWORD}=True would "
+                    "colocate its gradient with both the gather and the gathered table, which "
+                    "TF's placer refuses where they sit on different devices") or "")),
+                fix=None if gather else fixes.Replace(
+                    call, lambda c: fixes.with_argument(c, KEYWORD, "True")),
                 severity="warning")
 
     def _loss_of(self, call: cst.Call) -> cst.BaseExpression | None:
@@ -93,24 +99,13 @@ class ColocateGradientsRule(SourceCodemod):
         while pending:
             name = pending.pop()
             for value in bindings.get(name, ()) if name not in seen else ():
-                item = self._device_item_around(value)
+                item = self.device_item_around(value)
                 if item is None:
                     pending.extend(n.value for n in descendants(value, cst.Name))
                 elif all(item is not other for other in found):
                     found.append(item)
             seen.add(name)
         return found
-
-    def _device_item_around(self, node: cst.CSTNode) -> cst.WithItem | None:
-        """The innermost `with` item around `node` that calls TF's `device`, within the
-        function holding `node`."""
-        for around in with_items_around(node, self.parent):
-            if not isinstance(around, cst.WithItem):
-                return None
-            if (isinstance(around.item, cst.Call)
-                    and self.tf_canonical(around.item.func) in DEVICE_CALLS):
-                return around
-        return None
 
     def _in_a_tower_loop(self, item: cst.WithItem) -> bool:
         """Whether the device scope is entered once per turn of a loop, with a device that

@@ -18,6 +18,7 @@ Plain Python: the survey builds parts in the workers without loading libcst.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
@@ -744,6 +745,24 @@ class FileView:
         codes = {label: self.project._code_of(label)
                  for label in sorted(self.project.connected(self.label))}
         return {label: code for label, code in codes.items() if code is not None}
+
+    def first_call(self, names: frozenset[str]) -> str | None:
+        """Where (`path:line`: the first line, of the first file in path order) this file
+        or one its imports connect it to (`connected_code`) calls one of TF's `names`
+        (canonical, as `graphfix.source.vocabulary` spells them); None if none does."""
+        for path, code in self.connected_code().items():
+            if not any(name.rsplit(".", 1)[-1] in code for name in names):
+                continue
+            try:
+                tree = ast.parse(code)
+            except (SyntaxError, ValueError):
+                continue
+            tf_names = AstTfNames(tree)
+            lines = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+                     and tf_names.canonical(node.func) in names]
+            if lines:
+                return f"{path}:{min(lines)}"
+        return None
 
     def feed_facts(self) -> dict:
         """What the files connected to this one by imports (either way, this one
