@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import re
 
+import sys
+
 import pytest
 
 from conftest import FIXTURES, run_cli
 
+sys.path.insert(0, str(FIXTURES / "bench"))
+from source_corpus import TRANSFORMS  # noqa: E402  (the transforms the corpus is labelled for)
+
 MANIFEST = FIXTURES / "real_code" / "manifest.json"
 PATTERNS = FIXTURES / "real_code" / "patterns"
-TRANSFORMS = ("variables-to-cpu", "update-ops", "feed-to-assign", "replica-placement",
-              "shared-variables", "average-gradients", "deprecated-initializers")
 
 # What graphfix does with each pattern today, where that is wrong.
 WRONG_TODAY: dict[str, str] = {}
