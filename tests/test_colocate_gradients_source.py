@@ -80,3 +80,21 @@ def test_towers_that_gather_a_cpu_table_are_reported_not_fixed():
     refused = oracle.place(_graph_of(flagged)).failures
     assert {f.node for f in refused} == {"gradients/tower_0/model/GatherV2_grad/Shape",
                                          "gradients/tower_1/model/GatherV2_grad/Shape"}
+
+
+@pytest.mark.parametrize("test, reported", [
+    ("n == 1", False), ("1 == n", False), ("n < 2", False), ("n <= 1", False),
+    ("n == 2", True), ("n > 1", True), ("m == 1", True)])
+def test_a_branch_only_one_tower_takes_is_left_alone(test, reported):
+    """`if n == 1:` around the call, for towers built by `for i in range(n)`: one tower,
+    whose backward pass has no other device to go to. Any other test leaves the finding."""
+    code = (
+        "import tensorflow.compat.v1 as tf\n"
+        "losses = []\n"
+        "for i in range(n):\n"
+        "    with tf.device('/gpu:%d' % i):\n"
+        "        loss = tower_loss(i)\n"
+        "        losses.append(loss)\n"
+        f"if {test}:\n"
+        "    train = opt.minimize(loss)\n")
+    assert bool(graphfix.check_source(code, only=[NAME])) == reported

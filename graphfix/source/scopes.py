@@ -49,6 +49,41 @@ def inside(node: cst.CSTNode, outer: cst.CSTNode, parent: Parent) -> bool:
     return current is outer
 
 
+def in_one_turn_branch(node: cst.CSTNode, loop: cst.CSTNode | None, parent: Parent) -> bool:
+    """Whether `node` is in the body of an `if` whose test says `loop`, a `for _ in
+    range(n)`, turns once (`n == 1`, `1 == n`, `n < 2`, `n <= 1`): code a program runs
+    only where its tower loop builds one tower."""
+    turns = loop.iter if isinstance(loop, cst.For) else None
+    if not (isinstance(turns, cst.Call) and isinstance(turns.func, cst.Name)
+            and turns.func.value in ("range", "xrange") and len(turns.args) == 1):
+        return False
+    count = turns.args[0].value
+    child, current = node, parent(node)
+    while current is not None:
+        if (isinstance(current, cst.If) and child is current.body
+                and _says_one_turn(current.test, count)):
+            return True
+        child, current = current, parent(current)
+    return False
+
+
+def _says_one_turn(test: cst.BaseExpression, count: cst.BaseExpression) -> bool:
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    left, op = test.left, test.comparisons[0].operator
+    right = test.comparisons[0].comparator
+
+    def number(expr: cst.BaseExpression) -> str | None:
+        return expr.value if isinstance(expr, cst.Integer) else None
+
+    if isinstance(op, cst.Equal):
+        return (left.deep_equals(count) and number(right) == "1"
+                or number(left) == "1" and right.deep_equals(count))
+    return left.deep_equals(count) and (isinstance(op, cst.LessThan) and number(right) == "2"
+                                        or isinstance(op, cst.LessThanEqual)
+                                        and number(right) == "1")
+
+
 def with_items_around(node: cst.CSTNode, parent: Parent
                       ) -> Iterator[cst.WithItem | cst.FunctionDef | cst.Lambda | cst.ClassDef]:
     """What may decide where the ops made at `node` go, innermost first: the items of each

@@ -44,8 +44,9 @@ ops, not values: a step computes what it did.
 In source: a `minimize`, `compute_gradients` or `tf.gradients` call, outside any device
 scope, whose loss comes from the device scopes of several towers (a `with tf.device(...)`
 given a device that changes with a loop, or several `with tf.device(...)` blocks), gains
-`colocate_gradients_with_ops=True`. A call that passes the argument, or that is made inside
-a tower's device scope, is left alone. Where the towers' code (the file, or one its imports
+`colocate_gradients_with_ops=True`. A call that passes the argument, that is made inside a
+tower's device scope, or that sits in a branch only one tower takes (`if n == 1:` for towers
+built by `for i in range(n)`), is left alone. Where the towers' code (the file, or one its imports
 connect it to) calls `tf.gather`, the call is reported but not fixed: TF's gradient of a
 gather measures the gathered table in `colocate_with(table)`, and the flag adds the gather's
 colocation group to it; a table gathered on another device than its own (a CPU table in GPU

@@ -16,7 +16,7 @@ from graphfix.source import fixes
 from graphfix.source.codemod import HOLE, SourceCodemod, argument, device_argument, device_template
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (bound_values, descendants, enclosing, enclosing_function,
-                                    inside, single_value)
+                                    in_one_turn_branch, inside, single_value)
 from graphfix.source.vocabulary import GATHER_CALLS, GRADIENT_METHODS
 
 KEYWORD = "colocate_gradients_with_ops"
@@ -58,8 +58,10 @@ class ColocateGradientsRule(SourceCodemod):
                     or any(arg.star == "**" for arg in call.args)):
                 continue
             towers = self._device_scopes_building(loss, call)
-            if (len(towers) < 2 and not any(map(self._in_a_tower_loop, towers))
-                    or any(inside(call, self.parent(item), self.parent) for item in towers)):
+            if (len(towers) < 2 and not any(map(self._tower_loop, towers))
+                    or any(inside(call, self.parent(item), self.parent)
+                           or in_one_turn_branch(call, self._tower_loop(item), self.parent)
+                           for item in towers)):
                 continue
             devices = ", ".join(dict.fromkeys(self.code(item.item) for item in towers))
             gather = self.project.first_call(GATHER_CALLS)
@@ -107,9 +109,9 @@ class ColocateGradientsRule(SourceCodemod):
             seen.add(name)
         return found
 
-    def _in_a_tower_loop(self, item: cst.WithItem) -> bool:
-        """Whether the device scope is entered once per turn of a loop, with a device that
-        changes (`'/gpu:%d' % i`, a name): the scope of several towers."""
+    def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
+        """The loop that enters the device scope once per turn, with a device that changes
+        (`'/gpu:%d' % i`, a name): the loop of several towers; None if there is none."""
         template = device_template(device_argument(item.item) or cst.SimpleString('""'))
-        return (template is None or HOLE in template) and enclosing(
-            item, self.parent, cst.For, cst.While, within_function=True) is not None
+        return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
+            template is None or HOLE in template) else None
