@@ -91,8 +91,9 @@ def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
 
 def _batch_norm_reaches(view: FileView) -> bool:
     """Whether a batch norm that trains is in the file, or in code it reaches or that
-    reaches it (`FileView.batch_norms_reaching`)."""
-    return bool(view.batch_norms() or view.batch_norms_reaching())
+    reaches it (`FileView.batch_norms_reaching`), or the file collects UPDATE_OPS into a
+    list it never reads (`FileView.unread_update_ops`: its author's word that one is)."""
+    return bool(view.batch_norms() or view.batch_norms_reaching() or view.unread_update_ops())
 
 
 class UpdateOps(Transform):

@@ -312,7 +312,7 @@ class UpdateOpsCodemod(SourceCodemod):
         here = f"{own[0][0]} (line {own[0][1]})" if own else None
         prepared = False
         for call in calls:
-            batch_norm = here or self._batch_norm_reaching(call)
+            batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
             if batch_norm is None:
                 continue
             if not prepared:
@@ -396,6 +396,15 @@ class UpdateOpsCodemod(SourceCodemod):
             return None
         path, name, line = reaching[0]
         return f"{name} ({path}:{line})"
+
+    def _unread_list(self, call: cst.Call) -> str | None:
+        """The list of the UPDATE_OPS collection that the train op's function (or the
+        module, for one at module level) binds and never reads, in words; None if none."""
+        unread = self.project.unread_update_ops(self.position(call)[0])
+        if not unread:
+            return None
+        name, line = unread[0]
+        return f"the list {name} collects at line {line} and nothing reads"
 
     # -- where a call sits, and what its function does ----------------------------------------
 

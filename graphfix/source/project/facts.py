@@ -1,5 +1,5 @@
 """The facts a file's part records, per unit where a rule asks per unit: the batch norms
-that train and feed UPDATE_OPS, the variables created where the caller's device scope
+that train and feed UPDATE_OPS, the UPDATE_OPS lists collected and never read, the variables created where the caller's device scope
 places them, what a unit binds names to (the instances its method calls go to), the TF
 names the module binds for the modules importing it."""
 
@@ -13,6 +13,7 @@ from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
     BATCH_NORMS,
+    COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
     METRIC_CALLS,
@@ -202,9 +203,9 @@ class _BatchNorms(ast.NodeVisitor):
         return self.found
 
 
-def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
-    """The batch norms of a module that train and put their updates in UPDATE_OPS, as
-    (name as the vocabulary spells it, line), in line order."""
+def _dict_bindings(tree: ast.Module) -> dict[str, ast.expr]:
+    """What each name may hold a dict from: its last `name = {...}`, `dict(...)`, call or
+    name assignment in the file."""
     dicts: dict[str, ast.Assign] = {}  # a name -> its last assignment in the file
     for node in ast.walk(tree):
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -214,9 +215,109 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
             if name not in dicts or (dicts[name].lineno, dicts[name].col_offset) < (
                     node.lineno, node.col_offset):
                 dicts[name] = node
-    finder = _BatchNorms(names or AstTfNames(tree), {n: a.value for n, a in dicts.items()})
+    return {n: a.value for n, a in dicts.items()}
+
+
+def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
+    """The batch norms of a module that train and put their updates in UPDATE_OPS, as
+    (name as the vocabulary spells it, line), in line order."""
+    finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree))
     finder.visit(tree)
     return finder.finish()
+
+
+# Where a batch norm's moving statistics go: each of its variables' collections, or a dict
+# of them by variable.
+_STATISTICS = frozenset({"moving_mean", "moving_variance"})
+_TRAINABLE_KEYS = frozenset({"TRAINABLE_VARIABLES", "trainable_variables"})
+
+
+def _lists_trainable(expr: ast.expr | None) -> bool:
+    """Whether `variables_collections=expr` of a batch norm puts its moving statistics in
+    TRAINABLE_VARIABLES (a list of collections for every variable, or a dict by
+    variable)."""
+    if isinstance(expr, ast.Dict):
+        return any(isinstance(key, ast.Constant) and key.value in _STATISTICS
+                   and _lists_trainable(value) for key, value in zip(expr.keys, expr.values))
+    if expr is None:
+        return False
+    return any((isinstance(node, ast.Constant) and node.value in _TRAINABLE_KEYS)
+               or (isinstance(node, ast.Attribute) and node.attr in _TRAINABLE_KEYS)
+               for node in ast.walk(expr))
+
+
+def trainable_statistics(tree: ast.Module, names: AstTfNames) -> list[int]:
+    """The lines of a module's batch-norm settings that put its moving statistics in
+    TRAINABLE_VARIABLES (`variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES]`, as
+    facenet's models do): of a batch norm's call, of an `arg_scope` over one, or of the
+    `normalizer_params` given with `normalizer_fn=` one (the dicts spelled out where the
+    file binds them). No loss reaches those variables: their gradients are None."""
+    reader = _BatchNorms(names, _dict_bindings(tree))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = names.canonical(node.func)
+        listed = node.args[0] if name == ARG_SCOPE and node.args else None
+        normalizer = argument(node, "normalizer_fn", None)
+        settings = None
+        if name in BATCH_NORMS or (isinstance(listed, (ast.List, ast.Tuple)) and any(
+                names.canonical(e) in BATCH_NORMS for e in listed.elts)):
+            settings = reader._kwargs(node)
+        elif normalizer is not None and names.canonical(normalizer) in BATCH_NORMS:
+            settings = reader._dict(argument(node, "normalizer_params", None))
+        if settings and _lists_trainable(settings.get("variables_collections")):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+# -- the update ops collected and never read -------------------------------------------------
+
+
+def _names_update_ops(expr: ast.expr | None) -> bool:
+    """Whether a collection key is UPDATE_OPS: `tf.GraphKeys.UPDATE_OPS`, its string."""
+    if isinstance(expr, ast.Constant):
+        return expr.value == "update_ops"
+    return (dotted(expr) or "").rsplit(".", 1)[-1] == "UPDATE_OPS" if expr is not None else False
+
+
+def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, int]]:
+    """Each name a function (or the module body) binds to the UPDATE_OPS collection
+    (`norm_update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)`) and never reads, as
+    (name, line): the author's word that the model built there feeds UPDATE_OPS (its
+    batch norm may be in code the run cannot connect, a model passed in as an argument),
+    in a list nothing runs."""
+    found = []
+    scopes = [tree, *(n for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        for node in _own_statements(scope):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call)
+                    and (names.canonical(node.value.func) or "").rsplit(".", 1)[-1]
+                    in COLLECTION_GETTERS
+                    and _names_update_ops(argument(node.value, "key", 0))):
+                continue
+            name = node.targets[0].id
+            # (a module's name may be read by any function of it; a function's by its own
+            # code and the functions nested in it)
+            if not any(isinstance(n, ast.Name) and n.id == name
+                       and not isinstance(n.ctx, ast.Store) for n in ast.walk(scope)):
+                found.append((name, node.lineno))
+    return sorted(found, key=lambda f: f[1])
+
+
+def _own_statements(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions and classes nested
+    in it."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                 ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 # -- what a unit reads, binds and creates: one walk ----------------------------------------
