@@ -204,3 +204,55 @@ def test_the_model_knows_every_batch_norm_of_the_vocabulary():
     for name in [*BATCH_NORMS, BATCH_NORM_LAYER]:
         code = f"import tensorflow as tf\nnet = tf.{name}(net, training=True)\n"
         assert Project.of_code("m.py", code).view("m.py").batch_norms(), name
+
+
+# A learner given its policy as an argument (the collected_and_never_read case): the entry
+# point the run does not hold, as a user's script is, building the learner with policies.py's
+# batch-norm policy and running one training step.
+_LEARN_ONE_STEP = r'''
+import importlib, json, sys
+import numpy as np
+import tensorflow as tf
+
+tf.compat.v1.disable_v2_behavior()
+out = {}
+for folder in sys.argv[1:]:
+    sys.path.insert(0, folder)
+    for name in ("policies", "ppo"):
+        sys.modules.pop(name, None)
+    policies, ppo = importlib.import_module("policies"), importlib.import_module("ppo")
+    sys.path.remove(folder)
+    graph = tf.Graph()
+    with graph.as_default():
+        images = tf.random.normal([6, 5, 5, 2], seed=3)
+        model = ppo.Model(policies.CnnPolicy, images, tf.constant([0, 1, 2, 0, 1, 2]))
+        means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(init)
+        start = sess.run(means)
+        sess.run(model.train_op)
+        end = sess.run(means)
+    out[folder] = [len(means), any(not np.array_equal(a, b) for a, b in zip(start, end))]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.needs_tf
+def test_an_update_list_collected_and_never_read_is_found_and_the_fix_trains_the_statistics():
+    """coinrun's shape: the policy comes in as an argument (its batch norm in a module the
+    run does not connect), `norm_update_ops = get_collection(UPDATE_OPS)` is read by nothing,
+    the train op is built from clipped gradients. The finding names the unread list; one
+    step of the train op moves the moving mean after the fix, and not before it."""
+    case = SOURCE / "collected_and_never_read"
+    [finding] = graphfix.check_source((case / "before" / "ppo.py").read_text(), only=[NAME])
+    assert finding.line == 16
+    assert ("does not run the update ops of the list norm_update_ops collects at line 10 and "
+            "nothing reads") in finding.message
+    folders = [str(case / "before"), str(case / "after")]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
+    done = subprocess.run([sys.executable, "-c", _LEARN_ONE_STEP, *folders],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+    moved = json.loads(done.stdout.splitlines()[-1])
+    assert moved == {folders[0]: [1, False], folders[1]: [1, True]}

@@ -34,8 +34,11 @@ Parameters:
         and is left alone either way.
 
 In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file, or in code
-of the run that the file's imports and calls reach (or that reaches the train op's function),
-each `minimize(...)` / `apply_gradients(...)` that does not run the
+of the run that the file's imports and calls reach (or that reaches the train op's function;
+a module imported with `importlib.import_module` of a name the file spells out, from
+literals and its flags' defaults, counts as imported), or where the train op's function
+collects UPDATE_OPS into a list that nothing reads (its author's word that a batch norm
+feeds them, its model given as an argument), each `minimize(...)` / `apply_gradients(...)` that does not run the
 update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone.

@@ -195,7 +195,11 @@ class UpdateOpsCodemod(SourceCodemod):
     """Build the train op under `tf.control_dependencies(tf.get_collection(UPDATE_OPS))`.
 
     Found, only where a batch norm that trains feeds UPDATE_OPS somewhere in the run (this
-    file or another one given with it, found by `scan`): `slim.batch_norm`,
+    file or another one given with it that the project model connects to the train op,
+    through imports, calls, and an `importlib.import_module` of a name the file spells out
+    from literals and its flags' defaults), or where the train op's function collects
+    UPDATE_OPS into a list that nothing reads (its author's word that a batch norm feeds
+    them, as when the model comes in as an argument): `slim.batch_norm`,
     `tf.contrib.layers.batch_norm`, `tf.layers.batch_normalization` and its compat.v1
     spellings, slim's `normalizer_fn=slim.batch_norm` (with `normalizer_params` and
     `slim.arg_scope([slim.batch_norm], ...)` defaults read where the code spells them out),

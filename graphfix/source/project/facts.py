@@ -1,7 +1,9 @@
 """The facts a file's part records, per unit where a rule asks per unit: the batch norms
-that train and feed UPDATE_OPS, the UPDATE_OPS lists collected and never read, the variables created where the caller's device scope
-places them, what a unit binds names to (the instances its method calls go to), the TF
-names the module binds for the modules importing it."""
+that train and feed UPDATE_OPS, the lists of UPDATE_OPS collected and never read, the
+variables created where the caller's device scope places them, what a unit binds names to
+(the instances its method calls go to), the TF names the module binds for the modules
+importing it; and, read when a rule asks, the batch-norm settings that make the moving
+statistics trainable."""
 
 from __future__ import annotations
 
