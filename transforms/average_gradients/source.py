@@ -11,7 +11,7 @@ import libcst as cst
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
 from graphfix.source.project import FileView, unit_at
-from graphfix.source.project.facts import trainable_statistics
+from graphfix.source.project.facts import own_nodes, trainable_statistics
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.scopes import descendants, enclosing
 from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
@@ -138,7 +138,7 @@ def model_risks(view: FileView) -> _Risks:
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
             variables = _bound_to_variables(scope, names)
-            for node in _own_nodes(scope):
+            for node in own_nodes(scope):
                 if not isinstance(node, ast.Call):
                     continue
                 name = names.canonical(node.func)
@@ -174,21 +174,11 @@ def _first(found: tuple[str, int] | None, here: tuple[str, int]) -> tuple[str, i
     return here if found is None or (found[0] == here[0] and here[1] < found[1]) else found
 
 
-def _own_nodes(scope: ast.AST):
-    """The nodes of a module or function, not those of the functions nested in it."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
-
-
 def _bound_to_variables(scope: ast.AST, names: AstTfNames) -> set[str]:
     """The names `scope` assigns a trainable variable constructor's result to (a gather
     of a variable made with `trainable=False`, a center loss's centers, has no gradient)."""
     bound = set()
-    for node in _own_nodes(scope):
+    for node in own_nodes(scope):
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                 and names.canonical(node.value.func) in _VARIABLE_MAKERS
                 and _trainable(node.value)):

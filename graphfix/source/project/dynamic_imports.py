@@ -2,8 +2,9 @@
 the file: `model = importlib.import_module(args.data + "." + args.model)`, the parts read
 from the defaults of its command-line flags (argparse's `add_argument("--model",
 default="dcgan")`, absl's and tf.app.flags' `DEFINE_string("model", "dcgan", ...)`) or from
-module-level string constants. The project model reads such a call as `import mnist.dcgan
-as model`: what the script runs when started with its defaults."""
+names the file binds once, to a string. The project model reads such a call as `import
+mnist.dcgan as model`: what the script runs when started with its defaults. A name the file
+does not spell out (no default, a computed value) is no import."""
 
 from __future__ import annotations
 

@@ -280,7 +280,8 @@ def _names_update_ops(expr: ast.expr | None) -> bool:
     """Whether a collection key is UPDATE_OPS: `tf.GraphKeys.UPDATE_OPS`, its string."""
     if isinstance(expr, ast.Constant):
         return expr.value == "update_ops"
-    return (dotted(expr) or "").rsplit(".", 1)[-1] == "UPDATE_OPS" if expr is not None else False
+    spelled = dotted(expr) if expr is not None else None
+    return spelled is not None and spelled.rsplit(".", 1)[-1] == "UPDATE_OPS"
 
 
 def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, int]]:
@@ -293,7 +294,7 @@ def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, in
     scopes = [tree, *(n for n in ast.walk(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
     for scope in scopes:
-        for node in _own_statements(scope):
+        for node in own_nodes(scope):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                     and isinstance(node.targets[0], ast.Name)
                     and isinstance(node.value, ast.Call)
@@ -310,15 +311,14 @@ def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, in
     return sorted(found, key=lambda f: f[1])
 
 
-def _own_statements(scope: ast.AST):
-    """The nodes of a module or function, not those of the functions and classes nested
+def own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions (and lambdas) nested
     in it."""
     stack = list(ast.iter_child_nodes(scope))
     while stack:
         node = stack.pop()
         yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                 ast.Lambda)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
 
 
