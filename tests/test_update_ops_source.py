@@ -97,6 +97,13 @@ _TF = "import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n"
      "    slim.conv2d(x, 8, 3, normalizer_fn=slim.batch_norm)", False),
     ("with slim.arg_scope([slim.batch_norm], updates_collections=None):\n"
      "    slim.batch_norm(x)", False),
+    # an arg scope function: the batch norm's own scope opened inside the one naming it
+    ("with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm):\n"
+     "    with slim.arg_scope([slim.batch_norm], updates_collections=None) as sc:\n"
+     "        pass", False),
+    ("with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm):\n"
+     "    with slim.arg_scope([slim.batch_norm], is_training=is_training) as sc:\n"
+     "        pass", True),
     ("from tf_slim.nets import resnet_v2\nresnet_v2.resnet_v2_50(x, is_training=True)", True),
     ("from nets import resnet_v1\nresnet_v1.resnet_v1_101(x, is_training=False)", False),
     ("from tensorflow.contrib import slim as s\ns.batch_norm(x)", True),

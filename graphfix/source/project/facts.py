@@ -71,6 +71,7 @@ class _BatchNorms(ast.NodeVisitor):
         self._bound: dict[ast.Call, str] = {}  # a constructor -> the name it is assigned to
         self._called: set[ast.Call] = set()  # constructors called right away: (...)(x)
         self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
+        self._with_of: dict[ast.Call, ast.With] = {}  # a `with` item's call -> the with
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
@@ -143,22 +144,45 @@ class _BatchNorms(ast.NodeVisitor):
         if _truth(trains, default) and _feeds_update_ops(collections_arg):
             self.found.append((name, node.lineno))
 
+    def _over_batch_norm(self, call: ast.expr) -> bool:
+        """Whether `call` is an `arg_scope` whose list names a batch norm."""
+        if not (isinstance(call, ast.Call) and self.names.canonical(call.func) == ARG_SCOPE
+                and call.args):
+            return False
+        listed = call.args[0]
+        elements = listed.elts if isinstance(listed, (ast.List, ast.Tuple)) else []
+        return any(self.names.canonical(e) in BATCH_NORMS for e in elements)
+
     def _visit_with(self, node) -> None:
         defaults: dict[str, ast.expr] = {}
         for item in node.items:
             call = item.context_expr
-            if not (isinstance(call, ast.Call) and self.names.canonical(call.func) == ARG_SCOPE
-                    and call.args):
-                continue
-            listed = call.args[0]
-            elements = listed.elts if isinstance(listed, (ast.List, ast.Tuple)) else []
-            if any(self.names.canonical(e) in BATCH_NORMS for e in elements):
+            if isinstance(call, ast.Call):
+                self._with_of[call] = node
+            if self._over_batch_norm(call):
                 defaults.update(self._kwargs(call))
         self._defaults.append(defaults)
         self.generic_visit(node)
         self._defaults.pop()
 
     visit_With = visit_AsyncWith = _visit_with
+
+    def _nested_defaults(self, call: ast.Call) -> dict[str, ast.expr]:
+        """For an `arg_scope(..., normalizer_fn=<batch norm>)` opened by a `with`, the
+        defaults of the arg scopes over a batch norm opened inside that `with` (outer
+        first): the scope it gives back, where the layers call the batch norm, holds them
+        too (`with arg_scope([conv2d], normalizer_fn=batch_norm): with arg_scope([batch_norm],
+        **params) as sc: return sc`)."""
+        node = self._with_of.get(call)
+        merged: dict[str, ast.expr] = {}
+        if node is None:
+            return merged
+        for inner in ast.walk(node):
+            if inner is not node and isinstance(inner, (ast.With, ast.AsyncWith)):
+                for item in inner.items:
+                    if self._over_batch_norm(item.context_expr):
+                        merged.update(self._kwargs(item.context_expr))
+        return merged
 
     def visit_Assign(self, node: ast.Assign) -> None:
         target = dotted(node.targets[0]) if len(node.targets) == 1 else None
@@ -176,8 +200,9 @@ class _BatchNorms(ast.NodeVisitor):
             params = self._dict(params_arg) if params_arg is not None else {}
             if params is None:
                 params = {"**": _UNKNOWN}
+            nested = self._nested_defaults(node) if name == ARG_SCOPE else {}
             self._record(self.names.canonical(normalizer), node,
-                         {**self._scope_defaults(), **params})
+                         {**self._scope_defaults(), **nested, **params})
         if name == BATCH_NORM_LAYER:
             self._layers.append(node)
         if (isinstance(node.func, ast.Call)
