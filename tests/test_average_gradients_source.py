@@ -8,12 +8,20 @@ tests/test_source_fixtures.py.
 
 from __future__ import annotations
 
+import ast
+import json
+import os
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import graphfix
+from graphfix import registry
+from graphfix.driver import Selected, run
+from graphfix.source.project.facts import trainable_statistics
+from graphfix.source.project.names import AstTfNames
 
 from conftest import FIXTURES, fixture_findings
 
@@ -105,3 +113,91 @@ def test_fixed_average_refuses_tuples_of_different_variables():
     assert all("mixes gradients of different variables" in f.message for f in mixed)
     with pytest.raises(ValueError, match="one tuple pairs gradients of different variables"):
         recipes.two_towers(_function("unshared_variable", "after"), shared=False)
+
+
+# -- trainable moving statistics, run ------------------------------------------------------
+
+# The trainable_moving_statistics case's model.py and train.py, before and after the fix,
+# built under tensorflow.compat.v1 (one TF import for both) and trained one step.
+_BUILD_AND_STEP = r'''
+import importlib, json, sys
+import numpy as np
+import tensorflow as tf
+
+tf.compat.v1.disable_v2_behavior()
+sys.path.insert(0, sys.argv[1])
+import tfslim_compat
+
+tfslim_compat.install()
+from tensorflow.python.framework import ops, tensor
+
+if not hasattr(ops, "Tensor"):  # tf_slim's updates_collections=None path reads ops.Tensor,
+    ops.Tensor = tensor.Tensor  # which TF 2.21 keeps in framework.tensor only
+out = {}
+for folder in sys.argv[2:]:
+    sys.path.insert(0, folder)
+    for name in ("model", "train"):
+        sys.modules.pop(name, None)
+    train = importlib.import_module("train")
+    sys.path.remove(folder)
+    graph = tf.Graph()
+    with graph.as_default():
+        try:
+            train_op = train.build()
+        except ValueError as error:
+            out[folder] = str(error)
+            continue
+        trainable = [v.op.name for v in tf.compat.v1.trainable_variables()]
+        weights = [v for v in tf.compat.v1.trainable_variables() if "weights" in v.op.name]
+        init = tf.compat.v1.global_variables_initializer()
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    with tf.compat.v1.Session(graph=graph, config=config) as sess:
+        sess.run(init)
+        start = sess.run(weights)
+        sess.run(train_op)
+        moved = any(not np.array_equal(a, b) for a, b in zip(start, sess.run(weights)))
+    out[folder] = {"moving_mean_trainable": any("moving_mean" in n for n in trainable),
+                   "weights_moved": moved}
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.needs_tf
+def test_trainable_moving_statistics_break_the_recipe_and_the_fix_trains():
+    """facenet's batch-norm settings (`variables_collections=[TRAINABLE_VARIABLES]`, in an
+    arg scope a function returns) make the moving mean and variance trainable: the finding
+    says so; the recipe fails with TF's own "None values not supported", the fixed one skips
+    their None gradients and a training step moves the weights."""
+    case = SOURCE / "trainable_moving_statistics"
+    report, _ = run([str(case / "before")], Selected.build(registry.select([NAME]), {}),
+                    fix=False)
+    [finding] = report.findings
+    assert "the batch norm settings at " in finding.message
+    assert "model.py:18 put its moving mean and variance in TRAINABLE_VARIABLES" in finding.message
+    assert "None values not supported" in finding.message
+    folders = [str(case / "before"), str(case / "after")]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
+    done = subprocess.run([sys.executable, "-c", _BUILD_AND_STEP, str(FIXTURES), *folders],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert "None values not supported" in got[folders[0]]
+    assert got[folders[1]] == {"moving_mean_trainable": True, "weights_moved": True}
+
+
+@pytest.mark.parametrize("code, lines", [
+    ("p = {'variables_collections': [tf.GraphKeys.TRAINABLE_VARIABLES]}\n"
+     "with slim.arg_scope([slim.batch_norm], **p):\n    pass", [4]),
+    ("slim.batch_norm(x, variables_collections=['trainable_variables'])", [3]),
+    ("slim.conv2d(x, 8, 3, normalizer_fn=slim.batch_norm,\n"
+     "            normalizer_params={'variables_collections': {\n"
+     "                'moving_mean': [tf.GraphKeys.TRAINABLE_VARIABLES]}})", [3]),
+    # only beta and gamma, trainable anyway; another collection; a conv's own variables
+    ("slim.batch_norm(x, variables_collections={'beta': [tf.GraphKeys.TRAINABLE_VARIABLES]})",
+     []),
+    ("slim.batch_norm(x, variables_collections=['bn_variables'])", []),
+    ("slim.conv2d(x, 8, 3, variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES])", []),
+])
+def test_batch_norm_settings_that_make_the_moving_statistics_trainable(code, lines):
+    tree = ast.parse("import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n" + code)
+    assert trainable_statistics(tree, AstTfNames(tree)) == lines

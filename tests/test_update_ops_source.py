@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 import graphfix
+from graphfix import registry
+from graphfix.driver import Selected, run
 
 from conftest import FIXTURES, fixture_findings, source_cases
 
@@ -95,6 +97,13 @@ _TF = "import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n"
      "    slim.conv2d(x, 8, 3, normalizer_fn=slim.batch_norm)", False),
     ("with slim.arg_scope([slim.batch_norm], updates_collections=None):\n"
      "    slim.batch_norm(x)", False),
+    # an arg scope function: the batch norm's own scope opened inside the one naming it
+    ("with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm):\n"
+     "    with slim.arg_scope([slim.batch_norm], updates_collections=None) as sc:\n"
+     "        pass", False),
+    ("with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm):\n"
+     "    with slim.arg_scope([slim.batch_norm], is_training=is_training) as sc:\n"
+     "        pass", True),
     ("from tf_slim.nets import resnet_v2\nresnet_v2.resnet_v2_50(x, is_training=True)", True),
     ("from nets import resnet_v1\nresnet_v1.resnet_v1_101(x, is_training=False)", False),
     ("from tensorflow.contrib import slim as s\ns.batch_norm(x)", True),
@@ -204,3 +213,107 @@ def test_the_model_knows_every_batch_norm_of_the_vocabulary():
     for name in [*BATCH_NORMS, BATCH_NORM_LAYER]:
         code = f"import tensorflow as tf\nnet = tf.{name}(net, training=True)\n"
         assert Project.of_code("m.py", code).view("m.py").batch_norms(), name
+
+
+# The multi-file cases whose entry point the run does not hold (a user's script, as in the
+# repositories these shapes come from), each case's before/ and after/ built in one
+# subprocess (TF imported once) and trained one step: whether the moving means moved.
+# collected_and_never_read: the learner built with policies.py's batch-norm policy;
+# model_chosen_by_importlib: train.py's GAN with the module its flags' defaults name.
+_ONE_STEP = r'''
+import argparse, importlib, json, sys
+import numpy as np
+import tensorflow as tf
+
+tf.compat.v1.disable_v2_behavior()
+
+
+def fresh(folder, *names):
+    sys.path.insert(0, folder)
+    for name in names:
+        sys.modules.pop(name, None)
+    try:
+        return [importlib.import_module(name) for name in names]
+    finally:
+        sys.path.remove(folder)
+
+
+def learner(folder):
+    policies, ppo = fresh(folder, "policies", "ppo")
+    images = tf.random.normal([6, 5, 5, 2], seed=3)
+    return ppo.Model(policies.CnnPolicy, images, tf.constant([0, 1, 2, 0, 1, 2])).train_op, {}
+
+
+def gan(folder):
+    [train] = fresh(folder, "train")
+    sys.path.insert(0, folder)
+    model = importlib.import_module("mnist_dcgan")  # (the module train.py's defaults name)
+    sys.path.remove(folder)
+    made = train.GAN(model.Generator(), model.Discriminator())
+    feed = {made.z: np.ones([4, 8], np.float32), made.x: np.ones([4, 16], np.float32)}
+    return [made.d_step, made.g_step], feed
+
+
+out = {}
+for case, folder in json.loads(sys.argv[1]):
+    sys.modules.pop("mnist_dcgan", None)
+    graph = tf.Graph()
+    with graph.as_default():
+        step, feed = {"collected_and_never_read": learner,
+                      "model_chosen_by_importlib": gan}[case](folder)
+        means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(init)
+        start = sess.run(means)
+        sess.run(step, feed)
+        end = sess.run(means)
+    out[folder] = [len(means), any(not np.array_equal(a, b) for a, b in zip(start, end))]
+print(json.dumps(out))
+'''
+_STEPPED = ("collected_and_never_read", "model_chosen_by_importlib")
+
+
+@pytest.fixture(scope="module")
+def stepped() -> dict:
+    cases = [[case, str(SOURCE / case / which)] for case in _STEPPED
+             for which in ("before", "after")]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
+    done = subprocess.run([sys.executable, "-c", _ONE_STEP, json.dumps(cases)],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.needs_tf
+def test_an_update_list_collected_and_never_read_is_found_and_the_fix_trains_the_statistics(
+        stepped):
+    """coinrun's shape: the policy comes in as an argument (its batch norm in a module the
+    run does not connect), `norm_update_ops = get_collection(UPDATE_OPS)` is read by nothing,
+    the train op is built from clipped gradients. The finding names the unread list; one
+    step of the train op moves the moving mean after the fix, and not before it."""
+    case = SOURCE / "collected_and_never_read"
+    [finding] = graphfix.check_source((case / "before" / "ppo.py").read_text(), only=[NAME])
+    assert finding.line == 16
+    assert ("does not run the update ops of the list norm_update_ops collects at line 10 and "
+            "nothing reads") in finding.message
+    assert stepped[str(case / "before")] == [1, False]
+    assert stepped[str(case / "after")] == [1, True]
+
+
+@pytest.mark.needs_tf
+def test_a_model_module_named_by_flag_defaults_is_found_and_the_fix_trains_the_statistics(
+        stepped):
+    """wgan's shape: `importlib.import_module(args.data + "_" + args.model)`, the flags'
+    defaults naming mnist_dcgan.py: its batch norms reach train.py's two minimize calls
+    (alone, train.py has nothing to fix); one step of both moves the moving means after the
+    fix, not before it."""
+    case = SOURCE / "model_chosen_by_importlib"
+    assert graphfix.check_source((case / "before" / "train.py").read_text(), only=[NAME]) == []
+    report, _ = run([str(case / "before")], Selected.build(registry.select([NAME]), {}),
+                    fix=False)
+    assert [f.line for f in report.findings] == [16, 18]
+    assert all(re.search(r"of layers.batch_normalization \(\S*/mnist_dcgan.py:11\)", f.message)
+               for f in report.findings)
+    assert stepped[str(case / "before")] == [2, False]
+    assert stepped[str(case / "after")] == [2, True]

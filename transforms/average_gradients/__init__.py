@@ -49,9 +49,13 @@ the count) that does not handle `None` or `IndexedSlices`, where the code of the
 and the files its imports connect it to) shows the model it averages for breaking it: a
 trainable `tf.Variable` made under a reusing variable scope (the project model's
 `FileView.reusing_regions`: made anew in every tower, so another tower's loss does not reach
-it: a `None` gradient) or a lookup of a variable (`embedding_lookup`, `nce_loss`, a `gather`
-of one: an `IndexedSlices`). A dense model of shared, reached variables is right as it is and
-left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,
+it: a `None` gradient), a batch norm whose settings put its moving mean and variance in
+TRAINABLE_VARIABLES (`variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES]`, facenet's
+models: no loss reaches them, a `None` gradient), or a lookup of a variable
+(`embedding_lookup`, `nce_loss`, a `gather` of a trainable one: an `IndexedSlices`). In
+another file than the recipe's, only code the towers may run counts: a unit the recipe's file
+or its callers reach (a loss function of a package that nothing calls gives no gradient). A
+dense model of shared, reached variables is right as it is and left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,
 and raise where the towers' lists differ in length or a tuple names more than one variable
 (towers that do not share their variables: `shared-variables` fixes those); a function doing
 more than the recipe (a summary in its loop) is reported, not rewritten. The recipe's loop

@@ -10,7 +10,8 @@ import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
-from graphfix.source.project import FileView
+from graphfix.source.project import FileView, unit_at
+from graphfix.source.project.facts import own_nodes, trainable_statistics
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.scopes import descendants, enclosing
 from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
@@ -89,17 +90,44 @@ class _Recipe:
     loop: cst.For
 
 
-def model_risks(view: FileView) -> tuple[str | None, str | None]:
-    """(where a trainable `tf.Variable` is made under a reusing variable scope, where a
-    gradient is an IndexedSlices), in the file of `view` and the files its imports connect
-    it to, each as `path:line` (the first), or None. The reusing scopes are the project
-    model's (`FileView.reusing_regions`: a tower loop's reuse reaches the model functions it
+@dataclass(frozen=True)
+class _Risks:
+    """Where the model breaks the recipe, each as `path:line` (the first), or None: a
+    trainable `tf.Variable` made under a reusing scope (`unshared`), a lookup whose
+    gradient is an IndexedSlices (`sparse`), a batch norm whose moving statistics are
+    trainable (`statistics`)."""
+
+    unshared: str | None = None
+    sparse: str | None = None
+    statistics: str | None = None
+
+
+def model_risks(view: FileView) -> _Risks:
+    """Where the model of `view`'s file breaks the recipe (`_Risks`), in the file and the
+    files its imports connect it to. The reusing scopes are the project model's
+    (`FileView.reusing_regions`: a tower loop's reuse reaches the model functions it
     calls); a `gather` counts where it reads a name its function (or the module) binds to
-    a variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does."""
-    unshared = sparse = None  # (path, line): the first of the first file that has one
+    a trainable variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does; batch
+    norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. In
+    another file, only what the towers' code may run counts: a lookup or a batch norm's
+    settings in a unit that this file's code, or the code that refers to it, reaches
+    (`Project.reached`); a loss function of a model package that nothing calls gives the
+    towers no gradient."""
+    found: dict[str, tuple[str, int]] = {}  # risk -> (path, line): the first of the first file
+    on_path = None  # asked once something is found in another file
+
+    def note(risk: str, path: str, line: int) -> None:
+        nonlocal on_path
+        if path != view.label:
+            if on_path is None:
+                on_path = _units_on_path(view)
+            part = view.project.parts.get(path)
+            if part is None or (path, unit_at(part, line)) not in on_path:
+                return
+        found[risk] = _first(found.get(risk), (path, line))
+
     for path, code in view.connected_code().items():
-        if "Variable" not in code and not any(w in code for w in ("embed", "gather", "nce_",
-                                                                 "sampled_softmax")):
+        if "Variable" not in code and not any(w in code for w in _RISK_WORDS):
             continue
         try:
             tree = ast.parse(code)
@@ -110,42 +138,50 @@ def model_risks(view: FileView) -> tuple[str | None, str | None]:
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
             variables = _bound_to_variables(scope, names)
-            for node in _own_nodes(scope):
+            for node in own_nodes(scope):
                 if not isinstance(node, ast.Call):
                     continue
                 name = names.canonical(node.func)
-                here = (path, node.lineno)
                 if name == "Variable" and _trainable(node):
                     if regions is None:
                         regions = view.project.view(path).reusing_regions()
                     if any(region[0] <= node.lineno <= region[1] for region in regions):
-                        unshared = _first(unshared, here)
+                        found["unshared"] = _first(found.get("unshared"), (path, node.lineno))
                 elif name in _SPARSE_MAKERS and (name not in _GATHERS
                                                  or _reads(node, variables)):
-                    sparse = _first(sparse, here)
-    return tuple(None if at is None else f"{at[0]}:{at[1]}" for at in (unshared, sparse))
+                    note("sparse", path, node.lineno)
+        if "variables_collections" in code:
+            for line in trainable_statistics(tree, names):
+                note("statistics", path, line)
+    return _Risks(**{risk: f"{at[0]}:{at[1]}" for risk, at in found.items()})
+
+
+# Words without one of which (or "Variable") a file holds none of `_Risks`.
+_RISK_WORDS = ("embed", "gather", "nce_", "sampled_softmax", "variables_collections")
+
+
+def _units_on_path(view: FileView) -> set[tuple[str, str]]:
+    """The units the code of `view`'s file may run: what its units, and the units that
+    refer to any of them (a script calling its tower-average helper), reach."""
+    project = view.project
+    starts = set(project.units(view.label))
+    for unit in list(starts):
+        starts |= project.callers(unit)
+    return project.reached(starts)
 
 
 def _first(found: tuple[str, int] | None, here: tuple[str, int]) -> tuple[str, int]:
     return here if found is None or (found[0] == here[0] and here[1] < found[1]) else found
 
 
-def _own_nodes(scope: ast.AST):
-    """The nodes of a module or function, not those of the functions nested in it."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
-
-
 def _bound_to_variables(scope: ast.AST, names: AstTfNames) -> set[str]:
-    """The names `scope` assigns a variable constructor's result to."""
+    """The names `scope` assigns a trainable variable constructor's result to (a gather
+    of a variable made with `trainable=False`, a center loss's centers, has no gradient)."""
     bound = set()
-    for node in _own_nodes(scope):
+    for node in own_nodes(scope):
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and names.canonical(node.value.func) in _VARIABLE_MAKERS):
+                and names.canonical(node.value.func) in _VARIABLE_MAKERS
+                and _trainable(node.value)):
             bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return bound
 
@@ -270,9 +306,9 @@ class AverageGradientsCodemod(SourceCodemod):
                    and id(r.loop) not in by_loop]
         if not recipes and not inline:
             return
-        unshared, sparse = model_risks(self.project)
+        risks = model_risks(self.project)
         for recipe in recipes:
-            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, unshared, sparse)
+            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, risks)
             if not breaks:
                 continue
             function = recipe.function
@@ -286,7 +322,7 @@ class AverageGradientsCodemod(SourceCodemod):
                    "tuple)"),
                 fix=fix)
         for loop in inline:
-            breaks = _breaks(loop.skips_none, loop.keeps_sparse, unshared, sparse)
+            breaks = _breaks(loop.skips_none, loop.keeps_sparse, risks)
             if not breaks:
                 continue
             fix = None
@@ -420,19 +456,23 @@ def _depth(line: str) -> int:
 _LOOP_BINDS = frozenset({"grad_and_vars", "var", "names", "grads", "values", "indices", "grad"})
 
 
-def _breaks(skips_none: bool, keeps_sparse: bool, unshared: str | None,
-            sparse: str | None) -> list[str]:
+def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks) -> list[str]:
     """Why the recipe breaks for the model, in words (none: it does not)."""
     breaks = []
-    if sparse and not keeps_sparse:
-        breaks.append(f"the gradient of the lookup at {sparse} is an IndexedSlices, "
+    if risks.sparse and not keeps_sparse:
+        breaks.append(f"the gradient of the lookup at {risks.sparse} is an IndexedSlices, "
                       "which expand_dims/concat densify to a whole [vocab, dim] tensor "
                       "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
-    if unshared and not skips_none:
-        breaks.append(f"the tf.Variable at {unshared} is made anew in every tower (a "
+    if risks.unshared and not skips_none:
+        breaks.append(f"the tf.Variable at {risks.unshared} is made anew in every tower (a "
                       "reusing scope does not share it), so another tower's loss does "
                       "not reach it: its gradient is None and expand_dims raises "
                       "\"None values not supported\"")
+    if risks.statistics and not skips_none:
+        breaks.append(f"the batch norm settings at {risks.statistics} put its moving mean "
+                      "and variance in TRAINABLE_VARIABLES (variables_collections): no "
+                      "loss reaches them, so their gradients are None and expand_dims "
+                      "raises \"None values not supported\"")
     return breaks
 
 

@@ -34,8 +34,11 @@ Parameters:
         and is left alone either way.
 
 In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file, or in code
-of the run that the file's imports and calls reach (or that reaches the train op's function),
-each `minimize(...)` / `apply_gradients(...)` that does not run the
+of the run that the file's imports and calls reach (or that reaches the train op's function;
+a module imported with `importlib.import_module` of a name the file spells out, from
+literals and its flags' defaults, counts as imported), or where the train op's function
+collects UPDATE_OPS into a list that nothing reads (its author's word that a batch norm
+feeds them, its model given as an argument), each `minimize(...)` / `apply_gradients(...)` that does not run the
 update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone.
@@ -91,8 +94,9 @@ def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
 
 def _batch_norm_reaches(view: FileView) -> bool:
     """Whether a batch norm that trains is in the file, or in code it reaches or that
-    reaches it (`FileView.batch_norms_reaching`)."""
-    return bool(view.batch_norms() or view.batch_norms_reaching())
+    reaches it (`FileView.batch_norms_reaching`), or the file collects UPDATE_OPS into a
+    list it never reads (`FileView.unread_update_ops`: its author's word that one is)."""
+    return bool(view.batch_norms() or view.batch_norms_reaching() or view.unread_update_ops())
 
 
 class UpdateOps(Transform):

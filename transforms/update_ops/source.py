@@ -195,7 +195,11 @@ class UpdateOpsCodemod(SourceCodemod):
     """Build the train op under `tf.control_dependencies(tf.get_collection(UPDATE_OPS))`.
 
     Found, only where a batch norm that trains feeds UPDATE_OPS somewhere in the run (this
-    file or another one given with it, found by `scan`): `slim.batch_norm`,
+    file or another one given with it that the project model connects to the train op,
+    through imports, calls, and an `importlib.import_module` of a name the file spells out
+    from literals and its flags' defaults), or where the train op's function collects
+    UPDATE_OPS into a list that nothing reads (its author's word that a batch norm feeds
+    them, as when the model comes in as an argument): `slim.batch_norm`,
     `tf.contrib.layers.batch_norm`, `tf.layers.batch_normalization` and its compat.v1
     spellings, slim's `normalizer_fn=slim.batch_norm` (with `normalizer_params` and
     `slim.arg_scope([slim.batch_norm], ...)` defaults read where the code spells them out),
@@ -312,7 +316,7 @@ class UpdateOpsCodemod(SourceCodemod):
         here = f"{own[0][0]} (line {own[0][1]})" if own else None
         prepared = False
         for call in calls:
-            batch_norm = here or self._batch_norm_reaching(call)
+            batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
             if batch_norm is None:
                 continue
             if not prepared:
@@ -396,6 +400,15 @@ class UpdateOpsCodemod(SourceCodemod):
             return None
         path, name, line = reaching[0]
         return f"{name} ({path}:{line})"
+
+    def _unread_list(self, call: cst.Call) -> str | None:
+        """The list of the UPDATE_OPS collection that the train op's function (or the
+        module, for one at module level) binds and never reads, in words; None if none."""
+        unread = self.project.unread_update_ops(self.position(call)[0])
+        if not unread:
+            return None
+        name, line = unread[0]
+        return f"the list {name} collects at line {line} and nothing reads"
 
     # -- where a call sits, and what its function does ----------------------------------------
 

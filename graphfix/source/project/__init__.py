@@ -858,6 +858,17 @@ class FileView:
         part = self.part
         return [] if part is None else [tuple(b) for b in part["batch_norms"]]
 
+    def unread_update_ops(self, line: int | None = None) -> list[tuple[str, int]]:
+        """The file's lists of the UPDATE_OPS collection that nothing reads
+        (`graphfix.source.project.facts.unread_update_ops`), as (name, line): those of the
+        unit `line` is in (None: all of them)."""
+        part = self.part
+        found = [] if part is None else [tuple(u) for u in part.get("unread_update_ops", ())]
+        if line is not None:
+            unit = unit_at(part, line)
+            found = [u for u in found if unit_at(part, u[1]) == unit]
+        return found
+
     def batch_norms_reaching(self, line: int | None = None) -> list[tuple[str, str, int]]:
         """The batch norms of other files that code at `line` of this file (None: anywhere
         in it) may run with: those the file refers to (through its imports, transitively),

@@ -1,7 +1,9 @@
 """The facts a file's part records, per unit where a rule asks per unit: the batch norms
-that train and feed UPDATE_OPS, the variables created where the caller's device scope
-places them, what a unit binds names to (the instances its method calls go to), the TF
-names the module binds for the modules importing it."""
+that train and feed UPDATE_OPS, the lists of UPDATE_OPS collected and never read, the
+variables created where the caller's device scope places them, what a unit binds names to
+(the instances its method calls go to), the TF names the module binds for the modules
+importing it; and, read when a rule asks, the batch-norm settings that make the moving
+statistics trainable."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
     BATCH_NORMS,
+    COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
     METRIC_CALLS,
@@ -68,6 +71,7 @@ class _BatchNorms(ast.NodeVisitor):
         self._bound: dict[ast.Call, str] = {}  # a constructor -> the name it is assigned to
         self._called: set[ast.Call] = set()  # constructors called right away: (...)(x)
         self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
+        self._with_of: dict[ast.Call, ast.With] = {}  # a `with` item's call -> the with
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
@@ -140,22 +144,45 @@ class _BatchNorms(ast.NodeVisitor):
         if _truth(trains, default) and _feeds_update_ops(collections_arg):
             self.found.append((name, node.lineno))
 
+    def _over_batch_norm(self, call: ast.expr) -> bool:
+        """Whether `call` is an `arg_scope` whose list names a batch norm."""
+        if not (isinstance(call, ast.Call) and self.names.canonical(call.func) == ARG_SCOPE
+                and call.args):
+            return False
+        listed = call.args[0]
+        elements = listed.elts if isinstance(listed, (ast.List, ast.Tuple)) else []
+        return any(self.names.canonical(e) in BATCH_NORMS for e in elements)
+
     def _visit_with(self, node) -> None:
         defaults: dict[str, ast.expr] = {}
         for item in node.items:
             call = item.context_expr
-            if not (isinstance(call, ast.Call) and self.names.canonical(call.func) == ARG_SCOPE
-                    and call.args):
-                continue
-            listed = call.args[0]
-            elements = listed.elts if isinstance(listed, (ast.List, ast.Tuple)) else []
-            if any(self.names.canonical(e) in BATCH_NORMS for e in elements):
+            if isinstance(call, ast.Call):
+                self._with_of[call] = node
+            if self._over_batch_norm(call):
                 defaults.update(self._kwargs(call))
         self._defaults.append(defaults)
         self.generic_visit(node)
         self._defaults.pop()
 
     visit_With = visit_AsyncWith = _visit_with
+
+    def _nested_defaults(self, call: ast.Call) -> dict[str, ast.expr]:
+        """For an `arg_scope(..., normalizer_fn=<batch norm>)` opened by a `with`, the
+        defaults of the arg scopes over a batch norm opened inside that `with` (outer
+        first): the scope it gives back, where the layers call the batch norm, holds them
+        too (`with arg_scope([conv2d], normalizer_fn=batch_norm): with arg_scope([batch_norm],
+        **params) as sc: return sc`)."""
+        node = self._with_of.get(call)
+        merged: dict[str, ast.expr] = {}
+        if node is None:
+            return merged
+        for inner in ast.walk(node):
+            if inner is not node and isinstance(inner, (ast.With, ast.AsyncWith)):
+                for item in inner.items:
+                    if self._over_batch_norm(item.context_expr):
+                        merged.update(self._kwargs(item.context_expr))
+        return merged
 
     def visit_Assign(self, node: ast.Assign) -> None:
         target = dotted(node.targets[0]) if len(node.targets) == 1 else None
@@ -173,8 +200,9 @@ class _BatchNorms(ast.NodeVisitor):
             params = self._dict(params_arg) if params_arg is not None else {}
             if params is None:
                 params = {"**": _UNKNOWN}
+            nested = self._nested_defaults(node) if name == ARG_SCOPE else {}
             self._record(self.names.canonical(normalizer), node,
-                         {**self._scope_defaults(), **params})
+                         {**self._scope_defaults(), **nested, **params})
         if name == BATCH_NORM_LAYER:
             self._layers.append(node)
         if (isinstance(node.func, ast.Call)
@@ -202,9 +230,9 @@ class _BatchNorms(ast.NodeVisitor):
         return self.found
 
 
-def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
-    """The batch norms of a module that train and put their updates in UPDATE_OPS, as
-    (name as the vocabulary spells it, line), in line order."""
+def _dict_bindings(tree: ast.Module) -> dict[str, ast.expr]:
+    """What each name may hold a dict from: its last `name = {...}`, `dict(...)`, call or
+    name assignment in the file."""
     dicts: dict[str, ast.Assign] = {}  # a name -> its last assignment in the file
     for node in ast.walk(tree):
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -214,9 +242,109 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
             if name not in dicts or (dicts[name].lineno, dicts[name].col_offset) < (
                     node.lineno, node.col_offset):
                 dicts[name] = node
-    finder = _BatchNorms(names or AstTfNames(tree), {n: a.value for n, a in dicts.items()})
+    return {n: a.value for n, a in dicts.items()}
+
+
+def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
+    """The batch norms of a module that train and put their updates in UPDATE_OPS, as
+    (name as the vocabulary spells it, line), in line order."""
+    finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree))
     finder.visit(tree)
     return finder.finish()
+
+
+# Where a batch norm's moving statistics go: each of its variables' collections, or a dict
+# of them by variable.
+_STATISTICS = frozenset({"moving_mean", "moving_variance"})
+_TRAINABLE_KEYS = frozenset({"TRAINABLE_VARIABLES", "trainable_variables"})
+
+
+def _lists_trainable(expr: ast.expr | None) -> bool:
+    """Whether `variables_collections=expr` of a batch norm puts its moving statistics in
+    TRAINABLE_VARIABLES (a list of collections for every variable, or a dict by
+    variable)."""
+    if isinstance(expr, ast.Dict):
+        return any(isinstance(key, ast.Constant) and key.value in _STATISTICS
+                   and _lists_trainable(value) for key, value in zip(expr.keys, expr.values))
+    if expr is None:
+        return False
+    return any((isinstance(node, ast.Constant) and node.value in _TRAINABLE_KEYS)
+               or (isinstance(node, ast.Attribute) and node.attr in _TRAINABLE_KEYS)
+               for node in ast.walk(expr))
+
+
+def trainable_statistics(tree: ast.Module, names: AstTfNames) -> list[int]:
+    """The lines of a module's batch-norm settings that put its moving statistics in
+    TRAINABLE_VARIABLES (`variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES]`, as
+    facenet's models do): of a batch norm's call, of an `arg_scope` over one, or of the
+    `normalizer_params` given with `normalizer_fn=` one (the dicts spelled out where the
+    file binds them). No loss reaches those variables: their gradients are None."""
+    reader = _BatchNorms(names, _dict_bindings(tree))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = names.canonical(node.func)
+        listed = node.args[0] if name == ARG_SCOPE and node.args else None
+        normalizer = argument(node, "normalizer_fn", None)
+        settings = None
+        if name in BATCH_NORMS or (isinstance(listed, (ast.List, ast.Tuple)) and any(
+                names.canonical(e) in BATCH_NORMS for e in listed.elts)):
+            settings = reader._kwargs(node)
+        elif normalizer is not None and names.canonical(normalizer) in BATCH_NORMS:
+            settings = reader._dict(argument(node, "normalizer_params", None))
+        if settings and _lists_trainable(settings.get("variables_collections")):
+            found.append(node.lineno)
+    return sorted(found)
+
+
+# -- the update ops collected and never read -------------------------------------------------
+
+
+def _names_update_ops(expr: ast.expr | None) -> bool:
+    """Whether a collection key is UPDATE_OPS: `tf.GraphKeys.UPDATE_OPS`, its string."""
+    if isinstance(expr, ast.Constant):
+        return expr.value == "update_ops"
+    spelled = dotted(expr) if expr is not None else None
+    return spelled is not None and spelled.rsplit(".", 1)[-1] == "UPDATE_OPS"
+
+
+def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, int]]:
+    """Each name a function (or the module body) binds to the UPDATE_OPS collection
+    (`norm_update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)`) and never reads, as
+    (name, line): the author's word that the model built there feeds UPDATE_OPS (its
+    batch norm may be in code the run cannot connect, a model passed in as an argument),
+    in a list nothing runs."""
+    found = []
+    scopes = [tree, *(n for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        for node in own_nodes(scope):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call)
+                    and (names.canonical(node.value.func) or "").rsplit(".", 1)[-1]
+                    in COLLECTION_GETTERS
+                    and _names_update_ops(argument(node.value, "key", 0))):
+                continue
+            name = node.targets[0].id
+            # (a module's name may be read by any function of it; a function's by its own
+            # code and the functions nested in it)
+            if not any(isinstance(n, ast.Name) and n.id == name
+                       and not isinstance(n.ctx, ast.Store) for n in ast.walk(scope)):
+                found.append((name, node.lineno))
+    return sorted(found, key=lambda f: f[1])
+
+
+def own_nodes(scope: ast.AST):
+    """The nodes of a module or function, not those of the functions (and lambdas) nested
+    in it."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 # -- what a unit reads, binds and creates: one walk ----------------------------------------

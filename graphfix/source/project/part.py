@@ -12,19 +12,26 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphfix.source.project.cluster import CLUSTER_WORDS, clusters, ps_scopes
-from graphfix.source.project.facts import UnitReader, _tf_bindings, batch_norms
+from graphfix.source.project.dynamic_imports import dynamic_imports
+from graphfix.source.project.facts import (
+    UnitReader,
+    _tf_bindings,
+    batch_norms,
+    unread_update_ops,
+)
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
 
-PART_FORMAT = 3  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 4  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
 
 
-def _imports(names: AstTfNames) -> list[list]:
+def _imports(names: AstTfNames, dynamic: list[list]) -> list[list]:
     """[bound name, module, imported name or None, level] for every import in the file
-    (`*` as the bound name of a star import)."""
-    out = []
+    (`*` as the bound name of a star import), and the `dynamic` ones (`importlib`'s, read as
+    `graphfix.source.project.dynamic_imports` reads them)."""
+    out = list(dynamic)
     for node in names.import_nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -44,6 +51,7 @@ def _imports(names: AstTfNames) -> list[list]:
 # The words without which a file's text holds none of a fact (conservative, as the
 # pre-filter): the facts' readers walk the whole tree, most files need none of them.
 _BATCH_NORM_WORDS = ("batch_norm", "BatchNormalization", "resnet", "inception", "mobilenet")
+_UPDATE_OPS_WORDS = ("UPDATE_OPS", "update_ops")
 _VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES) | {"metrics"}))  # tf.metrics.*
 
 
@@ -60,13 +68,15 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     to once, a call's callee, `self` to its class: see `UnitReader.instances`), `globals` (the other names
     bound at module level: they are the module body's), `aliases` (module-level names bound
     to a function through `tf.make_template` or `functools.partial`), `tf` (the TF names it
-    binds at module level), `batch_norms` ([[name, line]]), `clusters` (with a ps job:
+    binds at module level), `batch_norms` ([[name, line]]), `unread_update_ops` ([[name,
+    line]]: `graphfix.source.project.facts.unread_update_ops`), `clusters` (with a ps job:
     [[line, ps tasks or None]], `graphfix.source.project.cluster`), `ps_scopes` (the lines
     of its device scopes on the ps job), `digest` (of the code: the
     facts read only when asked, `Project.feeds`, depend on it); each unit also lists the variables it creates where
     its caller's device scope places them and the names it reads there. `code`, the text the
     tree was parsed from, lets facts whose words it lacks go unread."""
     names = AstTfNames(tree)
+    dynamic = dynamic_imports(tree, names, code)
     variables = _mentions(code, _VARIABLE_WORDS)
     units: dict[str, dict] = {}
     body: list[ast.AST] = []
@@ -131,11 +141,15 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     for unit in units.values():
         unit["refs"] = sorted(unit["refs"])
         unit["free"] = sorted(unit["free"])
-    return {"format": PART_FORMAT, "imports": _imports(names), "units": units,
-            "globals": sorted(bound - set(units) - set(aliases)), "aliases": aliases,
+    return {"format": PART_FORMAT, "imports": _imports(names, dynamic), "units": units,
+            # (a name an `importlib` import binds is the module's, not a global's)
+            "globals": sorted(bound - set(units) - set(aliases) - {d[0] for d in dynamic}),
+            "aliases": aliases,
             "tf": _tf_bindings(names, tree),
             "batch_norms": ([list(found) for found in batch_norms(tree, names)]
                             if _mentions(code, _BATCH_NORM_WORDS) else []),
+            "unread_update_ops": ([list(found) for found in unread_update_ops(tree, names)]
+                                  if _mentions(code, _UPDATE_OPS_WORDS) else []),
             "clusters": clusters(tree, names) if _mentions(code, CLUSTER_WORDS) else [],
             "ps_scopes": ps_scopes(tree) if _mentions(code, PS_JOB_WORDS) else [],
             # (what the file's facts that are read when asked depend on: `Project.feeds`)
