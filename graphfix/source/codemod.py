@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, ClassVar, Optional
 
 import libcst as cst
@@ -508,16 +508,15 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             self._v1_imported[symbol] = v1_spelling(self._tree, symbol)
         return self._v1_imported[symbol]
 
-    def device_item_around(self, node: cst.CSTNode) -> cst.WithItem | None:
-        """The innermost `with` item around `node` that calls TF's `device`, within the
-        function holding `node` (None where a function's edge comes first)."""
+    def device_items_around(self, node: cst.CSTNode) -> Iterator[cst.WithItem]:
+        """The `with` items around `node` that call TF's `device`, innermost first, within
+        the function holding `node` (the walk stops at a function's edge)."""
         for around in with_items_around(node, self.parent):
             if not isinstance(around, cst.WithItem):
-                return None
+                return
             if (isinstance(around.item, cst.Call)
                     and self.tf_canonical(around.item.func) in DEVICE_CALLS):
-                return around
-        return None
+                yield around
 
     def code(self, node: cst.CSTNode) -> str:
         """`node`'s source text, as the file spells it."""

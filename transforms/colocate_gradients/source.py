@@ -59,8 +59,9 @@ class ColocateGradientsRule(SourceCodemod):
                 continue
             towers = self._device_scopes_building(loss, call)
             if (len(towers) < 2 and not any(map(self._tower_loop, towers))
-                    or any(inside(call, self.parent(item), self.parent)
-                           or in_one_turn_branch(call, self._tower_loop(item), self.parent)
+                    or any(in_one_turn_branch(call, self._tower_loop(item), self.parent)
+                           or any(inside(call, self.parent(scope), self.parent)
+                                  for scope in [item, *self.device_items_around(item)])
                            for item in towers)):
                 continue
             devices = ", ".join(dict.fromkeys(self.code(item.item) for item in towers))
@@ -101,7 +102,7 @@ class ColocateGradientsRule(SourceCodemod):
         while pending:
             name = pending.pop()
             for value in bindings.get(name, ()) if name not in seen else ():
-                item = self.device_item_around(value)
+                item = next(self.device_items_around(value), None)
                 if item is None:
                     pending.extend(n.value for n in descendants(value, cst.Name))
                 elif all(item is not other for other in found):
