@@ -17,7 +17,7 @@ from graphfix.source.codemod import (
     device_template,
 )
 from graphfix.source.fixes import Replace, WrapInWith
-from graphfix.source.scopes import descendants, enclosing, with_items_around
+from graphfix.source.scopes import descendants, enclosing, inside, with_items_around
 from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -328,17 +328,22 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        # Tower code: a GPU chosen at run time, or more than one GPU named in the file.
+        # Tower code: more than one fixed GPU named in the file, or a function (the
+        # module body too) that chooses its GPU at run time. Another function of the
+        # file with one fixed GPU is a single-GPU path beside the towers (a `train` and
+        # a `train_multi_gpu`), as a run of it would show.
         calls = self.nodes(cst.Call)
-        gpus, self._towers = set(), False
+        gpus: set[str] = set()
+        self._tower_functions: set[cst.CSTNode | None] = set()
         for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
                 for template in self._device_templates(call):
                     kind, device, dynamic = _classify_device(template)
-                    if kind == "gpu":
+                    if kind == "gpu" and dynamic:
+                        self._tower_functions.add(self._outermost_function(call))
+                    elif kind == "gpu":
                         gpus.add(device)
-                        self._towers |= dynamic
-        self._towers |= len(gpus) > 1
+        self._several_gpus = len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
         for call in calls:
@@ -358,6 +363,21 @@ class VariablesToCpuCodemod(SourceCodemod):
                 self.report(variable.call, self._message(variable, site.scope) + note,
                             fix=fix, severity=self._severity(variable))
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+
+    def _outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The top-level function or method holding `node`; None in the module body."""
+        found, current = None, self.parent(node)
+        while current is not None:
+            if isinstance(current, cst.FunctionDef):
+                found = current
+            current = self.parent(current)
+        return found
+
+    def _in_towers(self, scope: _GpuScope) -> bool:
+        """Whether a GPU scope is tower code: its device is chosen at run time, the file
+        names several fixed GPUs, or its function chooses a GPU at run time elsewhere."""
+        return (scope.dynamic or self._several_gpus
+                or self._outermost_function(scope.call) in self._tower_functions)
 
     # -- finding variables --------------------------------------------------------------------
 
@@ -414,13 +434,64 @@ class VariablesToCpuCodemod(SourceCodemod):
         callee = get_full_name_for_node(call.func)
         if callee is None:
             return None
-        reuse = argument(call, "reuse", None)
-        if isinstance(reuse, cst.Name) and reuse.value == "True":
+        if self._reuses(call, callee):
             return None  # the call reuses what an earlier call (the first tower's) created
-        return self._described(self.project.variables_created_by(
-            callee, line=self.position(call)[0]))
+        line = self.position(call)[0]
+        found = self._described(self.project.variables_created_by(callee, line=line))
+        if found is not None:
+            return found
+        passed = [(i if given.keyword is None else given.keyword.value, given.value.value)
+                  for i, given in enumerate(call.args)
+                  if isinstance(given.value, cst.Name) and not given.star]
+        through = self.project.variables_created_through_objects(callee, line, passed)
+        if through is None:
+            return None
+        *first, method = through
+        return self._described(tuple(first), method=method)
 
-    def _described(self, found, passed: str | None = None
+    def _reuses(self, call: cst.Call, callee: str) -> bool:
+        """Whether a call reuses the variables an earlier call made: it passes True
+        (`reuse=True`, or a name set to True before it: `initialized = True`) as `reuse=`,
+        or to a parameter that the project function it calls passes on as `reuse=`."""
+        given = [i if a.keyword is None else a.keyword.value
+                 for i, a in enumerate(call.args) if not a.star]
+        as_reuse = self.project.reuse_arguments(callee, self.position(call)[0], given)
+        for i, arg in enumerate(call.args):
+            key = i if arg.keyword is None else arg.keyword.value
+            if (key == "reuse" or key in as_reuse) and self._true_at(arg.value, call):
+                return True
+        return False
+
+    def _true_at(self, value: cst.BaseExpression, call: cst.Call) -> bool:
+        """Whether `value` is True where `call` runs: the literal, or a name whose last
+        assignment before the call in its function is `name = True` and runs whenever the
+        call does (no `if`, loop or `try` between them: `initialized = True` after the first
+        tower, before the validation net in the same tower)."""
+        if not isinstance(value, cst.Name):
+            return False
+        if value.value == "True":
+            return True
+        function = enclosing(call, self.parent, cst.FunctionDef)
+        line = self.position(call)[0]
+        before = [node for node in self.nodes(cst.Assign)
+                  if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                  and node.targets[0].target.value == value.value
+                  and enclosing(node, self.parent, cst.FunctionDef) is function
+                  and self.position(node)[0] < line]
+        if not before:
+            return False
+        last = max(before, key=lambda node: self.position(node))
+        if not (isinstance(last.value, cst.Name) and last.value.value == "True"):
+            return False
+        holder = self.parent(last)
+        while holder is not None and not inside(call, holder, self.parent):
+            if isinstance(holder, (cst.If, cst.For, cst.While, cst.Try, cst.FunctionDef,
+                                   cst.Lambda, cst.ClassDef)):
+                return False
+            holder = self.parent(holder)
+        return holder is not None
+
+    def _described(self, found, passed: str | None = None, method: str | None = None
                    ) -> tuple[str, str, str | None] | None:
         if found is None:
             return None
@@ -428,6 +499,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         where = f"line {line}" if path == self.context.filename else f"{path}:{line}"
         if passed is not None:
             where += f", in {passed} passed to it"
+        if method is not None:
+            where += f", in the {method} it calls on the object passed to it"
         dtype = _DTYPE_ALIASES.get(dtype, dtype)
         return name, f"{name} at {where}", dtype if dtype in _DTYPES else None
 
@@ -781,7 +854,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         option = self.options.get("scope", "all")
         if option == "no-kernel":
             return False
-        return option == "every-gpu-variable" or scope.dynamic or self._towers
+        return option == "every-gpu-variable" or self._in_towers(scope)
 
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
@@ -813,7 +886,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             return (f"{what} {creates} {where}: {scope.misses_v2} pins only op type "
                     f"\"Variable\", TF 0.x's; TF 1.x makes VariableV2 (2.x VarHandleOp), "
                     f"which it gives {scope.device}: the shared variables land on the GPU")
-        if scope.dynamic or self._towers:
+        if self._in_towers(scope):
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
         # (one GPU: only scope every-gpu-variable finds it)

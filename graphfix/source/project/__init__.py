@@ -662,6 +662,11 @@ class FileView:
         unit = unit_at(part, line) if line is not None else MODULE_BODY
         reusing = line is not None and self.reuses_at(line)
         starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
+        return self._first_variable(starts, placed_too, reusing)
+
+    def _first_variable(self, starts: Iterable[tuple[str, str]], placed_too: bool,
+                        reusing: bool) -> tuple[str, str, int, str | None] | None:
+        """`variables_created_by`'s answer for a call that runs `starts`."""
         found = []
         for label, unit in _called_functions(self.project, starts, placed_too):
             for name, line, dtype, placed in self.project.parts[label]["units"][unit][
@@ -674,6 +679,83 @@ class FileView:
             return None
         _, label, line, name, dtype = min(found, key=lambda f: f[:3])
         return label, name, line, dtype
+
+    def _callees(self, callee: str, line: int) -> list[tuple[tuple[str, str], int]]:
+        """The project functions and methods a call of `callee` at `line` runs first (a
+        class: its `__init__`), each with how many parameters come before the call's first
+        argument (1 for a method's `self`)."""
+        part = self.part
+        if part is None:
+            return []
+        project, found = self.project, []
+        for target in sorted(project.resolve_in(self.label, unit_at(part, line), callee)):
+            kind = project._kind(target)
+            if kind == "class":
+                target = project.member(target, "__init__")
+            elif kind not in ("function", "method"):
+                continue
+            if target is not None:
+                found.append((target, 0 if kind == "function" else 1))
+        return found
+
+    def _parameter(self, target: tuple[str, str], shift: int, given: int | str) -> str | None:
+        """The parameter of function `target` an argument binds: `given` a position among
+        the call's arguments or a keyword."""
+        unit = self.project.parts[target[0]]["units"][target[1]]
+        params = unit.get("params", [])
+        if isinstance(given, int):
+            return params[given + shift] if given + shift < len(params) else None
+        return given if given in params or given in unit.get("kwonly", []) else None
+
+    def reuse_arguments(self, callee: str, line: int, given: Iterable[int | str]
+                        ) -> set[int | str]:
+        """Of a call's arguments (`given`: positions and keywords), those that the
+        project function or method it calls passes on as a `reuse=` (`def tower(x,
+        initialized): ... build(x, reuse=initialized)`): given True, the call reuses what
+        an earlier one made."""
+        found: set[int | str] = set()
+        for target, shift in self._callees(callee, line):
+            reused = set(self.project.parts[target[0]]["units"][target[1]].get(
+                "reuse_params", ()))
+            found.update(g for g in given if self._parameter(target, shift, g) in reused)
+        return found
+
+    def variables_created_through_objects(
+            self, callee: str, line: int, passed: Iterable[tuple[int | str, str]]
+    ) -> tuple[str, str, int, str | None, str] | None:
+        """`variables_created_by` for the objects a call of `callee` at `line` is given:
+        `passed` holds its arguments that are names, as (position or keyword, name). Where
+        the unit at `line` binds such a name once to an instance of one of the project's
+        classes (`net = Net(...)`), the methods of that class the function calls on the
+        parameter it binds (`def tower(x, net): net.loss(x)`) run in the call. The answer
+        ends with the method as the function spells it (`net.loss`)."""
+        part = self.part
+        if part is None:
+            return None
+        project = self.project
+        unit = unit_at(part, line)
+        instances = part["units"][unit].get("instances", {})
+        reusing = self.reuses_at(line)
+        for given, name in passed:
+            made = instances.get(name)
+            if made is None:
+                continue
+            classes = [c for c in project.resolve_in(self.label, unit, made)
+                       if project._kind(c) == "class"]
+            for target, shift in self._callees(callee, line):
+                parameter = self._parameter(target, shift, given)
+                if parameter is None or not classes:
+                    continue
+                for ref in project.parts[target[0]]["units"][target[1]]["free"]:
+                    head, _, attribute = ref.partition(".")
+                    if head != parameter or not attribute:
+                        continue
+                    method = attribute.split(".")[0]
+                    starts = {project.member(c, method) for c in classes} - {None}
+                    first = self._first_variable(starts, False, reusing)
+                    if first is not None:
+                        return (*first, f"{parameter}.{method}")
+        return None
 
     def imported_by_others(self) -> bool:
         """Whether another file of the run imports this file's module (`import m`, `from m
