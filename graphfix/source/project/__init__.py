@@ -81,6 +81,7 @@ class Project:
         self._resolved: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._edges: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._callers: dict[tuple[str, str], set[tuple[str, str]]] | None = None
+        self._subclasses: dict[tuple[str, str], set[tuple[str, str]]] | None = None
         self._modules: dict[tuple[str, str, int], str | None] = {}
         self._folders: dict[str, str] = {}  # a label -> the real folder it is in
         # a dotted name -> {folder: (label, is a package's __init__)}: see `_found_above`
@@ -310,11 +311,43 @@ class Project:
                 return frozenset(found - {None})
             made = of_unit.get("instances", {}).get(head)
             if made is not None:
-                found = {self.member(target, attribute) for target in self.resolve(label, made)
-                         if self._kind(target) == "class"}
+                receiver = of_unit.get("class") is not None and of_unit.get(
+                    "params", [None])[:1] == [head]
+                found = set()
+                for target in self.resolve(label, made):
+                    if self._kind(target) != "class":
+                        continue
+                    own = self.member(target, attribute)
+                    found.add(own)
+                    if receiver and (own is None or self._abstract(own)):
+                        # (a template method: `self.setup()` in a base's `__init__` runs
+                        # the subclass's `setup`, whichever subclass `self` is)
+                        found.update(self.member(sub, attribute)
+                                     for sub in self.subclasses(target))
                 if found - {None}:
                     return frozenset(found - {None})
         return self.resolve(label, name)
+
+    def _abstract(self, unit: tuple[str, str]) -> bool:
+        return bool(self.parts[unit[0]]["units"][unit[1]].get("abstract"))
+
+    def subclasses(self, cls: tuple[str, str]) -> list[tuple[str, str]]:
+        """The project's classes that derive from a class, directly or not."""
+        if self._subclasses is None:
+            self._subclasses = {}
+            for label in sorted(self.parts):
+                for name, unit in self.parts[label]["units"].items():
+                    if unit["kind"] == "class":
+                        for base in self.bases((label, name)):
+                            self._subclasses.setdefault(base, set()).add((label, name))
+        found: set[tuple[str, str]] = set()
+        queue = deque([cls])
+        while queue:
+            for sub in sorted(self._subclasses.get(queue.popleft(), ())):
+                if sub not in found and sub != cls:
+                    found.add(sub)
+                    queue.append(sub)
+        return sorted(found)
 
     def _kind(self, unit: tuple[str, str]) -> str:
         return self.parts[unit[0]]["units"][unit[1]]["kind"]

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphfix.source.project.cluster import CLUSTER_WORDS, clusters, ps_scopes
-from graphfix.source.project.facts import UnitReader, _tf_bindings, batch_norms
+from graphfix.source.project.facts import UnitReader, _tf_bindings, batch_norms, is_abstract
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
 
@@ -96,11 +96,13 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
         unit["params"] = [a.arg for a in (*statement.args.posonlyargs, *statement.args.args)]
         unit["kwonly"] = [a.arg for a in statement.args.kwonlyargs]
         unit["reuse_params"] = _reuse_params(statement, {*unit["params"], *unit["kwonly"]})
+        unit["chained"] = (reader.chained, reader.chained_free if placements
+                           else reader.chained)  # (a method's receiver's: kept by the caller)
         return unit
 
     for statement in tree.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            read(statement.name, statement, "function")
+            read(statement.name, statement, "function").pop("chained")
         elif isinstance(statement, ast.ClassDef):
             cls = unit_of(statement.name, statement, "class")
             cls["bases"] = [text for text in map(dotted, statement.bases) if text is not None]
@@ -113,10 +115,16 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
                     continue
                 method = read(f"{statement.name}.{inner.name}", inner, "method")
                 method["class"] = statement.name
-                cls["refs"].update(method["refs"])
+                method["abstract"] = is_abstract(inner)
+                chained, chained_free = method.pop("chained")
                 if inner.args.posonlyargs or inner.args.args:
                     first = (inner.args.posonlyargs or inner.args.args)[0].arg
                     method["instances"][first] = statement.name  # `self`
+                    # (a fluent builder: `self.feed(x).conv(...)` calls self's `conv`)
+                    method["refs"].update(r for r in chained if r.split(".")[0] == first)
+                    method["free"].update(r for r in chained_free
+                                          if r.split(".")[0] == first)
+                cls["refs"].update(method["refs"])
             cls["refs"].update(rest.refs)
         else:
             made = _made_from(statement, names)
