@@ -202,9 +202,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
     an error, TF's own. Other variables are warnings in tower code only, as the graph surface
     finds the variables towers on two or more GPUs share: under a device built at run time
-    (`'/gpu:%d' % i`), one looped over from a list, or in a file that names more than one
-    GPU. A single-GPU model's float variables are no finding (on the CPU, each step would
-    copy every weight to the GPU). The transform's `scope` decides as on the graph surface:
+    (`'/gpu:%d' % i`), one looped over from a list, in a function that chooses a GPU so
+    elsewhere, or in a file that names more than one fixed GPU. A single-GPU model's float
+    variables are no finding (on the CPU, each step would copy every weight to the GPU),
+    nor are those of a function on one fixed GPU beside another function's towers (a
+    script's `train` beside its `train_multi_gpu`). The transform's `scope` decides as on the graph surface:
     `every-gpu-variable` finds every variable under a GPU scope, one GPU or towers;
     `no-kernel` only those without a GPU kernel.
 
@@ -252,9 +254,15 @@ class VariablesToCpuCodemod(SourceCodemod):
     modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
     its own). So do the project's methods (`self.build_model()` inherited from a base class
     in another module, `super().build_model()`, `model.build()` after `model = Model()`),
-    a class's constructor, and the functions a call is given one level deep (by name, or
-    called in a lambda: `run(lambda x: model_fn(x))`). A call passing `reuse=True` reuses
-    what an earlier call created and counts for nothing: the finding is at the creating call.
+    a class's constructor (a base's `__init__` calling `self.setup()` runs the subclass's
+    `setup` where the base's is abstract; a layer chained on `self.feed(x).conv(...)` is
+    self's `conv`), the functions a call is given one level deep (by name, or
+    called in a lambda: `run(lambda x: model_fn(x))`), and the methods a function calls on
+    an object it is given (`tower_loss(x, net)` calling `net.compute_loss`, where the caller
+    made `net = Net(...)`). A call passing True as `reuse=` (a literal, or a name set True
+    before it in its function, with no branch or loop between), or to a parameter the
+    function passes on as `reuse=`, reuses what an earlier call created and counts for
+    nothing: the finding is at the creating call.
     So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
     with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
     reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input

@@ -8,7 +8,8 @@ resolves imports inside the run (packages and `__init__`, relative imports, `fro
 b`, `import a.b as c`, re-exports, a script importing a sibling of its folder, as a
 `sys.path.append` next to it does) and references to the units they name (same file,
 imported modules, a class's methods and its bases', `self.method`, `super().method`, a
-method of an instance the unit makes), and answers the rules' queries
+method of an instance the unit makes, the subclasses' own where a base's method called on
+`self` is abstract, a method called on a call chained on `self`), and answers the rules' queries
 (`FileView`). A fact about file B reaches file A only along those edges: what A's code
 refers to (transitively), and what refers to the unit a finding is in (its callers, up to
 a fixed point); never because both files are in one run.
