@@ -206,9 +206,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     elsewhere, or in a file that names more than one fixed GPU. A single-GPU model's float
     variables are no finding (on the CPU, each step would copy every weight to the GPU),
     nor are those of a function on one fixed GPU beside another function's towers (a
-    script's `train` beside its `train_multi_gpu`). The transform's `scope` decides as on the graph surface:
-    `every-gpu-variable` finds every variable under a GPU scope, one GPU or towers;
-    `no-kernel` only those without a GPU kernel.
+    script's `train` beside its `train_multi_gpu`). The transform's `scope` decides as on
+    the graph surface: `every-gpu-variable` finds every variable under a GPU scope, one GPU
+    or towers; `no-kernel` only those without a GPU kernel.
 
     Fixed, by what the statement does:
 
