@@ -139,3 +139,57 @@ def test_a_single_gpu_path_beside_the_towers_is_left_on_its_gpu(built):
     end = original_lines.index("def train_multi_gpu(images, labels, num_gpus):")
     assert fixed_lines[:end] == original_lines[:end]
     _checks_clean(folders["single_gpu_path_beside_towers:after"])
+
+
+_SINGLE_GPU_SCRIPT = '''\
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+
+def train():
+    images = tf.ones([2, 4])
+    with tf.device("/gpu:1"):
+        weights = tf.get_variable("weights", [4, 2])
+        loss = tf.reduce_sum(tf.matmul(images, weights))
+        global_step = tf.Variable(0, name="global_step", trainable=False)
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=global_step)
+    config = tf.ConfigProto(allow_soft_placement=True)
+    with tf.Session(config=config) as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train_op)
+
+
+def train_multi_gpu(num_gpus):
+    losses = []
+    for i in range(num_gpus):
+        with tf.device("/gpu:%d" % i):
+            with tf.variable_scope("tower", reuse=i > 0):
+                losses.append(tf.reduce_sum(tf.get_variable("w", [4])))
+    return tf.add_n(losses)
+
+
+if __name__ == "__main__":
+    train()
+'''
+
+
+def test_the_single_gpu_path_gets_what_its_traced_graph_gets(tmp_path):
+    """The corpus's CRNN trainer's single-GPU path: a float variable and an int32 step under
+    one fixed GPU, in a file whose sessions soft-place, beside a towers function. Traced,
+    the graph surface reports the step (a warning: soft placement moves it to the CPU) and
+    not the float variable; the source surface says the same of that function, and finds
+    the towers' variable beside it."""
+    script = tmp_path / "train.py"
+    script.write_text(_SINGLE_GPU_SCRIPT)
+    lines = _SINGLE_GPU_SCRIPT.splitlines()
+    step = next(n for n, text in enumerate(lines, 1) if "global_step = tf.Variable" in text)
+    tower = next(n for n, text in enumerate(lines, 1) if "losses.append" in text)
+    traced = json.loads(run_cli("check", "--trace", "--no-cache", "--only", "variables-to-cpu",
+                                "--format", "json", script).stdout)["findings"]
+    read = json.loads(run_cli("check", "--no-cache", "--only", "variables-to-cpu",
+                              "--format", "json", script).stdout)["findings"]
+    assert [(f["line"], f["severity"]) for f in traced] == [(step, "warning")]
+    assert "allow_soft_placement" in traced[0]["message"]
+    assert [(f["line"], f["severity"]) for f in read] == [(step, "warning"), (tower, "warning")]
