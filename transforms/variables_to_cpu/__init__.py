@@ -70,8 +70,8 @@ more than one fixed GPU), and a single-GPU script's float variables are no findi
 `check --trace` of it finds none (nor those of a function on one fixed GPU beside the
 towers: a script's `train` beside its `train_multi_gpu`);
 `every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
-A device function of the file that pins op type `"Variable"` only (TF 0.x's op: TF 1.x makes
-`VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
+A device function of the file (or a lambda given to the scope) that pins op type
+`"Variable"` only (TF 0.x's op: TF 1.x makes `VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
 fix widens the function's own test to `VariableV2` and `VarHandleOp` (an inner scope cannot
 win over an outer device function, which TF applies last). See `VariablesToCpuCodemod`.
 """

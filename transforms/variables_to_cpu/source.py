@@ -181,6 +181,14 @@ def _calls_in(function: cst.Lambda) -> list[cst.Call]:
     return found
 
 
+def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values an expression may take: each branch of a conditional expression
+    (`a if test else b`), else the expression itself."""
+    if isinstance(value, cst.IfExp):
+        return _branches(value.body) + _branches(value.orelse)
+    return [value]
+
+
 def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     """The value a small statement computes, for `x = v`, `x: T = v`, `v` and `return v`."""
     if isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
@@ -582,32 +590,37 @@ class VariablesToCpuCodemod(SourceCodemod):
         type "Variable" and no other variable op (`if op.type == "Variable": return
         "/cpu:0"`): TF 0.x's op. TF 1.x makes VariableV2 (2.x VarHandleOp), which the
         function passes on to the device it gives every other op: the GPU, read from its
-        string arguments (`assign_to_device('/gpu:%d' % i)`) or its returns. None where the
+        string arguments (`assign_to_device('/gpu:%d' % i)`) or what it returns (either
+        branch of a conditional expression). A lambda given to the scope itself counts too
+        (`lambda op: "/cpu:0" if op.type == "Variable" else "/gpu:0"`). None where the
         function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU."""
         given = device_argument(expr)
-        factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
-        name = given.func if factory else given
-        if not isinstance(name, cst.Name):
-            return None
-        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
-        if len(functions) != 1:
-            return None
-        function = functions[0]
+        if isinstance(given, cst.Lambda):
+            function, called, candidates = given, "the lambda", [given.body]
+        else:
+            factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
+            name = given.func if factory else given
+            if not isinstance(name, cst.Name):
+                return None
+            functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
+            if len(functions) != 1:
+                return None
+            function, called = functions[0], name.value
+            candidates = ([a.value for a in given.args] if factory else []) + [
+                r.value for r in descendants(function, cst.Return) if r.value is not None]
         pinned = self._op_types_compared(function)
         if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
             return None
-        candidates = ([a.value for a in given.args] if factory else []) + [
-            r.value for r in descendants(function, cst.Return) if r.value is not None]
-        for candidate in candidates:
+        for candidate in (branch for value in candidates for branch in _branches(value)):
             template = device_template(candidate)
             kind, device, dynamic = (_classify_device(template) if template is not None
                                      else ("unknown", "", False))
             if kind == "gpu":
-                return _GpuScope(expr, device, dynamic, misses_v2=name.value,
+                return _GpuScope(expr, device, dynamic, misses_v2=called,
                                  widening=self._widening(function))
         return None
 
-    def _widening(self, function: cst.FunctionDef) -> Replace | None:
+    def _widening(self, function: cst.FunctionDef | cst.Lambda) -> Replace | None:
         """The edit that makes a device function's test of "Variable" pin VariableV2 and
         VarHandleOp too: `op.type == "Variable"` becomes `op.type in ("Variable",
         "VariableV2", "VarHandleOp")`; a list or tuple it tests with `in` (written there or
@@ -618,7 +631,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             cache[function] = self._widening_of(function)
         return cache[function]
 
-    def _widening_of(self, function: cst.FunctionDef) -> Replace | None:
+    def _widening_of(self, function: cst.FunctionDef | cst.Lambda) -> Replace | None:
         for comparison in descendants(function, cst.Comparison):
             left = comparison.left
             if not (isinstance(left, cst.Attribute) and left.attr.value in ("type", "op")):
@@ -651,7 +664,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return Replace(tested, lambda _, text=text: cst.parse_expression(text))
         return None
 
-    def _op_types_compared(self, function: cst.FunctionDef) -> set[str] | None:
+    def _op_types_compared(self, function: cst.FunctionDef | cst.Lambda) -> set[str] | None:
         """The strings a function compares an op's type with (`op.type == "Variable"`,
         `node_def.op in PS_OPS`, the list assigned once in the file); None if it tests a
         prefix or a substring (`op.type.startswith("Variable")`), which VariableV2 passes."""
