@@ -65,11 +65,13 @@ variables moves into `with tf.device("/cpu:0"):`; a layer call, which also compu
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
 function), so its compute stays on the GPU. Same errors as the graph surface, and the same
 `scope`: by default its warnings are the float variables of tower code (a device built at
-run time, a loop over listed GPUs, a file that names more than one GPU), and a single-GPU
-script's float variables are no finding, as `check --trace` of it finds none;
+run time, a loop over listed GPUs, a function that does either elsewhere, a file that names
+more than one fixed GPU), and a single-GPU script's float variables are no finding, as
+`check --trace` of it finds none (nor those of a function on one fixed GPU beside the
+towers: a script's `train` beside its `train_multi_gpu`);
 `every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
-A device function of the file that pins op type `"Variable"` only (TF 0.x's op: TF 1.x makes
-`VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
+A device function of the file (or a lambda given to the scope) that pins op type
+`"Variable"` only (TF 0.x's op: TF 1.x makes `VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
 fix widens the function's own test to `VariableV2` and `VarHandleOp` (an inner scope cannot
 win over an outer device function, which TF applies last). See `VariablesToCpuCodemod`.
 """

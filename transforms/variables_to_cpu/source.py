@@ -17,7 +17,7 @@ from graphfix.source.codemod import (
     device_template,
 )
 from graphfix.source.fixes import Replace, WrapInWith
-from graphfix.source.scopes import descendants, enclosing, with_items_around
+from graphfix.source.scopes import descendants, enclosing, inside, with_items_around
 from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -181,6 +181,14 @@ def _calls_in(function: cst.Lambda) -> list[cst.Call]:
     return found
 
 
+def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values an expression may take: each branch of a conditional expression
+    (`a if test else b`), else the expression itself."""
+    if isinstance(value, cst.IfExp):
+        return _branches(value.body) + _branches(value.orelse)
+    return [value]
+
+
 def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     """The value a small statement computes, for `x = v`, `x: T = v`, `v` and `return v`."""
     if isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
@@ -202,11 +210,13 @@ class VariablesToCpuCodemod(SourceCodemod):
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
     an error, TF's own. Other variables are warnings in tower code only, as the graph surface
     finds the variables towers on two or more GPUs share: under a device built at run time
-    (`'/gpu:%d' % i`), one looped over from a list, or in a file that names more than one
-    GPU. A single-GPU model's float variables are no finding (on the CPU, each step would
-    copy every weight to the GPU). The transform's `scope` decides as on the graph surface:
-    `every-gpu-variable` finds every variable under a GPU scope, one GPU or towers;
-    `no-kernel` only those without a GPU kernel.
+    (`'/gpu:%d' % i`), one looped over from a list, in a function that chooses a GPU so
+    elsewhere, or in a file that names more than one fixed GPU. A single-GPU model's float
+    variables are no finding (on the CPU, each step would copy every weight to the GPU),
+    nor are those of a function on one fixed GPU beside another function's towers (a
+    script's `train` beside its `train_multi_gpu`). The transform's `scope` decides as on
+    the graph surface: `every-gpu-variable` finds every variable under a GPU scope, one GPU
+    or towers; `no-kernel` only those without a GPU kernel.
 
     Fixed, by what the statement does:
 
@@ -252,9 +262,15 @@ class VariablesToCpuCodemod(SourceCodemod):
     modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
     its own). So do the project's methods (`self.build_model()` inherited from a base class
     in another module, `super().build_model()`, `model.build()` after `model = Model()`),
-    a class's constructor, and the functions a call is given one level deep (by name, or
-    called in a lambda: `run(lambda x: model_fn(x))`). A call passing `reuse=True` reuses
-    what an earlier call created and counts for nothing: the finding is at the creating call.
+    a class's constructor (a base's `__init__` calling `self.setup()` runs the subclass's
+    `setup` where the base's is abstract; a layer chained on `self.feed(x).conv(...)` is
+    self's `conv`), the functions a call is given one level deep (by name, or
+    called in a lambda: `run(lambda x: model_fn(x))`), and the methods a function calls on
+    an object it is given (`tower_loss(x, net)` calling `net.compute_loss`, where the caller
+    made `net = Net(...)`). A call passing True as `reuse=` (a literal, or a name set True
+    before it in its function, with no branch or loop between), or to a parameter the
+    function passes on as `reuse=`, reuses what an earlier call created and counts for
+    nothing: the finding is at the creating call.
     So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
     with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
     reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input
@@ -328,17 +344,22 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        # Tower code: a GPU chosen at run time, or more than one GPU named in the file.
+        # Tower code: more than one fixed GPU named in the file, or a function (the
+        # module body too) that chooses its GPU at run time. Another function of the
+        # file with one fixed GPU is a single-GPU path beside the towers (a `train` and
+        # a `train_multi_gpu`), as a run of it would show.
         calls = self.nodes(cst.Call)
-        gpus, self._towers = set(), False
+        gpus: set[str] = set()
+        self._tower_functions: set[cst.CSTNode | None] = set()
         for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
                 for template in self._device_templates(call):
                     kind, device, dynamic = _classify_device(template)
-                    if kind == "gpu":
+                    if kind == "gpu" and dynamic:
+                        self._tower_functions.add(self._outermost_function(call))
+                    elif kind == "gpu":
                         gpus.add(device)
-                        self._towers |= dynamic
-        self._towers |= len(gpus) > 1
+        self._several_gpus = len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
         for call in calls:
@@ -358,6 +379,21 @@ class VariablesToCpuCodemod(SourceCodemod):
                 self.report(variable.call, self._message(variable, site.scope) + note,
                             fix=fix, severity=self._severity(variable))
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+
+    def _outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The top-level function or method holding `node`; None in the module body."""
+        found, current = None, self.parent(node)
+        while current is not None:
+            if isinstance(current, cst.FunctionDef):
+                found = current
+            current = self.parent(current)
+        return found
+
+    def _in_towers(self, scope: _GpuScope) -> bool:
+        """Whether a GPU scope is tower code: its device is chosen at run time, the file
+        names several fixed GPUs, or its function chooses a GPU at run time elsewhere."""
+        return (scope.dynamic or self._several_gpus
+                or self._outermost_function(scope.call) in self._tower_functions)
 
     # -- finding variables --------------------------------------------------------------------
 
@@ -414,13 +450,64 @@ class VariablesToCpuCodemod(SourceCodemod):
         callee = get_full_name_for_node(call.func)
         if callee is None:
             return None
-        reuse = argument(call, "reuse", None)
-        if isinstance(reuse, cst.Name) and reuse.value == "True":
+        if self._reuses(call, callee):
             return None  # the call reuses what an earlier call (the first tower's) created
-        return self._described(self.project.variables_created_by(
-            callee, line=self.position(call)[0]))
+        line = self.position(call)[0]
+        found = self._described(self.project.variables_created_by(callee, line=line))
+        if found is not None:
+            return found
+        passed = [(i if given.keyword is None else given.keyword.value, given.value.value)
+                  for i, given in enumerate(call.args)
+                  if isinstance(given.value, cst.Name) and not given.star]
+        through = self.project.variables_created_through_objects(callee, line, passed)
+        if through is None:
+            return None
+        *first, method = through
+        return self._described(tuple(first), method=method)
 
-    def _described(self, found, passed: str | None = None
+    def _reuses(self, call: cst.Call, callee: str) -> bool:
+        """Whether a call reuses the variables an earlier call made: it passes True
+        (`reuse=True`, or a name set to True before it: `initialized = True`) as `reuse=`,
+        or to a parameter that the project function it calls passes on as `reuse=`."""
+        given = [i if a.keyword is None else a.keyword.value
+                 for i, a in enumerate(call.args) if not a.star]
+        as_reuse = self.project.reuse_arguments(callee, self.position(call)[0], given)
+        for i, arg in enumerate(call.args):
+            key = i if arg.keyword is None else arg.keyword.value
+            if (key == "reuse" or key in as_reuse) and self._true_at(arg.value, call):
+                return True
+        return False
+
+    def _true_at(self, value: cst.BaseExpression, call: cst.Call) -> bool:
+        """Whether `value` is True where `call` runs: the literal, or a name whose last
+        assignment before the call in its function is `name = True` and runs whenever the
+        call does (no `if`, loop or `try` between them: `initialized = True` after the first
+        tower, before the validation net in the same tower)."""
+        if not isinstance(value, cst.Name):
+            return False
+        if value.value == "True":
+            return True
+        function = enclosing(call, self.parent, cst.FunctionDef)
+        line = self.position(call)[0]
+        before = [node for node in self.nodes(cst.Assign)
+                  if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                  and node.targets[0].target.value == value.value
+                  and enclosing(node, self.parent, cst.FunctionDef) is function
+                  and self.position(node)[0] < line]
+        if not before:
+            return False
+        last = max(before, key=lambda node: self.position(node))
+        if not (isinstance(last.value, cst.Name) and last.value.value == "True"):
+            return False
+        holder = self.parent(last)
+        while holder is not None and not inside(call, holder, self.parent):
+            if isinstance(holder, (cst.If, cst.For, cst.While, cst.Try, cst.FunctionDef,
+                                   cst.Lambda, cst.ClassDef)):
+                return False
+            holder = self.parent(holder)
+        return holder is not None
+
+    def _described(self, found, passed: str | None = None, method: str | None = None
                    ) -> tuple[str, str, str | None] | None:
         if found is None:
             return None
@@ -428,6 +515,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         where = f"line {line}" if path == self.context.filename else f"{path}:{line}"
         if passed is not None:
             where += f", in {passed} passed to it"
+        if method is not None:
+            where += f", in the {method} it calls on the object passed to it"
         dtype = _DTYPE_ALIASES.get(dtype, dtype)
         return name, f"{name} at {where}", dtype if dtype in _DTYPES else None
 
@@ -501,32 +590,37 @@ class VariablesToCpuCodemod(SourceCodemod):
         type "Variable" and no other variable op (`if op.type == "Variable": return
         "/cpu:0"`): TF 0.x's op. TF 1.x makes VariableV2 (2.x VarHandleOp), which the
         function passes on to the device it gives every other op: the GPU, read from its
-        string arguments (`assign_to_device('/gpu:%d' % i)`) or its returns. None where the
+        string arguments (`assign_to_device('/gpu:%d' % i)`) or what it returns (either
+        branch of a conditional expression). A lambda given to the scope itself counts too
+        (`lambda op: "/cpu:0" if op.type == "Variable" else "/gpu:0"`). None where the
         function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU."""
         given = device_argument(expr)
-        factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
-        name = given.func if factory else given
-        if not isinstance(name, cst.Name):
-            return None
-        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
-        if len(functions) != 1:
-            return None
-        function = functions[0]
+        if isinstance(given, cst.Lambda):
+            function, called, candidates = given, "the lambda", [given.body]
+        else:
+            factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
+            name = given.func if factory else given
+            if not isinstance(name, cst.Name):
+                return None
+            functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
+            if len(functions) != 1:
+                return None
+            function, called = functions[0], name.value
+            candidates = ([a.value for a in given.args] if factory else []) + [
+                r.value for r in descendants(function, cst.Return) if r.value is not None]
         pinned = self._op_types_compared(function)
         if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
             return None
-        candidates = ([a.value for a in given.args] if factory else []) + [
-            r.value for r in descendants(function, cst.Return) if r.value is not None]
-        for candidate in candidates:
+        for candidate in (branch for value in candidates for branch in _branches(value)):
             template = device_template(candidate)
             kind, device, dynamic = (_classify_device(template) if template is not None
                                      else ("unknown", "", False))
             if kind == "gpu":
-                return _GpuScope(expr, device, dynamic, misses_v2=name.value,
+                return _GpuScope(expr, device, dynamic, misses_v2=called,
                                  widening=self._widening(function))
         return None
 
-    def _widening(self, function: cst.FunctionDef) -> Replace | None:
+    def _widening(self, function: cst.FunctionDef | cst.Lambda) -> Replace | None:
         """The edit that makes a device function's test of "Variable" pin VariableV2 and
         VarHandleOp too: `op.type == "Variable"` becomes `op.type in ("Variable",
         "VariableV2", "VarHandleOp")`; a list or tuple it tests with `in` (written there or
@@ -537,7 +631,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             cache[function] = self._widening_of(function)
         return cache[function]
 
-    def _widening_of(self, function: cst.FunctionDef) -> Replace | None:
+    def _widening_of(self, function: cst.FunctionDef | cst.Lambda) -> Replace | None:
         for comparison in descendants(function, cst.Comparison):
             left = comparison.left
             if not (isinstance(left, cst.Attribute) and left.attr.value in ("type", "op")):
@@ -570,7 +664,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return Replace(tested, lambda _, text=text: cst.parse_expression(text))
         return None
 
-    def _op_types_compared(self, function: cst.FunctionDef) -> set[str] | None:
+    def _op_types_compared(self, function: cst.FunctionDef | cst.Lambda) -> set[str] | None:
         """The strings a function compares an op's type with (`op.type == "Variable"`,
         `node_def.op in PS_OPS`, the list assigned once in the file); None if it tests a
         prefix or a substring (`op.type.startswith("Variable")`), which VariableV2 passes."""
@@ -781,7 +875,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         option = self.options.get("scope", "all")
         if option == "no-kernel":
             return False
-        return option == "every-gpu-variable" or scope.dynamic or self._towers
+        return option == "every-gpu-variable" or self._in_towers(scope)
 
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
@@ -813,7 +907,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             return (f"{what} {creates} {where}: {scope.misses_v2} pins only op type "
                     f"\"Variable\", TF 0.x's; TF 1.x makes VariableV2 (2.x VarHandleOp), "
                     f"which it gives {scope.device}: the shared variables land on the GPU")
-        if scope.dynamic or self._towers:
+        if self._in_towers(scope):
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
         # (one GPU: only scope every-gpu-variable finds it)

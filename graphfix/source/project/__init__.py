@@ -8,7 +8,8 @@ resolves imports inside the run (packages and `__init__`, relative imports, `fro
 b`, `import a.b as c`, re-exports, a script importing a sibling of its folder, as a
 `sys.path.append` next to it does) and references to the units they name (same file,
 imported modules, a class's methods and its bases', `self.method`, `super().method`, a
-method of an instance the unit makes), and answers the rules' queries
+method of an instance the unit makes, the subclasses' own where a base's method called on
+`self` is abstract, a method called on a call chained on `self`), and answers the rules' queries
 (`FileView`). A fact about file B reaches file A only along those edges: what A's code
 refers to (transitively), and what refers to the unit a finding is in (its callers, up to
 a fixed point); never because both files are in one run.
@@ -82,6 +83,7 @@ class Project:
         self._resolved: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._edges: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._callers: dict[tuple[str, str], set[tuple[str, str]]] | None = None
+        self._subclasses: dict[tuple[str, str], set[tuple[str, str]]] | None = None
         self._modules: dict[tuple[str, str, int], str | None] = {}
         self._folders: dict[str, str] = {}  # a label -> the real folder it is in
         # a dotted name -> {folder: (label, is a package's __init__)}: see `_found_above`
@@ -311,11 +313,43 @@ class Project:
                 return frozenset(found - {None})
             made = of_unit.get("instances", {}).get(head)
             if made is not None:
-                found = {self.member(target, attribute) for target in self.resolve(label, made)
-                         if self._kind(target) == "class"}
+                receiver = of_unit.get("class") is not None and of_unit.get(
+                    "params", [None])[:1] == [head]
+                found = set()
+                for target in self.resolve(label, made):
+                    if self._kind(target) != "class":
+                        continue
+                    own = self.member(target, attribute)
+                    found.add(own)
+                    if receiver and (own is None or self._abstract(own)):
+                        # (a template method: `self.setup()` in a base's `__init__` runs
+                        # the subclass's `setup`, whichever subclass `self` is)
+                        found.update(self.member(sub, attribute)
+                                     for sub in self.subclasses(target))
                 if found - {None}:
                     return frozenset(found - {None})
         return self.resolve(label, name)
+
+    def _abstract(self, unit: tuple[str, str]) -> bool:
+        return bool(self.parts[unit[0]]["units"][unit[1]].get("abstract"))
+
+    def subclasses(self, cls: tuple[str, str]) -> list[tuple[str, str]]:
+        """The project's classes that derive from a class, directly or not."""
+        if self._subclasses is None:
+            self._subclasses = {}
+            for label in sorted(self.parts):
+                for name, unit in self.parts[label]["units"].items():
+                    if unit["kind"] == "class":
+                        for base in self.bases((label, name)):
+                            self._subclasses.setdefault(base, set()).add((label, name))
+        found: set[tuple[str, str]] = set()
+        queue = deque([cls])
+        while queue:
+            for sub in sorted(self._subclasses.get(queue.popleft(), ())):
+                if sub not in found and sub != cls:
+                    found.add(sub)
+                    queue.append(sub)
+        return sorted(found)
 
     def _kind(self, unit: tuple[str, str]) -> str:
         return self.parts[unit[0]]["units"][unit[1]]["kind"]
@@ -663,6 +697,11 @@ class FileView:
         unit = unit_at(part, line) if line is not None else MODULE_BODY
         reusing = line is not None and self.reuses_at(line)
         starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
+        return self._first_variable(starts, placed_too, reusing)
+
+    def _first_variable(self, starts: Iterable[tuple[str, str]], placed_too: bool,
+                        reusing: bool) -> tuple[str, str, int, str | None] | None:
+        """`variables_created_by`'s answer for a call that runs `starts`."""
         found = []
         for label, unit in _called_functions(self.project, starts, placed_too):
             for name, line, dtype, placed in self.project.parts[label]["units"][unit][
@@ -675,6 +714,83 @@ class FileView:
             return None
         _, label, line, name, dtype = min(found, key=lambda f: f[:3])
         return label, name, line, dtype
+
+    def _callees(self, callee: str, line: int) -> list[tuple[tuple[str, str], int]]:
+        """The project functions and methods a call of `callee` at `line` runs first (a
+        class: its `__init__`), each with how many parameters come before the call's first
+        argument (1 for a method's `self`)."""
+        part = self.part
+        if part is None:
+            return []
+        project, found = self.project, []
+        for target in sorted(project.resolve_in(self.label, unit_at(part, line), callee)):
+            kind = project._kind(target)
+            if kind == "class":
+                target = project.member(target, "__init__")
+            elif kind not in ("function", "method"):
+                continue
+            if target is not None:
+                found.append((target, 0 if kind == "function" else 1))
+        return found
+
+    def _parameter(self, target: tuple[str, str], shift: int, given: int | str) -> str | None:
+        """The parameter of function `target` an argument binds: `given` a position among
+        the call's arguments or a keyword."""
+        unit = self.project.parts[target[0]]["units"][target[1]]
+        params = unit.get("params", [])
+        if isinstance(given, int):
+            return params[given + shift] if given + shift < len(params) else None
+        return given if given in params or given in unit.get("kwonly", []) else None
+
+    def reuse_arguments(self, callee: str, line: int, given: Iterable[int | str]
+                        ) -> set[int | str]:
+        """Of a call's arguments (`given`: positions and keywords), those that the
+        project function or method it calls passes on as a `reuse=` (`def tower(x,
+        initialized): ... build(x, reuse=initialized)`): given True, the call reuses what
+        an earlier one made."""
+        found: set[int | str] = set()
+        for target, shift in self._callees(callee, line):
+            reused = set(self.project.parts[target[0]]["units"][target[1]].get(
+                "reuse_params", ()))
+            found.update(g for g in given if self._parameter(target, shift, g) in reused)
+        return found
+
+    def variables_created_through_objects(
+            self, callee: str, line: int, passed: Iterable[tuple[int | str, str]]
+    ) -> tuple[str, str, int, str | None, str] | None:
+        """`variables_created_by` for the objects a call of `callee` at `line` is given:
+        `passed` holds its arguments that are names, as (position or keyword, name). Where
+        the unit at `line` binds such a name once to an instance of one of the project's
+        classes (`net = Net(...)`), the methods of that class the function calls on the
+        parameter it binds (`def tower(x, net): net.loss(x)`) run in the call. The answer
+        ends with the method as the function spells it (`net.loss`)."""
+        part = self.part
+        if part is None:
+            return None
+        project = self.project
+        unit = unit_at(part, line)
+        instances = part["units"][unit].get("instances", {})
+        reusing = self.reuses_at(line)
+        for given, name in passed:
+            made = instances.get(name)
+            if made is None:
+                continue
+            classes = [c for c in project.resolve_in(self.label, unit, made)
+                       if project._kind(c) == "class"]
+            for target, shift in self._callees(callee, line):
+                parameter = self._parameter(target, shift, given)
+                if parameter is None or not classes:
+                    continue
+                for ref in project.parts[target[0]]["units"][target[1]]["free"]:
+                    head, _, attribute = ref.partition(".")
+                    if head != parameter or not attribute:
+                        continue
+                    method = attribute.split(".")[0]
+                    starts = {project.member(c, method) for c in classes} - {None}
+                    first = self._first_variable(starts, False, reusing)
+                    if first is not None:
+                        return (*first, f"{parameter}.{method}")
+        return None
 
     def imported_by_others(self) -> bool:
         """Whether another file of the run imports this file's module (`import m`, `from m

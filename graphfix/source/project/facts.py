@@ -363,6 +363,11 @@ class UnitReader(ast.NodeVisitor):
         self.refs: set[str] = set()
         self.variables: list[list] = []
         self.free: set[str] = set()  # names read outside any device scope of the unit
+        # `root.method` for each method called on what a call chained on `root` returns
+        # (`self.feed(x).conv(...)`: `self.conv`), and those of them outside any device
+        # scope: a fluent builder's layers, when `root` is the method's own receiver.
+        self.chained: set[str] = set()
+        self.chained_free: set[str] = set()
         self._made: dict[str, str | None] = {}  # name -> the callee it is bound to once
         self._placed = 0
         self._nested = 0  # inside a nested def, class or lambda: its bindings are its own
@@ -451,6 +456,11 @@ class UnitReader(ast.NodeVisitor):
         if text is not None and isinstance(node.ctx, ast.Load):
             self._read(text)
             return
+        root = _chain_root(node.value)
+        if root is not None and isinstance(node.ctx, ast.Load):
+            self.chained.add(f"{root}.{node.attr}")
+            if self._running and not self._placed:
+                self.chained_free.add(f"{root}.{node.attr}")
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -458,6 +468,34 @@ class UnitReader(ast.NodeVisitor):
             self._read(node.id)
         elif not self._nested:
             self._made[node.id] = None  # bound otherwise: a loop, a tuple, `with ... as`
+
+
+def _chain_root(node: ast.AST) -> str | None:
+    """`self` for a call chained on a name's methods (`self.feed(x)`, `self.a(1).b(2)`);
+    None for anything else (a call of a plain function, a subscript)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    inner = node.func.value
+    if isinstance(inner, ast.Name):
+        return inner.id
+    return _chain_root(inner)
+
+
+def is_abstract(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a method only says that subclasses define it: `@abstractmethod`, or a body
+    of a docstring, `pass`, `...` or `raise NotImplementedError`."""
+    if any((dotted(d) or "").endswith("abstractmethod") for d in function.decorator_list):
+        return True
+    for statement in function.body:
+        if isinstance(statement, ast.Pass) or (
+                isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+            continue
+        if isinstance(statement, ast.Raise) and statement.exc is not None and (
+                dotted(statement.exc.func if isinstance(statement.exc, ast.Call)
+                       else statement.exc) or "").endswith("NotImplementedError"):
+            continue
+        return False
+    return True
 
 
 def _explicit_dtype(call: ast.Call) -> str | None:

@@ -17,6 +17,7 @@ from graphfix.source.project.facts import (
     UnitReader,
     _tf_bindings,
     batch_norms,
+    is_abstract,
     unread_update_ops,
 )
 from graphfix.source.project.names import AstTfNames, argument, dotted
@@ -62,7 +63,9 @@ def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
 def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
     """One file's part of the project model, as JSON data (cached with the file's survey):
     `imports` (see `_imports`), `units` ({name: {"kind", "refs": [...], "spans": [[first,
-    last]], "instances": {name: callee}}}; one per top-level function and class, one per
+    last]], "instances": {name: callee}, and for a function or method "params" (its positional
+    parameters' names), "kwonly" and "reuse_params" (those it passes on as `reuse=`)}}; one
+    per top-level function and class, one per
     method of a top-level class (`Class.method`, kind "method", with its "class"; a class
     lists its "bases" as spelled), and `MODULE_BODY`; `instances`: what a unit binds a name
     to once, a call's callee, `self` to its class: see `UnitReader.instances`), `globals` (the other names
@@ -101,11 +104,16 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
         unit["variables"].extend(reader.variables)
         # (no device scope to place a call: every name it reads is free)
         unit["free"].update(reader.free if placements else reader.refs)
+        unit["params"] = [a.arg for a in (*statement.args.posonlyargs, *statement.args.args)]
+        unit["kwonly"] = [a.arg for a in statement.args.kwonlyargs]
+        unit["reuse_params"] = _reuse_params(statement, {*unit["params"], *unit["kwonly"]})
+        unit["chained"] = (reader.chained, reader.chained_free if placements
+                           else reader.chained)  # (a method's receiver's: kept by the caller)
         return unit
 
     for statement in tree.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            read(statement.name, statement, "function")
+            read(statement.name, statement, "function").pop("chained")
         elif isinstance(statement, ast.ClassDef):
             cls = unit_of(statement.name, statement, "class")
             cls["bases"] = [text for text in map(dotted, statement.bases) if text is not None]
@@ -118,10 +126,16 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
                     continue
                 method = read(f"{statement.name}.{inner.name}", inner, "method")
                 method["class"] = statement.name
-                cls["refs"].update(method["refs"])
+                method["abstract"] = is_abstract(inner)
+                chained, chained_free = method.pop("chained")
                 if inner.args.posonlyargs or inner.args.args:
                     first = (inner.args.posonlyargs or inner.args.args)[0].arg
                     method["instances"][first] = statement.name  # `self`
+                    # (a fluent builder: `self.feed(x).conv(...)` calls self's `conv`)
+                    method["refs"].update(r for r in chained if r.split(".")[0] == first)
+                    method["free"].update(r for r in chained_free
+                                          if r.split(".")[0] == first)
+                cls["refs"].update(method["refs"])
             cls["refs"].update(rest.refs)
         else:
             made = _made_from(statement, names)
@@ -155,6 +169,17 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
             # (what the file's facts that are read when asked depend on: `Project.feeds`)
             "digest": None if code is None else hashlib.sha256(
                 code.encode("utf-8", "surrogateescape")).hexdigest()}
+
+
+def _reuse_params(function: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]
+                  ) -> list[str]:
+    """The parameters a function passes on as a call's `reuse=` (`compute_loss(x,
+    reuse=is_initialized)`, `variable_scope(name, reuse=reuse)`): given True, the call
+    reuses the variables an earlier call made."""
+    return sorted({keyword.value.id for node in ast.walk(function)
+                   if isinstance(node, ast.Call) for keyword in node.keywords
+                   if keyword.arg == "reuse" and isinstance(keyword.value, ast.Name)
+                   and keyword.value.id in params})
 
 
 def _made_from(statement: ast.stmt, names: AstTfNames) -> tuple[str, str] | None:
