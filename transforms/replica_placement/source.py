@@ -329,8 +329,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
         statements_seen: set[cst.CSTNode] = set()
         for call in self._calls:
             name = self.tf_canonical(call.func)
-            if self._in_variable_arguments(call):
-                continue  # an initial value: it goes where its variable's initializer goes
+            if self._in_variable_arguments(call) or self._initial_value_only(call):
+                continue  # an initial value: it runs once, when its variable is initialized
             if name in CREATES_VARIABLES and self._cluster_of(call) is not None:
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
@@ -408,7 +408,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return not (name in _NO_OPS or name.startswith(_NO_OP_PREFIXES)
                     or name.endswith(_NO_OP_SUFFIXES) or ".initializers." in name)
 
-    def _in_variable_arguments(self, call: cst.Call) -> bool:
+    def _in_variable_arguments(self, call: cst.CSTNode) -> bool:
         current = self.parent(call)
         while current is not None and not isinstance(current, (cst.BaseStatement, cst.Lambda)):
             if isinstance(current, cst.Call):
@@ -417,6 +417,30 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     return True
             current = self.parent(current)
         return False
+
+    def _initial_value_only(self, node: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `node` is in the value of a name read only in variables' arguments
+        (`initial = tf.truncated_normal(shape)`, then `tf.Variable(initial)`), directly or
+        through other such names (`scaled = initial * 2`): an initial value computed in a
+        statement of its own, which runs once, at initialisation, never per step."""
+        current = self.parent(node)
+        while not isinstance(current, cst.Assign):
+            if current is None or isinstance(current, (cst.BaseStatement, cst.Lambda)):
+                return False
+            current = self.parent(current)
+        target = bound_name(current.value, self.parent)
+        if target is None or depth > 4 or not (
+                node is current.value or inside(node, current.value, self.parent)):
+            return False
+        scope = self.get_metadata(ScopeProvider, target, None)
+        if scope is None:
+            return False
+        reads = [access.node for assignment in scope.assignments[target.value]
+                 if getattr(assignment, "node", None) is target
+                 for access in assignment.references]
+        return bool(reads) and all(self._in_variable_arguments(read)
+                                   or self._initial_value_only(read, depth + 1)
+                                   for read in reads)
 
     # -- the cluster and this worker ----------------------------------------------------------
 
