@@ -78,6 +78,15 @@ _SHARED_STATE = frozenset(
         "FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "QueueBase",
         "ConditionalAccumulator", "SparseConditionalAccumulator", "Barrier")}
 )
+# Sessions that run the graph in this process unless given a target (their parameter, and
+# where it is positional): `tf.Session()` beside a Server still runs on no cluster.
+_LOCAL_SESSIONS = {"Session": ("target", 0), "InteractiveSession": ("target", 0),
+                   "train.MonitoredTrainingSession": ("master", 0),
+                   "train.MonitoredSession": ("session_creator", 0)}
+# What opens sessions in ways not read here (a master given later, by a session creator, by
+# an estimator): a file using one may run its graph on the cluster.
+_OTHER_SESSIONS = frozenset({"train.Supervisor", "train.SessionManager",
+                             "train.ChiefSessionCreator", "train.WorkerSessionCreator"})
 _GRADIENT_METHODS = frozenset({"minimize", "compute_gradients"})  # opt.minimize(loss)
 _LINE = 99  # longest line the fix writes before it breaks the setter's arguments
 
@@ -305,6 +314,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._cluster = self._find_cluster()
         self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
+        self._in_process = self._runs_in_process()
         ps_ops, unplaced = self._survey()
         self._plan_ps_scopes(ps_ops)
         self._plan_unplaced(unplaced)
@@ -331,7 +341,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             name = self.tf_canonical(call.func)
             if self._in_variable_arguments(call) or self._initial_value_only(call):
                 continue  # an initial value: it runs once, when its variable is initialized
-            if name in CREATES_VARIABLES and self._cluster_of(call) is not None:
+            if name in CREATES_VARIABLES and self._shares_variables(call):
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     step = name in GLOBAL_STEP_MAKERS
@@ -373,6 +383,34 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if call not in self._clusters_at:
             self._clusters_at[call] = self.project.cluster_reaching(self.position(call)[0])
         return self._clusters_at[call]
+
+    def _shares_variables(self, call: cst.Call) -> bool:
+        """Whether the variables made at `call` live on a cluster whose workers share what
+        the ps holds: a cluster with a ps job reaches the code, and the graph is not run in
+        this process alone (`_runs_in_process`, for a cluster this file makes)."""
+        cluster = self._cluster_of(call)
+        return cluster is not None and not (self._in_process
+                                            and cluster[0] == self.project.label)
+
+    def _runs_in_process(self) -> bool:
+        """Whether every session this file opens runs the graph in this process: there is
+        one, each a `tf.Session()` (or `MonitoredTrainingSession`) given no target, and
+        nothing else here opens one (a Supervisor, a session creator, an estimator) or
+        reads a server's `target`. A ClusterSpec such a program makes (a course template's
+        boilerplate, a flag choosing it) shares no variable among workers."""
+        local = False
+        for call in self._calls:
+            name = self.tf_canonical(call.func)
+            if name in _LOCAL_SESSIONS:
+                given = argument(call, *_LOCAL_SESSIONS[name])
+                if (given is not None and _string_value(given) != "") or any(
+                        arg.star for arg in call.args):
+                    return False
+                local = True
+            elif name in _OTHER_SESSIONS or (name or "").startswith("estimator."):
+                return False
+        return local and not any(node.attr.value == "target"
+                                 for node in self.nodes(cst.Attribute))
 
     def _kept_on_the_worker(self, call: cst.Call, name: str) -> bool:
         """Whether a variable is made outside GLOBAL_VARIABLES (`tf.local_variable`,
