@@ -107,11 +107,14 @@ class _Path:
     """Where ops created at one place land, along one chain of callers.
 
     kind: `ps` (a string scope naming the ps job), `job` (one naming another job: a worker),
-    `none` (no device scope at all), `other` (a device function, `replica_device_setter`,
-    slim's `variables_device()`, `colocate_with`, or callers we cannot see)."""
+    `none` (no device scope at all), `setter` (`replica_device_setter`: `setter` is its
+    call, `item` the `with` item), `other` (another device function, slim's
+    `variables_device()`, `colocate_with`, or callers we cannot see)."""
 
     kind: str
     scope: _JobScope | None = None
+    setter: cst.Call | None = None
+    item: cst.WithItem | None = None
 
 
 @dataclasses.dataclass
@@ -315,9 +318,10 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
         self._in_process = self._runs_in_process()
-        ps_ops, unplaced = self._survey()
+        ps_ops, unplaced, shared_locals = self._survey()
         self._plan_ps_scopes(ps_ops)
         self._plan_unplaced(unplaced)
+        self._plan_shared_locals(shared_locals)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def _quote_of(self) -> str:
@@ -329,10 +333,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return '"'
 
     def _survey(self):
-        """The op calls on the ps ({ps scope: [(call, scopes)]}) and the variables with no ps
-        placement ([(call, paths)])."""
+        """The op calls on the ps ({ps scope: [(call, scopes)]}), the variables with no ps
+        placement ([(call, paths)]) and the worker's own variables made under the setter
+        ([(call, paths)])."""
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
+        shared_locals: list[tuple[cst.Call, list[_Path]]] = []
         # Variables a worker keeps (`_kept_on_the_worker`): a setter over them would send
         # them to the ps, where every worker would share them.
         self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
@@ -349,6 +355,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     kinds = {p.kind for p in paths}
                     if self._kept_on_the_worker(call, name):
                         self._worker_locals.append((call, paths))
+                        if "setter" in kinds:
+                            shared_locals.append((call, paths))
                     elif kinds <= {"none", "job"}:
                         unplaced.append((call, paths))
                     elif step and kinds & {"none", "job"}:
@@ -373,7 +381,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 statements_seen.add(statement)
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
-        return ps_ops, unplaced
+        return ps_ops, unplaced, shared_locals
 
     def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job that the code making `call` runs with, as the project
@@ -586,8 +594,19 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if scope == "partial":
             return None
         if scope == "other":
-            return _Path("other")
+            setter = self._setter_given(device_argument(expr))
+            return _Path("other") if setter is None else _Path("setter", setter=setter, item=item)
         return _Path("ps" if scope.job == "ps" else "job", scope)
+
+    def _setter_given(self, given: cst.BaseExpression | None) -> cst.Call | None:
+        """The `replica_device_setter(...)` call a device scope is given, directly or
+        through a name bound to it once; None for anything else."""
+        if isinstance(given, cst.Name):
+            given = single_value(given, self.get_metadata(ScopeProvider, given, None),
+                                 self.parent)
+        if isinstance(given, cst.Call) and self.tf_canonical(given.func) == REPLICA_DEVICE_SETTER:
+            return given
+        return None
 
     def _paths(self, node: cst.CSTNode, what: str, seen: tuple = ()) -> list[_Path]:
         """Where ops created at `node` land, one path per chain of callers in this file."""
@@ -875,6 +894,91 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 self.report(call, (
                     f"{self.code(call.func)} creates {made} {where} though the cluster "
                     f"({cluster}) has a 'ps' job: {harm}") + note, fix=fix, severity="warning")
+
+    # -- the worker's own variables on the ps -------------------------------------------------
+
+    def _plan_shared_locals(self, shared_locals) -> None:
+        """Report the worker's own variables made under `replica_device_setter`, which
+        places by op type, not by collection: each lands on a ps task, shared by every
+        worker. Fixed where every chain of callers reaches the setter: the statements making
+        them move under the setter's worker device, a job the setter keeps."""
+        live = [(c, paths) for c, paths in shared_locals if not self._suppressed(c, None)
+                and not any(p.item is not None and self.suppressed(p.item) for p in paths)]
+        fixes: dict[int, tuple[WrapInWith | None, str]] = {}  # id(call) -> (fix, note)
+        runs: dict[int, list[tuple]] = {}  # id(block) -> [(index, statement, call, paths)]
+        blocks: dict[int, cst.CSTNode] = {}
+        for call, paths in live:
+            chain = self._blocks_of(call)
+            if any(p.kind != "setter" for p in paths):
+                fixes[id(call)] = None, ("; not fixed: the function making it also runs "
+                                         "under other device scopes")
+            elif not chain:
+                fixes[id(call)] = None, "; not fixed: no block holds its statement"
+            else:
+                block, statement = chain[0]
+                index = next(i for i, st in enumerate(block.body) if st is statement)
+                blocks[id(block)] = block
+                runs.setdefault(id(block), []).append((index, statement, call, paths))
+        for key, held in runs.items():
+            body = list(blocks[key].body)
+            held.sort(key=lambda entry: entry[0])
+            group = [held[0]]
+            for entry in held[1:]:
+                between = body[group[-1][0] + 1 : entry[0]]
+                if entry[0] == group[-1][0] or all(map(self._makes_no_variable, between)):
+                    group.append(entry)
+                else:
+                    self._plan_local_run(group, body, fixes)
+                    group = [entry]
+            self._plan_local_run(group, body, fixes)
+        for call, paths in live:
+            setter = next(p for p in paths if p.kind == "setter")
+            where = self.position(self.parent(setter.item))[0]
+            fix, note = fixes[id(call)]
+            self.report(call, (
+                f"{self.code(call.func)} creates the worker's own variable (outside "
+                f"GLOBAL_VARIABLES) under replica_device_setter (line {where}), which sends "
+                f"every variable to a ps task whatever its collections: every worker shares "
+                f"this one") + note, fix=fix, severity="warning")
+
+    def _plan_local_run(self, group, body, fixes) -> None:
+        """The fix of adjacent statements making the worker's own variables: under the
+        device the setter gives the worker's ops."""
+        first, last = group[0][0], group[-1][0]
+        site = body[first]
+        workers = set()
+        for _, _, call, paths in group:
+            for path in paths:
+                given = argument(path.setter, "worker_device", 2)
+                spelled = (self._worker_device(site) if given is None
+                           else self._spell_at(given, site))
+                workers.add(spelled)
+        worker = workers.pop() if len(workers) == 1 else None
+        device = self.v1_spelling_at(group[0][3][0].item.item.func, "device")
+        if worker is None or device is None:
+            why = ("no compat.v1 spelling of device in this file" if worker is not None else
+                   "the setter's worker device cannot be spelled here; put the worker's own "
+                   "variables under tf.device('/job:worker/task:%d' % task_index) by hand")
+            for _, _, call, _ in group:
+                fixes[id(call)] = None, f"; not fixed: {why}"
+            return
+        text = f"{device}({worker})"
+        fix = WrapInWith(tuple(body[first : last + 1]), text)
+        note = (f"; fix: the statements that create it move under {self._short(text)} "
+                f"(a job an op names is kept by the setter)")
+        for _, _, call, _ in group:
+            fixes[id(call)] = fix, note
+
+    def _makes_no_variable(self, statement: cst.CSTNode) -> bool:
+        """Whether a statement calls only TF ops that make no variable (no function of the
+        program's own, which might): moved under the worker's device with its neighbours,
+        its ops land where the setter would have put them."""
+        for call in self._calls:
+            if call is statement or inside(call, statement, self.parent):
+                name = self.tf_canonical(call.func)
+                if name is None or name in CREATES_VARIABLES:
+                    return False
+        return True
 
     def _setter_edit(self, scope: _JobScope, text: str) -> Replace:
         """The edit that makes a `with` item over `scope` the setter `text`."""
