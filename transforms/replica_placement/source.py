@@ -184,14 +184,20 @@ class ReplicaPlacementCodemod(SourceCodemod):
       `opt.minimize`/`opt.compute_gradients`. Not counted: what creates no op a worker should
       run (scopes, initializer and optimizer objects, `tf.group`, the global initializer),
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
-      variable), and a variable's own initial value;
+      variable), and a variable's own initial value, inline or in a name read only by
+      variables (`initial = tf.truncated_normal(shape)`, `tf.Variable(initial)`): it runs
+      once, at initialisation, never per step;
     - a variable created with no ps placement (no device scope at all, or a string naming
       another job: `tf.device('/job:worker/task:%d' % i)`) in code that runs with a cluster
       that has a `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a
       `'ps'` key given to `ClusterSpec` or `Server`. Each worker then trains its own copy.
       The project model says which code runs with it (`FileView.cluster_reaching`): the
       function that makes it, the ones that call that one, and what they call, here or
-      in a module the file imports.
+      in a module the file imports;
+    - a worker's own variable (outside GLOBAL_VARIABLES: `tf.get_local_variable`,
+      `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) made under
+      `replica_device_setter`, which places by op type, not by collection: it lands on a
+      ps task, and every worker shares it (ADAG's local copies and local step).
 
     Left alone: code under a device function (`replica_device_setter`, slim's
     `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
@@ -200,8 +206,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
     functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
     unless they make the cluster, or call what makes it, themselves (a `main`); code no
     cluster's program holds (a local evaluation graph beside the training function);
-    variables outside GLOBAL_VARIABLES (`tf.get_local_variable`, `collections=
-    [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): the worker's own on purpose.
+    variables made with a cluster this file makes when every session the file opens runs
+    in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
+    template's ClusterSpec the graph never runs on); variables outside GLOBAL_VARIABLES
+    (`tf.get_local_variable`, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private
+    collection) under no setter: the worker's own on purpose.
 
     Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
     spelled through the file's own imports (TF2's `tf.device` takes no device function):
@@ -221,7 +230,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
     - a worker scope over variables becomes the setter with that worker as its
       `worker_device`: the compute stays where it was, the variables go to the ps;
     - variables under no scope: the statements from the first to the last of them, in the
-      innermost block holding them all, move into a setter scope.
+      innermost block holding them all, move into a setter scope;
+    - the worker's own variables under the setter: their adjacent statements (with those
+      between that make no variable and call no function of the program) move under
+      `tf.compat.v1.device(WORKER)`, WORKER the setter's `worker_device` (else the one the
+      Server names); the setter keeps a job an op already names.
 
     The setter's arguments come from the program: `cluster=` the name the cluster is bound
     to (else `ps_tasks=` the number of ps addresses in the literal, else the number of ps
@@ -240,7 +253,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     setter would give each worker its own) or names a device chosen at run time;
     variables under no scope that no single block holds; a scope of which another finding
     is suppressed; no ps task count; no compat.v1 spelling; a setter over the worker's own
-    variables too (they would move to the ps, shared by every worker).
+    variables too (they would move to the ps, shared by every worker); a worker's own
+    variable under the setter whose worker device cannot be spelled where it is made, or
+    made by a function also called under other scopes.
 
     Findings and fixes honour `# graphfix: ignore[replica-placement]` on the line, on an
     enclosing statement or on the `with` line of the scope. Not seen: device strings held in
