@@ -370,7 +370,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     kinds = {p.kind for p in paths}
                     if self._kept_on_the_worker(call, name):
                         self._worker_locals.append((call, paths))
-                        if "setter" in kinds:
+                        if "setter" in kinds and self._names_worker_collection(call, name):
                             shared_locals.append((call, paths))
                     elif kinds <= {"none", "job"}:
                         unplaced.append((call, paths))
@@ -458,6 +458,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if key is None or key in GLOBAL_COLLECTION_KEYS:
                 return False  # a name whose value is not seen here may be global
         return True
+
+    def _names_worker_collection(self, call: cst.Call, name: str) -> bool:
+        """Whether a variable outside GLOBAL_VARIABLES says whose it is: a local variable, or
+        collections it names (`collections=[]`, preloaded data in no collection, may be
+        meant for the ps)."""
+        given = argument(call, "collections", VARIABLE_COLLECTIONS_AT.get(name))
+        return name in LOCAL_VARIABLE_MAKERS or bool(getattr(given, "elements", ()))
 
     def _creates_op(self, call: cst.Call, name: str | None) -> bool:
         if name is None:
