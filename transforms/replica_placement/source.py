@@ -476,8 +476,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return not (name in _NO_OPS or name.startswith(_NO_OP_PREFIXES)
                     or name.endswith(_NO_OP_SUFFIXES) or ".initializers." in name)
 
-    def _in_variable_arguments(self, call: cst.CSTNode) -> bool:
-        current = self.parent(call)
+    def _in_variable_arguments(self, node: cst.CSTNode) -> bool:
+        current = self.parent(node)
         while current is not None and not isinstance(current, (cst.BaseStatement, cst.Lambda)):
             if isinstance(current, cst.Call):
                 name = self.tf_canonical(current.func)
