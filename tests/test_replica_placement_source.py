@@ -7,9 +7,10 @@ tests/test_source_fixtures.py; a finding's column is where the call it names sta
 Cases that define `build(cluster_spec, task_index)` are also built, before and after the
 fix, by TensorFlow in one subprocess (graph mode, no servers started), for a cluster of two
 ps tasks and worker task 1. Before, the bug shows: an op that is not a variable's on the ps,
-or a variable off it. After, every variable op is on `/job:ps/task:k`, over every ps task
-when there are enough variables; no other op outside the variables' colocation groups is on
-the ps, and those given a job are on worker task 1.
+a variable off it, or a worker's own variable (outside GLOBAL_VARIABLES) on it. After, every
+global variable op is on `/job:ps/task:k`, over every ps task when there are enough of
+them, and every worker's own one on worker task 1; no other op outside the variables'
+colocation groups is on the ps, and those given a job are on worker task 1.
 """
 
 from __future__ import annotations
@@ -69,6 +70,19 @@ def test_unplaced_variables_say_each_worker_trains_its_own_copy():
             assert "replica_device_setter" in finding.message
 
 
+def test_worker_own_variables_under_the_setter_say_every_worker_shares_them():
+    """A variable outside GLOBAL_VARIABLES made under replica_device_setter lands on the ps:
+    the finding says so, and the fix moves it under the setter's worker device."""
+    code = (SOURCE / "setter_over_worker_local_variables" / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(code, only=[NAME])
+    assert [f.line for f in findings] == [14, 15, 17]
+    for finding in findings:
+        assert "under replica_device_setter (line 12)" in finding.message
+        assert "every worker shares this one" in finding.message
+    assert ("        with tf.device('/job:worker/task:%d' % task_index):\n"
+            "            local_a = tf.Variable(") in fixed
+
+
 # -- built by TensorFlow ----------------------------------------------------------------------
 
 # conftest.py runs this file as a script (`_worker`) in a subprocess that starts before the
@@ -98,7 +112,9 @@ def test_fixed_graph_places_variables_on_ps(case: Path, built: dict):
                      for which in ("before", "after"))
     assert set(before) == set(after), "the fix must not add, drop or rename ops"
     groups = _variable_groups(after)
-    variables = [n for n, node in after.items() if node["op"] in VARIABLE_OPS]
+    shared = set(built[case.name]["global"])
+    variables = [n for n, node in after.items() if node["op"] in VARIABLE_OPS and n in shared]
+    own = [n for n, node in after.items() if node["op"] in VARIABLE_OPS and n not in shared]
     assert variables
 
     def pipeline_on_ps(nodes):
@@ -106,7 +122,8 @@ def test_fixed_graph_places_variables_on_ps(case: Path, built: dict):
                 if n not in groups and _job_task(node["device"])[0] == "ps"]
 
     variables_off_ps = [n for n in variables if _job_task(before[n]["device"])[0] != "ps"]
-    assert pipeline_on_ps(before) or variables_off_ps, "the case must show the bug"
+    own_on_ps = [n for n in own if _job_task(before[n]["device"])[0] == "ps"]
+    assert pipeline_on_ps(before) or variables_off_ps or own_on_ps, "the case must show the bug"
 
     tasks = set()
     for name in variables:
@@ -116,6 +133,7 @@ def test_fixed_graph_places_variables_on_ps(case: Path, built: dict):
     if len(variables) >= PS_TASKS:  # round-robin over the cluster's ps tasks
         assert tasks == {str(k) for k in range(PS_TASKS)}
     assert pipeline_on_ps(after) == []
+    assert [_job_task(after[n]["device"]) for n in own] == [("worker", str(TASK_INDEX))] * len(own)
     for name, node in after.items():
         job, task = _job_task(node["device"])
         if name not in groups and job is not None:
@@ -138,7 +156,7 @@ def _worker(case_dirs: list[str]) -> dict:
     tf.compat.v1.disable_v2_behavior()  # TF1 graphs: ref variables, as in the seeds
     out = {}
     for case_dir in map(Path, case_dirs):
-        result = out[case_dir.name] = {}
+        result = out[case_dir.name] = {"global": []}
         for which in ("before", "after"):
             path = case_dir / f"{which}.py"
             namespace = {"__name__": f"fixture_{case_dir.name}_{which}", "__file__": str(path)}
@@ -150,6 +168,8 @@ def _worker(case_dirs: list[str]) -> dict:
             graph = tf.Graph()
             with graph.as_default():
                 namespace["build"](cluster, TASK_INDEX)
+                shared = {v.op.name for v in tf.compat.v1.global_variables()}
+            result["global"] = sorted(set(result["global"]) | shared)
             result[which] = {
                 n.name: {"op": n.op, "device": n.device,
                          "colocate": [c.decode() for c in n.attr["_class"].list.s]}

@@ -58,9 +58,14 @@ evaluation graph beside them), variables under no scope or under a worker's
 (`'/job:worker/task:%d' % i`) are warnings too, as each worker trains its own copy: the
 worker scope becomes the setter with that `worker_device`, unscoped variable statements move
 into a setter scope. The setter's `cluster=` and `worker_device=` come from the program's own
-ClusterSpec and `Server(..., task_index=...)`. Variables outside GLOBAL_VARIABLES (a local
-variable, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) are the
-worker's own on purpose and left alone. Scopes that choose ps tasks by hand are
+ClusterSpec and `Server(..., task_index=...)`. A program whose sessions all run in-process
+(`tf.Session()` with no target) shares no variable through the cluster it makes, and a
+variable's initial value (inline, or a name only variables read) runs once: neither is
+found. Variables outside GLOBAL_VARIABLES (a local variable, `collections=
+[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) are the worker's own on purpose
+and left alone, but under the setter, which places by op type, they land on the ps, shared
+by every worker: found, and moved under the setter's `worker_device` (a job an op already
+names is kept). Scopes that choose ps tasks by hand are
 reported, not rewritten (round-robin may move a variable to another task). Device functions
 (a setter already, slim's `variables_device()`, a chooser) are left alone; see
 `ReplicaPlacementCodemod`.

@@ -78,6 +78,15 @@ _SHARED_STATE = frozenset(
         "FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "QueueBase",
         "ConditionalAccumulator", "SparseConditionalAccumulator", "Barrier")}
 )
+# Sessions that run the graph in this process unless given a target (their parameter, and
+# where it is positional): `tf.Session()` beside a Server still runs on no cluster.
+_LOCAL_SESSIONS = {"Session": ("target", 0), "InteractiveSession": ("target", 0),
+                   "train.MonitoredTrainingSession": ("master", 0),
+                   "train.MonitoredSession": ("session_creator", 0)}
+# What opens sessions in ways not read here (a master given later, by a session creator, by
+# an estimator): a file using one may run its graph on the cluster.
+_OTHER_SESSIONS = frozenset({"train.Supervisor", "train.SessionManager",
+                             "train.ChiefSessionCreator", "train.WorkerSessionCreator"})
 _GRADIENT_METHODS = frozenset({"minimize", "compute_gradients"})  # opt.minimize(loss)
 _LINE = 99  # longest line the fix writes before it breaks the setter's arguments
 
@@ -98,11 +107,14 @@ class _Path:
     """Where ops created at one place land, along one chain of callers.
 
     kind: `ps` (a string scope naming the ps job), `job` (one naming another job: a worker),
-    `none` (no device scope at all), `other` (a device function, `replica_device_setter`,
-    slim's `variables_device()`, `colocate_with`, or callers we cannot see)."""
+    `none` (no device scope at all), `setter` (`replica_device_setter`: `setter` is its
+    call, `item` the `with` item), `other` (another device function, slim's
+    `variables_device()`, `colocate_with`, or callers we cannot see)."""
 
     kind: str
     scope: _JobScope | None = None
+    setter: cst.Call | None = None
+    item: cst.WithItem | None = None
 
 
 @dataclasses.dataclass
@@ -172,14 +184,20 @@ class ReplicaPlacementCodemod(SourceCodemod):
       `opt.minimize`/`opt.compute_gradients`. Not counted: what creates no op a worker should
       run (scopes, initializer and optimizer objects, `tf.group`, the global initializer),
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
-      variable), and a variable's own initial value;
+      variable), and a variable's own initial value, inline or in a name read only by
+      variables (`initial = tf.truncated_normal(shape)`, `tf.Variable(initial)`): it runs
+      once, at initialisation, never per step;
     - a variable created with no ps placement (no device scope at all, or a string naming
       another job: `tf.device('/job:worker/task:%d' % i)`) in code that runs with a cluster
       that has a `ps` job: `tf.train.ClusterSpec({... 'ps': [...]})`, or a dict with a
       `'ps'` key given to `ClusterSpec` or `Server`. Each worker then trains its own copy.
       The project model says which code runs with it (`FileView.cluster_reaching`): the
       function that makes it, the ones that call that one, and what they call, here or
-      in a module the file imports.
+      in a module the file imports;
+    - a worker's own variable (outside GLOBAL_VARIABLES: `tf.get_local_variable`,
+      `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) made under
+      `replica_device_setter`, which places by op type, not by collection: it lands on a
+      ps task, and every worker shares it (ADAG's local copies and local step).
 
     Left alone: code under a device function (`replica_device_setter`, slim's
     `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
@@ -188,8 +206,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
     functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
     unless they make the cluster, or call what makes it, themselves (a `main`); code no
     cluster's program holds (a local evaluation graph beside the training function);
-    variables outside GLOBAL_VARIABLES (`tf.get_local_variable`, `collections=
-    [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): the worker's own on purpose.
+    variables made with a cluster this file makes when every session the file opens runs
+    in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
+    template's ClusterSpec the graph never runs on); variables outside GLOBAL_VARIABLES
+    (`tf.get_local_variable`, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private
+    collection) under no setter: the worker's own on purpose.
 
     Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
     spelled through the file's own imports (TF2's `tf.device` takes no device function):
@@ -209,7 +230,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
     - a worker scope over variables becomes the setter with that worker as its
       `worker_device`: the compute stays where it was, the variables go to the ps;
     - variables under no scope: the statements from the first to the last of them, in the
-      innermost block holding them all, move into a setter scope.
+      innermost block holding them all, move into a setter scope;
+    - the worker's own variables under the setter: their adjacent statements (with those
+      between that make no variable and call no function of the program) move under
+      `tf.compat.v1.device(WORKER)`, WORKER the setter's `worker_device` (else the one the
+      Server names); the setter keeps a job an op already names.
 
     The setter's arguments come from the program: `cluster=` the name the cluster is bound
     to (else `ps_tasks=` the number of ps addresses in the literal, else the number of ps
@@ -228,7 +253,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     setter would give each worker its own) or names a device chosen at run time;
     variables under no scope that no single block holds; a scope of which another finding
     is suppressed; no ps task count; no compat.v1 spelling; a setter over the worker's own
-    variables too (they would move to the ps, shared by every worker).
+    variables too (they would move to the ps, shared by every worker); a worker's own
+    variable under the setter whose worker device cannot be spelled where it is made, or
+    made by a function also called under other scopes.
 
     Findings and fixes honour `# graphfix: ignore[replica-placement]` on the line, on an
     enclosing statement or on the `with` line of the scope. Not seen: device strings held in
@@ -305,9 +332,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._cluster = self._find_cluster()
         self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
-        ps_ops, unplaced = self._survey()
+        self._in_process = self._runs_in_process()
+        ps_ops, unplaced, shared_locals = self._survey()
         self._plan_ps_scopes(ps_ops)
         self._plan_unplaced(unplaced)
+        self._plan_shared_locals(shared_locals)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def _quote_of(self) -> str:
@@ -319,19 +348,21 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return '"'
 
     def _survey(self):
-        """The op calls on the ps ({ps scope: [(call, scopes)]}) and the variables with no ps
-        placement ([(call, paths)])."""
+        """The op calls on the ps ({ps scope: [(call, scopes)]}), the variables with no ps
+        placement ([(call, paths)]) and the worker's own variables made under the setter
+        ([(call, paths)])."""
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
+        shared_locals: list[tuple[cst.Call, list[_Path]]] = []
         # Variables a worker keeps (`_kept_on_the_worker`): a setter over them would send
         # them to the ps, where every worker would share them.
         self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
         statements_seen: set[cst.CSTNode] = set()
         for call in self._calls:
             name = self.tf_canonical(call.func)
-            if self._in_variable_arguments(call):
-                continue  # an initial value: it goes where its variable's initializer goes
-            if name in CREATES_VARIABLES and self._cluster_of(call) is not None:
+            if self._in_variable_arguments(call) or self._initial_value_only(call):
+                continue  # an initial value: it runs once, when its variable is initialized
+            if name in CREATES_VARIABLES and self._shares_variables(call):
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     step = name in GLOBAL_STEP_MAKERS
@@ -339,6 +370,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     kinds = {p.kind for p in paths}
                     if self._kept_on_the_worker(call, name):
                         self._worker_locals.append((call, paths))
+                        if "setter" in kinds and self._names_worker_collection(call, name):
+                            shared_locals.append((call, paths))
                     elif kinds <= {"none", "job"}:
                         unplaced.append((call, paths))
                     elif step and kinds & {"none", "job"}:
@@ -363,7 +396,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 statements_seen.add(statement)
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
-        return ps_ops, unplaced
+        return ps_ops, unplaced, shared_locals
 
     def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job that the code making `call` runs with, as the project
@@ -373,6 +406,34 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if call not in self._clusters_at:
             self._clusters_at[call] = self.project.cluster_reaching(self.position(call)[0])
         return self._clusters_at[call]
+
+    def _shares_variables(self, call: cst.Call) -> bool:
+        """Whether the variables made at `call` live on a cluster whose workers share what
+        the ps holds: a cluster with a ps job reaches the code, and the graph is not run in
+        this process alone (`_runs_in_process`, for a cluster this file makes)."""
+        cluster = self._cluster_of(call)
+        return cluster is not None and not (self._in_process
+                                            and cluster[0] == self.project.label)
+
+    def _runs_in_process(self) -> bool:
+        """Whether every session this file opens runs the graph in this process: there is
+        one, each a `tf.Session()` (or `MonitoredTrainingSession`) given no target, and
+        nothing else here opens one (a Supervisor, a session creator, an estimator) or
+        reads a server's `target`. A ClusterSpec such a program makes (a course template's
+        boilerplate, a flag choosing it) shares no variable among workers."""
+        local = False
+        for call in self._calls:
+            name = self.tf_canonical(call.func)
+            if name in _LOCAL_SESSIONS:
+                given = argument(call, *_LOCAL_SESSIONS[name])
+                if (given is not None and _string_value(given) != "") or any(
+                        arg.star for arg in call.args):
+                    return False
+                local = True
+            elif name in _OTHER_SESSIONS or (name or "").startswith("estimator."):
+                return False
+        return local and not any(node.attr.value == "target"
+                                 for node in self.nodes(cst.Attribute))
 
     def _kept_on_the_worker(self, call: cst.Call, name: str) -> bool:
         """Whether a variable is made outside GLOBAL_VARIABLES (`tf.local_variable`,
@@ -398,6 +459,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 return False  # a name whose value is not seen here may be global
         return True
 
+    def _names_worker_collection(self, call: cst.Call, name: str) -> bool:
+        """Whether a variable outside GLOBAL_VARIABLES says whose it is: a local variable, or
+        collections it names (`collections=[]`, preloaded data in no collection, may be
+        meant for the ps)."""
+        given = argument(call, "collections", VARIABLE_COLLECTIONS_AT.get(name))
+        return name in LOCAL_VARIABLE_MAKERS or bool(getattr(given, "elements", ()))
+
     def _creates_op(self, call: cst.Call, name: str | None) -> bool:
         if name is None:
             return (isinstance(call.func, cst.Attribute)
@@ -408,8 +476,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
         return not (name in _NO_OPS or name.startswith(_NO_OP_PREFIXES)
                     or name.endswith(_NO_OP_SUFFIXES) or ".initializers." in name)
 
-    def _in_variable_arguments(self, call: cst.Call) -> bool:
-        current = self.parent(call)
+    def _in_variable_arguments(self, node: cst.CSTNode) -> bool:
+        current = self.parent(node)
         while current is not None and not isinstance(current, (cst.BaseStatement, cst.Lambda)):
             if isinstance(current, cst.Call):
                 name = self.tf_canonical(current.func)
@@ -417,6 +485,30 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     return True
             current = self.parent(current)
         return False
+
+    def _initial_value_only(self, node: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `node` is in the value of a name read only in variables' arguments
+        (`initial = tf.truncated_normal(shape)`, then `tf.Variable(initial)`), directly or
+        through other such names (`scaled = initial * 2`): an initial value computed in a
+        statement of its own, which runs once, at initialisation, never per step."""
+        current = self.parent(node)
+        while not isinstance(current, cst.Assign):
+            if current is None or isinstance(current, (cst.BaseStatement, cst.Lambda)):
+                return False
+            current = self.parent(current)
+        target = bound_name(current.value, self.parent)
+        if target is None or depth > 4 or not (
+                node is current.value or inside(node, current.value, self.parent)):
+            return False
+        scope = self.get_metadata(ScopeProvider, target, None)
+        if scope is None:
+            return False
+        reads = [access.node for assignment in scope.assignments[target.value]
+                 if getattr(assignment, "node", None) is target
+                 for access in assignment.references]
+        return bool(reads) and all(self._in_variable_arguments(read)
+                                   or self._initial_value_only(read, depth + 1)
+                                   for read in reads)
 
     # -- the cluster and this worker ----------------------------------------------------------
 
@@ -524,8 +616,19 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if scope == "partial":
             return None
         if scope == "other":
-            return _Path("other")
+            setter = self._setter_given(device_argument(expr))
+            return _Path("other") if setter is None else _Path("setter", setter=setter, item=item)
         return _Path("ps" if scope.job == "ps" else "job", scope)
+
+    def _setter_given(self, given: cst.BaseExpression | None) -> cst.Call | None:
+        """The `replica_device_setter(...)` call a device scope is given, directly or
+        through a name bound to it once; None for anything else."""
+        if isinstance(given, cst.Name):
+            given = single_value(given, self.get_metadata(ScopeProvider, given, None),
+                                 self.parent)
+        if isinstance(given, cst.Call) and self.tf_canonical(given.func) == REPLICA_DEVICE_SETTER:
+            return given
+        return None
 
     def _paths(self, node: cst.CSTNode, what: str, seen: tuple = ()) -> list[_Path]:
         """Where ops created at `node` land, one path per chain of callers in this file."""
@@ -813,6 +916,91 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 self.report(call, (
                     f"{self.code(call.func)} creates {made} {where} though the cluster "
                     f"({cluster}) has a 'ps' job: {harm}") + note, fix=fix, severity="warning")
+
+    # -- the worker's own variables on the ps -------------------------------------------------
+
+    def _plan_shared_locals(self, shared_locals) -> None:
+        """Report the worker's own variables made under `replica_device_setter`, which
+        places by op type, not by collection: each lands on a ps task, shared by every
+        worker. Fixed where every chain of callers reaches the setter: the statements making
+        them move under the setter's worker device, a job the setter keeps."""
+        live = [(c, paths) for c, paths in shared_locals if not self._suppressed(c, None)
+                and not any(p.item is not None and self.suppressed(p.item) for p in paths)]
+        fixes: dict[int, tuple[WrapInWith | None, str]] = {}  # id(call) -> (fix, note)
+        runs: dict[int, list[tuple]] = {}  # id(block) -> [(index, statement, call, paths)]
+        blocks: dict[int, cst.CSTNode] = {}
+        for call, paths in live:
+            chain = self._blocks_of(call)
+            if any(p.kind != "setter" for p in paths):
+                fixes[id(call)] = None, ("; not fixed: the function making it also runs "
+                                         "under other device scopes")
+            elif not chain:
+                fixes[id(call)] = None, "; not fixed: no block holds its statement"
+            else:
+                block, statement = chain[0]
+                index = next(i for i, st in enumerate(block.body) if st is statement)
+                blocks[id(block)] = block
+                runs.setdefault(id(block), []).append((index, statement, call, paths))
+        for key, held in runs.items():
+            body = list(blocks[key].body)
+            held.sort(key=lambda entry: entry[0])
+            group = [held[0]]
+            for entry in held[1:]:
+                between = body[group[-1][0] + 1 : entry[0]]
+                if entry[0] == group[-1][0] or all(map(self._makes_no_variable, between)):
+                    group.append(entry)
+                else:
+                    self._plan_local_run(group, body, fixes)
+                    group = [entry]
+            self._plan_local_run(group, body, fixes)
+        for call, paths in live:
+            setter = next(p for p in paths if p.kind == "setter")
+            where = self.position(self.parent(setter.item))[0]
+            fix, note = fixes[id(call)]
+            self.report(call, (
+                f"{self.code(call.func)} creates the worker's own variable (outside "
+                f"GLOBAL_VARIABLES) under replica_device_setter (line {where}), which sends "
+                f"every variable to a ps task whatever its collections: every worker shares "
+                f"this one") + note, fix=fix, severity="warning")
+
+    def _plan_local_run(self, group, body, fixes) -> None:
+        """The fix of adjacent statements making the worker's own variables: under the
+        device the setter gives the worker's ops."""
+        first, last = group[0][0], group[-1][0]
+        site = body[first]
+        workers = set()
+        for _, _, call, paths in group:
+            for path in paths:
+                given = argument(path.setter, "worker_device", 2)
+                spelled = (self._worker_device(site) if given is None
+                           else self._spell_at(given, site))
+                workers.add(spelled)
+        worker = workers.pop() if len(workers) == 1 else None
+        device = self.v1_spelling_at(group[0][3][0].item.item.func, "device")
+        if worker is None or device is None:
+            why = ("no compat.v1 spelling of device in this file" if worker is not None else
+                   "the setter's worker device cannot be spelled here; put the worker's own "
+                   "variables under tf.device('/job:worker/task:%d' % task_index) by hand")
+            for _, _, call, _ in group:
+                fixes[id(call)] = None, f"; not fixed: {why}"
+            return
+        text = f"{device}({worker})"
+        fix = WrapInWith(tuple(body[first : last + 1]), text)
+        note = (f"; fix: the statements that create it move under {self._short(text)} "
+                f"(a job an op names is kept by the setter)")
+        for _, _, call, _ in group:
+            fixes[id(call)] = fix, note
+
+    def _makes_no_variable(self, statement: cst.CSTNode) -> bool:
+        """Whether a statement calls only TF ops that make no variable (no function of the
+        program's own, which might): moved under the worker's device with its neighbours,
+        its ops land where the setter would have put them."""
+        for call in self._calls:
+            if call is statement or inside(call, statement, self.parent):
+                name = self.tf_canonical(call.func)
+                if name is None or name in CREATES_VARIABLES:
+                    return False
+        return True
 
     def _setter_edit(self, scope: _JobScope, text: str) -> Replace:
         """The edit that makes a `with` item over `scope` the setter `text`."""
