@@ -191,3 +191,33 @@ def test_sharded_savers_per_task_ops_stay_on_their_ps_task(tf):
     fixed, _ = graphfix.fix_graph(graph_def, only=["replica-placement"])
     devices = {n.name: n.device for n in fixed.node}
     assert {n: devices[n] for n in on_ps} == {n: original[n] for n in on_ps}
+
+
+def test_a_variables_initial_value_computed_on_the_ps_is_not_a_pipeline_op(tf):
+    """`tf.Variable(tf.truncated_normal(...) * 0.1)` under a ps scope computes its initial
+    value on the ps once, when the variables are initialized, never in a step: no finding
+    for it; an op of the step under the same scope still is one."""
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/job:ps/task:0"):
+            w = tf1.Variable(tf1.truncated_normal([4, 2], stddev=0.1) * 2.0, name="w")
+            b = tf1.Variable(tf1.constant(0.1, shape=[2]), name="b")
+        with tf.device("/job:worker/task:0"):
+            x = tf1.placeholder(tf.float32, [None, 4], name="x")
+            loss = tf.reduce_mean(tf.matmul(x, w) + b, name="loss")
+            tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+        tf1.global_variables_initializer()
+    graph_def = graph.as_graph_def()
+    on_ps = {n.name for n in graph_def.node if n.device.startswith("/job:ps")}
+    assert {"w/Assign", "truncated_normal", "mul"} <= on_ps
+    assert graphfix.check_graph(graph_def, only=["replica-placement"]) == []
+    fixed, _ = graphfix.fix_graph(graph_def, only=["replica-placement"])
+    assert (fixed.SerializeToString(deterministic=True)
+            == graph_def.SerializeToString(deterministic=True))
+
+    with graph.as_default():
+        with tf.device("/job:ps/task:0"):
+            tf.add(w, 1.0, name="pipeline_add")
+    findings = graphfix.check_graph(graph.as_graph_def(), only=["replica-placement"])
+    assert [f.node for f in findings] == ["pipeline_add/y", "pipeline_add"]

@@ -49,6 +49,15 @@ def _variable_at(index: GraphIndex, position: int) -> int | None:
     return _variable_from(index, sources[0])
 
 
+def is_initializer(index: GraphIndex, position: int) -> bool:
+    """Whether the node at `position` is a variable's own initializer: the assign TF names
+    `<variable>/Assign`, run once, when the variables are initialized."""
+    if index.ops[position] not in ASSIGN_OPS:
+        return False
+    variable = _variable_at(index, position)
+    return variable is not None and index.names[position] == f"{index.names[variable]}/Assign"
+
+
 def detect_update_ops(index: GraphIndex) -> list[str]:
     """Batch-norm moving-average updates: assigns to moving statistics, not initializers."""
     names = index.names

@@ -22,8 +22,10 @@ under `colocate_with` a node that is no variable: the setter never sees it) on t
 every other op on the ps, but those the setter's own graphs put there on purpose: a `NoOp`
 (as `tf.group` leaves it: it computes nothing), a sharded Saver's save and restore ops (it
 puts them with each task's variables), a `Const` only ops staying on the ps read, and an op
-that only feeds a shared resource's ops (the tokens the chief enqueues beside its queue). A
-graph the setter placed gives no finding and is not rewritten.
+that only feeds a shared resource's ops (the tokens the chief enqueues beside its queue) or
+a variable's initializer (its initial value, computed once when the variables are
+initialized, never in a step). A graph the setter placed gives no finding and is not
+rewritten.
 
 Fixed: as `replica_device_setter(ps_tasks, ps_device, worker_device, merge_devices=True)`
 would have placed the graph when it was built: each variable's whole colocation group goes
@@ -80,7 +82,7 @@ from graphfix.graph.devices import DeviceSpec
 from graphfix.findings import Change, Edit, Finding
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 from graphfix.graph.placement import variable_bytes
-from graphfix.graph.training import global_step, worker_local_variables
+from graphfix.graph.training import global_step, is_initializer, worker_local_variables
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
@@ -292,14 +294,17 @@ class ReplicaPlacement(Transform):
         """The ordinary ops on the ps job that belong there: a `NoOp` (as `tf.group` leaves
         it: it computes nothing), a sharded Saver's op for its task, a `Const` that only ops
         staying on the ps read (`on_ps_tasks`: the members of the groups placed on a ps
-        task), and the ops that only feed a shared resource's ops (`shared_members`: the
-        tokens SyncReplicasOptimizer's chief enqueues, computed beside its token queue)."""
+        task), the ops that only feed a shared resource's ops (`shared_members`: the
+        tokens SyncReplicasOptimizer's chief enqueues, computed beside its token queue), and
+        the ops that only feed a variable's initializer (its initial value: run once, when
+        the variables are initialized, never in a step)."""
         devices, kinds, names = graph.devices, graph.ops, graph.names
         on_ps = [p for p in ordinary if devices[p] and DeviceSpec.parse(devices[p]).job == ps_job]
         if not on_ps:
             return set()
         staying: set[int] = set()
         serving: set[int] = set()
+        initial: set[int] = set()
 
         def stays(position: int) -> bool:
             return position in staying or position in on_ps_tasks
@@ -316,6 +321,9 @@ class ReplicaPlacement(Transform):
             elif readers and all(r in shared_members or r in serving for r in readers):
                 staying.add(position)
                 serving.add(position)
+            elif readers and all(r in initial or is_initializer(graph, r) for r in readers):
+                staying.add(position)
+                initial.add(position)
         return staying
 
     def _assign_tasks(self, graph, groups, tasks: int, strategy: str, local: set[int],
