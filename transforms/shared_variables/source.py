@@ -7,8 +7,16 @@ from functools import partial
 
 import libcst as cst
 
-from graphfix.source.codemod import Example, SourceCodemod, argument, v1_spelling
+from graphfix.source.codemod import (
+    HOLE,
+    Example,
+    SourceCodemod,
+    argument,
+    device_template,
+    v1_spelling,
+)
 from graphfix.source.fixes import Replace
+from graphfix.source.vocabulary import VARIABLE_COLLECTION_KEYS
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -24,6 +32,9 @@ _KEPT = frozenset({"trainable", "collections", "validate_shape", "caching_device
 # Arguments `get_variable` has no counterpart for.
 _NOT_IN_GET_VARIABLE = frozenset({"variable_def", "import_scope", "expected_shape",
                                   "experimental_enable_variable_lifting"})
+# The local collection's keys (`tf.GraphKeys.LOCAL_VARIABLES`, its string): a worker's own
+# variables, neither saved nor trained.
+_LOCAL_KEYS = frozenset(k for k, kind in VARIABLE_COLLECTION_KEYS.items() if kind == "frozen")
 
 
 def _last_name(target: cst.BaseExpression) -> str | None:
@@ -119,7 +130,7 @@ class SharedVariablesCodemod(SourceCodemod):
                 continue
             line = self.position(call)[0]
             region = next((r for r in regions if r[0] <= line <= r[1]), None)
-            if region is not None:
+            if region is not None and not self._towers_own(call):
                 sites.append((call, region))
         named = {}
         for call, _ in sites:
@@ -131,6 +142,24 @@ class SharedVariablesCodemod(SourceCodemod):
             self._judge(call, first, why, spelling, named, reusing)
 
     # -- reading a call --------------------------------------------------------------------
+
+    def _towers_own(self, call: cst.Call) -> bool:
+        """Whether a `Variable(...)` is meant to be each tower's own: not trainable
+        (`trainable=False`, as written), and in the local collection or named per call (a
+        name built from values: `"state_%d" % gpu`, an f-string): a tower's recurrent
+        state or counters, which one shared variable would mix across the towers' batch
+        shards."""
+        trainable = argument(call, "trainable", 1)
+        if not (isinstance(trainable, cst.Name) and trainable.value == "False"):
+            return False
+        collections = argument(call, "collections", None)
+        keys = (collections.elements if isinstance(collections, (cst.List, cst.Tuple))
+                else ())
+        if any(_collection_key(element.value) in _LOCAL_KEYS for element in keys):
+            return True
+        name = argument(call, "name", None)
+        # (a string template: where the text is made at run time, a HOLE)
+        return name is not None and HOLE in (device_template(name) or "")
 
     def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """Where a get_variable name must be unique: the innermost `with variable_scope(...)`
@@ -244,6 +273,16 @@ def _as_get_variable(spelling: str, name: str | None, updated: cst.Call) -> cst.
         if arg.keyword is not None and arg.keyword.value in _KEPT - {"trainable"}:
             args.append(_keyword(arg.keyword.value, arg.value))
     return updated.with_changes(func=cst.parse_expression(spelling), args=args)
+
+
+def _collection_key(expr: cst.BaseExpression) -> str | None:
+    """A collection's key as written: `tf.GraphKeys.LOCAL_VARIABLES` -> LOCAL_VARIABLES, a
+    string literal -> its text."""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    return None
 
 
 def _keyword(key: str, value: cst.BaseExpression) -> cst.Arg:
