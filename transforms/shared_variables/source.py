@@ -60,7 +60,15 @@ class SharedVariablesCodemod(SourceCodemod):
     .reuse_variables()` to the end of its variable scope (from the start of the tower loop
     it is in: the loop's next pass reuses), and the functions such code calls, in this file
     or another of the run. Reuse applies to `get_variable` only: each call makes a new
-    variable, one per tower.
+    variable, one per tower. What such a call does not run is not under reuse: a module's
+    own code (a function that reads a module's name does not run the module: the code
+    before a script's tower loop, which the script calls at module level, is made once),
+    and the branch of an `if flag:` (or `a if flag else b`) that a flag the call gives as a
+    literal does not take (`Model(reuse_variables=True)` never calls the `tf.Variable`
+    maker its `else:` picks). Not found: a variable meant to be each tower's own, not
+    trainable (`trainable=False`) and in `LOCAL_VARIABLES` or named per call (`"state_%d" %
+    gpu`): a tower's recurrent state, which one shared variable would mix across the
+    towers' batch shards.
 
     Fixed: `tf.compat.v1.get_variable(name, initializer=init, ...)`, spelled as the file
     reaches compat.v1 (`tf.get_variable` after `import tensorflow.compat.v1 as tf`), named

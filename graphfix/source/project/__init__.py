@@ -834,7 +834,8 @@ class FileView:
         `graphfix.source.project.facts.reuse_facts`): its own (`Project.reuse`), and the
         code of its units that code under such a scope calls, in this file or one connected
         to it by imports, transitively (a tower loop's `tower_loss(scope)` in train.py
-        runs model.py's `inference` under the loop's reuse)."""
+        runs model.py's `inference` under the loop's reuse), but not a module's body, nor
+        a branch a flag given by the call does not take (`_run_by_call`)."""
         project, own = self.project, self.label
         found = [tuple(region) for region in project.reuse(own)["regions"]]
         said: dict[tuple[str, str], tuple[str, bool]] = {}  # a unit: its first call's
