@@ -355,20 +355,25 @@ class Project:
                     return found
         return None
 
-    def references(self, label: str, unit: str) -> frozenset[tuple[str, str]]:
+    def references(self, label: str, unit: str, leaving_out: frozenset[str] = frozenset()
+                   ) -> frozenset[tuple[str, str]]:
         """The units one unit refers to (its edges in the reference graph); a class
-        refers to its methods."""
+        refers to its methods. `leaving_out`: names it reads whose units are not counted
+        (a branch not taken: `_run_by_call`)."""
         key = (label, unit)
-        if key not in self._edges:
+        if key not in self._edges or leaving_out:
             part = self.parts.get(label)
             found: set[tuple[str, str]] = set()
             if part is not None and unit in part["units"]:
                 for name in part["units"][unit]["refs"]:
-                    found |= self.resolve_in(label, unit, name)
+                    if name not in leaving_out:
+                        found |= self.resolve_in(label, unit, name)
                 if part["units"][unit]["kind"] == "class":
                     found.update((label, method) for method in part["units"]
                                  if method.startswith(f"{unit}."))
             found.discard(key)
+            if leaving_out:
+                return frozenset(found)
             self._edges[key] = frozenset(found)
         return self._edges[key]
 
@@ -657,14 +662,7 @@ def _run_by_call(project: Project, start: tuple[str, str], flags: dict[str, bool
                     if first is not None:
                         unrun.append((first, last))
         out[key] = unrun
-        if names:
-            targets = set().union(*(project.resolve_in(label, unit, name) for name in
-                                    part["units"][unit]["refs"] if name not in names))
-            if part["units"][unit]["kind"] == "class":
-                targets |= {(label, m) for m in part["units"] if m.startswith(f"{unit}.")}
-        else:
-            targets = project.references(label, unit)
-        queue.extend(sorted(targets - {key}))
+        queue.extend(sorted(project.references(label, unit, frozenset(names))))
     return out
 
 
@@ -673,9 +671,10 @@ def _spans_run(spans: list[list[int]], unrun: list[tuple[int, int]]
     """A unit's line spans without the line ranges left unrun."""
     pieces = [tuple(span) for span in spans]
     for first, last in unrun:
-        pieces = [piece for a, b in pieces for piece in ((a, first - 1), (last + 1, b))
-                  if piece[0] <= piece[1]] if any(a <= last and first <= b
-                                                   for a, b in pieces) else pieces
+        pieces = [piece for a, b in pieces
+                  for piece in ([(a, b)] if b < first or last < a
+                                else [(a, first - 1), (last + 1, b)])
+                  if piece[0] <= piece[1]]
     return pieces
 
 
