@@ -41,7 +41,10 @@ and the variables their gradients train differ from the original's; `verify FIXE
 
 In source (`SharedVariablesCodemod`): a `tf.Variable(init, ...)` made inside a reusing scope
 becomes `tf.compat.v1.get_variable(name, initializer=init, ...)`, named from `name=` or the
-variable it is assigned to, keeping dtype, trainable and collections.
+variable it is assigned to, keeping dtype, trainable and collections. A variable meant to
+be each tower's own (not trainable, and in `LOCAL_VARIABLES` or named per tower: a tower's
+recurrent state) is left alone, and so is a `tf.Variable` the towers' calls never run (a
+maker chosen by a flag they set the other way, the code of a script's module body).
 """
 
 from __future__ import annotations

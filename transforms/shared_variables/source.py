@@ -7,15 +7,24 @@ from functools import partial
 
 import libcst as cst
 
-from graphfix.source.codemod import Example, SourceCodemod, argument, v1_spelling
+from graphfix.source.codemod import (
+    HOLE,
+    Example,
+    SourceCodemod,
+    argument,
+    device_template,
+    v1_spelling,
+)
 from graphfix.source.fixes import Replace
+from graphfix.source.vocabulary import VARIABLE_COLLECTION_KEYS
 
 # -- Source surface -------------------------------------------------------------------------
 #
 # Where code runs under a variable scope that reuses is the project model's to say
 # (`FileView.reusing_regions`: `with variable_scope(..., reuse=...)`, after
 # `reuse_variables()`, and the code such code calls, across files). Here: each
-# `tf.Variable(...)` made there, rewritten as `get_variable`.
+# `tf.Variable(...)` made there, but a tower's own state (`_towers_own`), rewritten as
+# `get_variable`.
 
 # `Variable(initial_value, trainable, ...)`: past `trainable` the positions differ between
 # TF1's Variable and TF2's, so a positional argument there is not rewritten.
@@ -24,6 +33,9 @@ _KEPT = frozenset({"trainable", "collections", "validate_shape", "caching_device
 # Arguments `get_variable` has no counterpart for.
 _NOT_IN_GET_VARIABLE = frozenset({"variable_def", "import_scope", "expected_shape",
                                   "experimental_enable_variable_lifting"})
+# The local collection's keys (`tf.GraphKeys.LOCAL_VARIABLES`, its string): a worker's own
+# variables, neither saved nor trained.
+_LOCAL_KEYS = frozenset(k for k, kind in VARIABLE_COLLECTION_KEYS.items() if kind == "frozen")
 
 
 def _last_name(target: cst.BaseExpression) -> str | None:
@@ -49,7 +61,15 @@ class SharedVariablesCodemod(SourceCodemod):
     .reuse_variables()` to the end of its variable scope (from the start of the tower loop
     it is in: the loop's next pass reuses), and the functions such code calls, in this file
     or another of the run. Reuse applies to `get_variable` only: each call makes a new
-    variable, one per tower.
+    variable, one per tower. What such a call does not run is not under reuse: a module's
+    own code (a function that reads a module's name does not run the module: the code
+    before a script's tower loop, which the script calls at module level, is made once),
+    and the branch of an `if flag:` (or `a if flag else b`) that a flag the call gives as a
+    literal does not take (`Model(reuse_variables=True)` never calls the `tf.Variable`
+    maker its `else:` picks). Not found: a variable meant to be each tower's own, not
+    trainable (`trainable=False`) and in `LOCAL_VARIABLES` or named per call (`"state_%d" %
+    gpu`): a tower's recurrent state, which one shared variable would mix across the
+    towers' batch shards.
 
     Fixed: `tf.compat.v1.get_variable(name, initializer=init, ...)`, spelled as the file
     reaches compat.v1 (`tf.get_variable` after `import tensorflow.compat.v1 as tf`), named
@@ -119,7 +139,7 @@ class SharedVariablesCodemod(SourceCodemod):
                 continue
             line = self.position(call)[0]
             region = next((r for r in regions if r[0] <= line <= r[1]), None)
-            if region is not None:
+            if region is not None and not self._towers_own(call):
                 sites.append((call, region))
         named = {}
         for call, _ in sites:
@@ -131,6 +151,24 @@ class SharedVariablesCodemod(SourceCodemod):
             self._judge(call, first, why, spelling, named, reusing)
 
     # -- reading a call --------------------------------------------------------------------
+
+    def _towers_own(self, call: cst.Call) -> bool:
+        """Whether a `Variable(...)` is meant to be each tower's own: not trainable
+        (`trainable=False`, as written), and in the local collection or named per call (a
+        name built from values: `"state_%d" % gpu`, an f-string): a tower's recurrent
+        state or counters, which one shared variable would mix across the towers' batch
+        shards."""
+        trainable = argument(call, "trainable", 1)
+        if not (isinstance(trainable, cst.Name) and trainable.value == "False"):
+            return False
+        collections = argument(call, "collections", None)
+        keys = (collections.elements if isinstance(collections, (cst.List, cst.Tuple))
+                else ())
+        if any(_collection_key(element.value) in _LOCAL_KEYS for element in keys):
+            return True
+        name = argument(call, "name", None)
+        # (a string template: where the text is made at run time, a HOLE)
+        return name is not None and HOLE in (device_template(name) or "")
 
     def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """Where a get_variable name must be unique: the innermost `with variable_scope(...)`
@@ -244,6 +282,16 @@ def _as_get_variable(spelling: str, name: str | None, updated: cst.Call) -> cst.
         if arg.keyword is not None and arg.keyword.value in _KEPT - {"trainable"}:
             args.append(_keyword(arg.keyword.value, arg.value))
     return updated.with_changes(func=cst.parse_expression(spelling), args=args)
+
+
+def _collection_key(expr: cst.BaseExpression) -> str | None:
+    """A collection's key as written: `tf.GraphKeys.LOCAL_VARIABLES` -> LOCAL_VARIABLES, a
+    string literal -> its text."""
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    if isinstance(expr, cst.SimpleString) and isinstance(expr.evaluated_value, str):
+        return expr.evaluated_value
+    return None
 
 
 def _keyword(key: str, value: cst.BaseExpression) -> cst.Arg:

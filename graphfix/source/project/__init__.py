@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from graphfix.source.project.cluster import cluster_programs
-from graphfix.source.project.facts import REUSE_WORDS, reuse_facts
+from graphfix.source.project.facts import REUSE_WORDS, flag_branches, reuse_facts
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
@@ -77,6 +77,7 @@ class Project:
         self._feeds: dict[str, dict] = {}
         self._reads: dict[str, dict] = {}
         self._reuse: dict[str, dict] = {}
+        self._branches: dict[str, list[list]] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
             self._by_path.setdefault(os.path.realpath(label), label)
@@ -158,6 +159,17 @@ class Project:
                     facts = reuse_facts(tree, AstTfNames(tree))
             self._reuse[label] = facts
         return self._reuse[label]
+
+    def flag_branches(self, label: str) -> list[list]:
+        """The branches of file `label`'s units that one value of a flag takes
+        (`graphfix.source.project.facts.flag_branches`), read from its code when first
+        asked (only where a call under reuse gives a flag)."""
+        if label not in self._branches:
+            code = self._code_of(label) if label in self.parts else None
+            tree = parsed(code) if code is not None else None
+            self._branches[label] = ([] if tree is None
+                                     else flag_branches(tree, AstTfNames(tree)))
+        return self._branches[label]
 
     # -- modules ---------------------------------------------------------------------------
 
@@ -377,20 +389,25 @@ class Project:
                     return found
         return None
 
-    def references(self, label: str, unit: str) -> frozenset[tuple[str, str]]:
+    def references(self, label: str, unit: str, leaving_out: frozenset[str] = frozenset()
+                   ) -> frozenset[tuple[str, str]]:
         """The units one unit refers to (its edges in the reference graph); a class
-        refers to its methods."""
+        refers to its methods. `leaving_out`: names it reads whose units are not counted
+        (a branch not taken: `_run_by_call`)."""
         key = (label, unit)
-        if key not in self._edges:
+        if key not in self._edges or leaving_out:
             part = self.parts.get(label)
             found: set[tuple[str, str]] = set()
             if part is not None and unit in part["units"]:
                 for name in part["units"][unit]["refs"]:
-                    found |= self.resolve_in(label, unit, name)
+                    if name not in leaving_out:
+                        found |= self.resolve_in(label, unit, name)
                 if part["units"][unit]["kind"] == "class":
                     found.update((label, method) for method in part["units"]
                                  if method.startswith(f"{unit}."))
             found.discard(key)
+            if leaving_out:
+                return frozenset(found)
             self._edges[key] = frozenset(found)
         return self._edges[key]
 
@@ -652,15 +669,47 @@ class _AttributeKinds:
                 if (code := self.project._code_of(label)) is not None and mention.search(code)]
 
 
-def _reached_with(project: Project, starts: dict[tuple[str, str], tuple]
-                  ) -> dict[tuple[str, str], tuple]:
-    """Every unit `starts` reach (`Project.reached`), each with what is said of a start
-    that reaches it (the first, in order)."""
-    out: dict[tuple[str, str], tuple] = {}
-    for start, why in sorted(starts.items()):
-        for unit in project.reached([start]):
-            out.setdefault(unit, why)
+def _run_by_call(project: Project, start: tuple[str, str], flags: dict[str, bool]
+                 ) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """The units a call of `start` runs: `start` and the units it refers to, transitively,
+    but no module body (a function that reads a module's name does not run the module's
+    code: that ran at import) and nothing named only in a branch that the call's `flags`
+    (keyword: literal value, given by the call) do not take (`Project.flag_branches`:
+    `Model(reuse_variables=True)` never runs the `else:` of its `if
+    self.reuse_variables:`, a flag keeps its name as it is passed on). Each unit with the
+    line ranges of its code so left unrun."""
+    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    queue = deque([start])
+    while queue:
+        label, unit = key = queue.popleft()
+        if key in out or unit == MODULE_BODY:
+            continue
+        part = project.parts.get(label)
+        unrun: list[tuple[int, int]] = []
+        names: set[str] = set()
+        if flags and part is not None and unit in part["units"]:
+            for line, first, last, flag, taken, only in project.flag_branches(label):
+                # (a class reads what its methods read: theirs are its own)
+                if flags.get(flag, taken) != taken and unit_at(part, line) in (
+                        unit, *(m for m in part["units"] if m.startswith(f"{unit}."))):
+                    names.update(only)
+                    if first is not None:
+                        unrun.append((first, last))
+        out[key] = unrun
+        queue.extend(sorted(project.references(label, unit, frozenset(names))))
     return out
+
+
+def _spans_run(spans: list[list[int]], unrun: list[tuple[int, int]]
+               ) -> list[tuple[int, int]]:
+    """A unit's line spans without the line ranges left unrun."""
+    pieces = [tuple(span) for span in spans]
+    for first, last in unrun:
+        pieces = [piece for a, b in pieces
+                  for piece in ([(a, b)] if b < first or last < a
+                                else [(a, first - 1), (last + 1, b)])
+                  if piece[0] <= piece[1]]
+    return pieces
 
 
 class FileView:
@@ -900,22 +949,31 @@ class FileView:
         `graphfix.source.project.facts.reuse_facts`): its own (`Project.reuse`), and the
         code of its units that code under such a scope calls, in this file or one connected
         to it by imports, transitively (a tower loop's `tower_loss(scope)` in train.py
-        runs model.py's `inference` under the loop's reuse)."""
+        runs model.py's `inference` under the loop's reuse), but not a module's body, nor
+        a branch a flag given by the call does not take (`_run_by_call`)."""
         project, own = self.project, self.label
         found = [tuple(region) for region in project.reuse(own)["regions"]]
-        called: dict[tuple[str, str], tuple[str, bool]] = {}
+        said: dict[tuple[str, str], tuple[str, bool]] = {}  # a unit: its first call's
+        runs: dict[tuple, dict] = {}
         for label in sorted(project.connected(own)):
             part = project.parts.get(label)
             if part is None:
                 continue
-            for line, callee, why, strict in project.reuse(label)["calls"]:
-                for target in project.resolve_in(label, unit_at(part, line), callee):
-                    called.setdefault(target, (f"called at {label}:{line} under {why}", strict))
-        if called:
-            for (label, unit), (why, strict) in sorted(_reached_with(project, called).items()):
-                if label == own:
-                    for first, last in project.parts[label]["units"][unit]["spans"]:
-                        found.append((first, last, why, first if strict else None))
+            for line, callee, why, strict, flags in project.reuse(label)["calls"]:
+                for target in sorted(project.resolve_in(label, unit_at(part, line), callee)):
+                    key = (target, tuple(sorted(flags.items())))
+                    if key not in runs:
+                        runs[key] = _run_by_call(project, target, flags)
+                    for reached, unrun in sorted(runs[key].items()):
+                        said.setdefault(reached, (f"called at {label}:{line} under {why}",
+                                                  strict))
+                        if reached[0] != own:
+                            continue
+                        why_here, strict_here = said[reached]
+                        for first, last in _spans_run(
+                                project.parts[own]["units"][reached[1]]["spans"], unrun):
+                            found.append((first, last, why_here,
+                                          first if strict_here else None))
         return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
 
     def reuses_at(self, line: int) -> bool:

@@ -618,10 +618,19 @@ class _ReuseReader(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _flags_given(call: ast.Call) -> dict[str, bool]:
+    """The keyword arguments a call gives as a literal True or False (`reuse_variables=
+    True`): the flags the code it calls branches on (`flag_branches`)."""
+    return {k.arg: k.value.value for k in call.keywords
+            if k.arg is not None and isinstance(k.value, ast.Constant)
+            and isinstance(k.value.value, bool)}
+
+
 def reuse_facts(tree: ast.Module, names: AstTfNames) -> dict:
     """Where a module's code runs under a variable scope that reuses, and what it calls
     there: {"regions": [[first line, last line, why, strict]], "calls": [[line, callee as
-    spelled, why, strict]]}, in line order. `strict` is where reuse is on already on the
+    spelled, why, strict, flags]]}, in line order (`flags`: {keyword: bool} the call gives
+    as a literal, `_flags_given`). `strict` is where reuse is on already on the
     first pass (a region's line from which on, None: nowhere; a call's: whether it is):
     code there finds only variables made before it (`reuse=True`; what follows
     `reuse_variables()` in its first pass), where `AUTO_REUSE` and a scope re-entered with
@@ -641,5 +650,72 @@ def reuse_facts(tree: ast.Module, names: AstTfNames) -> dict:
             region = next((r for r in regions if r[0] <= node.lineno <= r[1]), None)
             if callee is not None and region is not None:
                 strict = region[3] is not None and node.lineno >= region[3]
-                calls.append([node.lineno, callee, region[2], strict])
-    return {"regions": regions, "calls": sorted(calls)}
+                calls.append([node.lineno, callee, region[2], strict, _flags_given(node)])
+    return {"regions": regions, "calls": sorted(calls, key=lambda c: c[:4])}
+
+
+# -- branches on a flag ----------------------------------------------------------------------
+
+
+def _flag_of(test: ast.expr) -> tuple[str, bool] | None:
+    """(flag, the value that takes the branch) of a test on one flag: `if reuse:`,
+    `if self.reuse_variables:` (the attribute's name), `if not share:`; None for any other
+    test."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _flag_of(test.operand)
+        return None if inner is None else (inner[0], not inner[1])
+    if isinstance(test, ast.Name):
+        return test.id, True
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name):
+        return test.attr, True
+    return None
+
+
+class _Skipping(UnitReader):
+    """A unit's reader that leaves some nodes out (a branch, to see what the rest reads)."""
+
+    def __init__(self, names: AstTfNames, skipped: list[ast.AST]):
+        super().__init__(names, placements=False)
+        self._skipped = {id(node) for node in skipped}
+
+    def visit(self, node: ast.AST):
+        if id(node) not in self._skipped:
+            return super().visit(node)
+        return None
+
+
+def flag_branches(tree: ast.Module, names: AstTfNames) -> list[list]:
+    """The branches of a module's functions taken by one value of a flag (`if
+    self.reuse_variables: make = _get_variable` / `else: make = _create_variable`, an
+    `a if flag else b`) of the file's units (`file_part`), as [line of the test, first
+    line, last line, flag, value that takes it, names read there only], in line order: a
+    caller that gives the flag the other value (`Model(reuse_variables=True)`,
+    `_flags_given`) runs none of the branch's code and calls nothing only it names (names
+    as `UnitReader.refs` spells them; the first and last lines of an `a if flag else b`
+    are None: it shares its line with the code around it)."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    units = [s for s in tree.body if isinstance(s, defs)] + [
+        m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+        if isinstance(m, defs)]  # (the units of `file_part`: what `rest` reads is theirs)
+    found = []
+    for function in units:
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.If, ast.IfExp)):
+                continue
+            flag = _flag_of(node.test)
+            if flag is None:
+                continue
+            for taken, branch in ((flag[1], node.body), (not flag[1], node.orelse)):
+                statements = branch if isinstance(branch, list) else [branch]
+                if not statements:
+                    continue
+                inside = _Skipping(names, [])
+                for statement in statements:
+                    inside.visit(statement)
+                rest = _Skipping(names, statements)
+                rest.read_def(function)
+                only = sorted(inside.refs - rest.refs)
+                lines = ([statements[0].lineno, statements[-1].end_lineno]
+                         if isinstance(node, ast.If) else [None, None])
+                found.append([node.lineno, *lines, flag[0], taken, only])
+    return sorted(found, key=lambda b: (b[0], b[1] or 0, b[2] or 0, b[3], b[4]))
