@@ -53,6 +53,13 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 from graphfix.source.run import run_source  # noqa: F401  (part of this module's API)
+from graphfix.source.scopes import single_value
+from graphfix.source.vocabulary import (
+    GLOBAL_COLLECTION_KEYS,
+    LOCAL_VARIABLE_MAKERS,
+    VARIABLE_COLLECTIONS_AT,
+    VARIABLE_CONSTRUCTORS,
+)
 
 HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
@@ -70,9 +77,67 @@ def argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpr
     return None
 
 
+def outside_global_variables(call: cst.Call, name: str) -> bool:
+    """Whether a variable constructor's call (`name`, canonical: `Variable`, `get_variable`)
+    keeps its variable out of GLOBAL_VARIABLES: a local variable maker, or `collections=`
+    a literal list of keys none of which is global (`[tf.GraphKeys.LOCAL_VARIABLES]`, a
+    private collection): state of the graph's own process or tower that no saver, global
+    initializer or other replica shares. A list built elsewhere may hold a global key: no."""
+    if name in LOCAL_VARIABLE_MAKERS:
+        return True
+    if name not in VARIABLE_COLLECTIONS_AT:
+        return False
+    given = argument(call, "collections", VARIABLE_COLLECTIONS_AT[name])
+    if not isinstance(given, (cst.List, cst.Tuple, cst.Set)):
+        return False
+    for element in given.elements:
+        value = element.value
+        if isinstance(element, cst.StarredElement):
+            return False
+        if isinstance(value, cst.Attribute):
+            key = value.attr.value
+        elif isinstance(value, cst.SimpleString):
+            key = value.evaluated_value
+        else:
+            return False
+        if key in GLOBAL_COLLECTION_KEYS:
+            return False
+    return True
+
+
+def trained(call: cst.Call, name: str) -> bool | None:
+    """Whether a variable constructor's call makes a trainable variable (its default, or a
+    literal `trainable=`); None where the code gives another expression."""
+    args = VARIABLE_CONSTRUCTORS.get(name)
+    if args is None:
+        return None
+    given = argument(call, "trainable", args.trainable_at)
+    if given is None:
+        return args.trainable
+    if isinstance(given, cst.Name) and given.value in ("True", "False"):
+        return given.value == "True"
+    return None
+
+
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """What a `device(...)` call is given (v1 and v2 name the parameter differently)."""
     return argument(call, "device_name_or_function", 0) or argument(call, "device_name", None)
+
+
+def device_asked(call: cst.Call, scope_of: Callable[[cst.CSTNode], Scope | None],
+                 parent: Callable[[cst.CSTNode], cst.CSTNode | None]
+                 ) -> cst.BaseExpression | None:
+    """What a `device(...)` call asks for: its argument, or where that is a name one plain
+    assignment of its scope binds, the value bound (`gpu_name = "/gpu:" + str(i)` in a
+    tower loop's body, then `tf.device(gpu_name)`). A name bound otherwise (by a `for`, as a
+    parameter, more than once) stays the name. `scope_of`: libcst's ScopeProvider's answer
+    for a node."""
+    given = device_argument(call)
+    if isinstance(given, cst.Name):
+        bound = single_value(given, scope_of(given), parent)
+        if bound is not None:
+            return bound
+    return given
 
 
 def device_template(expr: cst.BaseExpression) -> str | None:

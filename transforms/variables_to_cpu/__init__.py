@@ -158,7 +158,19 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
         return True
     named = {arg.id for call in scopes for arg in call_arguments(call)
              if isinstance(arg, ast.Name)}
+    if named & _bound_to_gpus(syntax):
+        return True
     return bool(named) and bool(named & looped_over_gpus())
+
+
+def _bound_to_gpus(syntax: Syntax) -> set[str]:
+    """The names some assignment of the file binds to a GPU string (`gpu_name = "/gpu:" +
+    str(i)`): a device given through such a name may be the GPU (the codemod reads a name
+    bound once in its scope, `codemod.device_asked`)."""
+    from graphfix.source.syntax import strings_in
+
+    return {name for name, values in syntax.assigned.items()
+            if any("gpu" in text.lower() for value in values for text in strings_in(value))}
 
 
 # The members whose outputs are a variable's value: the variable, its `read`, a

@@ -7,6 +7,7 @@ import dataclasses
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from libcst.metadata import ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
@@ -14,7 +15,10 @@ from graphfix.source.codemod import (
     SourceCodemod,
     argument,
     device_argument,
+    device_asked,
     device_template,
+    outside_global_variables,
+    trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
 from graphfix.source.scopes import descendants, enclosing, with_items_around
@@ -87,6 +91,7 @@ class _GpuScope:
     # its name (it gives every op of another type, VariableV2 too, the GPU).
     misses_v2: str | None = None
     widening: Replace | None = None  # the fix: its comparison names today's variable ops too
+    elsewhere: bool = False  # the device function is another file's (not this file's to fix)
 
 
 @dataclasses.dataclass
@@ -131,6 +136,9 @@ _WIDENED = ("Variable", "VariableV2", "VarHandleOp")  # what a widened test name
 
 
 def _widened_note(scope: _GpuScope) -> str:
+    if scope.elsewhere:
+        return (f"; not fixed: make {scope.misses_v2} pin VariableV2 and VarHandleOp too, in "
+                f"the file that defines it")
     if scope.widening is None:
         return (f"; not fixed: make {scope.misses_v2} pin VariableV2 and VarHandleOp too "
                 "(its test is not a comparison graphfix rewrites)")
@@ -395,7 +403,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
                 slim=self._slim_module(node.func) if name.startswith("slim.") else None,
             )
-        if not self._flagged(variable, scope):
+        if not self._flagged(variable, scope) or self._tower_private(variable):
             return
         if statement is None:
             self.report(node, self._message(variable, scope)
@@ -502,13 +510,17 @@ class VariablesToCpuCodemod(SourceCodemod):
         "/cpu:0"`): TF 0.x's op. TF 1.x makes VariableV2 (2.x VarHandleOp), which the
         function passes on to the device it gives every other op: the GPU, read from its
         string arguments (`assign_to_device('/gpu:%d' % i)`) or its returns. None where the
-        function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU."""
+        function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU. A
+        function no statement of this file defines is looked for in the project's other
+        files (`_imported_function_missing_v2`)."""
         given = device_argument(expr)
         factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
         name = given.func if factory else given
         if not isinstance(name, cst.Name):
-            return None
+            return self._imported_function_missing_v2(expr)  # (`common.assign_to_gpu(i)`)
         functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
+        if not functions:
+            return self._imported_function_missing_v2(expr)
         if len(functions) != 1:
             return None
         function = functions[0]
@@ -525,6 +537,52 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return _GpuScope(expr, device, dynamic, misses_v2=name.value,
                                  widening=self._widening(function))
         return None
+
+    def _imported_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
+        """`_device_function_missing_v2` for a device function another file of the project
+        defines (`from common import assign_to_gpu`, then `tf.device(assign_to_gpu(i,
+        ps))`), read from that file's code (the project model finds it); the names its test
+        reads are that file's. Not fixed here: the test to widen is in the other file."""
+        given = device_argument(expr)
+        factory = isinstance(given, cst.Call)
+        called = given.func if factory else given
+        text = (get_full_name_for_node(called)
+                if isinstance(called, (cst.Name, cst.Attribute)) else None)
+        found = None if text is None else self.project.function_elsewhere(
+            text, self.position(expr)[0])
+        if found is None:
+            return None
+        path, code, unit, line = found
+        module = self._module_of(path, code)
+        functions = [] if module is None else [
+            f for f in module.body if isinstance(f, cst.FunctionDef) and f.name.value == unit]
+        if len(functions) != 1:
+            return None
+        assigns = descendants(module, cst.Assign)
+        pinned = self._op_types_compared(functions[0], assigns)
+        if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
+            return None
+        candidates = ([a.value for a in given.args] if factory else []) + [
+            r.value for r in descendants(functions[0], cst.Return) if r.value is not None]
+        for candidate in candidates:
+            template = device_template(candidate)
+            kind, device, dynamic = (_classify_device(template) if template is not None
+                                     else ("unknown", "", False))
+            if kind == "gpu":
+                return _GpuScope(expr, device, dynamic, misses_v2=f"{text} ({path}:{line})",
+                                 elsewhere=True)
+        return None
+
+    def _module_of(self, path: str, code: str) -> cst.Module | None:
+        """Another file's libcst tree (read once per file checked), None if it does not
+        parse."""
+        modules = self.__dict__.setdefault("_modules", {})
+        if path not in modules:
+            try:
+                modules[path] = cst.parse_module(code)
+            except (cst.ParserSyntaxError, RecursionError, ValueError):
+                modules[path] = None
+        return modules[path]
 
     def _widening(self, function: cst.FunctionDef) -> Replace | None:
         """The edit that makes a device function's test of "Variable" pin VariableV2 and
@@ -570,7 +628,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return Replace(tested, lambda _, text=text: cst.parse_expression(text))
         return None
 
-    def _op_types_compared(self, function: cst.FunctionDef) -> set[str] | None:
+    def _op_types_compared(self, function: cst.FunctionDef,
+                           assigns: list[cst.Assign] | None = None) -> set[str] | None:
         """The strings a function compares an op's type with (`op.type == "Variable"`,
         `node_def.op in PS_OPS`, the list assigned once in the file); None if it tests a
         prefix or a substring (`op.type.startswith("Variable")`), which VariableV2 passes."""
@@ -585,20 +644,24 @@ class VariablesToCpuCodemod(SourceCodemod):
                 continue
             for target in comparison.comparisons:
                 if isinstance(target.operator, (cst.Equal, cst.In)):
-                    compared |= self._strings_in(target.comparator)
+                    compared |= self._strings_in(target.comparator, assigns)
         return compared
 
-    def _strings_in(self, expr: cst.BaseExpression) -> set[str]:
+    def _strings_in(self, expr: cst.BaseExpression,
+                    assigns: list[cst.Assign] | None = None) -> set[str]:
+        """The strings `expr` spells (in a list, tuple or set; through a name one
+        assignment of `assigns`, the file's by default, binds)."""
         if isinstance(expr, cst.SimpleString):
             value = expr.evaluated_value
             return {value} if isinstance(value, str) else set()
         if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-            return set().union(*(self._strings_in(e.value) for e in expr.elements))
+            return set().union(*(self._strings_in(e.value, assigns) for e in expr.elements))
         if isinstance(expr, cst.Name):
-            assigned = [node.value for node in self.nodes(cst.Assign)
+            assigned = [node.value for node in (self.nodes(cst.Assign) if assigns is None
+                                                else assigns)
                         for a in node.targets if isinstance(a.target, cst.Name)
                         and a.target.value == expr.value]
-            return self._strings_in(assigned[0]) if len(assigned) == 1 else set()
+            return self._strings_in(assigned[0], assigns) if len(assigned) == 1 else set()
         return set()
 
     def _device_templates(self, call: cst.Call) -> list[str]:
@@ -610,6 +673,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if given is None:
             return []
         template = device_template(given)
+        if template is None and isinstance(given, cst.Name):
+            template = self._bound_device_template(call)
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
@@ -624,6 +689,14 @@ class VariablesToCpuCodemod(SourceCodemod):
             return []
         templates = [device_template(e.value) for e in listed.elements]
         return [] if None in templates else templates
+
+    def _bound_device_template(self, call: cst.Call) -> str | None:
+        """The device template of the value that the name given to `device(...)` is bound
+        to once in its scope (`gpu_name = "/gpu:" + str(i)` before `tf.device(gpu_name)`,
+        `codemod.device_asked`); None where no one assignment binds it."""
+        bound = device_asked(call, lambda node: self.get_metadata(ScopeProvider, node, None),
+                             self.parent)
+        return None if bound is None else device_template(bound)
 
     def _looped_over(self, name: cst.Name) -> cst.BaseExpression | None:
         """What the innermost `for` around `name` that binds it loops over (through
@@ -761,7 +834,22 @@ class VariablesToCpuCodemod(SourceCodemod):
                 and t.target.attr.value == "allow_soft_placement"
                 and self.code(node.value) == "True"
                 for node in self.nodes(cst.Assign) for t in node.targets)
-        return self._soft
+        return self._soft or self._soft_placing_importer() is not None
+
+    def _soft_placing_importer(self) -> str | None:
+        """The file importing this one (directly or not) whose sessions soft-place, as the
+        project model reads it (`FileView.soft_placing_importer`): a model module's graph
+        runs in the script's session (allenai/bi-att-flow's basic/model.py, whose int32
+        global step basic/main.py's sessions soft-place)."""
+        if "_soft_importer" not in self.__dict__:
+            self._soft_importer = self.project.soft_placing_importer()
+        return self._soft_importer
+
+    def _soft_placing_sessions(self) -> str:
+        """Whose sessions set allow_soft_placement=True, in words."""
+        if self._soft:
+            return "the file's sessions set"
+        return f"the sessions of {self._soft_placing_importer()}, which imports it, set"
 
     @staticmethod
     def _kernel_op(variable: _Variable) -> str:
@@ -783,6 +871,21 @@ class VariablesToCpuCodemod(SourceCodemod):
             return False
         return option == "every-gpu-variable" or scope.dynamic or self._towers
 
+    def _tower_private(self, variable: _Variable) -> bool:
+        """Whether a float variable is its tower's own by design, no finding unless scope
+        `every-gpu-variable` asks for every GPU variable: made anew by each call
+        (`tf.Variable`, which reuse never gives back), not trained (`trainable=False`) and
+        kept out of GLOBAL_VARIABLES (`collections=[tf.GraphKeys.LOCAL_VARIABLES]`): the
+        recurrent state each tower carries between steps. No gradient or saver pairs it
+        across towers and only its tower reads it, so it is none of the shared variables
+        that belong on the CPU; the graph surface, which warns where towers on two GPUs
+        read a variable, finds none. Without a GPU kernel it is TF's error all the same."""
+        return (variable.through is None and variable.name in VARIABLE_CALLS
+                and not self._no_gpu_kernel(variable)
+                and self.options.get("scope", "all") != "every-gpu-variable"
+                and trained(variable.call, variable.name) is False
+                and outside_global_variables(variable.call, variable.name))
+
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
         where = f"under {self.code(scope.call)}"
@@ -791,8 +894,9 @@ class VariablesToCpuCodemod(SourceCodemod):
             if self._soft_placement():
                 return (
                     f"{what} creates {article} {variable.dtype} variable {where}: "
-                    f"{self._kernel_op(variable)} has no GPU kernel for {variable.dtype}; the "
-                    f"file's sessions set allow_soft_placement=True, which moves it to the CPU "
+                    f"{self._kernel_op(variable)} has no GPU kernel for {variable.dtype}; "
+                    f"{self._soft_placing_sessions()} allow_soft_placement=True, which moves it "
+                    f"to the CPU "
                     f"(without it TF fails with \"Could not satisfy explicit device "
                     f"specification\")"
                 )
