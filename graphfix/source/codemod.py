@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import string
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar, Optional
 
@@ -176,6 +177,61 @@ def device_template(expr: cst.BaseExpression) -> str | None:
             return None
         text = _BRACES.sub(HOLE, base.replace("{{", "\1").replace("}}", "\2"))
         return text.replace("\1", "{").replace("\2", "}")
+    return None
+
+
+def device_template_filled(expr: cst.BaseExpression,
+                           value_of: Callable[[cst.BaseExpression], str | None]) -> str | None:
+    """`device_template` of a device string built with `str.format` or `%`, each field
+    filled with the value `value_of` knows for its argument (a flag's default:
+    `"/{}:{}".format(config.device_type, i)`, `device_type` defaulting to "gpu", is
+    `/gpu:` + HOLE); a field it does not know stays a HOLE. None where `expr` is no
+    `format` or `%` of a string literal, or its fields cannot be matched to arguments."""
+    if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "format" and isinstance(expr.func.value, cst.SimpleString)
+            and not any(a.star for a in expr.args)):
+        base = expr.func.value.evaluated_value
+        if not isinstance(base, str):
+            return None
+        positional = [a.value for a in expr.args if a.keyword is None]
+        named = {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
+        out, turn = [], 0
+        try:
+            fields = list(string.Formatter().parse(base))
+        except ValueError:
+            return None
+        for literal, field, _, _ in fields:
+            out.append(literal)
+            if field is None:
+                continue
+            head = re.split(r"[.\[]", field, maxsplit=1)[0]
+            if head == "":
+                given, turn = (positional[turn] if turn < len(positional) else None), turn + 1
+            elif head.isdigit():
+                given = positional[int(head)] if int(head) < len(positional) else None
+            else:
+                given = named.get(head)
+            if given is None:
+                return None
+            value = value_of(given) if head == field else None
+            out.append(HOLE if value is None else value)
+        return "".join(out)
+    if (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)
+            and isinstance(expr.left, cst.SimpleString)):
+        base = expr.left.evaluated_value
+        if not isinstance(base, str):
+            return None
+        right = expr.right
+        given = ([e.value for e in right.elements] if isinstance(right, cst.Tuple)
+                 else [right])
+        pieces = _PERCENT.split(base.replace("%%", "\1"))
+        if len(pieces) - 1 != len(given):
+            return None
+        out = [pieces[0]]
+        for value_expr, piece in zip(given, pieces[1:]):
+            value = value_of(value_expr)
+            out += [HOLE if value is None else value, piece]
+        return "".join(out).replace("\1", "%")
     return None
 
 

@@ -76,6 +76,7 @@ win over an outer device function, which TF applies last). See `VariablesToCpuCo
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import TYPE_CHECKING, Iterator
 
@@ -153,7 +154,8 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
               for item in block.items
               if isinstance(item.context_expr, ast.Call)
               and tail_name(item.context_expr.func) == "device"]
-    if any(not isinstance(arg, ast.Name) and spells_gpu(arg)
+    if any(not isinstance(arg, ast.Name) and (spells_gpu(arg) or _types_at_run_time(arg))
+           or _imported_function(syntax, arg)
            for call in scopes for arg in call_arguments(call)):
         return True
     named = {arg.id for call in scopes for arg in call_arguments(call)
@@ -161,6 +163,29 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
     if named & _bound_to_gpus(syntax):
         return True
     return bool(named) and bool(named & looped_over_gpus())
+
+
+# A device string whose device type is a field filled at run time (`"/{}:{}"`, `"/%s:%d"`).
+_TYPE_FIELD = re.compile(r"(^|/)(device:)?(\{[^{}]*\}|%[-#0 +]*\w)(:|$)")
+
+
+def _types_at_run_time(node: ast.AST) -> bool:
+    """Whether a device argument is a string whose device type is filled in at run time:
+    the codemod reads a flag's default there (`"/{}:{}".format(config.device_type, i)`)."""
+    from graphfix.source.syntax import strings_in
+
+    return any(_TYPE_FIELD.search(text) for text in strings_in(node))
+
+
+def _imported_function(syntax: Syntax, node: ast.AST) -> bool:
+    """Whether a device argument is a name imported from outside TF, or a call of one
+    (`assign_to_gpu(i)` after `from common import assign_to_gpu`): a device function the
+    codemod may read in another file of the project."""
+    called = node.func if isinstance(node, ast.Call) else node
+    while isinstance(called, ast.Attribute):
+        called = called.value
+    return (isinstance(called, ast.Name) and called.id in syntax.imports
+            and not syntax.imports[called.id].startswith("tensorflow"))
 
 
 def _bound_to_gpus(syntax: Syntax) -> set[str]:

@@ -17,6 +17,7 @@ from graphfix.source.codemod import (
     device_argument,
     device_asked,
     device_template,
+    device_template_filled,
     outside_global_variables,
     trained,
 )
@@ -673,8 +674,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if given is None:
             return []
         template = device_template(given)
-        if template is None and isinstance(given, cst.Name):
-            template = self._bound_device_template(call)
+        if template is None and isinstance(given, cst.Name) or template and HOLE in template:
+            template = self._asked_template(call) or template
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
@@ -690,13 +691,27 @@ class VariablesToCpuCodemod(SourceCodemod):
         templates = [device_template(e.value) for e in listed.elements]
         return [] if None in templates else templates
 
-    def _bound_device_template(self, call: cst.Call) -> str | None:
-        """The device template of the value that the name given to `device(...)` is bound
-        to once in its scope (`gpu_name = "/gpu:" + str(i)` before `tf.device(gpu_name)`,
-        `codemod.device_asked`); None where no one assignment binds it."""
-        bound = device_asked(call, lambda node: self.get_metadata(ScopeProvider, node, None),
+    def _asked_template(self, call: cst.Call) -> str | None:
+        """The device template of what `device(...)` asks for (`codemod.device_asked`): the
+        value a name given there is bound to once in its scope (`gpu_name = "/gpu:" +
+        str(i)` before `tf.device(gpu_name)`), a device type given at run time filled in
+        with a flag's default (`"/{}:{}".format(config.device_type, i)`, the project
+        defining flag `device_type` with default "gpu"); None where neither shows it."""
+        asked = device_asked(call, lambda node: self.get_metadata(ScopeProvider, node, None),
                              self.parent)
-        return None if bound is None else device_template(bound)
+        template = None if asked is None else device_template(asked)
+        if template is not None and _classify_device(template)[0] == "unknown":
+            template = device_template_filled(asked, self._flag_default) or template
+        return template
+
+    def _flag_default(self, expr: cst.BaseExpression) -> str | None:
+        """The default of the command-line flag an attribute of a flags object reads
+        (`config.device_type`, `FLAGS.device_type`, `args.device_type`), as the project
+        defines it once (`FileView.flag_default`); None for anything else."""
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+            return None
+        found = self.project.flag_default(expr.attr.value)
+        return found[0] if found is not None and isinstance(found[0], str) else None
 
     def _looped_over(self, name: cst.Name) -> cst.BaseExpression | None:
         """What the innermost `for` around `name` that binds it loops over (through

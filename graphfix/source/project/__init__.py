@@ -934,6 +934,25 @@ class FileView:
                 return label
         return None
 
+    def flag_default(self, name: str) -> tuple[object, str, int] | None:
+        """(default, path, line) of command-line flag `name` as the files connected to this
+        one by imports define it (`DEFINE_string("device_type", "gpu", ...)` in the script
+        that runs this module, `add_argument("--device_type", default="gpu")`): what a
+        flags object's attribute of that name holds unless the user says otherwise. None
+        where no file defines it with a literal default, or two give different ones."""
+        found = []
+        for label in sorted(self.project.connected(self.label)):
+            code = self.project._code_of(label)
+            if code is None or name not in code:
+                continue
+            tree = parsed(code)
+            if tree is not None:
+                found += [(default, label, line)
+                          for default, line in _flag_definitions(tree, name)]
+        if not found or len({repr(default) for default, _, _ in found}) != 1:
+            return None
+        return found[0]
+
 
 def _sets_soft_placement(tree: ast.Module) -> bool:
     """Whether a module passes `allow_soft_placement=True` or assigns True to an
@@ -949,3 +968,34 @@ def _sets_soft_placement(tree: ast.Module) -> bool:
                             for t in node.targets)):
                 return True
     return False
+
+
+# Flag definitions: absl's / tf.app.flags' `DEFINE_string("name", default, help)` (and
+# DEFINE_enum, DEFINE_integer, ...), argparse's `add_argument("--name", default=...)`.
+_DEFINE = re.compile(r"DEFINE_\w+$")
+
+
+def _flag_definitions(tree: ast.Module, name: str) -> Iterable[tuple[object, int]]:
+    """(default, line) of each definition of flag `name` in a module, where the default is
+    a literal."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        if _DEFINE.match(called):
+            flag = node.args[0] if node.args else keywords.get("name")
+            default = node.args[1] if len(node.args) > 1 else keywords.get("default")
+            spelled = flag.value if isinstance(flag, ast.Constant) else None
+        elif called == "add_argument":
+            options = [a.value for a in node.args
+                       if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            dest = keywords.get("dest")
+            spelled = (dest.value if isinstance(dest, ast.Constant) else next(
+                (o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")),
+                None))
+            default = keywords.get("default")
+        else:
+            continue
+        if spelled == name and isinstance(default, ast.Constant):
+            yield default.value, node.lineno
