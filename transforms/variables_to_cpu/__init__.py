@@ -71,7 +71,11 @@ script's float variables are no finding, as `check --trace` of it finds none;
 A device function of the file that pins op type `"Variable"` only (TF 0.x's op: TF 1.x makes
 `VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
 fix widens the function's own test to `VariableV2` and `VarHandleOp` (an inner scope cannot
-win over an outer device function, which TF applies last). See `VariablesToCpuCodemod`.
+win over an outer device function, which TF applies last); one another module of the
+project defines is a finding, not fixed. A device held in a name bound once, or whose type
+is a flag's default (`"/{}:{}".format(config.device_type, i)`), is read as its value; a
+tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
+the graph surface finds none. See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations
@@ -181,6 +185,8 @@ def _imported_function(syntax: Syntax, node: ast.AST) -> bool:
     """Whether a device argument is a name imported from outside TF, or a call of one
     (`assign_to_gpu(i)` after `from common import assign_to_gpu`): a device function the
     codemod may read in another file of the project."""
+    import ast  # (here: a run over graphs never parses source)
+
     called = node.func if isinstance(node, ast.Call) else node
     while isinstance(called, ast.Attribute):
         called = called.value

@@ -253,6 +253,25 @@ class VariablesToCpuCodemod(SourceCodemod):
     header (`for v in [tf.Variable(0)]:`), a statement of which another variable is
     suppressed, and a layer call where no compat.v1 `device` can be spelled.
 
+    Devices the project gives from elsewhere. A name given to `tf.device` that one
+    assignment of its scope binds is read as its value (`gpu_name = "/gpu:" + str(i)`,
+    then `with tf.device(gpu_name):`). A device type filled in at run time from a flags
+    object (`"/{}:{}".format(config.device_type, i)`) takes the default of the flag that a
+    file connected by imports defines once (`flags.DEFINE_string("device_type", "gpu",
+    ...)`, `add_argument("--device_type", default="gpu")`): the device the program runs
+    with unless the user says otherwise. A device function that another module of the
+    project defines (`from common import assign_to_gpu`) is read there as one of the file's
+    own: pinning op type "Variable" only, it is a finding, not fixed (the test to widen is
+    that module's). An int32 variable's finding is a warning where a script that imports
+    the file (directly or not) sets allow_soft_placement=True, and says which.
+    A tower's own state is no finding (unless `scope` is `every-gpu-variable`): a
+    `tf.Variable` not trained (`trainable=False`) and kept out of GLOBAL_VARIABLES
+    (`collections=[tf.GraphKeys.LOCAL_VARIABLES]`), made anew in each tower, read by that
+    tower alone: no gradient or saver pairs it across towers, and the graph surface, which
+    warns where towers on two GPUs read a variable, finds none (rafaljozefowicz/lm's
+    recurrent states). Trained or global, a per-tower `tf.Variable` is the model's state
+    the towers are meant to share: found.
+
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
     A call of one of the project's functions under a GPU scope counts where the function
@@ -271,7 +290,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     anew, and found.
     It computes too, so it gets the device function.
     A metric's variables (float totals and counts) have GPU kernels: a warning.
-    Not seen: device strings held in variables otherwise, Keras layer objects, RNN cells,
+    Not seen: device strings held in variables otherwise (bound twice, passed in), Keras
+    layer objects, RNN cells,
     methods of instances held in attributes (`self.model.build()`).
     """
 
