@@ -4,6 +4,7 @@ package docstring for the bug and the fix)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -545,18 +546,29 @@ class VariablesToCpuCodemod(SourceCodemod):
         if len(functions) != 1:
             return None
         function = functions[0]
-        pinned = self._op_types_compared(function)
+        gpu = self._gpu_missing_v2(function, given.args if factory else ())
+        if gpu is None:
+            return None
+        return _GpuScope(expr, *gpu, misses_v2=name.value, widening=self._widening(function))
+
+    def _gpu_missing_v2(self, function: cst.FunctionDef, given: Sequence[cst.Arg],
+                        assigns: list[cst.Assign] | None = None) -> tuple[str, bool] | None:
+        """(TF's spelling of the GPU, given at run time?) that a device function gives
+        TF 1.x's variables when it pins op type "Variable" and no other variable op: read
+        from the arguments its factory call is `given` or from its returns; None where it
+        names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU. `assigns`: the
+        assignments of the module defining it (this file's by default)."""
+        pinned = self._op_types_compared(function, assigns)
         if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
             return None
-        candidates = ([a.value for a in given.args] if factory else []) + [
+        candidates = [a.value for a in given] + [
             r.value for r in descendants(function, cst.Return) if r.value is not None]
         for candidate in candidates:
             template = device_template(candidate)
             kind, device, dynamic = (_classify_device(template) if template is not None
                                      else ("unknown", "", False))
             if kind == "gpu":
-                return _GpuScope(expr, device, dynamic, misses_v2=name.value,
-                                 widening=self._widening(function))
+                return device, dynamic
         return None
 
     def _imported_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
@@ -579,20 +591,11 @@ class VariablesToCpuCodemod(SourceCodemod):
             f for f in module.body if isinstance(f, cst.FunctionDef) and f.name.value == unit]
         if len(functions) != 1:
             return None
-        assigns = descendants(module, cst.Assign)
-        pinned = self._op_types_compared(functions[0], assigns)
-        if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
+        gpu = self._gpu_missing_v2(functions[0], given.args if factory else (),
+                                   descendants(module, cst.Assign))
+        if gpu is None:
             return None
-        candidates = ([a.value for a in given.args] if factory else []) + [
-            r.value for r in descendants(functions[0], cst.Return) if r.value is not None]
-        for candidate in candidates:
-            template = device_template(candidate)
-            kind, device, dynamic = (_classify_device(template) if template is not None
-                                     else ("unknown", "", False))
-            if kind == "gpu":
-                return _GpuScope(expr, device, dynamic, misses_v2=f"{text} ({path}:{line})",
-                                 elsewhere=True)
-        return None
+        return _GpuScope(expr, *gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
 
     def _module_of(self, path: str, code: str) -> cst.Module | None:
         """Another file's libcst tree (read once per file checked), None if it does not
