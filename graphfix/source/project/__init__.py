@@ -943,7 +943,7 @@ class FileView:
         found = []
         for label in sorted(self.project.connected(self.label)):
             code = self.project._code_of(label)
-            if code is None or name not in code:
+            if code is None or name not in code and name.replace("_", "-") not in code:
                 continue
             tree = parsed(code)
             if tree is not None:
