@@ -121,3 +121,16 @@ def test_a_soft_placing_importer_is_named_in_the_finding(tmp_path):
         model["message"])
     assert "TF fails with" not in model["message"].split("(without it")[0]
     assert other["severity"] == "error" and "TF fails with" in other["message"]
+
+
+def test_a_device_type_read_from_a_flag_says_the_default_it_was_read_with(tmp_path):
+    """allenai/bi-att-flow: `"/{}:{}".format(config.device_type, gpu_idx)`, the flag
+    defaulting to "gpu" in the script: the finding says which GPU and which flag."""
+    shutil.copytree(SOURCE / "flag_default_device" / "before", tmp_path, dirs_exist_ok=True)
+    report = json.loads(run_cli("check", "--format", "json", "--no-cache", "--only", NAME,
+                                ".", cwd=tmp_path).stdout)
+    messages = {f["line"]: f["message"] for f in report["findings"]}
+    assert sorted(messages) == [11, 18]
+    assert ("that is /device:GPU:N, flag device_type's default 'gpu' at cli.py:8"
+            in messages[11])
+    assert "flag worker_device_type's default 'gpu' at launch.py:7" in messages[18]

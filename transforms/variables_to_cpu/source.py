@@ -736,6 +736,29 @@ class VariablesToCpuCodemod(SourceCodemod):
         found = self.project.flag_default(expr.attr.value)
         return found[0] if found is not None and isinstance(found[0], str) else None
 
+    def _read_as(self, scope: _GpuScope) -> str:
+        """What a GPU scope whose device is read from elsewhere asks for, in words: the
+        device, and each flag default it was read with (`, that is /device:GPU:N, flag
+        device_type's default "gpu" at cli.py:8`); "" for a device spelled out."""
+        given = device_argument(scope.call)
+        if scope.misses_v2 is not None or given is None or (
+                device_template(given) is not None
+                and _classify_device(device_template(given))[0] == "gpu"):
+            return ""
+        asked = device_asked(scope.call,
+                             lambda node: self.get_metadata(ScopeProvider, node, None),
+                             self.parent)
+        if asked is given and isinstance(given, cst.Name):
+            return ""  # (a loop over listed devices: the list says them)
+        flags = []
+        for read in descendants(asked, cst.Attribute):
+            found = (self.project.flag_default(read.attr.value)
+                     if isinstance(read.value, cst.Name) else None)
+            if found is not None and isinstance(found[0], str):
+                flags.append(f"flag {read.attr.value}'s default {found[0]!r} at "
+                             f"{found[1]}:{found[2]}")
+        return f", that is {scope.device}" + "".join(f", {flag}" for flag in flags)
+
     def _looped_over(self, name: cst.Name) -> cst.BaseExpression | None:
         """What the innermost `for` around `name` that binds it loops over (through
         `enumerate`); None if no loop of its function binds it."""
@@ -926,7 +949,7 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
-        where = f"under {self.code(scope.call)}"
+        where = f"under {self.code(scope.call)}{self._read_as(scope)}"
         if self._no_gpu_kernel(variable):
             article = "an" if variable.dtype[0] in "aeiou" else "a"
             if self._soft_placement():
