@@ -139,6 +139,15 @@ _LOOPED = {
             with tf.device(d):
                 w = tf.get_variable("w%d" % i, [2])
         """,
+    # zakizhou/mnist_input_pipeline: the tower's device held in a name bound in the loop
+    "a name bound once in the loop": """\
+        import tensorflow as tf
+        for gpu_index in range(2):
+            gpu_name = "/gpu:" + str(gpu_index)
+            with tf.device(gpu_name):
+                w = tf.get_variable("w", [2])
+                tf.get_variable_scope().reuse_variables()
+        """,
     # TF's own distribution code: devices computed at run time, "GPU" said elsewhere
     "devices at run time": """\
         import tensorflow as tf

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import string
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, ClassVar, Optional
 
@@ -42,8 +43,6 @@ from graphfix.source.examples import Example  # noqa: F401  (part of this module
 from graphfix.source.project import FileView
 from graphfix.source.project.names import AsksTfNames, TfNameRules
 from graphfix.source.syntax import code_lines, comment_ignores
-from graphfix.source.scopes import with_items_around
-from graphfix.source.vocabulary import DEVICE_CALLS, V1_MODULES
 from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     SourceDecodeError,
     SourceResult,
@@ -53,6 +52,15 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 from graphfix.source.run import run_source  # noqa: F401  (part of this module's API)
+from graphfix.source.scopes import single_value, with_items_around
+from graphfix.source.vocabulary import (
+    DEVICE_CALLS,
+    GLOBAL_COLLECTION_KEYS,
+    LOCAL_VARIABLE_MAKERS,
+    VARIABLE_COLLECTIONS_AT,
+    VARIABLE_CONSTRUCTORS,
+    V1_MODULES,
+)
 
 HOLE = "\0"  # the runtime part of a device string built with %, +, str.format or an f-string
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
@@ -70,9 +78,67 @@ def argument(call: cst.Call, keyword: str, position: int | None) -> cst.BaseExpr
     return None
 
 
+def outside_global_variables(call: cst.Call, name: str) -> bool:
+    """Whether a variable constructor's call (`name`, canonical: `Variable`, `get_variable`)
+    keeps its variable out of GLOBAL_VARIABLES: a local variable maker, or `collections=`
+    a literal list of keys none of which is global (`[tf.GraphKeys.LOCAL_VARIABLES]`, a
+    private collection): state of the graph's own process or tower that no saver, global
+    initializer or other replica shares. A list built elsewhere may hold a global key: no."""
+    if name in LOCAL_VARIABLE_MAKERS:
+        return True
+    if name not in VARIABLE_COLLECTIONS_AT:
+        return False
+    given = argument(call, "collections", VARIABLE_COLLECTIONS_AT[name])
+    if not isinstance(given, (cst.List, cst.Tuple, cst.Set)):
+        return False
+    for element in given.elements:
+        value = element.value
+        if isinstance(element, cst.StarredElement):
+            return False
+        if isinstance(value, cst.Attribute):
+            key = value.attr.value
+        elif isinstance(value, cst.SimpleString):
+            key = value.evaluated_value
+        else:
+            return False
+        if key in GLOBAL_COLLECTION_KEYS:
+            return False
+    return True
+
+
+def trained(call: cst.Call, name: str) -> bool | None:
+    """Whether a variable constructor's call makes a trainable variable (its default, or a
+    literal `trainable=`); None where the code gives another expression."""
+    args = VARIABLE_CONSTRUCTORS.get(name)
+    if args is None:
+        return None
+    given = argument(call, "trainable", args.trainable_at)
+    if given is None:
+        return args.trainable
+    if isinstance(given, cst.Name) and given.value in ("True", "False"):
+        return given.value == "True"
+    return None
+
+
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """What a `device(...)` call is given (v1 and v2 name the parameter differently)."""
     return argument(call, "device_name_or_function", 0) or argument(call, "device_name", None)
+
+
+def device_asked(call: cst.Call, scope_of: Callable[[cst.CSTNode], Scope | None],
+                 parent: Callable[[cst.CSTNode], cst.CSTNode | None]
+                 ) -> cst.BaseExpression | None:
+    """What a `device(...)` call asks for: its argument, or where that is a name one plain
+    assignment of its scope binds, the value bound (`gpu_name = "/gpu:" + str(i)` in a
+    tower loop's body, then `tf.device(gpu_name)`). A name bound otherwise (by a `for`, as a
+    parameter, more than once) stays the name. `scope_of`: libcst's ScopeProvider's answer
+    for a node."""
+    given = device_argument(call)
+    if isinstance(given, cst.Name):
+        bound = single_value(given, scope_of(given), parent)
+        if bound is not None:
+            return bound
+    return given
 
 
 def device_template(expr: cst.BaseExpression) -> str | None:
@@ -111,6 +177,61 @@ def device_template(expr: cst.BaseExpression) -> str | None:
             return None
         text = _BRACES.sub(HOLE, base.replace("{{", "\1").replace("}}", "\2"))
         return text.replace("\1", "{").replace("\2", "}")
+    return None
+
+
+def device_template_filled(expr: cst.BaseExpression,
+                           value_of: Callable[[cst.BaseExpression], str | None]) -> str | None:
+    """`device_template` of a device string built with `str.format` or `%`, each field
+    filled with the value `value_of` knows for its argument (a flag's default:
+    `"/{}:{}".format(config.device_type, i)`, `device_type` defaulting to "gpu", is
+    `/gpu:` + HOLE); a field it does not know stays a HOLE. None where `expr` is no
+    `format` or `%` of a string literal, or its fields cannot be matched to arguments."""
+    if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "format" and isinstance(expr.func.value, cst.SimpleString)
+            and not any(a.star for a in expr.args)):
+        base = expr.func.value.evaluated_value
+        if not isinstance(base, str):
+            return None
+        positional = [a.value for a in expr.args if a.keyword is None]
+        named = {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
+        out, turn = [], 0
+        try:
+            fields = list(string.Formatter().parse(base))
+        except ValueError:
+            return None
+        for literal, field, _, _ in fields:
+            out.append(literal)
+            if field is None:
+                continue
+            head = re.split(r"[.\[]", field, maxsplit=1)[0]
+            if head == "":
+                given, turn = (positional[turn] if turn < len(positional) else None), turn + 1
+            elif head.isdigit():
+                given = positional[int(head)] if int(head) < len(positional) else None
+            else:
+                given = named.get(head)
+            if given is None:
+                return None
+            value = value_of(given) if head == field else None
+            out.append(HOLE if value is None else value)
+        return "".join(out)
+    if (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo)
+            and isinstance(expr.left, cst.SimpleString)):
+        base = expr.left.evaluated_value
+        if not isinstance(base, str):
+            return None
+        right = expr.right
+        given = ([e.value for e in right.elements] if isinstance(right, cst.Tuple)
+                 else [right])
+        pieces = _PERCENT.split(base.replace("%%", "\1"))
+        if len(pieces) - 1 != len(given):
+            return None
+        out = [pieces[0]]
+        for value_expr, piece in zip(given, pieces[1:]):
+            value = value_of(value_expr)
+            out += [HOLE if value is None else value, piece]
+        return "".join(out).replace("\1", "%")
     return None
 
 

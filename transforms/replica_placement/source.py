@@ -15,6 +15,7 @@ from graphfix.source.codemod import (
     argument,
     device_argument,
     device_template,
+    outside_global_variables,
 )
 from graphfix.source.fixes import Replace, WrapInWith
 from graphfix.source.scopes import (
@@ -30,7 +31,6 @@ from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
-    GLOBAL_COLLECTION_KEYS,
     GLOBAL_STEP_MAKERS,
     INITIALIZER_CALLS,
     LAYER_CALLS,
@@ -354,7 +354,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
         shared_locals: list[tuple[cst.Call, list[_Path]]] = []
-        # Variables a worker keeps (`_kept_on_the_worker`): a setter over them would send
+        # Variables a worker keeps (`outside_global_variables`): a setter over them would send
         # them to the ps, where every worker would share them.
         self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
         statements_seen: set[cst.CSTNode] = set()
@@ -368,7 +368,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                     step = name in GLOBAL_STEP_MAKERS
                     paths = self._paths(call, "step" if step else "slim" if slim else "variable")
                     kinds = {p.kind for p in paths}
-                    if self._kept_on_the_worker(call, name):
+                    if outside_global_variables(call, name):
                         self._worker_locals.append((call, paths))
                         if "setter" in kinds and self._names_worker_collection(call, name):
                             shared_locals.append((call, paths))
@@ -434,30 +434,6 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 return False
         return local and not any(node.attr.value == "target"
                                  for node in self.nodes(cst.Attribute))
-
-    def _kept_on_the_worker(self, call: cst.Call, name: str) -> bool:
-        """Whether a variable is made outside GLOBAL_VARIABLES (`tf.local_variable`,
-        `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection): a worker's
-        own state on purpose (a local step, the local copy of an averaging algorithm),
-        which no other worker reads."""
-        if name in LOCAL_VARIABLE_MAKERS:
-            return True
-        if name not in VARIABLE_COLLECTIONS_AT:
-            return False
-        given = argument(call, "collections", VARIABLE_COLLECTIONS_AT[name])
-        if not isinstance(given, (cst.List, cst.Tuple, cst.Set)):
-            return False  # the default (GLOBAL_VARIABLES), or a list built elsewhere
-        for element in given.elements:
-            value = element.value
-            if isinstance(element, cst.StarredElement):
-                return False
-            if isinstance(value, cst.Attribute):
-                key = value.attr.value
-            else:
-                key = _string_value(value)
-            if key is None or key in GLOBAL_COLLECTION_KEYS:
-                return False  # a name whose value is not seen here may be global
-        return True
 
     def _names_worker_collection(self, call: cst.Call, name: str) -> bool:
         """Whether a variable outside GLOBAL_VARIABLES says whose it is: a local variable, or

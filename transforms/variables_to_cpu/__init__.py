@@ -73,11 +73,16 @@ towers: a script's `train` beside its `train_multi_gpu`);
 A device function of the file (or a lambda given to the scope) that pins op type
 `"Variable"` only (TF 0.x's op: TF 1.x makes `VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
 fix widens the function's own test to `VariableV2` and `VarHandleOp` (an inner scope cannot
-win over an outer device function, which TF applies last). See `VariablesToCpuCodemod`.
+win over an outer device function, which TF applies last); one another module of the
+project defines is a finding, not fixed. A device held in a name bound once, or whose type
+is a flag's default (`"/{}:{}".format(config.device_type, i)`), is read as its value; a
+tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
+the graph surface finds none. See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import TYPE_CHECKING, Iterator
 
@@ -155,12 +160,50 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
               for item in block.items
               if isinstance(item.context_expr, ast.Call)
               and tail_name(item.context_expr.func) == "device"]
-    if any(not isinstance(arg, ast.Name) and spells_gpu(arg)
+    if any(not isinstance(arg, ast.Name) and (spells_gpu(arg) or _types_at_run_time(arg))
+           or _imported_function(syntax, arg)
            for call in scopes for arg in call_arguments(call)):
         return True
     named = {arg.id for call in scopes for arg in call_arguments(call)
              if isinstance(arg, ast.Name)}
+    if named & _bound_to_gpus(syntax):
+        return True
     return bool(named) and bool(named & looped_over_gpus())
+
+
+# A device string whose device type is a field filled at run time (`"/{}:{}"`, `"/%s:%d"`).
+_TYPE_FIELD = re.compile(r"(^|/)(device:)?(\{[^{}]*\}|%[-#0 +]*\w)(:|$)")
+
+
+def _types_at_run_time(node: ast.AST) -> bool:
+    """Whether a device argument is a string whose device type is filled in at run time:
+    the codemod reads a flag's default there (`"/{}:{}".format(config.device_type, i)`)."""
+    from graphfix.source.syntax import strings_in
+
+    return any(_TYPE_FIELD.search(text) for text in strings_in(node))
+
+
+def _imported_function(syntax: Syntax, node: ast.AST) -> bool:
+    """Whether a device argument is a name imported from outside TF, or a call of one
+    (`assign_to_gpu(i)` after `from common import assign_to_gpu`): a device function the
+    codemod may read in another file of the project."""
+    import ast  # (here: a run over graphs never parses source)
+
+    called = node.func if isinstance(node, ast.Call) else node
+    while isinstance(called, ast.Attribute):
+        called = called.value
+    return (isinstance(called, ast.Name) and called.id in syntax.imports
+            and not syntax.imports[called.id].startswith("tensorflow"))
+
+
+def _bound_to_gpus(syntax: Syntax) -> set[str]:
+    """The names some assignment of the file binds to a GPU string (`gpu_name = "/gpu:" +
+    str(i)`): a device given through such a name may be the GPU (the codemod reads a name
+    bound once in its scope, `codemod.device_asked`)."""
+    from graphfix.source.syntax import strings_in
+
+    return {name for name, values in syntax.assigned.items()
+            if any("gpu" in text.lower() for value in values for text in strings_in(value))}
 
 
 # The members whose outputs are a variable's value: the variable, its `read`, a

@@ -4,9 +4,11 @@ package docstring for the bug and the fix)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
+from libcst.metadata import ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
@@ -14,7 +16,11 @@ from graphfix.source.codemod import (
     SourceCodemod,
     argument,
     device_argument,
+    device_asked,
     device_template,
+    device_template_filled,
+    outside_global_variables,
+    trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
 from graphfix.source.scopes import descendants, enclosing, inside, with_items_around
@@ -87,6 +93,7 @@ class _GpuScope:
     # its name (it gives every op of another type, VariableV2 too, the GPU).
     misses_v2: str | None = None
     widening: Replace | None = None  # the fix: its comparison names today's variable ops too
+    elsewhere: bool = False  # the device function is another file's (not this file's to fix)
 
 
 @dataclasses.dataclass
@@ -131,6 +138,9 @@ _WIDENED = ("Variable", "VariableV2", "VarHandleOp")  # what a widened test name
 
 
 def _widened_note(scope: _GpuScope) -> str:
+    if scope.elsewhere:
+        return (f"; not fixed: make {scope.misses_v2} pin VariableV2 and VarHandleOp too, in "
+                f"the file that defines it")
     if scope.widening is None:
         return (f"; not fixed: make {scope.misses_v2} pin VariableV2 and VarHandleOp too "
                 "(its test is not a comparison graphfix rewrites)")
@@ -254,6 +264,25 @@ class VariablesToCpuCodemod(SourceCodemod):
     header (`for v in [tf.Variable(0)]:`), a statement of which another variable is
     suppressed, and a layer call where no compat.v1 `device` can be spelled.
 
+    Devices the project gives from elsewhere. A name given to `tf.device` that one
+    assignment of its scope binds is read as its value (`gpu_name = "/gpu:" + str(i)`,
+    then `with tf.device(gpu_name):`). A device type filled in at run time from a flags
+    object (`"/{}:{}".format(config.device_type, i)`) takes the default of the flag that a
+    file connected by imports defines once (`flags.DEFINE_string("device_type", "gpu",
+    ...)`, `add_argument("--device_type", default="gpu")`): the device the program runs
+    with unless the user says otherwise. A device function that another module of the
+    project defines (`from common import assign_to_gpu`) is read there as one of the file's
+    own: pinning op type "Variable" only, it is a finding, not fixed (the test to widen is
+    that module's). An int32 variable's finding is a warning where a script that imports
+    the file (directly or not) sets allow_soft_placement=True, and says which.
+    A tower's own state is no finding (unless `scope` is `every-gpu-variable`): a
+    `tf.Variable` not trained (`trainable=False`) and kept out of GLOBAL_VARIABLES
+    (`collections=[tf.GraphKeys.LOCAL_VARIABLES]`), made anew in each tower, read by that
+    tower alone: no gradient or saver pairs it across towers, and the graph surface, which
+    warns where towers on two GPUs read a variable, finds none (rafaljozefowicz/lm's
+    recurrent states). Trained or global, a per-tower `tf.Variable` is the model's state
+    the towers are meant to share: found.
+
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
     A call of one of the project's functions under a GPU scope counts where the function
@@ -278,7 +307,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     anew, and found.
     It computes too, so it gets the device function.
     A metric's variables (float totals and counts) have GPU kernels: a warning.
-    Not seen: device strings held in variables otherwise, Keras layer objects, RNN cells,
+    Not seen: device strings held in variables otherwise (bound twice, passed in), Keras
+    layer objects, RNN cells,
     methods of instances held in attributes (`self.model.build()`).
     """
 
@@ -431,7 +461,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
                 slim=self._slim_module(node.func) if name.startswith("slim.") else None,
             )
-        if not self._flagged(variable, scope):
+        if not self._flagged(variable, scope) or self._tower_private(variable):
             return
         if statement is None:
             self.report(node, self._message(variable, scope)
@@ -593,32 +623,87 @@ class VariablesToCpuCodemod(SourceCodemod):
         string arguments (`assign_to_device('/gpu:%d' % i)`) or what it returns (either
         branch of a conditional expression). A lambda given to the scope itself counts too
         (`lambda op: "/cpu:0" if op.type == "Variable" else "/gpu:0"`). None where the
-        function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU."""
+        function names VariableV2 or VarHandleOp, tests a prefix, or gives no GPU. A
+        function no statement of this file defines is looked for in the project's other
+        files (`_imported_function_missing_v2`)."""
         given = device_argument(expr)
         if isinstance(given, cst.Lambda):
-            function, called, candidates = given, "the lambda", [given.body]
-        else:
-            factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
-            name = given.func if factory else given
-            if not isinstance(name, cst.Name):
-                return None
-            functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
-            if len(functions) != 1:
-                return None
-            function, called = functions[0], name.value
-            candidates = ([a.value for a in given.args] if factory else []) + [
-                r.value for r in descendants(function, cst.Return) if r.value is not None]
-        pinned = self._op_types_compared(function)
+            gpu = self._gpu_missing_v2(given, ())
+            return None if gpu is None else _GpuScope(
+                expr, *gpu, misses_v2="the lambda", widening=self._widening(given))
+        factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
+        name = given.func if factory else given
+        if not isinstance(name, cst.Name):
+            return self._imported_function_missing_v2(expr)  # (`common.assign_to_gpu(i)`)
+        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name.value]
+        if not functions:
+            return self._imported_function_missing_v2(expr)
+        if len(functions) != 1:
+            return None
+        function = functions[0]
+        gpu = self._gpu_missing_v2(function, given.args if factory else ())
+        if gpu is None:
+            return None
+        return _GpuScope(expr, *gpu, misses_v2=name.value, widening=self._widening(function))
+
+    def _gpu_missing_v2(self, function: cst.FunctionDef | cst.Lambda, given: Sequence[cst.Arg],
+                        assigns: list[cst.Assign] | None = None) -> tuple[str, bool] | None:
+        """(TF's spelling of the GPU, given at run time?) that a device function (or a
+        lambda) gives TF 1.x's variables when it pins op type "Variable" and no other
+        variable op: read from the arguments its factory call is `given` or from what it
+        returns, each branch of a conditional expression; None where it names VariableV2 or
+        VarHandleOp, tests a prefix, or gives no GPU. `assigns`: the assignments of the
+        module defining it (this file's by default)."""
+        pinned = self._op_types_compared(function, assigns)
         if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
             return None
+        returned = ([function.body] if isinstance(function, cst.Lambda) else [
+            r.value for r in descendants(function, cst.Return) if r.value is not None])
+        candidates = [a.value for a in given] + returned
         for candidate in (branch for value in candidates for branch in _branches(value)):
             template = device_template(candidate)
             kind, device, dynamic = (_classify_device(template) if template is not None
                                      else ("unknown", "", False))
             if kind == "gpu":
-                return _GpuScope(expr, device, dynamic, misses_v2=called,
-                                 widening=self._widening(function))
+                return device, dynamic
         return None
+
+    def _imported_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
+        """`_device_function_missing_v2` for a device function another file of the project
+        defines (`from common import assign_to_gpu`, then `tf.device(assign_to_gpu(i,
+        ps))`), read from that file's code (the project model finds it); the names its test
+        reads are that file's. Not fixed here: the test to widen is in the other file."""
+        given = device_argument(expr)
+        factory = isinstance(given, cst.Call)
+        called = given.func if factory else given
+        text = (get_full_name_for_node(called)
+                if isinstance(called, (cst.Name, cst.Attribute)) else None)
+        found = None if text is None else self.project.function_elsewhere(
+            text, self.position(expr)[0])
+        if found is None:
+            return None
+        path, code, unit, line = found
+        module = self._module_of(path, code)
+        functions = [] if module is None else [
+            f for f in module.body if isinstance(f, cst.FunctionDef) and f.name.value == unit]
+        if len(functions) != 1:
+            return None
+        gpu = self._gpu_missing_v2(functions[0], given.args if factory else (),
+                                   descendants(module, cst.Assign))
+        if gpu is None:
+            return None
+        return _GpuScope(expr, *gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
+
+    def _module_of(self, path: str, code: str) -> cst.Module | None:
+        """Another file's libcst tree (read once per file checked), None if it does not
+        parse."""
+        modules = self.__dict__.setdefault("_modules", {})
+        if path not in modules:
+            try:
+                modules[path] = cst.parse_module(code)
+            except (cst.ParserSyntaxError, RecursionError, ValueError):
+                modules[path] = None
+        return modules[path]
 
     def _widening(self, function: cst.FunctionDef | cst.Lambda) -> Replace | None:
         """The edit that makes a device function's test of "Variable" pin VariableV2 and
@@ -664,7 +749,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return Replace(tested, lambda _, text=text: cst.parse_expression(text))
         return None
 
-    def _op_types_compared(self, function: cst.FunctionDef | cst.Lambda) -> set[str] | None:
+    def _op_types_compared(self, function: cst.FunctionDef | cst.Lambda,
+                           assigns: list[cst.Assign] | None = None) -> set[str] | None:
         """The strings a function compares an op's type with (`op.type == "Variable"`,
         `node_def.op in PS_OPS`, the list assigned once in the file); None if it tests a
         prefix or a substring (`op.type.startswith("Variable")`), which VariableV2 passes."""
@@ -679,20 +765,24 @@ class VariablesToCpuCodemod(SourceCodemod):
                 continue
             for target in comparison.comparisons:
                 if isinstance(target.operator, (cst.Equal, cst.In)):
-                    compared |= self._strings_in(target.comparator)
+                    compared |= self._strings_in(target.comparator, assigns)
         return compared
 
-    def _strings_in(self, expr: cst.BaseExpression) -> set[str]:
+    def _strings_in(self, expr: cst.BaseExpression,
+                    assigns: list[cst.Assign] | None = None) -> set[str]:
+        """The strings `expr` spells (in a list, tuple or set; through a name one
+        assignment of `assigns`, the file's by default, binds)."""
         if isinstance(expr, cst.SimpleString):
             value = expr.evaluated_value
             return {value} if isinstance(value, str) else set()
         if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-            return set().union(*(self._strings_in(e.value) for e in expr.elements))
+            return set().union(*(self._strings_in(e.value, assigns) for e in expr.elements))
         if isinstance(expr, cst.Name):
-            assigned = [node.value for node in self.nodes(cst.Assign)
+            assigned = [node.value for node in (self.nodes(cst.Assign) if assigns is None
+                                                else assigns)
                         for a in node.targets if isinstance(a.target, cst.Name)
                         and a.target.value == expr.value]
-            return self._strings_in(assigned[0]) if len(assigned) == 1 else set()
+            return self._strings_in(assigned[0], assigns) if len(assigned) == 1 else set()
         return set()
 
     def _device_templates(self, call: cst.Call) -> list[str]:
@@ -704,6 +794,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if given is None:
             return []
         template = device_template(given)
+        if template is None and isinstance(given, cst.Name) or template and HOLE in template:
+            template = self._asked_template(call) or template
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
@@ -718,6 +810,51 @@ class VariablesToCpuCodemod(SourceCodemod):
             return []
         templates = [device_template(e.value) for e in listed.elements]
         return [] if None in templates else templates
+
+    def _asked_template(self, call: cst.Call) -> str | None:
+        """The device template of what `device(...)` asks for (`codemod.device_asked`): the
+        value a name given there is bound to once in its scope (`gpu_name = "/gpu:" +
+        str(i)` before `tf.device(gpu_name)`), a device type given at run time filled in
+        with a flag's default (`"/{}:{}".format(config.device_type, i)`, the project
+        defining flag `device_type` with default "gpu"); None where neither shows it."""
+        asked = device_asked(call, lambda node: self.get_metadata(ScopeProvider, node, None),
+                             self.parent)
+        template = None if asked is None else device_template(asked)
+        if template is not None and _classify_device(template)[0] == "unknown":
+            template = device_template_filled(asked, self._flag_default) or template
+        return template
+
+    def _flag_default(self, expr: cst.BaseExpression) -> str | None:
+        """The default of the command-line flag an attribute of a flags object reads
+        (`config.device_type`, `FLAGS.device_type`, `args.device_type`), as the project
+        defines it once (`FileView.flag_default`); None for anything else."""
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+            return None
+        found = self.project.flag_default(expr.attr.value)
+        return found[0] if found is not None and isinstance(found[0], str) else None
+
+    def _read_as(self, scope: _GpuScope) -> str:
+        """What a GPU scope whose device is read from elsewhere asks for, in words: the
+        device, and each flag default it was read with (`, that is /device:GPU:N, flag
+        device_type's default "gpu" at cli.py:8`); "" for a device spelled out."""
+        given = device_argument(scope.call)
+        if scope.misses_v2 is not None or given is None or (
+                device_template(given) is not None
+                and _classify_device(device_template(given))[0] == "gpu"):
+            return ""
+        asked = device_asked(scope.call,
+                             lambda node: self.get_metadata(ScopeProvider, node, None),
+                             self.parent)
+        if asked is given and isinstance(given, cst.Name):
+            return ""  # (a loop over listed devices: the list says them)
+        flags = []
+        for read in descendants(asked, cst.Attribute):
+            found = (self.project.flag_default(read.attr.value)
+                     if isinstance(read.value, cst.Name) else None)
+            if found is not None and isinstance(found[0], str):
+                flags.append(f"flag {read.attr.value}'s default {found[0]!r} at "
+                             f"{found[1]}:{found[2]}")
+        return f", that is {scope.device}" + "".join(f", {flag}" for flag in flags)
 
     def _looped_over(self, name: cst.Name) -> cst.BaseExpression | None:
         """What the innermost `for` around `name` that binds it loops over (through
@@ -855,7 +992,22 @@ class VariablesToCpuCodemod(SourceCodemod):
                 and t.target.attr.value == "allow_soft_placement"
                 and self.code(node.value) == "True"
                 for node in self.nodes(cst.Assign) for t in node.targets)
-        return self._soft
+        return self._soft or self._soft_placing_importer() is not None
+
+    def _soft_placing_importer(self) -> str | None:
+        """The file importing this one (directly or not) whose sessions soft-place, as the
+        project model reads it (`FileView.soft_placing_importer`): a model module's graph
+        runs in the script's session (allenai/bi-att-flow's basic/model.py, whose int32
+        global step basic/main.py's sessions soft-place)."""
+        if "_soft_importer" not in self.__dict__:
+            self._soft_importer = self.project.soft_placing_importer()
+        return self._soft_importer
+
+    def _soft_placing_sessions(self) -> str:
+        """Whose sessions set allow_soft_placement=True, in words."""
+        if self._soft:
+            return "the file's sessions set"
+        return f"the sessions of {self._soft_placing_importer()}, which imports it, set"
 
     @staticmethod
     def _kernel_op(variable: _Variable) -> str:
@@ -877,16 +1029,32 @@ class VariablesToCpuCodemod(SourceCodemod):
             return False
         return option == "every-gpu-variable" or self._in_towers(scope)
 
+    def _tower_private(self, variable: _Variable) -> bool:
+        """Whether a float variable is its tower's own by design, no finding unless scope
+        `every-gpu-variable` asks for every GPU variable: made anew by each call
+        (`tf.Variable`, which reuse never gives back), not trained (`trainable=False`) and
+        kept out of GLOBAL_VARIABLES (`collections=[tf.GraphKeys.LOCAL_VARIABLES]`): the
+        recurrent state each tower carries between steps. No gradient or saver pairs it
+        across towers and only its tower reads it, so it is none of the shared variables
+        that belong on the CPU; the graph surface, which warns where towers on two GPUs
+        read a variable, finds none. Without a GPU kernel it is TF's error all the same."""
+        return (variable.through is None and variable.name in VARIABLE_CALLS
+                and not self._no_gpu_kernel(variable)
+                and self.options.get("scope", "all") != "every-gpu-variable"
+                and trained(variable.call, variable.name) is False
+                and outside_global_variables(variable.call, variable.name))
+
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)
-        where = f"under {self.code(scope.call)}"
+        where = f"under {self.code(scope.call)}{self._read_as(scope)}"
         if self._no_gpu_kernel(variable):
             article = "an" if variable.dtype[0] in "aeiou" else "a"
             if self._soft_placement():
                 return (
                     f"{what} creates {article} {variable.dtype} variable {where}: "
-                    f"{self._kernel_op(variable)} has no GPU kernel for {variable.dtype}; the "
-                    f"file's sessions set allow_soft_placement=True, which moves it to the CPU "
+                    f"{self._kernel_op(variable)} has no GPU kernel for {variable.dtype}; "
+                    f"{self._soft_placing_sessions()} allow_soft_placement=True, which moves it "
+                    f"to the CPU "
                     f"(without it TF fails with \"Could not satisfy explicit device "
                     f"specification\")"
                 )

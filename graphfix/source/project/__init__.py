@@ -1065,3 +1065,122 @@ class FileView:
                 if unit_at(unit_of, at) == unit:
                     found.add((label, name, at))
         return sorted(found, key=lambda b: (b[0], b[2], b[1]))
+
+    def function_elsewhere(self, name: str, line: int) -> tuple[str, str, str, int] | None:
+        """(path, code, function name, first line) of the function of another file of the
+        project that `name`, read at `line` of this file, refers to (`assign_to_gpu` after
+        `from common import assign_to_gpu`, `common.assign_to_gpu` after `import common`),
+        with that file's code, for a rule that reads the function itself (a device
+        function's test of op types); None where it names no top-level function of another
+        file, names several, or that file's code is not known."""
+        part = self.part
+        if part is None:
+            return None
+        targets = self.project.resolve_in(self.label, unit_at(part, line), name)
+        if len(targets) != 1:
+            return None
+        ((label, unit),) = targets
+        if label == self.label or self.project._kind((label, unit)) != "function":
+            return None
+        code = self.project._code_of(label)
+        if code is None:
+            return None
+        return label, code, unit, self.project.parts[label]["units"][unit]["spans"][0][0]
+
+    def importers(self) -> list[str]:
+        """The files of the run whose imports reach this one, directly or through others
+        (the scripts that run its code), this one left out, in path order."""
+        project, found = self.project, set()
+        connected = sorted(project.connected(self.label))
+        reaching = {self.label}
+        while True:
+            more = {label for label in connected if label not in reaching | found
+                    and any(project.module(label, module, level) in reaching
+                            or (imported not in (None, "*") and project.module(
+                                label, f"{module}.{imported}".strip("."), level) in reaching)
+                            for _, module, imported, level in project.parts[label]["imports"])}
+            if not more:
+                return sorted(found)
+            found |= more
+            reaching |= more
+
+    def soft_placing_importer(self) -> str | None:
+        """The first file (in path order) of those that import this one (`importers`)
+        whose code configures a session with `allow_soft_placement=True`
+        (`ConfigProto(allow_soft_placement=True)`, `config.allow_soft_placement = True`):
+        TF runs this file's graph there moving what has no kernel on its device to the CPU.
+        None if none does, or their code is not known."""
+        for label in self.importers():
+            code = self.project._code_of(label)
+            if code is None or "allow_soft_placement" not in code:
+                continue
+            tree = parsed(code)
+            if tree is not None and _sets_soft_placement(tree):
+                return label
+        return None
+
+    def flag_default(self, name: str) -> tuple[object, str, int] | None:
+        """(default, path, line) of command-line flag `name` as the files connected to this
+        one by imports define it (`DEFINE_string("device_type", "gpu", ...)` in the script
+        that runs this module, `add_argument("--device_type", default="gpu")`): what a
+        flags object's attribute of that name holds unless the user says otherwise. None
+        where no file defines it with a literal default, or two give different ones."""
+        found = []
+        for label in sorted(self.project.connected(self.label)):
+            code = self.project._code_of(label)
+            if code is None or name not in code and name.replace("_", "-") not in code:
+                continue
+            tree = parsed(code)
+            if tree is not None:
+                found += [(default, label, line)
+                          for default, line in _flag_definitions(tree, name)]
+        if not found or len({repr(default) for default, _, _ in found}) != 1:
+            return None
+        return found[0]
+
+
+def _sets_soft_placement(tree: ast.Module) -> bool:
+    """Whether a module passes `allow_soft_placement=True` or assigns True to an
+    `allow_soft_placement` attribute."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if any(k.arg == "allow_soft_placement" and isinstance(k.value, ast.Constant)
+                   and k.value.value is True for k in node.keywords):
+                return True
+        elif isinstance(node, ast.Assign):
+            if (isinstance(node.value, ast.Constant) and node.value.value is True
+                    and any(isinstance(t, ast.Attribute) and t.attr == "allow_soft_placement"
+                            for t in node.targets)):
+                return True
+    return False
+
+
+# Flag definitions: absl's / tf.app.flags' `DEFINE_string("name", default, help)` (and
+# DEFINE_enum, DEFINE_integer, ...), argparse's `add_argument("--name", default=...)`.
+_DEFINE = re.compile(r"DEFINE_\w+$")
+
+
+def _flag_definitions(tree: ast.Module, name: str) -> Iterable[tuple[object, int]]:
+    """(default, line) of each definition of flag `name` in a module, where the default is
+    a literal."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        if _DEFINE.match(called):
+            flag = node.args[0] if node.args else keywords.get("name")
+            default = node.args[1] if len(node.args) > 1 else keywords.get("default")
+            spelled = flag.value if isinstance(flag, ast.Constant) else None
+        elif called == "add_argument":
+            options = [a.value for a in node.args
+                       if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            dest = keywords.get("dest")
+            spelled = (dest.value if isinstance(dest, ast.Constant) else next(
+                (o.lstrip("-").replace("-", "_") for o in options if o.startswith("--")),
+                None))
+            default = keywords.get("default")
+        else:
+            continue
+        if spelled == name and isinstance(default, ast.Constant):
+            yield default.value, node.lineno

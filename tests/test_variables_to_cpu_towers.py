@@ -1,0 +1,136 @@
+"""variables-to-cpu's source rule on tower code whose devices come from elsewhere (issue 36's
+shapes from rafaljozefowicz/lm and allenai/bi-att-flow): a device function imported from
+another module, a tower's own recurrent state, a soft-placing script that imports the
+model. What TF builds is read in one subprocess (graph mode, TF1 behaviour): where the
+variables land, and what the graph surface says of the same towers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import graphfix
+from conftest import FIXTURES, run_cli
+
+NAME = "variables-to-cpu"
+SOURCE = FIXTURES / "variables_to_cpu" / "source"
+
+# Two towers, each with a recurrent state of its own (rafaljozefowicz/lm's language_model.py
+# shape) and the weights they share through reuse.
+TOWER_STATE = textwrap.dedent('''\
+    import tensorflow.compat.v1 as tf
+
+
+    def towers(num_gpus):
+        outputs = []
+        for gpu in range(num_gpus):
+            with tf.device("/gpu:%d" % gpu), tf.variable_scope("model", reuse=gpu > 0):
+                state = tf.Variable(tf.zeros([2, 4]), trainable=False,
+                                    collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                                    name="state_%d" % gpu)
+                w = tf.get_variable("w", [4, 4])
+                outputs.append(tf.matmul(state, w))
+        return outputs
+    ''')
+
+_BUILD = r'''
+import json, sys
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+import graphfix
+
+folder, tower_state = sys.argv[1], sys.argv[2]
+out = {}
+sys.path.insert(0, folder)
+import towers
+with tf.Graph().as_default() as graph:
+    towers.towers([tf.zeros([2, 4]), tf.zeros([2, 4])])
+    towers.towers_pinned([tf.zeros([2, 4]), tf.zeros([2, 4])])
+    out["imported"] = {v.op.name: v.device for v in tf.global_variables()}
+namespace = {}
+exec(compile(tower_state, "tower_state.py", "exec"), namespace)
+with tf.Graph().as_default() as graph:
+    namespace["towers"](2)
+    out["state_devices"] = {v.op.name: v.device
+                            for v in tf.global_variables() + tf.local_variables()}
+    findings = graphfix.check_graph(graph.as_graph_def(), only=["variables-to-cpu"])
+    out["graph_findings"] = [(f.severity, f.message) for f in findings]
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("device_function_imported")
+    shutil.copytree(SOURCE / "device_function_imported" / "before", folder, dirs_exist_ok=True)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _BUILD, str(folder), TOWER_STATE],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.splitlines()[-1]), folder
+
+
+def test_an_imported_device_function_that_pins_only_variable_leaves_the_towers_on_gpu(built):
+    result, folder = built
+    # TF 1.x makes VariableV2: placement.assign_to_gpu gives it the first tower's GPU;
+    # pin_variables, whose list names VariableV2, puts it on the CPU.
+    assert result["imported"] == {"model/w": "/gpu:0", "pinned/w": "/cpu:0"}
+    report = json.loads(run_cli("check", "--format", "json", "--no-cache", "--only", NAME,
+                                ".", cwd=folder).stdout)
+    [finding] = report["findings"]
+    assert (finding["path"].removeprefix("./"), finding["line"]) == ("towers.py", 19)
+    assert "assign_to_gpu (placement.py:8) pins only op type \"Variable\"" in finding["message"]
+    assert "not fixed" in finding["message"] and not finding["fixable"]
+    # Nothing is rewritten: the test to widen is placement.py's.
+    run_cli("fix", "--in-place", "--no-cache", "--only", NAME, ".", cwd=folder)
+    for path in (SOURCE / "device_function_imported" / "before").glob("*.py"):
+        assert (folder / path.name).read_text() == path.read_text()
+
+
+def test_a_towers_own_state_is_no_finding_on_either_surface(built):
+    result, _ = built
+    devices = result["state_devices"]
+    assert devices["model/state_0"].endswith("GPU:0")
+    assert devices["model_1/state_1"].endswith("GPU:1")
+    # The graph surface warns on the variable both towers read, not on a tower's own state.
+    warnings = [message for severity, message in result["graph_findings"]]
+    assert len(warnings) == 1 and "model/w" in warnings[0], warnings
+    assert not [m for m in warnings if "state_" in m]
+    # The source rule agrees: only the shared weights, at their line.
+    findings = graphfix.check_source(TOWER_STATE, only=[NAME])
+    assert [(f.line, f.severity) for f in findings] == [(11, "warning")]
+
+
+def test_a_soft_placing_importer_is_named_in_the_finding(tmp_path):
+    """allenai/bi-att-flow: basic/model.py's int32 global step under a tower's GPU, run by
+    basic/main.py's sessions with allow_soft_placement=True: TF moves it to the CPU, it does
+    not fail; the finding names the script and is a warning."""
+    shutil.copytree(SOURCE / "soft_placing_importer" / "before", tmp_path, dirs_exist_ok=True)
+    report = json.loads(run_cli("check", "--format", "json", "--no-cache", "--only", NAME,
+                                ".", cwd=tmp_path).stdout)
+    by_file = {f["path"].removeprefix("./"): f for f in report["findings"]}
+    model, other = by_file["model.py"], by_file["eval_model.py"]
+    assert model["severity"] == "warning"
+    assert "the sessions of train.py, which imports it, set allow_soft_placement=True" in (
+        model["message"])
+    assert "TF fails with" not in model["message"].split("(without it")[0]
+    assert other["severity"] == "error" and "TF fails with" in other["message"]
+
+
+def test_a_device_type_read_from_a_flag_says_the_default_it_was_read_with(tmp_path):
+    """allenai/bi-att-flow: `"/{}:{}".format(config.device_type, gpu_idx)`, the flag
+    defaulting to "gpu" in the script: the finding says which GPU and which flag."""
+    shutil.copytree(SOURCE / "flag_default_device" / "before", tmp_path, dirs_exist_ok=True)
+    report = json.loads(run_cli("check", "--format", "json", "--no-cache", "--only", NAME,
+                                ".", cwd=tmp_path).stdout)
+    messages = {f["line"]: f["message"] for f in report["findings"]}
+    assert sorted(messages) == [11, 18]
+    assert ("that is /device:GPU:N, flag device_type's default 'gpu' at cli.py:8"
+            in messages[11])
+    assert "flag worker_device_type's default 'gpu' at launch.py:7" in messages[18]
