@@ -214,6 +214,24 @@ def fixture_findings(folder: str) -> list[tuple[pathlib.Path, str, list]]:
     return out
 
 
+def pattern_copies(tmp_path_factory, shapes, *fix_options: str) -> dict[str, str]:
+    """Each real-code pattern of `shapes` (fixtures/real_code/patterns/NAME) copied as it is
+    ("NAME:before") and fixed by `graphfix fix --in-place --no-cache *fix_options .`
+    ("NAME:after"), without its expected.json: {key: folder}."""
+    folders = {}
+    for shape in shapes:
+        for version in ("before", "after"):
+            target = tmp_path_factory.mktemp(f"{shape}-{version}")
+            shutil.copytree(FIXTURES / "real_code" / "patterns" / shape, target,
+                            dirs_exist_ok=True)
+            (target / "expected.json").unlink()
+            if version == "after":
+                fixed = run_cli("fix", "--in-place", "--no-cache", *fix_options, ".", cwd=target)
+                assert fixed.returncode in (0, 1), fixed.stderr
+            folders[f"{shape}:{version}"] = str(target)
+    return folders
+
+
 def error_lines(stderr: str) -> list[str]:
     """stderr without TF's own start-up chatter (absl, cuda probes)."""
     noise = ("WARNING: All log messages", "I0000", "W0000", "E0000", "cuda", "To enable")

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, pattern_copies, run_cli
 
 PATTERNS = FIXTURES / "real_code" / "patterns"
 SHAPES = ("model_object_passed_to_tower_function", "fluent_network_built_by_base_init",
@@ -79,17 +78,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = {}
-    for shape in SHAPES:
-        for version in ("before", "after"):
-            target = tmp_path_factory.mktemp(f"{shape}-{version}")
-            shutil.copytree(PATTERNS / shape, target, dirs_exist_ok=True)
-            (target / "expected.json").unlink()
-            if version == "after":
-                fixed = run_cli("fix", "--in-place", "--no-cache", "--only", "variables-to-cpu",
-                                ".", cwd=target)
-                assert fixed.returncode in (0, 1), fixed.stderr
-            folders[f"{shape}:{version}"] = str(target)
+    folders = pattern_copies(tmp_path_factory, SHAPES, "--only", "variables-to-cpu")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1",
                CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-c", _BUILD, json.dumps(folders)],
