@@ -317,14 +317,15 @@ class UpdateOpsCodemod(SourceCodemod):
         prepared = False
         for call in calls:
             batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
-            if batch_norm is None:
+            unrun = self.project.unrun_collections(self.position(call)[0])
+            if batch_norm is None and not unrun:
                 continue
             if not prepared:
                 self._module_scope = self._scope(node)
                 self._called_under_updates = self._functions_called_under_updates(node)
-                spelling, needs_import, problem = self._spelling(node)
+                tf_module, needs_import, problem = self._spelling(node)
                 prepared = True
-            self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
+            self._judge(self._place(call), batch_norm, unrun, tf_module, needs_import, problem)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def _batch_norm_in_a_loop_body(self) -> bool:
@@ -557,9 +558,9 @@ class UpdateOpsCodemod(SourceCodemod):
     # -- findings and fixes -------------------------------------------------------------------
 
     def _spelling(self, module: cst.Module) -> tuple[str | None, bool, str | None]:
-        """What follows `with` in the fix, in this file's spelling of TF1's API, and whether
-        that needs `import tensorflow.compat.v1 as tf`; or None and why it cannot be
-        spelled."""
+        """The module the fix spells TF1's API with (`tf`, `tf.compat.v1`, `ops`), in this
+        file's spelling, and whether that needs `import tensorflow.compat.v1 as tf`; or None
+        and why it cannot be spelled."""
         v1, tf, ops = [], [], []
         for node in self._index.of(cst.Import, cst.ImportFrom):
             if isinstance(node, cst.Import):
@@ -594,25 +595,75 @@ class UpdateOpsCodemod(SourceCodemod):
             m, needs_import = "tf", True
         else:
             return None, False, "no TensorFlow import to spell tf.control_dependencies with"
-        text = f"{m}.control_dependencies({m}.get_collection({m}.GraphKeys.UPDATE_OPS))"
-        return text, needs_import, None
+        return m, needs_import, None
 
-    def _judge(self, site: _TrainCall, batch_norm: str, spelling: str | None,
+    def _key_spelling(self, key: str, path: str, constant: str | None) -> str | None:
+        """How this file names a collection's key: the string where the code that adds to
+        it spells one; else its module constant, by its name in that module, or through
+        this file's import of it (`import model` -> `model.KEY`, `from model import KEY`);
+        None where this file reaches no name of it."""
+        if constant is None:
+            return repr(key)
+        project, label = self.project.project, self.project.label
+        if path == label:
+            return constant
+        part = project.parts.get(label)
+        for bound, module, imported, level in (part or {}).get("imports", ()):
+            if bound == "*":
+                continue
+            if imported == constant and project.module(label, module, level) == path:
+                return bound
+            if imported is None and "." not in module and project.module(
+                    label, module, level) == path:
+                return f"{bound}.{constant}"
+            if imported is not None and project.module(
+                    label, f"{module}.{imported}".strip("."), level) == path:
+                return f"{bound}.{constant}"
+        return None
+
+    def _judge(self, site: _TrainCall, batch_norm: str | None,
+               unrun: list[tuple[str, str, int, str | None]], tf_module: str | None,
                needs_import: bool, problem: str | None) -> None:
         if self.suppressed(site.call):
             return
-        covered, late = self._covered(site)
+        covered, late = self._covered(site) if batch_norm is not None else (True, [])
         if covered:
-            return
+            batch_norm, late = None, []
+            if not unrun:
+                return
         what = self.code(site.call.func)
-        message = (f"train op built without UPDATE_OPS: batch-norm moving averages never "
-                   f"update (seed 003): {what}(...) does not run the update ops of "
-                   f"{batch_norm}")
+        collections, said = [], []
+        if batch_norm is not None:
+            said.append(f"train op built without UPDATE_OPS: batch-norm moving averages "
+                        f"never update (seed 003): {what}(...) does not run the update ops "
+                        f"of {batch_norm}")
+            collections.append(f"{tf_module}.get_collection({tf_module}.GraphKeys.UPDATE_OPS)")
         if late:
             lines = ", ".join(str(self.position(b)[0]) for b in late)
             where = "line" if len(late) == 1 else "lines"
-            message += (f"; control_dependencies over them opened after the train op was "
-                        f"built ({where} {lines}) does nothing for it")
+            said[-1] += (f"; control_dependencies over them opened after the train op was "
+                         f"built ({where} {lines}) does nothing for it")
+        here = self.project.label
+        by_key: dict[str, list[tuple[str, int, str | None]]] = {}
+        for key, path, line, constant in unrun:
+            by_key.setdefault(key, []).append((path, line, constant))
+        for key, sites in by_key.items():
+            path, line, constant = sites[0]
+            at = ", ".join(f"line {at}" if where == here else f"{where}:{at}"
+                           for where, at, _ in sites)
+            said.append(f"train op built without its collected moving averages: they never "
+                        f"update: {what}(...) does not run the moving-average updates added "
+                        f"to collection {key!r} ({at}), which no code reads with "
+                        f"get_collection")
+            spelled = self._key_spelling(key, path, constant)
+            if spelled is None:
+                problem = problem or (f"this file reaches no name of collection {key!r}'s "
+                                      f"key ({constant} in {path}); build the train op under "
+                                      f"control_dependencies(get_collection({constant})) by "
+                                      f"hand")
+            collections.append(f"{tf_module}.get_collection({spelled})")
+        message = "; ".join(said)
+        spelling = f"{tf_module}.control_dependencies({' + '.join(collections)})"
         if site.in_lambda:
             problem = "it is built inside a lambda; wrap the lambda's body by hand"
         elif site.statement is None:
