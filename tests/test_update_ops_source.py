@@ -31,10 +31,21 @@ BUILT = [c for c in source_cases("update_ops") if (c / "before.py").is_file()
 
 
 def test_every_fixture_finding_says_the_moving_averages_never_update():
+    """Of UPDATE_OPS (seed 003), or of a collection of the code's own (its name said)."""
     for case, _, findings in fixture_findings("update_ops"):
-        assert all(f.message.startswith(
+        assert all(f.message.startswith((
             "train op built without UPDATE_OPS: batch-norm moving averages never update "
-            "(seed 003)") for f in findings), case.name
+            "(seed 003)",
+            "train op built without its collected moving averages: they never update"))
+            for f in findings), case.name
+    [finding] = graphfix.check_source(
+        (SOURCE / "ema_collected_never_read" / "before.py").read_text(), only=[NAME])
+    assert finding.message == (
+        "train op built without its collected moving averages: they never update: "
+        "tf.train.AdamOptimizer(1e-3).minimize(...) does not run the moving-average updates "
+        "added to collection 'averaged_weights_updates' (line 15), which no code reads with "
+        "get_collection; fix: build it under "
+        "tf.control_dependencies(tf.get_collection('averaged_weights_updates'))")
 
 
 def test_alone_a_file_without_batch_norm_has_nothing_to_fix():
@@ -219,7 +230,9 @@ def test_the_model_knows_every_batch_norm_of_the_vocabulary():
 # repositories these shapes come from), each case's before/ and after/ built in one
 # subprocess (TF imported once) and trained one step: whether the moving means moved.
 # collected_and_never_read: the learner built with policies.py's batch-norm policy;
-# model_chosen_by_importlib: train.py's GAN with the module its flags' defaults name.
+# model_chosen_by_importlib: train.py's GAN with the module its flags' defaults name;
+# private_collection_never_read and the pattern private_update_collection_read_by_caller:
+# train.py's build() with model.py's hand-written batch norm.
 _ONE_STEP = r'''
 import argparse, importlib, json, sys
 import numpy as np
@@ -254,13 +267,20 @@ def gan(folder):
     return [made.d_step, made.g_step], feed
 
 
+def resnet(folder):
+    _, train = fresh(folder, "model", "train")
+    return train.build(), {}
+
+
 out = {}
 for case, folder in json.loads(sys.argv[1]):
     sys.modules.pop("mnist_dcgan", None)
     graph = tf.Graph()
     with graph.as_default():
         step, feed = {"collected_and_never_read": learner,
-                      "model_chosen_by_importlib": gan}[case](folder)
+                      "model_chosen_by_importlib": gan,
+                      "private_collection_never_read": resnet,
+                      "private_update_collection_read_by_caller": resnet}[case](folder)
         means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
         init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(graph=graph) as sess:
@@ -271,13 +291,19 @@ for case, folder in json.loads(sys.argv[1]):
     out[folder] = [len(means), any(not np.array_equal(a, b) for a, b in zip(start, end))]
 print(json.dumps(out))
 '''
-_STEPPED = ("collected_and_never_read", "model_chosen_by_importlib")
+_STEPPED = ("collected_and_never_read", "model_chosen_by_importlib",
+            "private_collection_never_read")
+# Correct programs, stepped as they are.
+_STEPPED_AS_THEY_ARE = {"private_update_collection_read_by_caller":
+                        FIXTURES / "real_code" / "patterns" /
+                        "private_update_collection_read_by_caller"}
 
 
 @pytest.fixture(scope="module")
 def stepped() -> dict:
     cases = [[case, str(SOURCE / case / which)] for case in _STEPPED
              for which in ("before", "after")]
+    cases += [[case, str(folder)] for case, folder in _STEPPED_AS_THEY_ARE.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
     done = subprocess.run([sys.executable, "-c", _ONE_STEP, json.dumps(cases)],
                           capture_output=True, text=True, env=env, timeout=240)
@@ -317,3 +343,33 @@ def test_a_model_module_named_by_flag_defaults_is_found_and_the_fix_trains_the_s
                for f in report.findings)
     assert stepped[str(case / "before")] == [2, False]
     assert stepped[str(case / "after")] == [2, True]
+
+
+@pytest.mark.needs_tf
+def test_moving_averages_in_a_collection_nobody_reads_are_found_and_the_fix_trains_them(
+        stepped):
+    """ry/tensorflow-resnet's hand-written batch norm (dgurkaynak/tensorflow-cnn-finetune
+    1bc7c16 resnet/model.py:80): `assign_moving_average` updates added to a collection of the
+    model module's own, `resnet_update_ops`, that no code reads; train.py's bare minimize
+    never runs them. The finding names the collection and where it is filled; the fix
+    reads it through train.py's import of the model, and one step moves the moving mean.
+    Where the caller groups its train op with the collection, nothing is found and the
+    program trains the statistics as it is."""
+    case = SOURCE / "private_collection_never_read"
+    report, _ = run([str(case / "before")], Selected.build(registry.select([NAME]), {}),
+                    fix=False)
+    [finding] = report.findings
+    assert (Path(finding.path).name, finding.line) == ("train.py", 18)
+    assert re.search(r"does not run the moving-average updates added to collection "
+                     r"'resnet_update_ops' \(\S*/model\.py:24, 25\), which no code reads with "
+                     r"get_collection; fix: build it under "
+                     r"tf\.control_dependencies\(tf\.get_collection\(model\.UPDATE_OPS_COLLECTION\)\)",
+                     finding.message), finding.message
+    # (the moving mean, and the zero-debiasing variables assign_moving_average makes in it)
+    assert stepped[str(case / "before")][0] > 0
+    assert [moved for _, moved in (stepped[str(case / w)] for w in ("before", "after"))] == [
+        False, True]
+    correct = _STEPPED_AS_THEY_ARE["private_update_collection_read_by_caller"]
+    report, _ = run([str(correct)], Selected.build(registry.select([NAME]), {}), fix=False)
+    assert report.findings == []
+    assert stepped[str(correct)][1] is True

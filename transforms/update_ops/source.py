@@ -213,6 +213,21 @@ class UpdateOpsCodemod(SourceCodemod):
     and a control dependency on them outside it is TF's "has inputs from different frames"
     error (cbfinn/maml#33).
 
+    Found too, for a batch norm written by hand (ry/tensorflow-resnet's, widely copied):
+    moving-average updates (`assign_moving_average(...)`, an `ExponentialMovingAverage`'s
+    `apply(...)`) added with `add_to_collection` to a collection of the code's own (its key
+    a string, or a module constant of one) that no code connected to the train op's file
+    by imports reads with `get_collection`: nothing runs them. The train ops of their
+    program (the file that fills the collection, or one whose calls reach that code or are
+    reached by it) are found; any `get_collection` whose key the code does not spell out
+    (a parameter, an attribute), an update op the code also reads elsewhere (a control
+    dependency, a return), or a key not spelled as a constant means no finding. The fix
+    builds the train op under `tf.control_dependencies(tf.get_collection(KEY))`, `KEY`
+    spelled as the file reaches it (the string; the constant's name in its own module, or
+    through this file's import of that module, `model.UPDATE_OPS_COLLECTION`); reported,
+    not fixed, where the file reaches no name of it, or the train op's function fills the
+    collection after building it.
+
     Every `X.minimize(...)` / `X.apply_gradients(...)` that does not run the update ops is
     an error: not inside a `with ...control_dependencies(E):` whose `E` refers to them (a
     `get_collection(GraphKeys.UPDATE_OPS)`, a name bound to one, a name that says so:
@@ -649,13 +664,23 @@ class UpdateOpsCodemod(SourceCodemod):
             by_key.setdefault(key, []).append((path, line, constant))
         for key, sites in by_key.items():
             path, line, constant = sites[0]
-            at = ", ".join(f"line {at}" if where == here else f"{where}:{at}"
-                           for where, at, _ in sites)
+            lines: dict[str, list[str]] = {}
+            for where, at, _ in sites:
+                lines.setdefault(where, []).append(str(at))
+            at = "; ".join(f"{'line' if len(ats) == 1 else 'lines'} {', '.join(ats)}"
+                           if where == here else f"{where}:{', '.join(ats)}"
+                           for where, ats in lines.items())
             said.append(f"train op built without its collected moving averages: they never "
                         f"update: {what}(...) does not run the moving-average updates added "
                         f"to collection {key!r} ({at}), which no code reads with "
                         f"get_collection")
             spelled = self._key_spelling(key, path, constant)
+            built = self.position(site.call)[0]
+            if any(where == here and at > built and unit_at(self.project.part, at)
+                   == unit_at(self.project.part, built) for where, at, _ in sites):
+                problem = problem or (f"its function adds to collection {key!r} after it "
+                                      f"builds the train op; build the train op after them, "
+                                      f"under control_dependencies(get_collection(...))")
             if spelled is None:
                 problem = problem or (f"this file reaches no name of collection {key!r}'s "
                                       f"key ({constant} in {path}); build the train op under "
