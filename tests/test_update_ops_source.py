@@ -373,3 +373,53 @@ def test_moving_averages_in_a_collection_nobody_reads_are_found_and_the_fix_trai
     report, _ = run([str(correct)], Selected.build(registry.select([NAME]), {}), fix=False)
     assert report.findings == []
     assert stepped[str(correct)][1] is True
+
+
+_HAND_WRITTEN_BN = '''\
+import tensorflow.compat.v1 as tf
+from tensorflow.python.training import moving_averages
+
+BN_UPDATES = 'bn_updates'
+
+
+def bn(x, moving_mean, key=BN_UPDATES):
+    mean, _ = tf.nn.moments(x, [0])
+    update = moving_averages.assign_moving_average(moving_mean, mean, 0.9)
+    tf.add_to_collection({key}, update)
+    return x
+
+
+def train(x, moving_mean):
+    loss = tf.reduce_sum(bn(x, moving_mean))
+    {train}
+    return train_op
+'''
+
+
+@pytest.mark.parametrize("key, train, found", [
+    ("BN_UPDATES", "train_op = tf.train.AdamOptimizer().minimize(loss)", "fixed"),
+    ("'bn_updates'", "train_op = tf.train.AdamOptimizer().minimize(loss)", "fixed"),
+    # read somewhere with its string, or with a key the code does not spell out
+    ("BN_UPDATES", "train_op = tf.group(tf.train.AdamOptimizer().minimize(loss), "
+                   "*tf.get_collection('bn_updates'))", None),
+    ("BN_UPDATES", "train_op = tf.group(tf.train.AdamOptimizer().minimize(loss), "
+                   "*tf.get_collection(key))", None),
+    # a key that is not a constant: a parameter
+    ("key", "train_op = tf.train.AdamOptimizer().minimize(loss)", None),
+    # filled after the train op is built, in its function
+    ("BN_UPDATES", "train_op = tf.train.AdamOptimizer().minimize(loss)\n    "
+                   "tf.add_to_collection(BN_UPDATES, moving_averages.assign_moving_average("
+                   "moving_mean, loss, 0.9))", "unfixable"),
+])
+def test_moving_averages_collected_by_hand(key: str, train: str, found: str | None):
+    """A collection of the code's own is found only where its key is a constant and no
+    code reads it; a `get_collection` of a key the code does not spell out may read it."""
+    code = _HAND_WRITTEN_BN.format(key=key, train=train)
+    findings = graphfix.check_source(code, only=[NAME])
+    if found is None:
+        assert findings == []
+        return
+    [finding] = findings
+    assert finding.line == 16
+    assert finding.fixable == (found == "fixed"), finding.message
+    assert "collection 'bn_updates'" in finding.message
