@@ -231,7 +231,8 @@ def test_the_model_knows_every_batch_norm_of_the_vocabulary():
 # subprocess (TF imported once) and trained one step: whether the moving means moved.
 # collected_and_never_read: the learner built with policies.py's batch-norm policy;
 # model_chosen_by_importlib: train.py's GAN with the module its flags' defaults name;
-# private_collection_never_read and the pattern private_update_collection_read_by_caller:
+# private_collection_never_read, private_collection_star_import and the pattern
+# private_update_collection_read_by_caller:
 # train.py's build() with model.py's hand-written batch norm.
 _ONE_STEP = r'''
 import argparse, importlib, json, sys
@@ -280,6 +281,7 @@ for case, folder in json.loads(sys.argv[1]):
         step, feed = {"collected_and_never_read": learner,
                       "model_chosen_by_importlib": gan,
                       "private_collection_never_read": resnet,
+                      "private_collection_star_import": resnet,
                       "private_update_collection_read_by_caller": resnet}[case](folder)
         means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
         init = tf.compat.v1.global_variables_initializer()
@@ -292,7 +294,7 @@ for case, folder in json.loads(sys.argv[1]):
 print(json.dumps(out))
 '''
 _STEPPED = ("collected_and_never_read", "model_chosen_by_importlib",
-            "private_collection_never_read")
+            "private_collection_never_read", "private_collection_star_import")
 # Correct programs, stepped as they are.
 _STEPPED_AS_THEY_ARE = {"private_update_collection_read_by_caller":
                         FIXTURES / "real_code" / "patterns" /
@@ -352,7 +354,8 @@ def test_moving_averages_in_a_collection_nobody_reads_are_found_and_the_fix_trai
     1bc7c16 resnet/model.py:80): `assign_moving_average` updates added to a collection of the
     model module's own, `resnet_update_ops`, that no code reads; train.py's bare minimize
     never runs them. The finding names the collection and where it is filled; the fix
-    reads it through train.py's import of the model, and one step moves the moving mean.
+    reads it through train.py's import of the model (or the name a star import of it
+    binds), and one step moves the moving mean.
     Where the caller groups its train op with the collection, nothing is found and the
     program trains the statistics as it is."""
     case = SOURCE / "private_collection_never_read"
@@ -367,8 +370,9 @@ def test_moving_averages_in_a_collection_nobody_reads_are_found_and_the_fix_trai
                      finding.message), finding.message
     # (the moving mean, and the zero-debiasing variables assign_moving_average makes in it)
     assert stepped[str(case / "before")][0] > 0
-    assert [moved for _, moved in (stepped[str(case / w)] for w in ("before", "after"))] == [
-        False, True]
+    for stepped_case in (case, SOURCE / "private_collection_star_import"):
+        assert [moved for _, moved in (stepped[str(stepped_case / w)]
+                                       for w in ("before", "after"))] == [False, True]
     correct = _STEPPED_AS_THEY_ARE["private_update_collection_read_by_caller"]
     report, _ = run([str(correct)], Selected.build(registry.select([NAME]), {}), fix=False)
     assert report.findings == []

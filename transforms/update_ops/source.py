@@ -3,6 +3,7 @@ package docstring for the bug and the fix)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -33,6 +34,30 @@ _LOOPS = {"map_fn": ("fn", 0), "scan": ("fn", 0), "foldl": ("fn", 0), "foldr": (
           "while_loop": ("body", 1)}
 _UPDATE_WORD = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
                           re.IGNORECASE)
+
+
+def _bindings(code: str) -> dict[str, int]:
+    """How many times each name is bound in `code` (assigned, a parameter, imported, a def
+    or class), in any scope."""
+    counts: dict[str, int] = {}
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return counts
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.alias):
+            names = [(node.asname or node.name).split(".")[0]]
+        else:
+            continue
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _dotted(node: cst.CSTNode) -> str | None:
@@ -615,16 +640,25 @@ class UpdateOpsCodemod(SourceCodemod):
     def _key_spelling(self, key: str, path: str, constant: str | None) -> str | None:
         """How this file names a collection's key: the string where the code that adds to
         it spells one; else its module constant, by its name in that module, or through
-        this file's import of it (`import model` -> `model.KEY`, `from model import KEY`);
-        None where this file reaches no name of it."""
+        this file's import of it (`import model` -> `model.KEY`, `from model import KEY`,
+        `from model import *`); None where this file reaches no name of it."""
         if constant is None:
             return repr(key)
         project, label = self.project.project, self.project.label
+        bindings = _bindings(self._tree.code)
         if path == label:
-            return constant
+            return constant if bindings.get(constant) == 1 else None
         part = project.parts.get(label)
         for bound, module, imported, level in (part or {}).get("imports", ()):
             if bound == "*":
+                # (what a star import binds: the module's public names, where no __all__
+                # says otherwise)
+                if (project.module(label, module, level) == path and not bindings.get(constant)
+                        and not constant.startswith("_")
+                        and "__all__" not in project.parts[path]["globals"]):
+                    return constant
+                continue
+            if bindings.get(bound) != 1:  # (rebound: `model = model.Model()`)
                 continue
             if imported == constant and project.module(label, module, level) == path:
                 return bound
@@ -682,10 +716,9 @@ class UpdateOpsCodemod(SourceCodemod):
                                       f"builds the train op; build the train op after them, "
                                       f"under control_dependencies(get_collection(...))")
             if spelled is None:
-                problem = problem or (f"this file reaches no name of collection {key!r}'s "
-                                      f"key ({constant} in {path}); build the train op under "
-                                      f"control_dependencies(get_collection({constant})) by "
-                                      f"hand")
+                problem = problem or (f"this file names no constant of collection {key!r} "
+                                      f"({constant} in {path}); build the train op under "
+                                      f"control_dependencies(get_collection(...)) by hand")
             collections.append(f"{tf_module}.get_collection({spelled})")
         message = "; ".join(said)
         spelling = f"{tf_module}.control_dependencies({' + '.join(collections)})"
