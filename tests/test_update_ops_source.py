@@ -366,7 +366,8 @@ def test_moving_averages_in_a_collection_nobody_reads_are_found_and_the_fix_trai
     assert re.search(r"does not run the moving-average updates added to collection "
                      r"'resnet_update_ops' \(\S*/model\.py:24, 25\), which no code reads with "
                      r"get_collection; fix: build it under "
-                     r"tf\.control_dependencies\(tf\.get_collection\(model\.UPDATE_OPS_COLLECTION\)\)",
+                     r"tf\.control_dependencies\("
+                     r"tf\.get_collection\(model\.UPDATE_OPS_COLLECTION\)\)",
                      finding.message), finding.message
     # (the moving mean, and the zero-debiasing variables assign_moving_average makes in it)
     assert stepped[str(case / "before")][0] > 0
@@ -408,6 +409,8 @@ def train(x, moving_mean):
                    "*tf.get_collection('bn_updates'))", None),
     ("BN_UPDATES", "train_op = tf.group(tf.train.AdamOptimizer().minimize(loss), "
                    "*tf.get_collection(key))", None),
+    # one of TF's own collections (a Scaffold runs its local_init_op itself)
+    ("'local_init_op'", "train_op = tf.train.AdamOptimizer().minimize(loss)", None),
     # a key that is not a constant: a parameter
     ("key", "train_op = tf.train.AdamOptimizer().minimize(loss)", None),
     # filled after the train op is built, in its function

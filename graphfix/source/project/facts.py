@@ -20,6 +20,7 @@ from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     METRIC_CALLS,
     SLIM_NET_NAME,
+    TF_COLLECTION_KEYS,
     canonical_tf_name,
 )
 
@@ -401,17 +402,19 @@ def collection_facts(tree: ast.Module, names: AstTfNames) -> dict:
     """What a module does with collections of its own: `moving_averages`, [[key, line,
     constant or None]] for each moving-average update (`assign_moving_average(...)`, an
     `ExponentialMovingAverage`'s `apply(...)`) it adds to a collection whose key it spells
-    as a string or a module constant of one (the name of that constant), other than
-    UPDATE_OPS; an update whose op the code also reads elsewhere (a control dependency, a
-    return) runs that way and is left out. `read`: the keys its `get_collection` calls
-    name; `reads_any`: whether one names a key the code does not spell out (a parameter, an
-    expression), or it lists every collection (`get_all_collection_keys`)."""
+    as a string or a module constant of one (the name of that constant), none of TF's own
+    (`vocabulary.TF_COLLECTION_KEYS`: UPDATE_OPS is the batch norms' fact); an update whose
+    op the code also reads elsewhere (a control dependency, a return) runs that way and is
+    left out. `read`: the keys its `get_collection` calls name; `reads_any`: whether one
+    names a key the code does not spell out (a parameter, an expression), or it lists
+    every collection (`get_all_collection_keys`)."""
     strings = _module_strings(tree)
     facts: dict = {"moving_averages": [], "read": set(), "reads_any": False}
     scopes = [tree, *(n for n in ast.walk(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
-    averagers = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                 and isinstance(n.value, ast.Call) and _last(names, n.value.func) == _MOVING_AVERAGE
+    averagers = {t.id for n in ast.walk(tree)
+                 if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                 and _last(names, n.value.func) == _MOVING_AVERAGE
                  for t in n.targets if isinstance(t, ast.Name)}
 
     def update(expr: ast.expr) -> bool:
@@ -461,7 +464,7 @@ def collection_facts(tree: ast.Module, names: AstTfNames) -> dict:
                     and isinstance(given, (ast.List, ast.Tuple)) else [given])
             for expr in keys:
                 key = _key(expr, strings, local)
-                if key is None or key == "update_ops" or isinstance(expr, ast.Attribute):
+                if key is None or key in TF_COLLECTION_KEYS or isinstance(expr, ast.Attribute):
                     continue
                 constant = expr.id if isinstance(expr, ast.Name) else None
                 facts["moving_averages"].append([key, node.lineno, constant])
