@@ -430,3 +430,12 @@ def test_moving_averages_collected_by_hand(key: str, train: str, found: str | No
     assert finding.line == 16
     assert finding.fixable == (found == "fixed"), finding.message
     assert "collection 'bn_updates'" in finding.message
+
+
+def test_a_hand_written_batch_norm_the_train_op_never_calls_is_not_its_own():
+    """ethanhe42/context-cifar's cifar10.py: ry's `bn()` kept beside the model that is
+    trained (its batch norm updates in place); the train op's program never calls it."""
+    code = _HAND_WRITTEN_BN.format(
+        key="BN_UPDATES", train="train_op = tf.train.AdamOptimizer().minimize(loss)").replace(
+        "tf.reduce_sum(bn(x, moving_mean))", "tf.reduce_sum(x * moving_mean)")
+    assert graphfix.check_source(code, only=[NAME]) == []

@@ -1024,14 +1024,15 @@ class FileView:
                     found.add((label, name, at))
         return sorted(found, key=lambda b: (b[0], b[2], b[1]))
 
-    def _program(self, line: int | None) -> set[tuple[str, str]]:
-        """The units code at `line` of this file (None: anywhere in it) may run with: this
-        file's, what they refer to (through its imports, transitively), and the code that
-        refers to the unit `line` is in (its callers, which may build the model first)."""
+    def _program(self, line: int | None, whole_file: bool = True) -> set[tuple[str, str]]:
+        """The units code at `line` of this file (None: anywhere in it) may run with: the
+        code that refers to the unit `line` is in (its callers, which may build the model
+        first), this file's units unless not `whole_file`, and what they all refer to
+        (through imports, transitively)."""
         part, project = self.part, self.project
-        starts = set(project.units(self.label))
-        for here in ([(self.label, unit_at(part, line))] if line is not None else
-                     list(starts)):
+        units = project.units(self.label)
+        starts = set(units) if whole_file or line is None else set()
+        for here in ([(self.label, unit_at(part, line))] if line is not None else units):
             starts |= project.callers(here)
         return project.reached(starts)
 
@@ -1039,8 +1040,8 @@ class FileView:
         """The moving-average updates collected into a collection of the project's own that
         no code connected to this file by imports (`connected_code`) reads with
         `get_collection` (`Project.collections`), that code at `line` of this file (None:
-        anywhere in it) may run with: this file's, and those of the units of its program
-        (`batch_norms_reaching`'s). As (key, path, line, the module constant that spells the
+        anywhere in it) may run with: those of the units its function calls, or its callers
+        do (`batch_norms_reaching`'s program, this file's other units not in it). As (key, path, line, the module constant that spells the
         key or None), in path and line order; none where some code reads a collection whose
         key it does not spell out."""
         part = self.part
@@ -1052,17 +1053,18 @@ class FileView:
                  for m in project.collections(label)["moving_averages"]]
         if not added:
             return []
-        program = self._program(line) if any(label != self.label for label, _ in added) else set()
         read: set[str] = set()
         for label in connected:
             facts = project.collections(label)
             if facts["reads_any"]:
                 return []
             read.update(facts["read"])
+        # (a hand-written batch norm of the train op's own file that its program never
+        # calls is another model's: ethanhe42/context-cifar's cifar10.py keeps one beside
+        # the model it trains)
+        program = self._program(line, whole_file=False)
         found = set()
         for label, (key, at, constant) in added:
-            if key in read:
-                continue
-            if label == self.label or (label, unit_at(project.parts[label], at)) in program:
+            if key not in read and (label, unit_at(project.parts[label], at)) in program:
                 found.add((key, label, at, constant))
         return sorted(found, key=lambda m: (m[1], m[2], m[0]))
