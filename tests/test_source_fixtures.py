@@ -95,7 +95,7 @@ def _tree(case: Path, name: str, settings: dict, tmp_path: Path) -> None:
     for n in names:
         assert (work / n).read_text() == (case / "after" / n).read_text(), n
     left = found(run([str(work)], selected, fix=False)[0])
-    # (each mark here is (file, line, severity, fixable, col): the unfixable ones are left)
+    # (a tree's marks lead with the file's name: (name, line, severity, fixable, col))
     assert left == [m for m in marked(case / "after") if not m[3]]
     again, outputs = run([str(work)], selected, fix=True)
     assert outputs == [] and again.changes == []  # idempotent

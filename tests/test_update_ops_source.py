@@ -31,10 +31,21 @@ BUILT = [c for c in source_cases("update_ops") if (c / "before.py").is_file()
 
 
 def test_every_fixture_finding_says_the_moving_averages_never_update():
+    """Of UPDATE_OPS (seed 003), or of a collection of the code's own (its name said)."""
     for case, _, findings in fixture_findings("update_ops"):
-        assert all(f.message.startswith(
+        assert all(f.message.startswith((
             "train op built without UPDATE_OPS: batch-norm moving averages never update "
-            "(seed 003)") for f in findings), case.name
+            "(seed 003)",
+            "train op built without its collected moving averages: they never update"))
+            for f in findings), case.name
+    [finding] = graphfix.check_source(
+        (SOURCE / "ema_collected_never_read" / "before.py").read_text(), only=[NAME])
+    assert finding.message == (
+        "train op built without its collected moving averages: they never update: "
+        "tf.train.AdamOptimizer(1e-3).minimize(...) does not run the moving-average updates "
+        "added to collection 'averaged_weights_updates' (line 15), which no code reads with "
+        "get_collection; fix: build it under "
+        "tf.control_dependencies(tf.get_collection('averaged_weights_updates'))")
 
 
 def test_alone_a_file_without_batch_norm_has_nothing_to_fix():
@@ -219,7 +230,10 @@ def test_the_model_knows_every_batch_norm_of_the_vocabulary():
 # repositories these shapes come from), each case's before/ and after/ built in one
 # subprocess (TF imported once) and trained one step: whether the moving means moved.
 # collected_and_never_read: the learner built with policies.py's batch-norm policy;
-# model_chosen_by_importlib: train.py's GAN with the module its flags' defaults name.
+# model_chosen_by_importlib: train.py's GAN with the module its flags' defaults name;
+# private_collection_never_read, private_collection_star_import and the pattern
+# private_update_collection_read_by_caller:
+# train.py's build() with model.py's hand-written batch norm.
 _ONE_STEP = r'''
 import argparse, importlib, json, sys
 import numpy as np
@@ -254,13 +268,21 @@ def gan(folder):
     return [made.d_step, made.g_step], feed
 
 
+def resnet(folder):
+    _, train = fresh(folder, "model", "train")
+    return train.build(), {}
+
+
 out = {}
 for case, folder in json.loads(sys.argv[1]):
     sys.modules.pop("mnist_dcgan", None)
     graph = tf.Graph()
     with graph.as_default():
         step, feed = {"collected_and_never_read": learner,
-                      "model_chosen_by_importlib": gan}[case](folder)
+                      "model_chosen_by_importlib": gan,
+                      "private_collection_never_read": resnet,
+                      "private_collection_star_import": resnet,
+                      "private_update_collection_read_by_caller": resnet}[case](folder)
         means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
         init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(graph=graph) as sess:
@@ -271,13 +293,19 @@ for case, folder in json.loads(sys.argv[1]):
     out[folder] = [len(means), any(not np.array_equal(a, b) for a, b in zip(start, end))]
 print(json.dumps(out))
 '''
-_STEPPED = ("collected_and_never_read", "model_chosen_by_importlib")
+_STEPPED = ("collected_and_never_read", "model_chosen_by_importlib",
+            "private_collection_never_read", "private_collection_star_import")
+# Correct programs, stepped as they are.
+_STEPPED_AS_THEY_ARE = {"private_update_collection_read_by_caller":
+                        FIXTURES / "real_code" / "patterns" /
+                        "private_update_collection_read_by_caller"}
 
 
 @pytest.fixture(scope="module")
 def stepped() -> dict:
     cases = [[case, str(SOURCE / case / which)] for case in _STEPPED
              for which in ("before", "after")]
+    cases += [[case, str(folder)] for case, folder in _STEPPED_AS_THEY_ARE.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
     done = subprocess.run([sys.executable, "-c", _ONE_STEP, json.dumps(cases)],
                           capture_output=True, text=True, env=env, timeout=240)
@@ -317,3 +345,97 @@ def test_a_model_module_named_by_flag_defaults_is_found_and_the_fix_trains_the_s
                for f in report.findings)
     assert stepped[str(case / "before")] == [2, False]
     assert stepped[str(case / "after")] == [2, True]
+
+
+@pytest.mark.needs_tf
+def test_moving_averages_in_a_collection_nobody_reads_are_found_and_the_fix_trains_them(
+        stepped):
+    """ry/tensorflow-resnet's hand-written batch norm (dgurkaynak/tensorflow-cnn-finetune
+    1bc7c16 resnet/model.py:80): `assign_moving_average` updates added to a collection of the
+    model module's own, `resnet_update_ops`, that no code reads; train.py's bare minimize
+    never runs them. The finding names the collection and where it is filled; the fix
+    reads it through train.py's import of the model (or the name a star import of it
+    binds), and one step moves the moving mean.
+    Where the caller groups its train op with the collection, nothing is found and the
+    program trains the statistics as it is."""
+    case = SOURCE / "private_collection_never_read"
+    report, _ = run([str(case / "before")], Selected.build(registry.select([NAME]), {}),
+                    fix=False)
+    [finding] = report.findings
+    assert (Path(finding.path).name, finding.line) == ("train.py", 18)
+    assert re.search(r"does not run the moving-average updates added to collection "
+                     r"'resnet_update_ops' \(\S*/model\.py:24, 25\), which no code reads with "
+                     r"get_collection; fix: build it under "
+                     r"tf\.control_dependencies\("
+                     r"tf\.get_collection\(model\.UPDATE_OPS_COLLECTION\)\)",
+                     finding.message), finding.message
+    # (the moving mean, and the zero-debiasing variables assign_moving_average makes in it)
+    assert stepped[str(case / "before")][0] > 0
+    for stepped_case in (case, SOURCE / "private_collection_star_import"):
+        assert [moved for _, moved in (stepped[str(stepped_case / w)]
+                                       for w in ("before", "after"))] == [False, True]
+    correct = _STEPPED_AS_THEY_ARE["private_update_collection_read_by_caller"]
+    report, _ = run([str(correct)], Selected.build(registry.select([NAME]), {}), fix=False)
+    assert report.findings == []
+    assert stepped[str(correct)][1] is True
+
+
+_HAND_WRITTEN_BN = '''\
+import tensorflow.compat.v1 as tf
+from tensorflow.python.training import moving_averages
+
+BN_UPDATES = 'bn_updates'
+
+
+def bn(x, moving_mean, key=BN_UPDATES):
+    mean, _ = tf.nn.moments(x, [0])
+    update = moving_averages.assign_moving_average(moving_mean, mean, 0.9)
+    tf.add_to_collection({key}, update)
+    return x
+
+
+def train(x, moving_mean):
+    loss = tf.reduce_sum(bn(x, moving_mean))
+    {train}
+    return train_op
+'''
+
+
+@pytest.mark.parametrize("key, train, found", [
+    ("BN_UPDATES", "train_op = tf.train.AdamOptimizer().minimize(loss)", "fixed"),
+    ("'bn_updates'", "train_op = tf.train.AdamOptimizer().minimize(loss)", "fixed"),
+    # read somewhere with its string, or with a key the code does not spell out
+    ("BN_UPDATES", "train_op = tf.group(tf.train.AdamOptimizer().minimize(loss), "
+                   "*tf.get_collection('bn_updates'))", None),
+    ("BN_UPDATES", "train_op = tf.group(tf.train.AdamOptimizer().minimize(loss), "
+                   "*tf.get_collection(key))", None),
+    # one of TF's own collections (a Scaffold runs its local_init_op itself)
+    ("'local_init_op'", "train_op = tf.train.AdamOptimizer().minimize(loss)", None),
+    # a key that is not a constant: a parameter
+    ("key", "train_op = tf.train.AdamOptimizer().minimize(loss)", None),
+    # filled after the train op is built, in its function
+    ("BN_UPDATES", "train_op = tf.train.AdamOptimizer().minimize(loss)\n    "
+                   "tf.add_to_collection(BN_UPDATES, moving_averages.assign_moving_average("
+                   "moving_mean, loss, 0.9))", "unfixable"),
+])
+def test_moving_averages_collected_by_hand(key: str, train: str, found: str | None):
+    """A collection of the code's own is found only where its key is a constant and no
+    code reads it; a `get_collection` of a key the code does not spell out may read it."""
+    code = _HAND_WRITTEN_BN.format(key=key, train=train)
+    findings = graphfix.check_source(code, only=[NAME])
+    if found is None:
+        assert findings == []
+        return
+    [finding] = findings
+    assert finding.line == 16
+    assert finding.fixable == (found == "fixed"), finding.message
+    assert "collection 'bn_updates'" in finding.message
+
+
+def test_a_hand_written_batch_norm_the_train_op_never_calls_is_not_its_own():
+    """ethanhe42/context-cifar's cifar10.py: ry's `bn()` kept beside the model that is
+    trained (its batch norm updates in place); the train op's program never calls it."""
+    code = _HAND_WRITTEN_BN.format(
+        key="BN_UPDATES", train="train_op = tf.train.AdamOptimizer().minimize(loss)").replace(
+        "tf.reduce_sum(bn(x, moving_mean))", "tf.reduce_sum(x * moving_mean)")
+    assert graphfix.check_source(code, only=[NAME]) == []

@@ -122,6 +122,18 @@ VARIABLE_LISTS = {
     "slim.get_local_variables": "frozen",
 }
 COLLECTION_GETTERS = frozenset({"get_collection", "get_collection_ref"})
+# The strings of TF 1.x's `GraphKeys`: TF's own collections (TF's machinery runs some of
+# them itself: a Scaffold's init_op, local_init_op and table_initializer), no project's.
+TF_COLLECTION_KEYS = frozenset({
+    "_SUMMARY_V2", "activations", "asset_filepaths", "biases", "concatenated_variables",
+    "cond_context", "eval_step", "global_step", "init_op", "local_init_op", "local_resources",
+    "local_variables", "losses", "metric_variables", "model_variables",
+    "moving_average_variables", "queue_runners", "ready_for_local_init_op", "ready_op",
+    "regularization_losses", "resources", "saveable_objects", "savers",
+    "streaming_model_ports", "summaries", "summary_op", "table_initializer", "train_op",
+    "trainable_resource_variables", "trainable_variables", "update_ops", "variables",
+    "weights", "while_context",
+})
 # Collection keys (`tf.GraphKeys.X`, or the string) that hold variables, as VARIABLE_LISTS.
 VARIABLE_COLLECTION_KEYS = {
     "TRAINABLE_VARIABLES": "variable", "GLOBAL_VARIABLES": "variable", "VARIABLES": "variable",

@@ -38,7 +38,10 @@ of the run that the file's imports and calls reach (or that reaches the train op
 a module imported with `importlib.import_module` of a name the file spells out, from
 literals and its flags' defaults, counts as imported), or where the train op's function
 collects UPDATE_OPS into a list that nothing reads (its author's word that a batch norm
-feeds them, its model given as an argument), each `minimize(...)` / `apply_gradients(...)` that does not run the
+feeds them, its model given as an argument), or where moving-average updates written by
+hand (`assign_moving_average`, an `ExponentialMovingAverage`'s `apply`) go to a collection
+of the code's own that nothing reads with `get_collection` (then the fix reads that
+collection), each `minimize(...)` / `apply_gradients(...)` that does not run the
 update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone.
@@ -95,8 +98,11 @@ def _maximal(graph: GraphIndex, names: list[str]) -> list[str]:
 def _batch_norm_reaches(view: FileView) -> bool:
     """Whether a batch norm that trains is in the file, or in code it reaches or that
     reaches it (`FileView.batch_norms_reaching`), or the file collects UPDATE_OPS into a
-    list it never reads (`FileView.unread_update_ops`: its author's word that one is)."""
-    return bool(view.batch_norms() or view.batch_norms_reaching() or view.unread_update_ops())
+    list it never reads (`FileView.unread_update_ops`: its author's word that one is), or
+    moving-average updates collected in a collection of the project's own that no code
+    reads reach it (`FileView.unrun_collections`)."""
+    return bool(view.batch_norms() or view.batch_norms_reaching() or view.unread_update_ops()
+                or view.unrun_collections())
 
 
 class UpdateOps(Transform):

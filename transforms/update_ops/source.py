@@ -3,6 +3,7 @@ package docstring for the bug and the fix)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -33,6 +34,30 @@ _LOOPS = {"map_fn": ("fn", 0), "scan": ("fn", 0), "foldl": ("fn", 0), "foldr": (
           "while_loop": ("body", 1)}
 _UPDATE_WORD = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
                           re.IGNORECASE)
+
+
+def _bindings(code: str) -> dict[str, int]:
+    """How many times each name is bound in `code` (assigned, a parameter, imported, a def
+    or class), in any scope."""
+    counts: dict[str, int] = {}
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return counts
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.alias):
+            names = [(node.asname or node.name).split(".")[0]]
+        else:
+            continue
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _dotted(node: cst.CSTNode) -> str | None:
@@ -213,6 +238,21 @@ class UpdateOpsCodemod(SourceCodemod):
     and a control dependency on them outside it is TF's "has inputs from different frames"
     error (cbfinn/maml#33).
 
+    Found too, for a batch norm written by hand (ry/tensorflow-resnet's, widely copied):
+    moving-average updates (`assign_moving_average(...)`, an `ExponentialMovingAverage`'s
+    `apply(...)`) added with `add_to_collection` to a collection of the code's own (its key
+    a string, or a module constant of one) that no code connected to the train op's file
+    by imports reads with `get_collection`: nothing runs them. The train ops of their
+    program (the file that fills the collection, or one whose calls reach that code or are
+    reached by it) are found; any `get_collection` whose key the code does not spell out
+    (a parameter, an attribute), an update op the code also reads elsewhere (a control
+    dependency, a return), or a key not spelled as a constant means no finding. The fix
+    builds the train op under `tf.control_dependencies(tf.get_collection(KEY))`, `KEY`
+    spelled as the file reaches it (the string; the constant's name in its own module, or
+    through this file's import of that module, `model.UPDATE_OPS_COLLECTION`); reported,
+    not fixed, where the file reaches no name of it, or the train op's function fills the
+    collection after building it.
+
     Every `X.minimize(...)` / `X.apply_gradients(...)` that does not run the update ops is
     an error: not inside a `with ...control_dependencies(E):` whose `E` refers to them (a
     `get_collection(GraphKeys.UPDATE_OPS)`, a name bound to one, a name that says so:
@@ -317,14 +357,15 @@ class UpdateOpsCodemod(SourceCodemod):
         prepared = False
         for call in calls:
             batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
-            if batch_norm is None:
+            unrun = self.project.unrun_collections(self.position(call)[0])
+            if batch_norm is None and not unrun:
                 continue
             if not prepared:
                 self._module_scope = self._scope(node)
                 self._called_under_updates = self._functions_called_under_updates(node)
-                spelling, needs_import, problem = self._spelling(node)
+                tf_module, needs_import, problem = self._spelling(node)
                 prepared = True
-            self._judge(self._place(call), batch_norm, spelling, needs_import, problem)
+            self._judge(self._place(call), batch_norm, unrun, tf_module, needs_import, problem)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def _batch_norm_in_a_loop_body(self) -> bool:
@@ -557,9 +598,9 @@ class UpdateOpsCodemod(SourceCodemod):
     # -- findings and fixes -------------------------------------------------------------------
 
     def _spelling(self, module: cst.Module) -> tuple[str | None, bool, str | None]:
-        """What follows `with` in the fix, in this file's spelling of TF1's API, and whether
-        that needs `import tensorflow.compat.v1 as tf`; or None and why it cannot be
-        spelled."""
+        """The module the fix spells TF1's API with (`tf`, `tf.compat.v1`, `ops`), in this
+        file's spelling, and whether that needs `import tensorflow.compat.v1 as tf`; or None
+        and why it cannot be spelled."""
         v1, tf, ops = [], [], []
         for node in self._index.of(cst.Import, cst.ImportFrom):
             if isinstance(node, cst.Import):
@@ -594,25 +635,93 @@ class UpdateOpsCodemod(SourceCodemod):
             m, needs_import = "tf", True
         else:
             return None, False, "no TensorFlow import to spell tf.control_dependencies with"
-        text = f"{m}.control_dependencies({m}.get_collection({m}.GraphKeys.UPDATE_OPS))"
-        return text, needs_import, None
+        return m, needs_import, None
 
-    def _judge(self, site: _TrainCall, batch_norm: str, spelling: str | None,
+    def _key_spelling(self, key: str, path: str, constant: str | None) -> str | None:
+        """How this file names a collection's key: the string where the code that adds to
+        it spells one; else its module constant, by its name in that module, or through
+        this file's import of it (`import model` -> `model.KEY`, `from model import KEY`,
+        `from model import *`); None where this file reaches no name of it."""
+        if constant is None:
+            return repr(key)
+        project, label = self.project.project, self.project.label
+        bindings = _bindings(self._tree.code)
+        if path == label:
+            return constant if bindings.get(constant) == 1 else None
+        part = project.parts.get(label)
+        for bound, module, imported, level in (part or {}).get("imports", ()):
+            if bound == "*":
+                # (what a star import binds: the module's public names, where no __all__
+                # says otherwise)
+                if (project.module(label, module, level) == path and not bindings.get(constant)
+                        and not constant.startswith("_")
+                        and "__all__" not in project.parts[path]["globals"]):
+                    return constant
+                continue
+            if bindings.get(bound) != 1:  # (rebound: `model = model.Model()`)
+                continue
+            if imported == constant and project.module(label, module, level) == path:
+                return bound
+            if imported is None and "." not in module and project.module(
+                    label, module, level) == path:
+                return f"{bound}.{constant}"
+            if imported is not None and project.module(
+                    label, f"{module}.{imported}".strip("."), level) == path:
+                return f"{bound}.{constant}"
+        return None
+
+    def _judge(self, site: _TrainCall, batch_norm: str | None,
+               unrun: list[tuple[str, str, int, str | None]], tf_module: str | None,
                needs_import: bool, problem: str | None) -> None:
         if self.suppressed(site.call):
             return
-        covered, late = self._covered(site)
+        covered, late = self._covered(site) if batch_norm is not None else (True, [])
         if covered:
-            return
+            batch_norm, late = None, []
+            if not unrun:
+                return
         what = self.code(site.call.func)
-        message = (f"train op built without UPDATE_OPS: batch-norm moving averages never "
-                   f"update (seed 003): {what}(...) does not run the update ops of "
-                   f"{batch_norm}")
+        collections, said = [], []
+        if batch_norm is not None:
+            said.append(f"train op built without UPDATE_OPS: batch-norm moving averages "
+                        f"never update (seed 003): {what}(...) does not run the update ops "
+                        f"of {batch_norm}")
+            collections.append(f"{tf_module}.get_collection({tf_module}.GraphKeys.UPDATE_OPS)")
         if late:
             lines = ", ".join(str(self.position(b)[0]) for b in late)
             where = "line" if len(late) == 1 else "lines"
-            message += (f"; control_dependencies over them opened after the train op was "
-                        f"built ({where} {lines}) does nothing for it")
+            said[-1] += (f"; control_dependencies over them opened after the train op was "
+                         f"built ({where} {lines}) does nothing for it")
+        here = self.project.label
+        by_key: dict[str, list[tuple[str, int, str | None]]] = {}
+        for key, path, line, constant in unrun:
+            by_key.setdefault(key, []).append((path, line, constant))
+        for key, sites in by_key.items():
+            path, line, constant = sites[0]
+            lines: dict[str, list[str]] = {}
+            for where, at, _ in sites:
+                lines.setdefault(where, []).append(str(at))
+            at = "; ".join(f"{'line' if len(ats) == 1 else 'lines'} {', '.join(ats)}"
+                           if where == here else f"{where}:{', '.join(ats)}"
+                           for where, ats in lines.items())
+            said.append(f"train op built without its collected moving averages: they never "
+                        f"update: {what}(...) does not run the moving-average updates added "
+                        f"to collection {key!r} ({at}), which no code reads with "
+                        f"get_collection")
+            spelled = self._key_spelling(key, path, constant)
+            built = self.position(site.call)[0]
+            if any(where == here and at > built and unit_at(self.project.part, at)
+                   == unit_at(self.project.part, built) for where, at, _ in sites):
+                problem = problem or (f"its function adds to collection {key!r} after it "
+                                      f"builds the train op; build the train op after them, "
+                                      f"under control_dependencies(get_collection(...))")
+            if spelled is None:
+                problem = problem or (f"this file names no constant of collection {key!r} "
+                                      f"({constant} in {path}); build the train op under "
+                                      f"control_dependencies(get_collection(...)) by hand")
+            collections.append(f"{tf_module}.get_collection({spelled})")
+        message = "; ".join(said)
+        spelling = f"{tf_module}.control_dependencies({' + '.join(collections)})"
         if site.in_lambda:
             problem = "it is built inside a lambda; wrap the lambda's body by hand"
         elif site.statement is None:

@@ -27,7 +27,13 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from graphfix.source.project.cluster import cluster_programs
-from graphfix.source.project.facts import REUSE_WORDS, flag_branches, reuse_facts
+from graphfix.source.project.facts import (
+    COLLECTION_WORDS,
+    REUSE_WORDS,
+    collection_facts,
+    flag_branches,
+    reuse_facts,
+)
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import (
@@ -78,6 +84,7 @@ class Project:
         self._reads: dict[str, dict] = {}
         self._reuse: dict[str, dict] = {}
         self._branches: dict[str, list[list]] = {}
+        self._collections: dict[str, dict] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
             self._by_path.setdefault(os.path.realpath(label), label)
@@ -170,6 +177,20 @@ class Project:
             self._branches[label] = ([] if tree is None
                                      else flag_branches(tree, AstTfNames(tree)))
         return self._branches[label]
+
+    def collections(self, label: str) -> dict:
+        """What file `label` adds to collections of its own and reads from collections
+        (`graphfix.source.project.facts.collection_facts`), read from its code when first
+        asked (as `feeds`: few files are asked)."""
+        if label not in self._collections:
+            facts = {"moving_averages": [], "read": [], "reads_any": False}
+            code = self._code_of(label) if label in self.parts else None
+            if code is not None and any(word in code for word in COLLECTION_WORDS):
+                tree = parsed(code)
+                if tree is not None:
+                    facts = collection_facts(tree, AstTfNames(tree))
+            self._collections[label] = facts
+        return self._collections[label]
 
     # -- modules ---------------------------------------------------------------------------
 
@@ -1052,12 +1073,8 @@ class FileView:
         if part is None:
             return []
         project = self.project
-        starts = set(project.units(self.label))
-        for here in ([(self.label, unit_at(part, line))] if line is not None else
-                     list(starts)):
-            starts |= project.callers(here)
         found = set()
-        for label, unit in project.reached(starts):
+        for label, unit in self._program(line):
             if label == self.label:
                 continue
             unit_of = project.parts[label]
@@ -1137,6 +1154,51 @@ class FileView:
         if not found or len({repr(default) for default, _, _ in found}) != 1:
             return None
         return found[0]
+
+    def _program(self, line: int | None, whole_file: bool = True) -> set[tuple[str, str]]:
+        """The units code at `line` of this file (None: anywhere in it) may run with: the
+        code that refers to the unit `line` is in (its callers, which may build the model
+        first), this file's units unless not `whole_file`, and what they all refer to
+        (through imports, transitively)."""
+        part, project = self.part, self.project
+        units = project.units(self.label)
+        starts = set(units) if whole_file or line is None else set()
+        for here in ([(self.label, unit_at(part, line))] if line is not None else units):
+            starts |= project.callers(here)
+        return project.reached(starts)
+
+    def unrun_collections(self, line: int | None = None) -> list[tuple[str, str, int, str | None]]:
+        """The moving-average updates collected into a collection of the project's own that
+        no code connected to this file by imports (`connected_code`) reads with
+        `get_collection` (`Project.collections`), that code at `line` of this file (None:
+        anywhere in it) may run with: those of the units its function calls, or its callers
+        do (`batch_norms_reaching`'s program, this file's other units not in it). As (key, path, line, the module constant that spells the
+        key or None), in path and line order; none where some code reads a collection whose
+        key it does not spell out."""
+        part = self.part
+        if part is None:
+            return []
+        project = self.project
+        connected = sorted(project.connected(self.label))
+        added = [(label, m) for label in connected
+                 for m in project.collections(label)["moving_averages"]]
+        if not added:
+            return []
+        read: set[str] = set()
+        for label in connected:
+            facts = project.collections(label)
+            if facts["reads_any"]:
+                return []
+            read.update(facts["read"])
+        # (a hand-written batch norm of the train op's own file that its program never
+        # calls is another model's: ethanhe42/context-cifar's cifar10.py keeps one beside
+        # the model it trains)
+        program = self._program(line, whole_file=False)
+        found = set()
+        for label, (key, at, constant) in added:
+            if key not in read and (label, unit_at(project.parts[label], at)) in program:
+                found.add((key, label, at, constant))
+        return sorted(found, key=lambda m: (m[1], m[2], m[0]))
 
 
 def _sets_soft_placement(tree: ast.Module) -> bool:

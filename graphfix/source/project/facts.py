@@ -20,6 +20,7 @@ from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     METRIC_CALLS,
     SLIM_NET_NAME,
+    TF_COLLECTION_KEYS,
     canonical_tf_name,
 )
 
@@ -334,6 +335,142 @@ def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, in
                        and not isinstance(n.ctx, ast.Store) for n in ast.walk(scope)):
                 found.append((name, node.lineno))
     return sorted(found, key=lambda f: f[1])
+
+
+# -- moving averages collected into a collection of the project's own ------------------------
+
+# The words without which a file neither adds a moving-average update to a collection nor
+# reads one (the pre-filter of `collection_facts`).
+COLLECTION_WORDS = ("collection",)
+# The calls whose result is a moving-average update: ry/tensorflow-resnet's hand-written
+# batch norm (`moving_averages.assign_moving_average`), an ExponentialMovingAverage's apply.
+_MOVING_AVERAGE_UPDATES = frozenset({"assign_moving_average"})
+_MOVING_AVERAGE = "ExponentialMovingAverage"
+_COLLECTION_ADDERS = frozenset({"add_to_collection", "add_to_collections"})
+
+
+def _last(names: AstTfNames, func: ast.expr) -> str:
+    return (names.canonical(func) or "").rsplit(".", 1)[-1]
+
+
+def _module_strings(tree: ast.Module) -> dict[str, str]:
+    """The module's names bound once, at its top level, to a string and never rebound
+    (`UPDATE_OPS_COLLECTION = 'resnet_update_ops'`): the collection keys a name spells."""
+    bound: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.setdefault(node.id, []).append(node)
+        elif isinstance(node, ast.Global):
+            for name in node.names:
+                bound.setdefault(name, []).extend([None, None])  # rebound somewhere
+    found = {}
+    for statement in tree.body:
+        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, ast.Constant)
+                and isinstance(statement.value.value, str)
+                and len(bound.get(statement.targets[0].id, ())) == 1):
+            found[statement.targets[0].id] = statement.value.value
+    return found
+
+
+def _locals(scope: ast.AST) -> set[str]:
+    """The names a function binds (its parameters, what it or a function nested in it
+    assigns); none for the module."""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    found = {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}
+    found.update(n.id for n in ast.walk(scope)
+                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+    return found
+
+
+def _key(expr: ast.expr | None, strings: dict[str, str], local: set[str]) -> str | None:
+    """The collection a key names: a string, a module constant of one, TF's
+    `GraphKeys.X` (its string, x); None where the code does not say."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    if isinstance(expr, ast.Name) and expr.id not in local:
+        return strings.get(expr.id)
+    spelled = dotted(expr) if expr is not None else None
+    if spelled is not None and spelled.rsplit(".", 2)[-2:-1] == ["GraphKeys"]:
+        return spelled.rsplit(".", 1)[-1].lower()
+    return None
+
+
+def collection_facts(tree: ast.Module, names: AstTfNames) -> dict:
+    """What a module does with collections of its own: `moving_averages`, [[key, line,
+    constant or None]] for each moving-average update (`assign_moving_average(...)`, an
+    `ExponentialMovingAverage`'s `apply(...)`) it adds to a collection whose key it spells
+    as a string or a module constant of one (the name of that constant), none of TF's own
+    (`vocabulary.TF_COLLECTION_KEYS`: UPDATE_OPS is the batch norms' fact); an update whose
+    op the code also reads elsewhere (a control dependency, a return) runs that way and is
+    left out. `read`: the keys its `get_collection` calls name; `reads_any`: whether one
+    names a key the code does not spell out (a parameter, an expression), or it lists
+    every collection (`get_all_collection_keys`)."""
+    strings = _module_strings(tree)
+    facts: dict = {"moving_averages": [], "read": set(), "reads_any": False}
+    scopes = [tree, *(n for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    averagers = {t.id for n in ast.walk(tree)
+                 if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                 and _last(names, n.value.func) == _MOVING_AVERAGE
+                 for t in n.targets if isinstance(t, ast.Name)}
+
+    def update(expr: ast.expr) -> bool:
+        if not isinstance(expr, ast.Call):
+            return False
+        if _last(names, expr.func) in _MOVING_AVERAGE_UPDATES:
+            return True
+        func = expr.func
+        return (isinstance(func, ast.Attribute) and func.attr == "apply"
+                and ((isinstance(func.value, ast.Name) and func.value.id in averagers)
+                     or (isinstance(func.value, ast.Call)
+                         and _last(names, func.value.func) == _MOVING_AVERAGE)))
+
+    for scope in scopes:
+        local = _locals(scope)
+        held = {node.targets[0].id for node in own_nodes(scope)
+                if isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and update(node.value)}
+        for node in own_nodes(scope):
+            if not isinstance(node, ast.Call):
+                continue
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else (
+                node.func.id if isinstance(node.func, ast.Name) else "")
+            if called in COLLECTION_GETTERS:
+                key = _key(argument(node, "key", 0), strings, local)
+                if key is None:
+                    facts["reads_any"] = True
+                else:
+                    facts["read"].add(key)
+            elif called == "get_all_collection_keys":
+                facts["reads_any"] = True
+            if _last(names, node.func) not in _COLLECTION_ADDERS:
+                continue
+            value = argument(node, "value", 1)
+            if value is None:
+                continue
+            if isinstance(value, ast.Name) and value.id in held:
+                # (the op read anywhere else in the function runs that way)
+                uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name)
+                        and n.id == value.id and isinstance(n.ctx, ast.Load)]
+                if len(uses) != 1:
+                    continue
+            elif not update(value):
+                continue
+            given = argument(node, "names" if called == "add_to_collections" else "name", 0)
+            keys = (given.elts if called == "add_to_collections"
+                    and isinstance(given, (ast.List, ast.Tuple)) else [given])
+            for expr in keys:
+                key = _key(expr, strings, local)
+                if key is None or key in TF_COLLECTION_KEYS or isinstance(expr, ast.Attribute):
+                    continue
+                constant = expr.id if isinstance(expr, ast.Name) else None
+                facts["moving_averages"].append([key, node.lineno, constant])
+    facts["moving_averages"].sort(key=lambda m: (m[1], m[0]))
+    facts["read"] = sorted(facts["read"])
+    return facts
 
 
 def own_nodes(scope: ast.AST):
