@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES, run_cli
 
 sys.path.insert(0, str(FIXTURES / "bench"))
-from source_corpus import TRANSFORMS  # noqa: E402  (the transforms the corpus is labelled for)
+from source_corpus import BLIND_PARTS, PARTS, TRANSFORMS  # noqa: E402  (how the corpus is labelled)
 
 MANIFEST = FIXTURES / "real_code" / "manifest.json"
 PATTERNS = FIXTURES / "real_code" / "patterns"
@@ -55,14 +55,15 @@ def test_the_corpus_manifest_names_every_file_and_labels_it():
 
 def test_issue_36s_entries_say_their_part_and_source():
     """Issue 36's real positives: each later entry names its part (a fixing commit, an issue
-    thread, read, or held out: labelled after the rules were tuned) and where it came from;
-    the held-out part is at least ten files; a label corrected after a run says so."""
+    thread, read, or held out: labelled after the rules were tuned, or blind) and where it
+    came from; each held-out part is at least ten files; a label corrected after a run says
+    so."""
     files = json.loads(MANIFEST.read_text())["files"]
     parted = [f for f in files if "part" in f]
-    assert {f["part"] for f in parted} <= {"fixing-commits", "issue-threads", "read",
-                                            "held-out"}
+    assert {f["part"] for f in parted} <= set(PARTS) - {"issue-18"}
     assert all(f["source"].strip() for f in parted)
-    assert sum(f["part"] == "held-out" for f in parted) >= 10
+    for held_out in ("held-out", *BLIND_PARTS):
+        assert sum(f["part"] == held_out for f in parted) >= 10, held_out
     positives = [(f["path"], line) for f in parted for label in f["labels"].values()
                  for line in label["lines"]]
     assert len(positives) >= 20
