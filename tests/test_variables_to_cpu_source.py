@@ -107,13 +107,13 @@ def test_pixel_cnn_towers_are_no_finding_and_the_trace_agrees(tmp_path, case):
     assert [n for n in traced["notes"] if "finds" in n] == []
 
 
-@pytest.mark.parametrize("case, made, says", [
-    ("template_first_call_in_tower", "model_spec", "model creates variables (get_variable "
+@pytest.mark.parametrize("case, says", [
+    ("template_first_call_in_tower", "model creates variables (get_variable "
      "at line 10) under tf.device(\"/gpu:%d\" % i), a multi-GPU tower"),
-    ("gathered_read_by_towers", "center", "tf.Variable creates a variable under "
+    ("gathered_read_by_towers", "tf.Variable creates a variable under "
      "tf.device(\"/gpu:0\"), a multi-GPU tower"),
 ])
-def test_pixel_cnn_twins_made_on_a_gpu_the_towers_share_are_found(tmp_path, case, made, says):
+def test_pixel_cnn_twins_made_on_a_gpu_the_towers_share_are_found(tmp_path, case, says):
     """The positive twins: the template's first call in tower 0 makes its variables on
     GPU 0, and a variable made on GPU 0 after the towers that a later tower loop reads: each
     is found once, where it is made, and the graph TF builds has it on GPU 0, read by towers

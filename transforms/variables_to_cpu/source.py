@@ -230,7 +230,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     elsewhere, or in a file that names more than one fixed GPU. A single-GPU model's float
     variables are no finding (on the CPU, each step would copy every weight to the GPU),
     nor are those of a function on one fixed GPU beside another function's towers (a
-    script's `train` beside its `train_multi_gpu`). The transform's `scope` decides as on
+    script's `train` beside its `train_multi_gpu`), nor those of the one fixed GPU where,
+    after the tower loop and in no loop, the towers' results are gathered (their gradients
+    summed and the optimizer's slots made there), where what the statement binds is read by
+    no later tower: no two GPUs share them (openai/pixel-cnn's `adam_updates` under
+    `tf.device('/gpu:0')`). The transform's `scope` decides as on
     the graph surface: `every-gpu-variable` finds every variable under a GPU scope, one GPU
     or towers; `no-kernel` only those without a GPU kernel.
 
@@ -305,7 +309,10 @@ class VariablesToCpuCodemod(SourceCodemod):
     made `net = Net(...)`). A call passing True as `reuse=` (a literal, or a name set True
     before it in its function, with no branch or loop between), or to a parameter the
     function passes on as `reuse=`, reuses what an earlier call created and counts for
-    nothing: the finding is at the creating call.
+    nothing: the finding is at the creating call. So does a call of a template (a name
+    bound to `tf.make_template(...)`) after its first call, which makes its variables
+    (pixel-cnn's `model(x_init, init=True)` outside every device scope, then `model(xs[i])`
+    in the towers); a first call in tower 0 makes them on GPU 0, and is found.
     So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
     with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
     reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input
@@ -584,7 +591,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                  and enclosing_function(node, self.parent) is function
                  and self.position(node) > self.position(binding)]
         first = next((node for node in calls if self._runs_surely(node, block)), None)
-        return first is not None and first is not call and self.position(first) < self.position(call)
+        return (first is not None and first is not call
+                and self.position(first) < self.position(call))
 
     def _runs_surely(self, node: cst.CSTNode, block: cst.CSTNode) -> bool:
         """Whether `node` runs whenever the statements of `block` do: no `if`, `while`,
