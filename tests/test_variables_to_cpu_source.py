@@ -82,6 +82,53 @@ def test_a_correct_single_gpu_script_is_no_finding_and_is_left_byte_for_byte(tmp
     assert graphfix.check_source(fixed, only=[NAME], settings=explicit) == []
 
 
+def _traced(script: Path) -> dict:
+    """`check --trace` of a script that runs no session: the graph it has built by its last
+    line, checked by the graph surface, as JSON."""
+    last = len(script.read_text().splitlines())
+    return json.loads(run_cli("check", "--trace", "--until", f"{script}:{last}", script,
+                              "--no-cache", "--only", NAME, "--format", "json").stdout)
+
+
+@pytest.mark.parametrize("case", ["noop_template_made_before_towers",
+                                  "noop_gathered_on_one_gpu"])
+def test_pixel_cnn_towers_are_no_finding_and_the_trace_agrees(tmp_path, case):
+    """openai/pixel-cnn's train.py, its two shapes: a template whose first call, outside
+    every device scope, makes the variables the towers' calls then reuse; and the optimizer's
+    moments made on the one GPU where the towers' gradients are gathered, read by no tower.
+    No variable is made in a tower, none is shared by towers on two GPUs: the source check
+    finds nothing, and the graph TF builds from the script, checked by the graph surface,
+    agrees (no note that the codemod finds lines the trace does not)."""
+    script = tmp_path / "train.py"
+    shutil.copyfile(SOURCE / case / "before.py", script)
+    assert graphfix.check_source(script.read_text(), only=[NAME]) == []
+    traced = _traced(script)
+    assert traced["findings"] == []
+    assert [n for n in traced["notes"] if "finds" in n] == []
+
+
+@pytest.mark.parametrize("case, says", [
+    ("template_first_call_in_tower", "model creates variables (get_variable "
+     "at line 10) under tf.device(\"/gpu:%d\" % i), a multi-GPU tower"),
+    ("gathered_read_by_towers", "tf.Variable creates a variable under "
+     "tf.device(\"/gpu:0\"), a multi-GPU tower"),
+])
+def test_pixel_cnn_twins_made_on_a_gpu_the_towers_share_are_found(tmp_path, case, says):
+    """The positive twins: the template's first call in tower 0 makes its variables on
+    GPU 0, and a variable made on GPU 0 after the towers that a later tower loop reads: each
+    is found once, where it is made, and the graph TF builds has it on GPU 0, read by towers
+    on two GPUs."""
+    script = tmp_path / "train.py"
+    shutil.copyfile(SOURCE / case / "before.py", script)
+    code = script.read_text()
+    (finding,) = graphfix.check_source(code, only=[NAME])
+    assert [(finding.line, finding.severity, finding.fixable)] == expected(code)
+    assert says in finding.message
+    (traced,) = _traced(script)["findings"]
+    assert "towers on several GPUs read them" in traced["message"]
+    assert "/device:GPU:0" in traced["message"]
+
+
 # -- built by TensorFlow ----------------------------------------------------------------------
 
 # conftest.py runs this file as a script (`_worker`) in a subprocess that starts before the

@@ -23,7 +23,13 @@ from graphfix.source.codemod import (
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
-from graphfix.source.scopes import descendants, enclosing, inside, with_items_around
+from graphfix.source.scopes import (
+    descendants,
+    enclosing,
+    enclosing_function,
+    inside,
+    with_items_around,
+)
 from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -224,7 +230,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     elsewhere, or in a file that names more than one fixed GPU. A single-GPU model's float
     variables are no finding (on the CPU, each step would copy every weight to the GPU),
     nor are those of a function on one fixed GPU beside another function's towers (a
-    script's `train` beside its `train_multi_gpu`). The transform's `scope` decides as on
+    script's `train` beside its `train_multi_gpu`), nor those of the one fixed GPU where,
+    after the tower loop and in no loop, the towers' results are gathered (their gradients
+    summed and the optimizer's slots made there), where what the statement binds is read by
+    no later tower: no two GPUs share them (openai/pixel-cnn's `adam_updates` under
+    `tf.device('/gpu:0')`). The transform's `scope` decides as on
     the graph surface: `every-gpu-variable` finds every variable under a GPU scope, one GPU
     or towers; `no-kernel` only those without a GPU kernel.
 
@@ -299,7 +309,10 @@ class VariablesToCpuCodemod(SourceCodemod):
     made `net = Net(...)`). A call passing True as `reuse=` (a literal, or a name set True
     before it in its function, with no branch or loop between), or to a parameter the
     function passes on as `reuse=`, reuses what an earlier call created and counts for
-    nothing: the finding is at the creating call.
+    nothing: the finding is at the creating call. So does a call of a template (a name
+    bound to `tf.make_template(...)`) after its first call, which makes its variables
+    (pixel-cnn's `model(x_init, init=True)` outside every device scope, then `model(xs[i])`
+    in the towers); a first call in tower 0 makes them on GPU 0, and is found.
     So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
     with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
     reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input
@@ -419,11 +432,54 @@ class VariablesToCpuCodemod(SourceCodemod):
             current = self.parent(current)
         return found
 
-    def _in_towers(self, scope: _GpuScope) -> bool:
+    def _in_towers(self, scope: _GpuScope, call: cst.Call) -> bool:
         """Whether a GPU scope is tower code: its device is chosen at run time, the file
-        names several fixed GPUs, or its function chooses a GPU at run time elsewhere."""
+        names several fixed GPUs, or its function chooses a GPU at run time elsewhere (and
+        the scope is not where the towers' results are gathered, `_gathering`)."""
         return (scope.dynamic or self._several_gpus
-                or self._outermost_function(scope.call) in self._tower_functions)
+                or self._outermost_function(scope.call) in self._tower_functions
+                and not self._gathering(scope, call))
+
+    def _gathering(self, scope: _GpuScope, call: cst.Call) -> bool:
+        """Whether the fixed GPU scope over `call` is where a tower loop's results are
+        gathered, no tower itself: in no loop, after a scope of its function that chooses
+        the GPU at run time, and what the statement making the variables binds is read
+        in no such scope after it (openai/pixel-cnn's train.py: the towers' gradients
+        summed under `tf.device('/gpu:0')`, whose Adam moments no tower reads). Its
+        variables live on one GPU and no two towers share them, as the graph surface,
+        which warns where towers on two GPUs read a variable, finds."""
+        if enclosing(scope.call, self.parent, cst.For, cst.While, within_function=True):
+            return False
+        statement = enclosing(call, self.parent, cst.SimpleStatementLine,
+                              cst.SimpleStatementSuite, within_function=True)
+        if statement is None:
+            return False
+        bound: set[str] = set()
+        for small in statement.body:
+            targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
+                       else [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign))
+                       else [])
+            for target in targets:
+                if descendants(target, cst.Attribute, cst.Subscript):
+                    return False  # (an attribute or an item: read where this cannot see)
+                bound |= {n.value for n in descendants(target, cst.Name)}
+        function = self._outermost_function(scope.call)
+        start = self.position(scope.call)
+        towers = [w for w in self.nodes(cst.With)
+                  if self._outermost_function(w) is function and any(
+                      self._chooses_gpu_at_run_time(item.item) for item in w.items)]
+        if not any(self.position(w) < start and not inside(scope.call, w, self.parent)
+                   for w in towers):
+            return False
+        return not any(self.position(w) > start and any(
+            name.value in bound for name in descendants(w.body, cst.Name)) for w in towers)
+
+    def _chooses_gpu_at_run_time(self, expr: cst.BaseExpression) -> bool:
+        """Whether a `with` item is a device scope whose GPU is chosen at run time."""
+        if not (isinstance(expr, cst.Call) and self.tf_canonical(expr.func) in DEVICE_CALLS):
+            return False
+        return any(_classify_device(t)[0] == "gpu" and _classify_device(t)[2]
+                   for t in self._device_templates(expr))
 
     # -- finding variables --------------------------------------------------------------------
 
@@ -480,7 +536,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         callee = get_full_name_for_node(call.func)
         if callee is None:
             return None
-        if self._reuses(call, callee):
+        if self._reuses(call, callee) or self._template_reuses(call):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
@@ -507,6 +563,47 @@ class VariablesToCpuCodemod(SourceCodemod):
             if (key == "reuse" or key in as_reuse) and self._true_at(arg.value, call):
                 return True
         return False
+
+    def _template_reuses(self, call: cst.Call) -> bool:
+        """Whether `call` calls a template (a name bound once in its scope to
+        `tf.make_template(...)`, compat.v1 too) after the template's first call: a template
+        creates its variables at its first call and its later calls reuse them, wherever
+        their device scopes are (openai/pixel-cnn's train.py: `model(x_init, ...,
+        init=True)` outside any device scope, then `model(xs[i], ...)` in each tower).
+        The first call is the first in program order in the body that binds the template,
+        one no `if`, `while` or `try` there may skip; where none is sure to run first, the
+        call counts as creating."""
+        if not isinstance(call.func, cst.Name):
+            return False
+        function = enclosing_function(call, self.parent)
+        bindings = [node for node in self.nodes(cst.Assign)
+                    if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                    and node.targets[0].target.value == call.func.value
+                    and enclosing_function(node, self.parent) is function]
+        if len(bindings) != 1 or not (
+                isinstance(bindings[0].value, cst.Call)
+                and self.tf_canonical(bindings[0].value.func) == "make_template"):
+            return False
+        binding = bindings[0]
+        block = enclosing(binding, self.parent, cst.IndentedBlock, cst.Module)
+        calls = [node for node in descendants(block, cst.Call)
+                 if isinstance(node.func, cst.Name) and node.func.value == call.func.value
+                 and enclosing_function(node, self.parent) is function
+                 and self.position(node) > self.position(binding)]
+        first = next((node for node in calls if self._runs_surely(node, block)), None)
+        return (first is not None and first is not call
+                and self.position(first) < self.position(call))
+
+    def _runs_surely(self, node: cst.CSTNode, block: cst.CSTNode) -> bool:
+        """Whether `node` runs whenever the statements of `block` do: no `if`, `while`,
+        `try` or lambda between them (a `for` and a `with` run their bodies)."""
+        current = self.parent(node)
+        while current is not None and current is not block:
+            if isinstance(current, (cst.If, cst.While, cst.Try, cst.Lambda, cst.IfExp,
+                                    cst.FunctionDef, cst.ClassDef, cst.BooleanOperation)):
+                return False
+            current = self.parent(current)
+        return current is block
 
     def _true_at(self, value: cst.BaseExpression, call: cst.Call) -> bool:
         """Whether `value` is True where `call` runs: the literal, or a name whose last
@@ -1027,7 +1124,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         option = self.options.get("scope", "all")
         if option == "no-kernel":
             return False
-        return option == "every-gpu-variable" or self._in_towers(scope)
+        return option == "every-gpu-variable" or self._in_towers(scope, variable.call)
 
     def _tower_private(self, variable: _Variable) -> bool:
         """Whether a float variable is its tower's own by design, no finding unless scope
@@ -1075,7 +1172,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             return (f"{what} {creates} {where}: {scope.misses_v2} pins only op type "
                     f"\"Variable\", TF 0.x's; TF 1.x makes VariableV2 (2.x VarHandleOp), "
                     f"which it gives {scope.device}: the shared variables land on the GPU")
-        if self._in_towers(scope):
+        if self._in_towers(scope, variable.call):
             return (f"{what} {creates} {where}, a multi-GPU tower: shared variables belong on "
                     f"the CPU (the _variable_on_cpu idiom)")
         # (one GPU: only scope every-gpu-variable finds it)
