@@ -232,6 +232,17 @@ def pattern_copies(tmp_path_factory, shapes, *fix_options: str) -> dict[str, str
     return folders
 
 
+def built_by_tf(script: str, argument) -> dict:
+    """What `script` (Python that builds graphs with TF, reading `argument` as JSON from
+    sys.argv[1]) prints as JSON on its last line, run in a process of its own on the CPU."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1",
+               CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(argument)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def error_lines(stderr: str) -> list[str]:
     """stderr without TF's own start-up chatter (absl, cuda probes)."""
     noise = ("WARNING: All log messages", "I0000", "W0000", "E0000", "cuda", "To enable")

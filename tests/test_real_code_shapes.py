@@ -7,14 +7,9 @@ still applied), and a training step of the fixed graph runs."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from conftest import pattern_copies, run_cli
+from conftest import built_by_tf, pattern_copies, run_cli
 
 SHAPES = ("towers_on_device_specs", "device_function_pins_old_variable_op",
           "inline_tower_average_over_embedding")
@@ -85,12 +80,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     folders = pattern_copies(tmp_path_factory, SHAPES)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1",
-               CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _BUILD, json.dumps(folders)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.splitlines()[-1]), folders
+    return built_by_tf(_BUILD, folders), folders
 
 
 def test_towers_on_device_specs_put_their_variables_on_the_cpu_once_fixed(built):

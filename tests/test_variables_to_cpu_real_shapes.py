@@ -16,13 +16,10 @@ variable asks to be, before and after the fix, and that the fixed copy checks cl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import FIXTURES, pattern_copies, run_cli
+from conftest import built_by_tf, FIXTURES, pattern_copies, run_cli
 
 PATTERNS = FIXTURES / "real_code" / "patterns"
 SHAPES = ("model_object_passed_to_tower_function", "fluent_network_built_by_base_init",
@@ -79,12 +76,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     folders = pattern_copies(tmp_path_factory, SHAPES, "--only", "variables-to-cpu")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1",
-               CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", _BUILD, json.dumps(folders)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.splitlines()[-1]), folders
+    return built_by_tf(_BUILD, folders), folders
 
 
 def _checks_clean(folder: str) -> None:

@@ -125,72 +125,53 @@ class Project:
             self._codes[label] = self._read_code(label)
         return self._codes[label]
 
-    def feeds(self, label: str) -> dict:
-        """What file `label` says about the names a feed key may hold
-        (`graphfix.source.project.feeds`), read from its code when first asked: few files
-        are asked, and the reading walks the whole tree."""
-        if label not in self._feeds:
-            facts = {"attributes": {}, "updated": [], "monitored": [], "names": []}
+    def _facts_of(self, cache: dict, label: str, read: Callable, empty,
+                  words: Iterable[str] | None = None):
+        """What `read(tree, AstTfNames(tree))` says of file `label`, read from its code when
+        first asked and kept in `cache` (few files are asked, and a reading walks the whole
+        tree); `empty` where the file is not the project's, does not parse, or names none of
+        `words` (when given)."""
+        if label not in cache:
+            facts = empty
             code = self._code_of(label) if label in self.parts else None
-            if code is not None and any(word in code for word in _FEED_WORDS):
+            if code is not None and (words is None or any(word in code for word in words)):
                 tree = parsed(code)
                 if tree is not None:
-                    facts = feed_facts(tree, AstTfNames(tree))
-            self._feeds[label] = facts
-        return self._feeds[label]
+                    facts = read(tree, AstTfNames(tree))
+            cache[label] = facts
+        return cache[label]
+
+    def feeds(self, label: str) -> dict:
+        """What file `label` says about the names a feed key may hold
+        (`graphfix.source.project.feeds`)."""
+        return self._facts_of(self._feeds, label, feed_facts, {
+            "attributes": {}, "updated": [], "monitored": [], "names": []}, _FEED_WORDS)
 
     def reads(self, label: str) -> dict:
         """What file `label` reads in optimizers' arguments and elsewhere
-        (`graphfix.source.project.feeds.name_reads`), read from its code when first asked.
-        Not behind `feeds`' words: a file that puts a learning rate on a loss's path need
-        name no variable, assign or train method."""
-        if label not in self._reads:
-            facts = {"steering": [], "graph_reads": []}
-            code = self._code_of(label) if label in self.parts else None
-            tree = parsed(code) if code is not None else None
-            if tree is not None:
-                facts = name_reads(tree, AstTfNames(tree))
-            self._reads[label] = facts
-        return self._reads[label]
+        (`graphfix.source.project.feeds.name_reads`). Not behind `feeds`' words: a file that
+        puts a learning rate on a loss's path need name no variable, assign or train
+        method."""
+        return self._facts_of(self._reads, label, name_reads,
+                              {"steering": [], "graph_reads": []})
 
     def reuse(self, label: str) -> dict:
         """Where file `label`'s code runs under a variable scope that reuses, and what it
-        calls there (`graphfix.source.project.facts.reuse_facts`), read from its code when
-        first asked (as `feeds`: few files are asked)."""
-        if label not in self._reuse:
-            facts = {"regions": [], "calls": []}
-            code = self._code_of(label) if label in self.parts else None
-            if code is not None and any(word in code for word in REUSE_WORDS):
-                tree = parsed(code)
-                if tree is not None:
-                    facts = reuse_facts(tree, AstTfNames(tree))
-            self._reuse[label] = facts
-        return self._reuse[label]
+        calls there (`graphfix.source.project.facts.reuse_facts`)."""
+        return self._facts_of(self._reuse, label, reuse_facts, {"regions": [], "calls": []},
+                              REUSE_WORDS)
 
     def flag_branches(self, label: str) -> list[list]:
         """The branches of file `label`'s units that one value of a flag takes
-        (`graphfix.source.project.facts.flag_branches`), read from its code when first
-        asked (only where a call under reuse gives a flag)."""
-        if label not in self._branches:
-            code = self._code_of(label) if label in self.parts else None
-            tree = parsed(code) if code is not None else None
-            self._branches[label] = ([] if tree is None
-                                     else flag_branches(tree, AstTfNames(tree)))
-        return self._branches[label]
+        (`graphfix.source.project.facts.flag_branches`; asked only where a call under reuse
+        gives a flag)."""
+        return self._facts_of(self._branches, label, flag_branches, [])
 
     def collections(self, label: str) -> dict:
         """What file `label` adds to collections of its own and reads from collections
-        (`graphfix.source.project.facts.collection_facts`), read from its code when first
-        asked (as `feeds`: few files are asked)."""
-        if label not in self._collections:
-            facts = {"moving_averages": [], "read": [], "reads_any": False}
-            code = self._code_of(label) if label in self.parts else None
-            if code is not None and any(word in code for word in COLLECTION_WORDS):
-                tree = parsed(code)
-                if tree is not None:
-                    facts = collection_facts(tree, AstTfNames(tree))
-            self._collections[label] = facts
-        return self._collections[label]
+        (`graphfix.source.project.facts.collection_facts`)."""
+        return self._facts_of(self._collections, label, collection_facts, {
+            "moving_averages": [], "read": [], "reads_any": False}, COLLECTION_WORDS)
 
     # -- modules ---------------------------------------------------------------------------
 
