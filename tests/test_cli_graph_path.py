@@ -103,3 +103,25 @@ def test_a_table_of_tool_graphfix_goes_to_typers_command_line(tmp_path):
     graph = tmp_path / "g.pbtxt"
     graph.write_bytes(SEED.read_bytes())
     assert graphpath.run(["check", str(graph)]) is None
+
+
+@pytest.mark.parametrize("extra", [[], ["--format", "json"]])
+def test_fix_copies_a_graph_it_does_not_change_byte_for_byte(tmp_path, extra):
+    """Do no harm: `fix -o` of a correct graph writes the file as it was read (here a
+    person's text graph, with a comment and its own layout), not graphfix's rendering of
+    it; both command lines (the plain graph path and typer's) alike."""
+    from conftest import run_cli
+
+    written = tmp_path / "hand.pbtxt"
+    written.write_text(textwrap.dedent("""\
+        # a correct graph, as a person wrote it
+        node {
+          name: "c"
+          op: "Const"
+          attr { key: "dtype" value { type: DT_FLOAT } }
+          attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape {} float_val: 1.0 } } }
+        }
+        """))
+    done = run_cli("fix", str(written), "-o", str(tmp_path / "out.pbtxt"), *extra)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.pbtxt").read_bytes() == written.read_bytes()

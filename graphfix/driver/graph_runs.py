@@ -281,4 +281,8 @@ def run_graph(label, path, selected, fix, report, outputs, out, in_place, want_d
                 diff.extend(graph_diff(old, new))
         target = _graph_target(label, path, out, in_place, count)
         if changed or target != path:
-            outputs.append(Output(label, target, graph_file=graph_file, diff=diff))
+            # (a graph no fix changed is copied as it was read, its bytes byte for byte: not
+            # graphfix's serialization of it, which may order maps or text otherwise)
+            copy = not changed and graph_file.kind != "savedmodel"
+            outputs.append(Output(label, target, data=Path(path).read_bytes(), diff=diff) if copy
+                           else Output(label, target, graph_file=graph_file, diff=diff))
