@@ -71,15 +71,22 @@ demo: install
 
 # One test process per core (a test file stays in one process: its module fixtures, such as
 # the real graphs a BACKGROUND_SCRIPT builds, are built once).
-# `make test`: the suite with TensorFlow (every test), then without it (the lean install:
-# the TF-free tests pass there, the others skip).
-test: test-full test-lean
+PYTEST := -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+# `make test`: every test once. First without TensorFlow (the lean install: the TF-free tests
+# pass there, the others skip), then with it: the tests the lean run skipped, and those marked
+# both_installs (tests/conftest.py says why a TF-free pass need not run again).
+# `make test-full` and `make test-lean` each run the whole suite in one install.
+PASSED_WITHOUT_TF := $(LEAN)/passed-without-tf.txt
+test: install lean
+	rm -f $(PASSED_WITHOUT_TF)
+	GRAPHFIX_PASSED_WITHOUT_TF=$(PASSED_WITHOUT_TF) $(LEAN)/bin/python $(PYTEST)
+	GRAPHFIX_PASSED_WITHOUT_TF=$(PASSED_WITHOUT_TF) $(BIN)/python $(PYTEST)
 
 test-full: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+	$(BIN)/python $(PYTEST)
 
 test-lean: lean
-	$(LEAN)/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+	$(LEAN)/bin/python $(PYTEST)
 
 bench: install
 	$(BIN)/python fixtures/bench/run_bench.py

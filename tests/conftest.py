@@ -1,10 +1,17 @@
 """Shared test helpers: running the CLI as a user does, and the fixture folders.
 
-The suite runs with TensorFlow (`make test`) and without it (`make test-lean`: graphfix's base
-install, no TF). Without it, a test that needs TF skips, by one rule, here: a test (or test
+The suite runs with TensorFlow (`make test-full`) and without it (`make test-lean`:
+graphfix's base install, no TF). Without it, a test that needs TF skips, by one rule, here: a test (or test
 module) that imports TF or a package that comes with it, uses the `tf` or `built` fixture, is
 marked `needs_tf`, or runs a graphfix command that says it needs TensorFlow
 (`graphfix.tf_runtime.require_tensorflow`). Every other test runs, and must pass.
+
+`make test` runs the lean suite first, then the suite with TF, and a test that passed without
+TF does not run again with it: graphfix's graph and source paths never ask whether TF is
+installed, so such a test asks nothing of TF. A test that says what graphfix does where TF IS
+installed (that a graph check does not import it) is marked `both_installs` and runs in both.
+The lean run lists its passes in the file GRAPHFIX_PASSED_WITHOUT_TF names; the run with TF
+leaves them out (deselected, counted in its summary). Without that variable, every test runs.
 """
 
 from __future__ import annotations
@@ -73,8 +80,40 @@ if not HAS_TENSORFLOW:
     sys.meta_path.append(_ImportSkips())
 
 
+# The lean run's list of the tests it passed, which the run with TF leaves out.
+_PASSED_WITHOUT_TF = os.environ.get("GRAPHFIX_PASSED_WITHOUT_TF")
+_passed, _not_passed = set(), set()  # (node ids, as the lean run's reports come in)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", f"needs_tf: the test {NEEDS_TENSORFLOW} skips")
+    config.addinivalue_line("markers", "both_installs: runs with TF even where it passed "
+                                       "without it (it says what happens where TF is installed)")
+
+
+def pytest_runtest_logreport(report):
+    """Without TF, each test that passed in every phase is noted (in pytest-xdist's main
+    process, which receives every worker's reports, and in a run without workers)."""
+    if HAS_TENSORFLOW or not _PASSED_WITHOUT_TF:
+        return
+    if report.failed or report.skipped:
+        _not_passed.add(report.nodeid)
+    elif report.when == "call":
+        _passed.add(report.nodeid)
+
+
+def pytest_sessionfinish(session):
+    if HAS_TENSORFLOW or not _PASSED_WITHOUT_TF or hasattr(session.config, "workerinput"):
+        return
+    pathlib.Path(_PASSED_WITHOUT_TF).write_text(
+        "".join(f"{nodeid}\n" for nodeid in sorted(_passed - _not_passed)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if HAS_TENSORFLOW and _PASSED_WITHOUT_TF and os.path.exists(_PASSED_WITHOUT_TF):
+        passed = len(pathlib.Path(_PASSED_WITHOUT_TF).read_text().splitlines())
+        terminalreporter.write_line(f"{passed} tests passed without TF (the lean run) and ran "
+                                    "again here only where marked both_installs")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -100,12 +139,25 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_collection_modifyitems(config, items):
     if HAS_TENSORFLOW:
+        _leave_out_what_passed_without_tf(config, items)
         return
     skip = pytest.mark.skip(reason=NEEDS_TENSORFLOW)
     for item in items:
         if (item.get_closest_marker("needs_tf")
                 or {"tf", "built"} & set(getattr(item, "fixturenames", ()))):
             item.add_marker(skip)
+
+
+def _leave_out_what_passed_without_tf(config, items):
+    if not _PASSED_WITHOUT_TF or not os.path.exists(_PASSED_WITHOUT_TF):
+        return
+    passed = set(pathlib.Path(_PASSED_WITHOUT_TF).read_text().splitlines())
+    left_out = [item for item in items
+                if item.nodeid in passed and not item.get_closest_marker("both_installs")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        kept = set(map(id, items)) - set(map(id, left_out))
+        items[:] = [item for item in items if id(item) in kept]
 
 
 def python_interpreter(version: str) -> str | None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import FIXTURES, run_cli
 
 SEED = FIXTURES / "variables_to_cpu" / "seed000_ref" / "before.pbtxt"
@@ -74,6 +76,7 @@ def test_usage_errors_are_one_line_naming_the_command():
         assert (result.stdout, result.stderr) == ("", said + "\n"), args
 
 
+@pytest.mark.both_installs  # (where TF is installed, a graph fix still leaves it unimported)
 def test_a_graph_fix_loads_neither_pydantic_nor_rich(tmp_path):
     """typer would build a pydantic adapter per option and rich help panels; a run that only
     reads a graph and prints its changes needs neither (nor libcst, nor the TF runtime)."""

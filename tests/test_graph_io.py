@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 
 import graphfix
 from graphfix.graph import graphfile as graphio
@@ -20,6 +21,7 @@ def _seed_graph_def():
     return graphio.load(SEED / "before.pbtxt").message
 
 
+@pytest.mark.both_installs  # (where TF is installed, a graph fix still leaves it unimported)
 def test_a_graph_fix_loads_neither_tf_nor_the_source_tooling(tmp_path):
     """`graphfix fix GRAPH`: no TF runtime, no libcst, none of graphfix's own source
     parsing (the transforms' pre-checks load it on first use), and no typer or rich (the

@@ -281,6 +281,7 @@ def test_check_and_fix_every_format_without_tensorflow(tmp_path):
     assert fixed_text == (TWO_TOWER / "after.pbtxt").read_bytes()
 
 
+@pytest.mark.both_installs  # (where TF is installed, a graph fix still leaves it unimported)
 def test_a_graphdef_read_builds_only_its_own_files():
     """Reading a GraphDef builds graph.proto and what it imports, not the MetaGraphDef's
     files (nor any of TF)."""
