@@ -1,9 +1,9 @@
 """Shared test helpers: running the CLI as a user does, and the fixture folders.
 
 The suite runs with TensorFlow (`make test-full`) and without it (`make test-lean`:
-graphfix's base install, no TF). Without it, a test that needs TF skips, by one rule, here: a test (or test
-module) that imports TF or a package that comes with it, uses the `tf` or `built` fixture, is
-marked `needs_tf`, or runs a graphfix command that says it needs TensorFlow
+graphfix's base install, no TF). Without it, a test that needs TF skips, by one rule, here:
+a test (or test module) that imports TF or a package that comes with it, uses the `tf` or
+`built` fixture, is marked `needs_tf`, or runs a graphfix command that says it needs TensorFlow
 (`graphfix.tf_runtime.require_tensorflow`). Every other test runs, and must pass.
 
 `make test` runs the lean suite first, then the suite with TF, and a test that passed without
