@@ -77,8 +77,33 @@ def detect_update_ops(index: GraphIndex) -> list[str]:
             continue
         if names[position] == f"{names[variable]}/Assign":  # the variable's own initializer
             continue
+        if is_restore(index, position):
+            continue
         found.append(names[position])
     return found
+
+
+# Ops that read tensors from a checkpoint: the Saver's restore (V2, and V1's two forms).
+RESTORE_OPS = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
+
+
+def is_restore(index: GraphIndex, position: int) -> bool:
+    """Whether the assign at `position` writes a value read from a checkpoint (a Saver's
+    restore op, through the `Identity` a resource variable's restore puts between): it runs
+    when the Saver restores, never in a training step. A Saver of a batch-normed model
+    holds one for each moving statistic (`save/Assign_4`, `save/AssignVariableOp_4`)."""
+    sources = index.sources(position)
+    value = sources[1] if len(sources) > 1 else -1
+    for _ in range(8):
+        if value < 0:
+            return False
+        op = index.ops[value]
+        if op in RESTORE_OPS:
+            return True
+        if op != "Identity":
+            return False
+        value = index.sources(value)[0]
+    return False
 
 
 def update_ops(index: GraphIndex) -> tuple[list[str], str]:
@@ -229,13 +254,28 @@ def apply_ops(index: GraphIndex) -> list[str]:
 
 
 def detect_train_ops(index: GraphIndex) -> list[str]:
-    """Sinks of the graph that run after gradients are applied: the ops a loop runs."""
+    """The ops a training loop runs: the sinks of the graph that run after the optimizer's
+    Apply ops (the group `apply_gradients` returns, the `AssignAdd` of its global step, a
+    loss read after the step as slim's `create_train_op` returns it), save, restore,
+    initialization and summaries aside, and reads of a variable's value aside
+    (`is_value_read`)."""
     applying = apply_ops(index)
     if not applying:
         return []
     after = index.descendants(applying) | set(applying)
-    sinks = [name for name in after if index.is_sink(name) and not _NOT_TRAIN.search(name)]
+    sinks = [name for name in after if index.is_sink(name) and not _NOT_TRAIN.search(name)
+             and not is_value_read(index, name)]
     return sorted(sinks, key=index.position)
+
+
+def is_value_read(index: GraphIndex, name: str) -> bool:
+    """Whether the node `name` only gives a variable's value (a resource variable's
+    `ReadVariableOp`, a ref variable's `Identity`): its run writes nothing, so it is never a
+    step, whatever it is ordered after. TF's Adam leaves two such sinks in every graph of
+    resource variables: `assign` reads each beta power again after writing it, and nothing
+    takes that read; the group it returns is the step."""
+    return index.ops[index.position(name)] not in VARIABLE_OPS and \
+        variable_read_by(index, name) is not None
 
 
 def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[str], str]:
