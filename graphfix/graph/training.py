@@ -253,13 +253,40 @@ def apply_ops(index: GraphIndex) -> list[str]:
     return [names[p] for p in index.positions_of(kinds)] if kinds else []
 
 
+def optimizer_steps(index: GraphIndex) -> list[str]:
+    """The ops whose run writes an optimizer's update into the variables: its Apply ops,
+    or, in a graph without one, the assigns whose value is computed from a gradient (a
+    tf_keras optimizer that updates with `assign` ops, as its legacy RMSprop does; an update
+    written by hand, `w.assign_sub(lr * grad)`)."""
+    applying = apply_ops(index)
+    if applying:
+        return applying
+    seeds = gradient_seeds(index)
+    if not seeds:
+        return []
+    from_gradients = computed_from(index, seeds)
+    return [index.names[p] for p in index.positions_of(ASSIGN_OPS)
+            if index.names[p] in from_gradients]
+
+
+# `tf.gradients`' seed of d(loss)/d(loss): `[scope/]gradients[_N]/grad_ys_K` (or `/Fill`).
+_GRADIENT_SEED = re.compile(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$")
+
+
+def gradient_seeds(index: GraphIndex) -> list[str]:
+    """The `Fill` ops that `tf.gradients` starts its backward pass from, one per loss: every
+    gradient of the graph is computed from one of them."""
+    names = index.names
+    return [names[p] for p in index.positions_of({"Fill"}) if _GRADIENT_SEED.search(names[p])]
+
+
 def detect_train_ops(index: GraphIndex) -> list[str]:
     """The ops a training loop runs: the sinks of the graph that run after the optimizer's
-    Apply ops (the group `apply_gradients` returns, the `AssignAdd` of its global step, a
-    loss read after the step as slim's `create_train_op` returns it), save, restore,
-    initialization and summaries aside, and reads of a variable's value aside
+    steps (`optimizer_steps`): the group `apply_gradients` returns, the `AssignAdd` of its
+    global step, a loss read after the step as slim's `create_train_op` returns it; save,
+    restore, initialization and summaries aside, and reads of a variable's value aside
     (`is_value_read`)."""
-    applying = apply_ops(index)
+    applying = optimizer_steps(index)
     if not applying:
         return []
     after = index.descendants(applying) | set(applying)
@@ -291,11 +318,8 @@ def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[s
 def detect_loss(index: GraphIndex) -> str | None:
     """The tensor the optimizer differentiates: `tf.gradients` seeds it with a Fill named
     `gradients/grad_ys_0` (or `gradients/Fill`), consumed by `gradients/<loss>_grad/...`."""
-    names = index.names
-    for position in index.positions_of({"Fill"}):
-        if not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", names[position]):
-            continue
-        for consumer in index.successors(names[position]):
+    for seed in gradient_seeds(index):
+        for consumer in index.successors(seed):
             forward = forward_op(index, consumer)
             if forward is not None:
                 return f"{forward}:0"
