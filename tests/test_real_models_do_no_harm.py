@@ -105,6 +105,25 @@ def test_adams_reads_after_its_beta_power_assigns_are_no_train_op(built):
     assert training.train_ops(index) == ([train], "detected") and train == "Adam"
 
 
+def test_a_read_after_the_step_is_the_train_op_where_nothing_else_runs_after_it(tf):
+    """A loop that runs `identity(global_step)` after its step runs the step through it:
+    a read is passed over only for another sink after the step, never left with none."""
+    from graphfix.graph import training
+    from graphfix.graph.index import index_for
+
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default() as graph:
+        w = tf1.get_variable("w", [3], use_resource=False)
+        step = tf1.Variable(0, name="global_step", trainable=False, use_resource=False)
+        loss = tf.reduce_sum(tf.square(w), name="loss")
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+        with tf.control_dependencies([train]):
+            tf.identity(step, name="step_after_training")
+    index = index_for(graph.as_graph_def())
+    assert training.is_value_read(index, "step_after_training")
+    assert training.detect_train_ops(index) == ["step_after_training"]
+
+
 @pytest.fixture(scope="module")
 def bugs_fixed(built, tmp_path_factory) -> tuple[dict, pathlib.Path, dict]:
     """(`check --format json` of every BUGGY graph, the folder `fix -o` wrote them to, and

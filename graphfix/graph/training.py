@@ -284,15 +284,16 @@ def detect_train_ops(index: GraphIndex) -> list[str]:
     """The ops a training loop runs: the sinks of the graph that run after the optimizer's
     steps (`optimizer_steps`): the group `apply_gradients` returns, the `AssignAdd` of its
     global step, a loss read after the step as slim's `create_train_op` returns it; save,
-    restore, initialization and summaries aside, and reads of a variable's value aside
-    (`is_value_read`)."""
+    restore, initialization and summaries aside. A read of a variable's value
+    (`is_value_read`) is one only where no other sink runs after the steps (a script that
+    runs `identity(global_step)` after its step)."""
     applying = optimizer_steps(index)
     if not applying:
         return []
     after = index.descendants(applying) | set(applying)
-    sinks = [name for name in after if index.is_sink(name) and not _NOT_TRAIN.search(name)
-             and not is_value_read(index, name)]
-    return sorted(sinks, key=index.position)
+    sinks = [name for name in after if index.is_sink(name) and not _NOT_TRAIN.search(name)]
+    steps = [name for name in sinks if not is_value_read(index, name)]
+    return sorted(steps or sinks, key=index.position)
 
 
 def is_value_read(index: GraphIndex, name: str) -> bool:
