@@ -77,8 +77,33 @@ def detect_update_ops(index: GraphIndex) -> list[str]:
             continue
         if names[position] == f"{names[variable]}/Assign":  # the variable's own initializer
             continue
+        if is_restore(index, position):
+            continue
         found.append(names[position])
     return found
+
+
+# Ops that read tensors from a checkpoint: the Saver's restore (V2, and V1's two forms).
+RESTORE_OPS = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
+
+
+def is_restore(index: GraphIndex, position: int) -> bool:
+    """Whether the assign at `position` writes a value read from a checkpoint (a Saver's
+    restore op, through the `Identity` a resource variable's restore puts between): it runs
+    when the Saver restores, never in a training step. A Saver of a batch-normed model
+    holds one for each moving statistic (`save/Assign_4`, `save/AssignVariableOp_4`)."""
+    sources = index.sources(position)
+    value = sources[1] if len(sources) > 1 else -1
+    for _ in range(8):
+        if value < 0:
+            return False
+        op = index.ops[value]
+        if op in RESTORE_OPS:
+            return True
+        if op != "Identity":
+            return False
+        value = index.sources(value)[0]
+    return False
 
 
 def update_ops(index: GraphIndex) -> tuple[list[str], str]:
@@ -228,14 +253,57 @@ def apply_ops(index: GraphIndex) -> list[str]:
     return [names[p] for p in index.positions_of(kinds)] if kinds else []
 
 
-def detect_train_ops(index: GraphIndex) -> list[str]:
-    """Sinks of the graph that run after gradients are applied: the ops a loop runs."""
+def optimizer_steps(index: GraphIndex) -> list[str]:
+    """The ops whose run writes an optimizer's update into the variables: its Apply ops,
+    or, in a graph without one, the assigns whose value is computed from a gradient (a
+    tf_keras optimizer that updates with `assign` ops, as its legacy RMSprop does; an update
+    written by hand, `w.assign_sub(lr * grad)`)."""
     applying = apply_ops(index)
+    if applying:
+        return applying
+    seeds = gradient_seeds(index)
+    if not seeds:
+        return []
+    from_gradients = computed_from(index, seeds)
+    return [index.names[p] for p in index.positions_of(ASSIGN_OPS)
+            if index.names[p] in from_gradients]
+
+
+# `tf.gradients`' seed of d(loss)/d(loss): `[scope/]gradients[_N]/grad_ys_K` (or `/Fill`).
+_GRADIENT_SEED = re.compile(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$")
+
+
+def gradient_seeds(index: GraphIndex) -> list[str]:
+    """The `Fill` ops that `tf.gradients` starts its backward pass from, one per loss: every
+    gradient of the graph is computed from one of them."""
+    names = index.names
+    return [names[p] for p in index.positions_of({"Fill"}) if _GRADIENT_SEED.search(names[p])]
+
+
+def detect_train_ops(index: GraphIndex) -> list[str]:
+    """The ops a training loop runs: the sinks of the graph that run after the optimizer's
+    steps (`optimizer_steps`): the group `apply_gradients` returns, the `AssignAdd` of its
+    global step, a loss read after the step as slim's `create_train_op` returns it; save,
+    restore, initialization and summaries aside. A read of a variable's value
+    (`is_value_read`) is one only where no other sink runs after the steps (a script that
+    runs `identity(global_step)` after its step)."""
+    applying = optimizer_steps(index)
     if not applying:
         return []
     after = index.descendants(applying) | set(applying)
     sinks = [name for name in after if index.is_sink(name) and not _NOT_TRAIN.search(name)]
-    return sorted(sinks, key=index.position)
+    steps = [name for name in sinks if not is_value_read(index, name)]
+    return sorted(steps or sinks, key=index.position)
+
+
+def is_value_read(index: GraphIndex, name: str) -> bool:
+    """Whether the node `name` only gives a variable's value (a resource variable's
+    `ReadVariableOp`, a ref variable's `Identity`): its run writes nothing, so it is never a
+    step, whatever it is ordered after. TF's Adam leaves two such sinks in every graph of
+    resource variables: `assign` reads each beta power again after writing it, and nothing
+    takes that read; the group it returns is the step."""
+    return index.ops[index.position(name)] not in VARIABLE_OPS and \
+        variable_read_by(index, name) is not None
 
 
 def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[str], str]:
@@ -251,11 +319,8 @@ def train_ops(index: GraphIndex, named: list[str] | None = None) -> tuple[list[s
 def detect_loss(index: GraphIndex) -> str | None:
     """The tensor the optimizer differentiates: `tf.gradients` seeds it with a Fill named
     `gradients/grad_ys_0` (or `gradients/Fill`), consumed by `gradients/<loss>_grad/...`."""
-    names = index.names
-    for position in index.positions_of({"Fill"}):
-        if not re.search(r"gradients(?:_\d+)?/(grad_ys_\d+|Fill)$", names[position]):
-            continue
-        for consumer in index.successors(names[position]):
+    for seed in gradient_seeds(index):
+        for consumer in index.successors(seed):
             forward = forward_op(index, consumer)
             if forward is not None:
                 return f"{forward}:0"

@@ -10,9 +10,12 @@ them most easily::
     train_op = opt.apply_gradients(grads, global_step=step)   # update ops never run
 
 Found: the update ops (the MetaGraphDef's `update_ops` collection, else detected: assigns to
-batch-norm moving statistics, ref and resource forms, fused or not) that do not run with
+batch-norm moving statistics, ref and resource forms, fused or not; not a variable's
+initializer, nor a Saver's restore of the statistic) that do not run with
 the train op (the `train_op` collection, else the `train_op` parameter, else detected:
-the graph's sink that runs after the optimizer's Apply ops): neither before it nor before
+the graph's sink that runs after the optimizer's steps, its Apply ops or, without one, the
+assigns computed from a gradient; a sink that only reads a variable, such as the beta-power
+reads TF's Adam leaves after its assigns, is passed over): neither before it nor before
 every sink of the graph that runs after it (a training loop runs a sink: TF's optimizers
 name their own Apply op in the collection even where the script runs
 `tf.group(apply_op, *update_ops)`). Only the update ops of the
