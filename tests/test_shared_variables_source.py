@@ -57,6 +57,34 @@ def test_what_reuses(scope: str, reuses: bool):
     assert graphfix.check_source(alone, only=[NAME]) == []
 
 
+@pytest.mark.parametrize("towers, found", [
+    # a loop whose passes each enter a device chosen at run time
+    ("for i in range(n):\n    with tf.device('/gpu:%d' % i):\n        W", True),
+    ("for device in devices:\n    with tf.device(device):\n        W", True),
+    ("for i in range(n):\n    with tf.device(assign_to_device('/gpu:{}'.format(i), '/cpu:0')):"
+     "\n        W", True),
+    # seed 003: replicas in name scopes, the next pass reusing
+    ("for i in range(n):\n    with tf.name_scope('my_%d' % i):\n        W\n"
+     "        tf.get_variable_scope().reuse_variables()", True),
+    # a tower function given its GPU; towers written out on two GPUs
+    ("def tower(gpu):\n    with tf.device(gpu):\n        W", True),
+    ("with tf.device('/gpu:0'):\n    W\nwith tf.device('/gpu:1'):\n    W", True),
+    # no towers: one fixed GPU, a replica setter, a loop of layers reading tied weights
+    ("with tf.device('/gpu:0'):\n    W", False),
+    ("with tf.device(tf.train.replica_device_setter(ps_tasks=2)):\n    W", False),
+    ("for layer in layers:\n    with tf.variable_scope(layer, reuse=True):\n        W", False),
+])
+def test_what_builds_towers(towers: str, found: bool):
+    """Which code runs once per tower (`FileView.tower_code`): a tf.Variable of a reusing
+    scope there is a copy per tower; elsewhere it is made as often as the code runs."""
+    body = "".join(f"        {line}\n" for line in towers.splitlines())
+    code = ("import tensorflow.compat.v1 as tf\n\n\ndef build(n, devices, layers):\n"
+            "    with tf.variable_scope('m', reuse=tf.AUTO_REUSE):\n"
+            + body.replace("W\n", "w = tf.Variable(tf.zeros([2]), name='w')\n"))
+    findings = graphfix.check_source(code, only=[NAME])
+    assert bool(findings) == found, code
+
+
 def test_tied_weights_need_towers_to_be_copies(tf, tmp_path):
     """A tied-weights autoencoder (noop_tied_weights: the decoder's `reuse=True` reads the
     encoder's kernel back, a tf.Variable makes the decoder's own bias) is built once: TF
