@@ -72,6 +72,8 @@ def test_what_reuses(scope: str, reuses: bool):
     # no towers: one fixed GPU, a replica setter, a loop of layers reading tied weights
     ("with tf.device('/gpu:0'):\n    W", False),
     ("with tf.device(tf.train.replica_device_setter(ps_tasks=2)):\n    W", False),
+    ("with tf.device(tf.train.replica_device_setter(\n"
+     "        worker_device='/job:worker/task:%d' % n)):\n    W", False),
     ("for layer in layers:\n    with tf.variable_scope(layer, reuse=True):\n        W", False),
 ])
 def test_what_builds_towers(towers: str, found: bool):

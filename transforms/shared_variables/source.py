@@ -22,9 +22,9 @@ from graphfix.source.vocabulary import VARIABLE_COLLECTION_KEYS
 #
 # Where code runs under a variable scope that reuses is the project model's to say
 # (`FileView.reusing_regions`: `with variable_scope(..., reuse=...)`, after
-# `reuse_variables()`, and the code such code calls, across files). Here: each
-# `tf.Variable(...)` made there, but a tower's own state (`_towers_own`), rewritten as
-# `get_variable`.
+# `reuse_variables()`, and the code such code calls, across files), and so is where code
+# runs once per tower (`FileView.tower_code`). Here: each `tf.Variable(...)` made where
+# both hold, but a tower's own state (`_towers_own`), rewritten as `get_variable`.
 
 # `Variable(initial_value, trainable, ...)`: past `trainable` the positions differ between
 # TF1's Variable and TF2's, so a positional argument there is not rewritten.

@@ -11,6 +11,7 @@ import ast
 import re
 
 from graphfix.source.project.names import AstTfNames, argument, dotted
+from graphfix.source.syntax import strings_in
 from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
@@ -832,6 +833,14 @@ def _built_at_run_time(given: ast.expr) -> bool:
     return False
 
 
+def _names_a_worker(given: ast.expr) -> bool:
+    """Whether a device (or a device function's arguments) names a job's task and no GPU:
+    `replica_device_setter(worker_device="/job:worker/task:%d" % task)`, where each
+    process of between-graph replication builds its one replica."""
+    texts = [text.lower() for text in strings_in(given)]
+    return any("job:" in t or "task:" in t for t in texts) and not any("gpu" in t for t in texts)
+
+
 class _TowerReader(ast.NodeVisitor):
     """A module's tower code (see `tower_facts`), one function (or the module body) at a
     time: its loops, device scopes and reuse origins, read in that function only."""
@@ -857,15 +866,16 @@ class _TowerReader(ast.NodeVisitor):
         for item in node.items:
             given = _device_given(item, self.names)
             if given is not None:
-                if _fixed_gpu(given) is not None:
-                    self._fixed.append((_fixed_gpu(given), node))
+                fixed = _fixed_gpu(given)
+                if fixed is not None:
+                    self._fixed.append((fixed, node))
                 elif not isinstance(given, ast.Constant):
                     # chosen at run time: in a loop, each pass's; else a tower function's,
                     # given its device (a parameter, or a string made of one)
                     if self._loops:
                         self._tower_loop()
-                    elif _built_at_run_time(given) or (isinstance(given, ast.Name)
-                                                       and given.id in self._params):
+                    elif (_built_at_run_time(given) and not _names_a_worker(given)
+                          or isinstance(given, ast.Name) and given.id in self._params):
                         self.spans.append(self._span(node))
             elif _is_variable_scope(item.context_expr, self.names):
                 why = _reuse_given(item.context_expr, self.names)
