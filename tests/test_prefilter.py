@@ -249,11 +249,20 @@ def test_average_gradients_pre_check_reads_the_recipe_shape_as_its_codemod_does(
 _REUSED = {
     "Variable under reuse": ("""\
         import tensorflow.compat.v1 as tf
-        def tower(x, reuse):
-            with tf.variable_scope("model", reuse=reuse):
+        def tower(x, gpu):
+            with tf.device("/gpu:%d" % gpu), tf.variable_scope("model", reuse=gpu > 0):
                 w = tf.Variable(tf.zeros([3, 2]))
                 return tf.matmul(x, w)
         """, True),
+    # Reuse with no towers: a tied-weights decoder's own bias.
+    "Variable under reuse, no towers": ("""\
+        import tensorflow.compat.v1 as tf
+        def decoder(y):
+            with tf.variable_scope("tied", reuse=True):
+                kernel = tf.get_variable("kernel")
+                bias = tf.Variable(tf.zeros([4]))
+                return tf.matmul(y, kernel, transpose_b=True) + bias
+        """, False),
     # A test that reuses a scope for get_variable and makes a Variable elsewhere.
     "reuse and Variable apart": ("""\
         import tensorflow.compat.v1 as tf

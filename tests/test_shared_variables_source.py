@@ -9,6 +9,7 @@ tf.Variable a finding).
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 
 import graphfix
 
-from conftest import FIXTURES, fixture_findings
+from conftest import FIXTURES, fixture_findings, run_cli
 
 NAME = "shared-variables"
 SOURCE = FIXTURES / "shared_variables" / "source"
@@ -46,24 +47,95 @@ def test_alone_the_model_reuses_nothing():
     ("with tf.name_scope('s'):", False),
 ])
 def test_what_reuses(scope: str, reuses: bool):
-    """Which scopes the project model says reuse (`FileView.reusing_regions`)."""
-    code = f"import tensorflow as tf\n\n\ndef f(i):\n    {scope}\n        w = tf.Variable(1.0)\n"
+    """Which scopes the project model says reuse (`FileView.reusing_regions`), in a tower
+    function given its GPU; in a function with no towers, none is a finding."""
+    tower = ("import tensorflow as tf\n\n\ndef f(i):\n    with tf.device('/gpu:%d' % i):\n"
+             f"        {scope}\n            w = tf.Variable(1.0)\n")
+    assert [f.line for f in graphfix.check_source(tower, only=[NAME])] == (
+        [7] if reuses else [])
+    alone = f"import tensorflow as tf\n\n\ndef f(i):\n    {scope}\n        w = tf.Variable(1.0)\n"
+    assert graphfix.check_source(alone, only=[NAME]) == []
+
+
+@pytest.mark.parametrize("towers, found", [
+    # a loop whose passes each enter a device chosen at run time
+    ("for i in range(n):\n    with tf.device('/gpu:%d' % i):\n        W", True),
+    ("for device in devices:\n    with tf.device(device):\n        W", True),
+    ("for i in range(n):\n    with tf.device(assign_to_device('/gpu:{}'.format(i), '/cpu:0')):"
+     "\n        W", True),
+    # seed 003: replicas in name scopes, the next pass reusing
+    ("for i in range(n):\n    with tf.name_scope('my_%d' % i):\n        W\n"
+     "        tf.get_variable_scope().reuse_variables()", True),
+    # a tower function given its GPU; towers written out on two GPUs
+    ("def tower(gpu):\n    with tf.device(gpu):\n        W", True),
+    ("with tf.device('/gpu:0'):\n    W\nwith tf.device('/gpu:1'):\n    W", True),
+    # no towers: one fixed GPU, a replica setter, a loop of layers reading tied weights
+    ("with tf.device('/gpu:0'):\n    W", False),
+    ("with tf.device(tf.train.replica_device_setter(ps_tasks=2)):\n    W", False),
+    ("with tf.device(tf.train.replica_device_setter(\n"
+     "        worker_device='/job:worker/task:%d' % n)):\n    W", False),
+    ("for layer in layers:\n    with tf.variable_scope(layer, reuse=True):\n        W", False),
+])
+def test_what_builds_towers(towers: str, found: bool):
+    """Which code runs once per tower (`FileView.tower_code`): a tf.Variable of a reusing
+    scope there is a copy per tower; elsewhere it is made as often as the code runs."""
+    body = "".join(f"        {line}\n" for line in towers.splitlines())
+    code = ("import tensorflow.compat.v1 as tf\n\n\ndef build(n, devices, layers):\n"
+            "    with tf.variable_scope('m', reuse=tf.AUTO_REUSE):\n"
+            + body.replace("W\n", "w = tf.Variable(tf.zeros([2]), name='w')\n"))
     findings = graphfix.check_source(code, only=[NAME])
-    assert [f.line for f in findings] == ([6] if reuses else [])
+    assert bool(findings) == found, code
+
+
+def test_tied_weights_need_towers_to_be_copies(tf, tmp_path):
+    """A tied-weights autoencoder (noop_tied_weights: the decoder's `reuse=True` reads the
+    encoder's kernel back, a tf.Variable makes the decoder's own bias) is built once: TF
+    builds and trains it as written, and it is no finding. The same decoder built once per
+    GPU by a tower loop in another file makes its bias once per tower: found, in the
+    layer's file."""
+    (tmp_path / "layers.py").write_text((SOURCE / "noop_tied_weights" / "before.py").read_text())
+    layers = _load(tmp_path / "layers.py", "tied_layers")
+    with tf.Graph().as_default():
+        images = tf.compat.v1.placeholder(tf.float32, [2, 8, 8, 3])
+        train = layers.build(images)
+        biases = [v.name for v in tf.compat.v1.trainable_variables() if "k_" not in v.name]
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(train, {images: np.ones([2, 8, 8, 3], np.float32)})
+    assert len(biases) == 4  # each layer's encoder bias and decoder bias, as meant
+    assert _found(tmp_path) == []
+    (tmp_path / "towers.py").write_text(
+        "import tensorflow.compat.v1 as tf\n\nfrom layers import TiedConv\n\n\n"
+        "def towers(images, num_gpus):\n"
+        "    layer = TiedConv('c1', 3, 8)\n"
+        "    code = layer.encode(images)\n"
+        "    outputs = []\n"
+        "    for i in range(num_gpus):\n"
+        "        with tf.device('/gpu:%d' % i):\n"
+        "            outputs.append(layer.decode(code))\n"
+        "    return outputs\n")
+    assert _found(tmp_path) == [("layers.py", 28)]
+
+
+def _found(folder: Path) -> list[tuple[str, int]]:
+    """(file, line) of each shared-variables finding of `graphfix check` over a folder."""
+    done = run_cli("check", "--select", NAME, "--format", "json", "--no-cache", str(folder))
+    return sorted((Path(f["path"]).name, f["line"]) for f in json.loads(done.stdout)["findings"])
 
 
 def test_strict_reuse_is_reported_not_fixed():
     """Under reuse=True, or after reuse_variables() in the first pass, get_variable finds
     only what was made before: a tf.Variable made nowhere before cannot become one."""
     code = ("import tensorflow.compat.v1 as tf\n"
-            "with tf.variable_scope('s', reuse=True):\n"
-            "    b = tf.Variable([0.5], name='bias')\n"
-            "with tf.variable_scope('t') as scope:\n"
-            "    w = tf.Variable(1.0)\n"
-            "    scope.reuse_variables()\n"
-            "    u = tf.Variable(2.0)\n")
+            "for gpu in range(2):\n"
+            "    with tf.device('/gpu:%d' % gpu):\n"
+            "        with tf.variable_scope('s', reuse=True):\n"
+            "            b = tf.Variable([0.5], name='bias')\n"
+            "        with tf.variable_scope('t') as scope:\n"
+            "            scope.reuse_variables()\n"
+            "            u = tf.Variable(2.0)\n")
     fixed, findings = graphfix.fix_source(code, only=[NAME])
-    assert [(f.line, f.fixable) for f in findings] == [(3, False), (7, False)]
+    assert [(f.line, f.fixable) for f in findings] == [(5, False), (8, False)]
     assert all("get_variable would find no variable to reuse" in f.message for f in findings)
     assert fixed == code
 
@@ -74,8 +146,9 @@ def test_spellings_follow_the_file():
                             ("import tensorflow.compat.v1 as tf\n", "tf.get_variable"),
                             ("from tensorflow.compat import v1 as tf1\n", "tf1.get_variable")]:
         alias = spelled.split(".")[0]
-        code = (header + f"with {alias}.variable_scope('s', reuse={alias}.AUTO_REUSE):\n"
-                f"    k = {alias}.Variable({alias}.zeros([2]), name=prefix + '_k')\n")
+        code = (header + f"for gpu in range(2):\n    with {alias}.device(devices[gpu]), "
+                f"{alias}.variable_scope('s', reuse={alias}.AUTO_REUSE):\n"
+                f"        k = {alias}.Variable({alias}.zeros([2]), name=prefix + '_k')\n")
         fixed, findings = graphfix.fix_source(code, only=[NAME])
         assert len(findings) == 1 and findings[0].fixable, header
         assert f"k = {spelled}(prefix + '_k', initializer={alias}.zeros([2]))" in fixed, fixed

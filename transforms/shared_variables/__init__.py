@@ -39,8 +39,10 @@ values on purpose: the towers after the first compute with other weights, so the
 and the variables their gradients train differ from the original's; `verify FIXED
 --compare ORIGINAL` sets those aside and names them.
 
-In source (`SharedVariablesCodemod`): a `tf.Variable(init, ...)` made inside a reusing scope
-becomes `tf.compat.v1.get_variable(name, initializer=init, ...)`, named from `name=` or the
+In source (`SharedVariablesCodemod`): a `tf.Variable(init, ...)` made inside a reusing scope,
+in code that runs once per tower (a tower loop, a tower function given its GPU, and what
+they call: without towers a `tf.Variable` beside reuse is new on purpose, a tied-weights
+decoder's own bias), becomes `tf.compat.v1.get_variable(name, initializer=init, ...)`, named from `name=` or the
 variable it is assigned to, keeping dtype, trainable and collections. A variable meant to
 be each tower's own (not trainable, and in `LOCAL_VARIABLES` or named per tower: a tower's
 recurrent state) is left alone, and so is a `tf.Variable` the towers' calls never run (a
@@ -151,8 +153,8 @@ def _updates_of(graph: GraphIndex, variables: set[str]) -> dict[str, list[str]]:
 
 def _variable_in_reuse(view: FileView) -> bool:
     """Whether a call spelled `Variable(...)` (or `VariableV1`) starts on a line of the
-    file that runs under a variable scope that reuses (`FileView.reusing_regions`): the
-    sites the codemod reads, by last name (looser than its `tf_canonical`). A file whose
+    file that runs under a variable scope that reuses (`FileView.reusing_regions`) and once
+    per tower (`FileView.tower_code`): the sites the codemod reads, by last name (looser than its `tf_canonical`). A file whose
     reuse and whose Variables lie apart (tf-slim's layers_test.py: 4,254 lines, ~10 s of
     libcst) is not sent to the codemod."""
     import ast  # (here: a run over graphs never parses source)
@@ -161,7 +163,8 @@ def _variable_in_reuse(view: FileView) -> bool:
     from graphfix.source.syntax import tail_name
 
     regions = view.reusing_regions()
-    if not regions:
+    towers = view.tower_code() if regions else []
+    if not towers:
         return False
     code = view.project._code_of(view.label)
     tree = parsed(code) if code is not None else None
@@ -169,6 +172,7 @@ def _variable_in_reuse(view: FileView) -> bool:
         return True  # (the codemod, libcst, says why it cannot read it)
     return any(isinstance(node, ast.Call) and tail_name(node.func) in ("Variable", "VariableV1")
                and any(first <= node.lineno <= last for first, last, *_ in regions)
+               and any(first <= node.lineno <= last for first, last in towers)
                for node in ast.walk(tree))
 
 
@@ -179,7 +183,7 @@ class SharedVariables(Transform):
     # and the graph path never needs it).
     codemod = ".source:SharedVariablesCodemod"
     # A `Variable(...)` call made where the project model says the file's code runs under a
-    # variable scope that reuses (its own, or a caller's in another file).
+    # variable scope that reuses (its own, or a caller's in another file), once per tower.
     source_triggers = SourceTriggers(calls=frozenset({"Variable"}), in_project=_variable_in_reuse)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:

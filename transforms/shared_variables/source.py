@@ -22,9 +22,9 @@ from graphfix.source.vocabulary import VARIABLE_COLLECTION_KEYS
 #
 # Where code runs under a variable scope that reuses is the project model's to say
 # (`FileView.reusing_regions`: `with variable_scope(..., reuse=...)`, after
-# `reuse_variables()`, and the code such code calls, across files). Here: each
-# `tf.Variable(...)` made there, but a tower's own state (`_towers_own`), rewritten as
-# `get_variable`.
+# `reuse_variables()`, and the code such code calls, across files), and so is where code
+# runs once per tower (`FileView.tower_code`). Here: each `tf.Variable(...)` made where
+# both hold, but a tower's own state (`_towers_own`), rewritten as `get_variable`.
 
 # `Variable(initial_value, trainable, ...)`: past `trainable` the positions differ between
 # TF1's Variable and TF2's, so a positional argument there is not rewritten.
@@ -66,7 +66,14 @@ class SharedVariablesCodemod(SourceCodemod):
     before a script's tower loop, which the script calls at module level, is made once),
     and the branch of an `if flag:` (or `a if flag else b`) that a flag the call gives as a
     literal does not take (`Model(reuse_variables=True)` never calls the `tf.Variable`
-    maker its `else:` picks). Not found: a variable meant to be each tower's own, not
+    maker its `else:` picks). Such a call is a copy only where its code runs once per
+    tower (`FileView.tower_code`): in a loop whose passes each enter a device scope chosen
+    at run time or re-enter the reusing scope (seed 003's `my_%d` replicas), in a tower
+    function given its GPU, in device scopes naming two or more GPUs, or in code that
+    such tower code calls, across files. Without towers, reuse shares what other code
+    made and a `tf.Variable` beside it is new on purpose (a tied-weights decoder reads its
+    encoder's kernel with `reuse=True` and makes its own bias): not found. Not found
+    either: a variable meant to be each tower's own, not
     trainable (`trainable=False`) and in `LOCAL_VARIABLES` or named per call (`"state_%d" %
     gpu`): a tower's recurrent state, which one shared variable would mix across the
     towers' batch shards.
@@ -102,6 +109,16 @@ class SharedVariablesCodemod(SourceCodemod):
 
         step = tf.Variable(0, trainable=False, name="global_step")
         """,
+        """\
+        import tensorflow.compat.v1 as tf
+
+
+        def decoder(y):
+            with tf.variable_scope("tied", reuse=True):
+                kernel = tf.get_variable("kernel")
+                bias = tf.Variable(tf.zeros([4]))
+                return tf.matmul(y, kernel, transpose_b=True) + bias
+        """,
     )
     INVALID = (
         Example(
@@ -109,8 +126,8 @@ class SharedVariablesCodemod(SourceCodemod):
             import tensorflow.compat.v1 as tf
 
 
-            def tower(x, reuse):
-                with tf.variable_scope("model", reuse=reuse):
+            def tower(x, gpu):
+                with tf.device("/gpu:%d" % gpu), tf.variable_scope("model", reuse=gpu > 0):
                     w = tf.Variable(tf.zeros([3, 2]))
                     return tf.matmul(x, w)
             """,
@@ -118,18 +135,19 @@ class SharedVariablesCodemod(SourceCodemod):
             import tensorflow.compat.v1 as tf
 
 
-            def tower(x, reuse):
-                with tf.variable_scope("model", reuse=reuse):
+            def tower(x, gpu):
+                with tf.device("/gpu:%d" % gpu), tf.variable_scope("model", reuse=gpu > 0):
                     w = tf.get_variable("w", initializer=tf.zeros([3, 2]))
                     return tf.matmul(x, w)
             """,
-            says="tf.Variable under a reusing variable scope (reuse=reuse) is not shared"),
+            says="tf.Variable under a reusing variable scope (reuse=gpu > 0) is not shared"),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
         regions = self.project.reusing_regions()
         if not regions:
             return
+        towers = self.project.tower_code()
         spelling = v1_spelling(node, "get_variable")
         # (the name a fix writes, quoted as most of the file's strings are)
         self._quote = "'" if node.code.count("'") > node.code.count('"') else '"'
@@ -139,7 +157,8 @@ class SharedVariablesCodemod(SourceCodemod):
                 continue
             line = self.position(call)[0]
             region = next((r for r in regions if r[0] <= line <= r[1]), None)
-            if region is not None and not self._towers_own(call):
+            if (region is not None and any(first <= line <= last for first, last in towers)
+                    and not self._towers_own(call)):
                 sites.append((call, region))
         named = {}
         for call, _ in sites:

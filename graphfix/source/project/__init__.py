@@ -30,9 +30,11 @@ from graphfix.source.project.cluster import cluster_programs
 from graphfix.source.project.facts import (
     COLLECTION_WORDS,
     REUSE_WORDS,
+    TOWER_WORDS,
     collection_facts,
     flag_branches,
     reuse_facts,
+    tower_facts,
 )
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
@@ -83,6 +85,7 @@ class Project:
         self._feeds: dict[str, dict] = {}
         self._reads: dict[str, dict] = {}
         self._reuse: dict[str, dict] = {}
+        self._towers: dict[str, dict] = {}
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
@@ -160,6 +163,12 @@ class Project:
         calls there (`graphfix.source.project.facts.reuse_facts`)."""
         return self._facts_of(self._reuse, label, reuse_facts, {"regions": [], "calls": []},
                               REUSE_WORDS)
+
+    def towers(self, label: str) -> dict:
+        """File `label`'s own tower code and what it calls there
+        (`graphfix.source.project.facts.tower_facts`)."""
+        return self._facts_of(self._towers, label, tower_facts, {"spans": [], "calls": []},
+                              TOWER_WORDS)
 
     def flag_branches(self, label: str) -> list[list]:
         """The branches of file `label`'s units that one value of a flag takes
@@ -977,6 +986,31 @@ class FileView:
                             found.append((first, last, why_here,
                                           first if strict_here else None))
         return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
+
+    def tower_code(self) -> list[tuple[int, int]]:
+        """The line ranges of this file whose code runs once per tower (`Project.towers`:
+        a loop building a tower per pass, a tower function's device scope), and the code of
+        its units that tower code calls, in this file or one connected to it by imports,
+        transitively (the model function a tower loop in train.py calls), but not a
+        module's body, nor a branch a flag given by the call does not take
+        (`_run_by_call`). A variable made there is made once per tower."""
+        project, own = self.project, self.label
+        found = [tuple(span) for span in project.towers(own)["spans"]]
+        runs: dict[tuple, dict] = {}
+        for label in sorted(project.connected(own)):
+            part = project.parts.get(label)
+            if part is None:
+                continue
+            for line, callee, flags in project.towers(label)["calls"]:
+                for target in sorted(project.resolve_in(label, unit_at(part, line), callee)):
+                    key = (target, tuple(sorted(flags.items())))
+                    if key not in runs:
+                        runs[key] = _run_by_call(project, target, flags)
+                    for reached, unrun in runs[key].items():
+                        if reached[0] == own:
+                            found.extend(_spans_run(
+                                project.parts[own]["units"][reached[1]]["spans"], unrun))
+        return sorted(set(found))
 
     def reuses_at(self, line: int) -> bool:
         """Whether code at `line` of this file runs, every time it runs, where reuse is on

@@ -11,6 +11,7 @@ import ast
 import re
 
 from graphfix.source.project.names import AstTfNames, argument, dotted
+from graphfix.source.syntax import strings_in
 from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
@@ -789,6 +790,159 @@ def reuse_facts(tree: ast.Module, names: AstTfNames) -> dict:
                 strict = region[3] is not None and node.lineno >= region[3]
                 calls.append([node.lineno, callee, region[2], strict, _flags_given(node)])
     return {"regions": regions, "calls": sorted(calls, key=lambda c: c[:4])}
+
+
+# -- tower code: what runs once per tower ----------------------------------------------------
+
+# Words without which a file builds no towers of its own (a device scope, or a loop that
+# re-enters a reusing variable scope).
+TOWER_WORDS = ("device", "reuse")
+
+
+def _device_given(item: ast.withitem, names: AstTfNames) -> ast.expr | None:
+    """What a `with device(...)` item asks for (v1 and v2 name the parameter differently);
+    None for any other item."""
+    call = item.context_expr
+    if not (isinstance(call, ast.Call) and names.canonical(call.func) in DEVICE_CALLS):
+        return None
+    given = argument(call, "device_name_or_function", 0) or argument(call, "device_name", None)
+    return given if given is not None else ast.Constant(None)
+
+
+def _fixed_gpu(given: ast.expr) -> str | None:
+    """The device a device scope names as a literal on a GPU (`'/gpu:1'`), else None."""
+    if isinstance(given, ast.Constant) and isinstance(given.value, str):
+        return given.value if "gpu" in given.value.lower() else None
+    return None
+
+
+def _built_at_run_time(given: ast.expr) -> bool:
+    """Whether a device string is made from values at run time: `'/gpu:%d' % i`, an
+    f-string, `'/gpu:' + str(i)`, `'/gpu:{}'.format(i)`, or a device function given one
+    (`assign_to_device('/gpu:%d' % i, ...)`)."""
+    if isinstance(given, ast.JoinedStr):
+        return True
+    if isinstance(given, ast.BinOp) and isinstance(given.op, (ast.Mod, ast.Add)):
+        return any(isinstance(side, (ast.Constant, ast.JoinedStr, ast.BinOp))
+                   for side in (given.left, given.right))
+    if isinstance(given, ast.Call):
+        if isinstance(given.func, ast.Attribute) and given.func.attr == "format":
+            return True
+        return any(_built_at_run_time(a) for a in (*given.args,
+                                                   *(k.value for k in given.keywords)))
+    return False
+
+
+def _names_a_worker(given: ast.expr) -> bool:
+    """Whether a device (or a device function's arguments) names a job's task and no GPU:
+    `replica_device_setter(worker_device="/job:worker/task:%d" % task)`, where each
+    process of between-graph replication builds its one replica."""
+    texts = [text.lower() for text in strings_in(given)]
+    return any("job:" in t or "task:" in t for t in texts) and not any("gpu" in t for t in texts)
+
+
+class _TowerReader(ast.NodeVisitor):
+    """A module's tower code (see `tower_facts`), one function (or the module body) at a
+    time: its loops, device scopes and reuse origins, read in that function only."""
+
+    def __init__(self, names: AstTfNames):
+        self.names = names
+        self.spans: list[list[int]] = []
+        self._loops: list[ast.stmt] = []  # the loops of the function being read
+        self._towers: set[int] = set()  # (ids of those loops that build towers)
+        self._fixed: list[tuple[str, ast.stmt]] = []  # its device scopes on a fixed GPU
+        self._params: set[str] = set()  # its parameters
+
+    @staticmethod
+    def _span(node: ast.AST) -> list[int]:
+        return [node.lineno, getattr(node, "end_lineno", None) or node.lineno]
+
+    def _tower_loop(self) -> None:
+        """The outermost loop of the function: each of its passes builds a tower."""
+        if self._loops:
+            self._towers.add(id(self._loops[0]))
+
+    def _visit_with(self, node) -> None:
+        for item in node.items:
+            given = _device_given(item, self.names)
+            if given is not None:
+                fixed = _fixed_gpu(given)
+                if fixed is not None:
+                    self._fixed.append((fixed, node))
+                elif not isinstance(given, ast.Constant):
+                    # chosen at run time: in a loop, each pass's; else a tower function's,
+                    # given its device (a parameter, or a string made of one)
+                    if self._loops:
+                        self._tower_loop()
+                    elif (_built_at_run_time(given) and not _names_a_worker(given)
+                          or isinstance(given, ast.Name) and given.id in self._params):
+                        self.spans.append(self._span(node))
+            elif _is_variable_scope(item.context_expr, self.names):
+                why = _reuse_given(item.context_expr, self.names)
+                if why is not None and why != "reuse=True":  # re-entered, sharing later
+                    self._tower_loop()
+        self.generic_visit(node)
+
+    visit_With = visit_AsyncWith = _visit_with
+
+    def _visit_loop(self, node) -> None:
+        self._loops.append(node)
+        self.generic_visit(node)
+        self._loops.pop()
+        if not self._loops and id(node) in self._towers:
+            self.spans.append(self._span(node))
+
+    visit_For = visit_AsyncFor = visit_While = _visit_loop
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "reuse_variables"
+                and not node.args):
+            self._tower_loop()  # (the loop's next pass reuses what this one made)
+        self.generic_visit(node)
+
+    def read_function(self, body: list[ast.AST], params: set[str]) -> None:
+        outer = self._loops, self._towers, self._fixed, self._params
+        self._loops, self._towers, self._fixed, self._params = [], set(), [], params
+        for statement in body:
+            self.visit(statement)
+        if len({device for device, _ in self._fixed}) > 1:
+            self.spans.extend(self._span(node) for _, node in self._fixed)
+        self._loops, self._towers, self._fixed, self._params = outer
+
+    def _visit_def(self, node) -> None:
+        arguments = node.args
+        params = {a.arg for a in (*arguments.posonlyargs, *arguments.args,
+                                  *arguments.kwonlyargs)}
+        self.read_function(node.body if isinstance(node.body, list) else [node.body], params)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_def
+
+
+def tower_facts(tree: ast.Module, names: AstTfNames) -> dict:
+    """A module's tower code, the code that runs once per tower, and what it calls there:
+    {"spans": [[first line, last line]], "calls": [[line, callee as spelled, flags]]}, in
+    line order. Towers are a function's (or the module body's) loop whose passes each
+    enter a device scope chosen at run time (`'/gpu:%d' % i`, a name, a device function
+    given one) or re-enter a variable scope that reuses (`reuse_variables()` in the pass,
+    `reuse=i > 0`, `AUTO_REUSE`: seed 003's replicas in name scopes `my_0`, `my_1`), a
+    device scope chosen at run time in no loop (a tower function given its GPU), and the
+    device scopes of a function that names two or more GPUs as literals (towers written
+    out). A `reuse=True` scope alone builds no towers: it reuses what other code made
+    (a decoder's weights tied to its encoder's). `FileView.tower_code` follows the
+    calls."""
+    reader = _TowerReader(names)
+    reader.read_function(tree.body, set())
+    spans = sorted(reader.spans)
+    calls = []
+    if spans:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or names.canonical(node.func) is not None:
+                continue
+            callee = dotted(node.func)
+            if callee is not None and any(first <= node.lineno <= last
+                                          for first, last in spans):
+                calls.append([node.lineno, callee, _flags_given(node)])
+    return {"spans": spans, "calls": sorted(calls, key=lambda c: c[:2])}
 
 
 # -- branches on a flag ----------------------------------------------------------------------
