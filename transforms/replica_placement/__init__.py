@@ -244,8 +244,9 @@ class ReplicaPlacement(Transform):
         # The groups of workers' own variables: on the worker, as their program put them.
         local_roots = {graph.group_root(graph.names[p]) for p in local} - set(task_of_group)
         # The worker task a between-graph replica's graph names (its one): a worker's own
-        # variable taken off the ps goes there, not to any task of the job.
-        own_task = _worker_task_named(graph, worker) if local_roots else None
+        # variable, or a pipeline op, taken off the ps goes there, not to any task of the
+        # job (the placer may pick another worker's).
+        own_task = _worker_task_named(graph, worker)
         classes = graph.colocated_with
         handle_joined = graph.handle_joined()
         saver_scopes = _sharded_saver_scopes(graph)
@@ -283,7 +284,8 @@ class ReplicaPlacement(Transform):
         for position in ordinary:
             current = DeviceSpec.parse(devices[position])
             if ps.job is not None and current.job == ps.job and position not in staying:
-                current = _without_job(current)  # a pipeline op pinned to the ps
+                # a pipeline op pinned to the ps
+                current = _without_job(current).replace(task=own_task)
             wanted[position] = worker.merge(current).to_string()
         return _Plan(wanted, load, set(shared.values()), local, local_roots)
 
