@@ -180,8 +180,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     Found (warnings, at the call):
 
     - an op created under a device string naming the ps job (`tf.device('/job:ps/task:0')`,
-      a `%`/`+`/`.format`/f-string one too), directly or in a function of the file called
-      there: a TF op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
+      a `%`/`+`/`.format`/f-string one too, or a name one plain assignment binds to such a
+      string, or an element at a literal index of a tuple or list so bound:
+      `tf.device(devices[0])`), directly or in a function of the file called there: a TF op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
       `opt.minimize`/`opt.compute_gradients`. Not counted: what creates no op a worker should
       run (scopes, initializer and optimizer objects, `tf.group`, the global initializer),
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
@@ -195,6 +196,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
       The project model says which code runs with it (`FileView.cluster_reaching`): the
       function that makes it, the ones that call that one, and what they call, here or
       in a module the file imports;
+    - the global step made under no device scope beside a `replica_device_setter` scope of
+      its own function (or module) that reads it (`minimize(loss, global_step=step)`; a
+      step maker, or a variable given as `global_step`), whatever calls the function and
+      wherever the cluster is made: the setter never sees it, so each worker keeps its
+      own, and `SyncReplicasOptimizer` builds its token queue on the step's device;
     - a worker's own variable (outside GLOBAL_VARIABLES: `tf.get_local_variable`,
       `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) made under
       `replica_device_setter`, which places by op type, not by collection: it lands on a
@@ -232,6 +238,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
       `worker_device`: the compute stays where it was, the variables go to the ps;
     - variables under no scope: the statements from the first to the last of them, in the
       innermost block holding them all, move into a setter scope;
+    - the global step beside the setter: its statement moves to the top of the setter's
+      scope, when that scope comes later in the same block with the setter as its one
+      item and no statement between reads the step (one device chooser: its round-robin
+      counts the step first); else it is wrapped in the same setter, spelled as the scope
+      spells it (reported, not fixed, where that reads a name bound only later);
     - the worker's own variables under the setter: their adjacent statements (with those
       between that make no variable and call no function of the program) move under
       `tf.compat.v1.device(WORKER)`, WORKER the setter's `worker_device` (else the one the
