@@ -182,7 +182,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
     - an op created under a device string naming the ps job (`tf.device('/job:ps/task:0')`,
       a `%`/`+`/`.format`/f-string one too, or a name one plain assignment binds to such a
       string, or an element at a literal index of a tuple or list so bound:
-      `tf.device(devices[0])`), directly or in a function of the file called there: a TF op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
+      `tf.device(devices[0])`), directly or in a function of the file called there: a TF
+      op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
       `opt.minimize`/`opt.compute_gradients`. Not counted: what creates no op a worker should
       run (scopes, initializer and optimizer objects, `tf.group`, the global initializer),
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
@@ -345,6 +346,8 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
         self._in_process = self._runs_in_process()
+        self._opens_setter = any(self.tf_canonical(c.func) == REPLICA_DEVICE_SETTER
+                                 for c in self._calls)
         ps_ops, unplaced, shared_locals, steps_beside = self._survey()
         self._plan_ps_scopes(ps_ops)
         self._plan_unplaced(unplaced)
@@ -1020,7 +1023,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         whatever calls the function (a method of a class built by reflection) or wherever
         its cluster is made. None: no such scope, a step made under a device scope, not the
         global step, or every session of the file runs in-process."""
-        if self._in_process:
+        if self._in_process or not self._opens_setter:
             return None
         for around in with_items_around(call, self.parent):
             if isinstance(around, cst.WithItem):
@@ -1117,12 +1120,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
         block, statement = held
         scope = self.parent(item)
         body = list(block.body)
+        at = {id(node): i for i, node in enumerate(body)}
         if (not isinstance(scope, cst.With) or len(scope.items) != 1
                 or not isinstance(scope.body, cst.IndentedBlock)
                 or not isinstance(statement, cst.SimpleStatementLine)
-                or len(statement.body) != 1 or scope not in body):
+                or len(statement.body) != 1 or id(scope) not in at):
             return None
-        first, last = body.index(statement), body.index(scope)
+        first, last = at[id(statement)], at[id(scope)]
         bound = {n.value for t in getattr(statement.body[0], "targets", ())
                  for n in [t.target] if isinstance(n, cst.Name)}
         if first >= last or not bound:
