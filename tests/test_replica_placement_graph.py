@@ -221,3 +221,36 @@ def test_a_variables_initial_value_computed_on_the_ps_is_not_a_pipeline_op(tf):
             tf.add(w, 1.0, name="pipeline_add")
     findings = graphfix.check_graph(graph.as_graph_def(), only=["replica-placement"])
     assert [f.node for f in findings] == ["pipeline_add/y", "pipeline_add"]
+
+
+def test_placeholders_fed_on_the_ps_move_to_the_worker(tf):
+    """The inputs made under `/job:ps/task:0` by hand, the model under the setter (a graph
+    of the shape of source fixture ps_scope_from_device_tuple): each placeholder is found,
+    and the fix is the graph the setter gives with the inputs under it."""
+    tf1 = tf.compat.v1
+
+    def build(inputs_device):
+        graph = tf.Graph()
+        with graph.as_default():
+            with tf1.device(inputs_device):
+                x = tf1.placeholder(tf.float32, [None, 4], name="x")
+                y = tf1.placeholder(tf.float32, [None, 2], name="y")
+            with tf1.device(tf1.train.replica_device_setter(
+                    ps_tasks=1, worker_device="/job:worker/task:1")):
+                w = tf1.get_variable("w", [4, 2])
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y), name="loss")
+                tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        return graph.as_graph_def()
+
+    bad = build("/job:ps/task:0")
+    findings = graphfix.check_graph(bad, only=["replica-placement"])
+    assert {f.node: f.message for f in findings} == {
+        name: (f"Placeholder {name} runs on the parameter server (/job:ps/task:0); pipeline "
+               f"ops belong on the worker (moves to /job:worker/task:1)")
+        for name in ("x", "y")}
+    fixed, _ = graphfix.fix_graph(bad, only=["replica-placement"])
+    devices = {n.name: n.device for n in fixed.node}
+    assert devices["x"] == devices["y"] == "/job:worker/task:1"
+    assert devices["w"] == "/job:ps/task:0"
+    good = build("/job:worker/task:1")
+    assert graphfix.check_graph(good, only=["replica-placement"]) == []

@@ -83,6 +83,73 @@ def test_worker_own_variables_under_the_setter_say_every_worker_shares_them():
             "            local_a = tf.Variable(") in fixed
 
 
+def test_ps_scope_given_by_a_tuple_element_is_read():
+    """A script's ps scope given `devices[0]`, a tuple of device strings named once: its
+    placeholders are found, and the fix names the worker task the Server gives and the ps
+    count of the cluster literal, not the cluster's name, which the script binds only after
+    the scope (it would not be defined there)."""
+    code = (SOURCE / "ps_scope_from_device_tuple_script" / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(code, only=[NAME])
+    assert [f.line for f in findings] == [35, 36]
+    assert findings[0].message.startswith(
+        "tf.placeholder runs on the parameter server (under tf.device(devices[0]), line 34)")
+    assert ("with tf.device(tf.train.replica_device_setter(\n"
+            "        ps_tasks=1, worker_device='/job:worker/task:%d' % FLAGS.task_index)):\n"
+            "    X = tf.placeholder") in fixed
+    assert "cluster=cluster_spec" not in fixed
+
+
+def test_global_step_beside_the_setter_says_what_breaks():
+    """A global step made before its function's setter scope: each worker keeps its own;
+    with SyncReplicasOptimizer in the file, the finding says that each worker's token
+    queue is its own, which only the chief fills."""
+    code = (SOURCE / "global_step_beside_setter_sync" / "before.py").read_text()
+    (finding,) = graphfix.check_source(code, only=[NAME])
+    assert finding.message.startswith(
+        "tf.get_variable creates the global step outside the replica_device_setter scope "
+        "of line 28, under no device scope: each worker keeps its own step")
+    assert ("SyncReplicasOptimizer builds its token queue (shared_name 'sync_token_q') on "
+            "the global step's device, so each worker gets its own, which only the chief "
+            "fills") in finding.message
+    assert finding.message.endswith("fix: the statement moves into the setter's scope (line 28)")
+    plain = (SOURCE / "global_step_beside_setter" / "before.py").read_text()
+    (finding,) = graphfix.check_source(plain, only=[NAME])
+    assert "each worker keeps its own step" in finding.message
+    assert "sync_token_q" not in finding.message
+
+
+STEP_READ_BEFORE_THE_SETTER = """\
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, task, make_loss):
+    step = tf.train.get_or_create_global_step()
+    tf.summary.scalar('step', step)
+    with tf.device(tf.train.replica_device_setter(
+            worker_device='/job:worker/task:%d' % task, cluster=cluster)):
+        return tf.train.AdamOptimizer().minimize(make_loss(), global_step=step)
+"""
+
+
+def test_global_step_read_before_the_setter_is_wrapped_in_the_same_setter():
+    """A statement between reads the step, so it cannot move into the scope: the step's
+    statement goes under the same setter, spelled as the scope spells it; where the
+    setter reads a name bound only after the step, it is reported, not fixed."""
+    fixed, (finding,) = graphfix.fix_source(STEP_READ_BEFORE_THE_SETTER, only=[NAME])
+    assert finding.line == 5 and finding.fixable
+    assert ("    with tf.device(tf.train.replica_device_setter(\n"
+            "            worker_device='/job:worker/task:%d' % task, cluster=cluster)):\n"
+            "        step = tf.train.get_or_create_global_step()\n"
+            "    tf.summary.scalar('step', step)\n") in fixed
+    late = STEP_READ_BEFORE_THE_SETTER.replace(
+        "    tf.summary.scalar('step', step)\n",
+        "    tf.summary.scalar('step', step)\n    cluster = cluster.as_cluster_def()\n")
+    fixed, (finding,) = graphfix.fix_source(late, only=[NAME])
+    assert not finding.fixable and fixed == late
+    assert "not fixed: the setter's arguments are not bound where the step is made" in \
+        finding.message
+
+
 # -- built by TensorFlow ----------------------------------------------------------------------
 
 # conftest.py runs this file as a script (`_worker`) in a subprocess that starts before the

@@ -239,3 +239,44 @@ def test_a_queue_runners_error_is_one_line_of_the_result(tmp_path):
     assert failed == ["  FAIL  run: the queue runner of examples: a bad example : "
                       "Tensor had NaN values"], result.stdout
     assert seconds < 40, seconds
+
+
+# -- the global step made beside the setter (source fixture global_step_beside_setter_sync) --
+
+STEP_BESIDE = FIXTURES / "replica_placement" / "source" / "global_step_beside_setter_sync"
+
+
+def _trainer_graph(version: str, task: int):
+    """The fixture's `Trainer.build` (before.py or after.py, the source fix) as worker
+    `task` of CLUSTER builds it, as a MetaGraphDef."""
+    path = STEP_BESIDE / f"{version}.py"
+    namespace = {"__name__": f"step_beside_{version}"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    trainer = namespace["Trainer"]()
+    trainer.cluster, trainer.task_index = tf1.train.ClusterSpec(CLUSTER), task
+    graph = tf.Graph()
+    with graph.as_default():
+        def make_loss():
+            x = tf1.placeholder(tf.float32, [None, 4], name="x")
+            return tf.reduce_mean(tf.matmul(x, tf1.get_variable("w", [4, 2])), name="loss")
+
+        _, (sync_hook, _) = trainer.build(make_loss, last_step=10)
+        sync_hook._sync_optimizer.ready_for_local_init_op.mark_used()  # (the chief's hook reads it)
+        return tf1.train.export_meta_graph(graph=graph, clear_devices=False)
+
+
+def test_global_step_beside_the_setter_gives_each_worker_its_own_token_queue():
+    """Before the source fix, worker 1's global step names no device and the token queue
+    SyncReplicasOptimizer builds beside it lands on worker 1 itself: the graph surface
+    finds both. After it, the step and the queue are on one ps task, which every worker
+    shares, and the graph is the setter's (no finding)."""
+    before, after = _trainer_graph("before", 1), _trainer_graph("after", 1)
+    where = _where(before)
+    assert _devices(before)["global_step"] == ""
+    assert where["sync_token_q"][1] == DeviceSpec(job="worker", task=1)
+    said = {f.node: f.message for f in graphfix.check_graph(before, only=ONLY)}
+    assert "each worker trains its own copy" in said["global_step"], said
+    assert "is shared by the workers (shared_name 'sync_token_q')" in said["sync_token_q"]
+    where = _where(after)
+    assert where["global_step"][1] == where["sync_token_q"][1] == DeviceSpec(job="ps", task=0)
+    assert graphfix.check_graph(after, only=ONLY) == []

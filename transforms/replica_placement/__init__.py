@@ -14,6 +14,13 @@ device. On a worker (worse, on `/job:worker` with no task) each worker gets its 
 gradient is aggregated across workers, and the synchronisation is gone. Its
 `sync_rep_local_step` is the opposite: a local variable colocated with a `NoOp` on the
 worker "to prevent it being placed on the PS"; on a ps task, the workers would share it.
+The token queue goes where the global step is: `apply_gradients` builds it, the inner
+optimizer's update (which advances the step) and the chief's token fill under
+`tf.device(global_step.device)`. A global step made outside the setter's scope names no
+device, so that scope adds nothing and the setter, which sends a queue to its worker
+device, puts `sync_token_q` on each worker's own task: only the chief's queue runner fills
+its queue, every other worker's first step waits on an empty one of its own for ever, and
+each worker's own step never advances with the chief's updates.
 
 Found: with `ps_tasks` set (or a graph that already names ps tasks), every variable group
 not on the ps job; every shared resource (a gradient accumulator, a queue or barrier with a
@@ -35,7 +42,8 @@ keeps it with its group); a shared resource's group to the ps task of the variab
 aggregated gradient updates (SyncReplicasOptimizer builds an accumulator under
 `tf.device(var.device)`), else to the global step's (its token queue); a worker's own
 variable's group stays on the worker (off the ps: to the worker task the graph names);
-every other op goes to the worker device. An op's own device fields are kept (type, index,
+every other op goes to the worker device (a pipeline op taken off the ps: to the worker
+task the graph names, where it names one). An op's own device fields are kept (type, index,
 and a job that is already the right one); a job that is the wrong one (a pipeline op pinned
 to the ps, a variable or a shared resource pinned to a worker) is replaced. Round-robin picks tasks in graph order,
 counting the ps ops the setter's device function sees, as TF does (not those made under
@@ -51,8 +59,10 @@ Parameters:
     strategy: `round-robin` (default, as TF) or `greedy` (by byte size).
 
 In source: a program that places its model by hand gets TF's setter instead. Ops created
-under a `tf.device('/job:ps/...')` string (`tf.add` in the seed) are warnings, and the scope
-becomes `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))` spelled with
+under a `tf.device('/job:ps/...')` string (`tf.add` in the seed, input placeholders fed to
+the ps every step; the string may be named once, or be an element of a tuple of device
+strings: `tf.device(devices[0])`) are warnings, and the scope becomes
+`tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))` spelled with
 the file's own aliases: the variables stay on the ps, the ops go to the worker. In code that
 runs with a cluster that has a `ps` job (the function making the ClusterSpec or Server, what
 calls it and what they call, in the file or across the modules it imports; not a local
@@ -67,10 +77,13 @@ found. Variables outside GLOBAL_VARIABLES (a local variable, `collections=
 [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) are the worker's own on purpose
 and left alone, but under the setter, which places by op type, they land on the ps, shared
 by every worker: found, and moved under the setter's `worker_device` (a job an op already
-names is kept). Scopes that choose ps tasks by hand are
-reported, not rewritten (round-robin may move a variable to another task). Device functions
-(a setter already, slim's `variables_device()`, a chooser) are left alone; see
-`ReplicaPlacementCodemod`.
+names is kept). A global step made, under no device scope, beside the setter's scope of
+its own function and given to an optimizer under that scope is a warning wherever the
+cluster is made (the setter says the program has a ps job): its statement moves to the top
+of that scope, or, where a statement between reads the step, under the same setter.
+Scopes that choose ps tasks by hand are reported, not rewritten (round-robin may move a
+variable to another task). Device functions (a setter already, slim's
+`variables_device()`, a chooser) are left alone; see `ReplicaPlacementCodemod`.
 """
 
 from __future__ import annotations
@@ -244,8 +257,9 @@ class ReplicaPlacement(Transform):
         # The groups of workers' own variables: on the worker, as their program put them.
         local_roots = {graph.group_root(graph.names[p]) for p in local} - set(task_of_group)
         # The worker task a between-graph replica's graph names (its one): a worker's own
-        # variable taken off the ps goes there, not to any task of the job.
-        own_task = _worker_task_named(graph, worker) if local_roots else None
+        # variable, or a pipeline op, taken off the ps goes there, not to any task of the
+        # job (the placer may pick another worker's).
+        own_task = _worker_task_named(graph, worker)
         classes = graph.colocated_with
         handle_joined = graph.handle_joined()
         saver_scopes = _sharded_saver_scopes(graph)
@@ -283,7 +297,8 @@ class ReplicaPlacement(Transform):
         for position in ordinary:
             current = DeviceSpec.parse(devices[position])
             if ps.job is not None and current.job == ps.job and position not in staying:
-                current = _without_job(current)  # a pipeline op pinned to the ps
+                # a pipeline op pinned to the ps
+                current = _without_job(current).replace(task=own_task)
             wanted[position] = worker.merge(current).to_string()
         return _Plan(wanted, load, set(shared.values()), local, local_roots)
 

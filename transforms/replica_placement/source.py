@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import Assignment, FunctionScope, ScopeProvider
+from libcst.metadata import Assignment, FunctionScope, GlobalScope, ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
@@ -48,6 +48,7 @@ from graphfix.source.vocabulary import (
 
 _CLUSTER_SPEC = "train.ClusterSpec"
 _SERVERS = frozenset({"train.Server", "distribute.Server"})
+_SYNC_REPLICAS = "train.SyncReplicasOptimizer"
 # TF calls that create no op a worker should run: scopes, collections, sessions, cluster
 # objects, initializer and optimizer objects, NoOps (`tf.group`), and the state updates
 # (`tf.assign`) that the placer keeps with their variable whatever their device says.
@@ -179,8 +180,10 @@ class ReplicaPlacementCodemod(SourceCodemod):
     Found (warnings, at the call):
 
     - an op created under a device string naming the ps job (`tf.device('/job:ps/task:0')`,
-      a `%`/`+`/`.format`/f-string one too), directly or in a function of the file called
-      there: a TF op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
+      a `%`/`+`/`.format`/f-string one too, or a name one plain assignment binds to such a
+      string, or an element at a literal index of a tuple or list so bound:
+      `tf.device(devices[0])`), directly or in a function of the file called there: a TF
+      op call (`tf.add`, `tf.matmul`, a layer's compute, `tf.placeholder`) or
       `opt.minimize`/`opt.compute_gradients`. Not counted: what creates no op a worker should
       run (scopes, initializer and optimizer objects, `tf.group`, the global initializer),
       the state updates `tf.assign*`/`tf.scatter_*` (the placer keeps them with their
@@ -194,6 +197,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
       The project model says which code runs with it (`FileView.cluster_reaching`): the
       function that makes it, the ones that call that one, and what they call, here or
       in a module the file imports;
+    - the global step made under no device scope beside a `replica_device_setter` scope of
+      its own function (or module) that reads it (`minimize(loss, global_step=step)`; a
+      step maker, or a variable given as `global_step`), whatever calls the function and
+      wherever the cluster is made: the setter never sees it, so each worker keeps its
+      own, and `SyncReplicasOptimizer` builds its token queue on the step's device;
     - a worker's own variable (outside GLOBAL_VARIABLES: `tf.get_local_variable`,
       `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) made under
       `replica_device_setter`, which places by op type, not by collection: it lands on a
@@ -231,6 +239,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
       `worker_device`: the compute stays where it was, the variables go to the ps;
     - variables under no scope: the statements from the first to the last of them, in the
       innermost block holding them all, move into a setter scope;
+    - the global step beside the setter: its statement moves to the top of the setter's
+      scope, when that scope comes later in the same block with the setter as its one
+      item and no statement between reads the step (one device chooser: its round-robin
+      counts the step first); else it is wrapped in the same setter, spelled as the scope
+      spells it (reported, not fixed, where that reads a name bound only later);
     - the worker's own variables under the setter: their adjacent statements (with those
       between that make no variable and call no function of the program) move under
       `tf.compat.v1.device(WORKER)`, WORKER the setter's `worker_device` (else the one the
@@ -333,10 +346,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
         self._clusters_at: dict[cst.Call, tuple[str, int, int | None] | None] = {}
         self._worker_job, self._worker_task = self._find_worker()
         self._in_process = self._runs_in_process()
-        ps_ops, unplaced, shared_locals = self._survey()
+        self._opens_setter = any(self.tf_canonical(c.func) == REPLICA_DEVICE_SETTER
+                                 for c in self._calls)
+        ps_ops, unplaced, shared_locals, steps_beside = self._survey()
         self._plan_ps_scopes(ps_ops)
         self._plan_unplaced(unplaced)
         self._plan_shared_locals(shared_locals)
+        self._plan_steps_beside_setter(steps_beside)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
     def _quote_of(self) -> str:
@@ -349,11 +365,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     def _survey(self):
         """The op calls on the ps ({ps scope: [(call, scopes)]}), the variables with no ps
-        placement ([(call, paths)]) and the worker's own variables made under the setter
-        ([(call, paths)])."""
+        placement ([(call, paths)]), the worker's own variables made under the setter
+        ([(call, paths)]) and the global steps made beside a setter scope of their function
+        ([(call, the setter's path)]: `_setter_beside_step`)."""
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
         shared_locals: list[tuple[cst.Call, list[_Path]]] = []
+        steps_beside: list[tuple[cst.Call, _Path]] = []
         # Variables a worker keeps (`outside_global_variables`): a setter over them would send
         # them to the ps, where every worker would share them.
         self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
@@ -362,7 +380,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
             name = self.tf_canonical(call.func)
             if self._in_variable_arguments(call) or self._initial_value_only(call):
                 continue  # an initial value: it runs once, when its variable is initialized
-            if name in CREATES_VARIABLES and self._shares_variables(call):
+            beside = (self._setter_beside_step(call, name) if name in CREATES_VARIABLES
+                      and not outside_global_variables(call, name) else None)
+            if beside is not None:
+                steps_beside.append((call, beside))
+            elif name in CREATES_VARIABLES and self._shares_variables(call):
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     step = name in GLOBAL_STEP_MAKERS
@@ -396,7 +418,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 statements_seen.add(statement)
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
-        return ps_ops, unplaced, shared_locals
+        return ps_ops, unplaced, shared_locals, steps_beside
 
     def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job that the code making `call` runs with, as the project
@@ -560,7 +582,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
         """A device call's verdict: a `_JobScope`, `partial` (a string naming no job: it
         merges with the scopes outside) or `other` (a function, None, a name)."""
         if call not in self._job_scopes:
-            given = device_argument(call)
+            given = self._device_named(device_argument(call))
             template = None if given is None else device_template(given)
             parsed = None if template is None else _parse_job_device(template)
             if template is None:
@@ -573,6 +595,28 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 verdict = _JobScope(self.parent(call), call, *parsed)
             self._job_scopes[call] = verdict
         return self._job_scopes[call]
+
+    def _device_named(self, expr: cst.BaseExpression | None, depth: int = 0
+                      ) -> cst.BaseExpression | None:
+        """The device expression `expr` stands for: itself, or where it is a name one plain
+        assignment binds (`ps_device = '/job:ps/task:0'`), or an element of a tuple or list
+        so bound taken at a literal index (`devices[0]`, `devices = (device0, ...)`), what
+        that holds. A parameter, a name bound more than once, a computed index: `expr`."""
+        if depth > 3:
+            return expr
+        if isinstance(expr, cst.Name):
+            bound = single_value(expr, self.get_metadata(ScopeProvider, expr, None), self.parent)
+            return expr if bound is None else self._device_named(bound, depth + 1)
+        if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name)
+                and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
+                and isinstance(expr.slice[0].slice.value, cst.Integer)):
+            listed = single_value(expr.value, self.get_metadata(ScopeProvider, expr.value, None),
+                                  self.parent)
+            index = int(expr.slice[0].slice.value.value, 0)
+            if (isinstance(listed, (cst.Tuple, cst.List)) and index < len(listed.elements)
+                    and not any(isinstance(e, cst.StarredElement) for e in listed.elements)):
+                return self._device_named(listed.elements[index].value, depth + 1)
+        return expr
 
     def _verdict(self, item: cst.WithItem, what: str) -> _Path | None:
         """What a `with` item says about ops (`what` is op, variable or slim); None: it does
@@ -712,9 +756,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
             bound = set(here[name.value])
             if not bound or bound != set(there[name.value]):
                 return False
-            for assignment in bound:  # a local must be bound before the scope
+            for assignment in bound:  # a local must be bound before the scope, and so
+                # must a global read by module-level code (a script's cluster made last)
                 if (isinstance(assignment, Assignment)
-                        and isinstance(assignment.scope, FunctionScope)
+                        and (isinstance(assignment.scope, FunctionScope)
+                             or isinstance(here, GlobalScope))
                         and not isinstance(assignment.node, cst.Param)
                         and self.position(assignment.node)[0] >= line):
                     return False
@@ -966,6 +1012,139 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 f"(a job an op names is kept by the setter)")
         for _, _, call, _ in group:
             fixes[id(call)] = fix, note
+
+    # -- the global step beside the setter ---------------------------------------------------
+
+    def _setter_beside_step(self, call: cst.Call, name: str) -> _Path | None:
+        """The `replica_device_setter` scope beside which `call` makes the global step: the
+        function (or module) making it opens that scope itself and reads the step under it
+        (`apply_gradients(grads, global_step=global_step)`), while no device scope of its
+        own holds `call`. The setter is the program's word that it trains with a ps job,
+        whatever calls the function (a method of a class built by reflection) or wherever
+        its cluster is made. None: no such scope, a step made under a device scope, not the
+        global step, or every session of the file runs in-process."""
+        if self._in_process or not self._opens_setter:
+            return None
+        for around in with_items_around(call, self.parent):
+            if isinstance(around, cst.WithItem):
+                if self._verdict(around, "step") is not None:
+                    return None  # placed: by hand on the ps, or the existing rules judge it
+            elif isinstance(around, cst.FunctionDef):
+                break
+            else:
+                return None
+        target = bound_name(call, self.parent)
+        if target is None:
+            return None
+        scope = self.get_metadata(ScopeProvider, target, None)
+        if scope is None:
+            return None
+        reads = [access.node for assignment in scope.assignments[target.value]
+                 if getattr(assignment, "node", None) is target
+                 for access in assignment.references]
+        if name not in GLOBAL_STEP_MAKERS and not any(map(self._given_as_step, reads)):
+            return None
+        home = enclosing_function(call, self.parent)
+        for read in reads:
+            if enclosing_function(read, self.parent) is not home:
+                continue
+            for around in with_items_around(read, self.parent):
+                if not isinstance(around, cst.WithItem):
+                    break
+                verdict = self._verdict(around, "op")
+                if verdict is not None:
+                    if verdict.kind == "setter":
+                        return verdict
+                    break
+        return None
+
+    def _given_as_step(self, read: cst.CSTNode) -> bool:
+        """Whether a name is read as an optimizer's global step: `global_step=` of any call,
+        or the second argument of `apply_gradients`/`minimize`."""
+        arg = self.parent(read)
+        call = self.parent(arg) if isinstance(arg, cst.Arg) and arg.value is read else None
+        if not isinstance(call, cst.Call):
+            return False
+        if arg.keyword is not None:
+            return arg.keyword.value == "global_step"
+        return (isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in ("apply_gradients", "minimize")
+                and len(call.args) > 1 and call.args[1] is arg)
+
+    def _plan_steps_beside_setter(self, steps: list[tuple[cst.Call, _Path]]) -> None:
+        """Report each global step made beside the setter scope of its function. The fix
+        moves its statement to the top of that scope's body where the scope follows it in
+        the same block, with nothing between reading the step, and the scope is the setter
+        alone (`_move_into`: one device chooser, whose round-robin then counts the step
+        first, as a step made there would be); else it wraps the statement in the same
+        setter, spelled as the scope spells it, where what that reads is bound."""
+        syncing = any(self.tf_canonical(c.func) == _SYNC_REPLICAS for c in self._calls)
+        for call, setter in steps:
+            if self._suppressed(call, None) or self.suppressed(setter.item):
+                continue
+            where = self.position(self.parent(setter.item))[0]
+            harm = "each worker keeps its own step instead of sharing one on the ps"
+            if syncing:
+                harm += ("; SyncReplicasOptimizer builds its token queue (shared_name "
+                         "'sync_token_q') on the global step's device, so each worker gets "
+                         "its own, which only the chief fills: the other workers wait on "
+                         "theirs forever")
+            chain = self._blocks_of(call)
+            fix, header = (self._move_into(chain[0], setter.item), None) if chain else (None, None)
+            if fix is None and chain:
+                scope, statement = setter.item.item, chain[0][1]
+                if self._visible(scope, statement):
+                    header = self.code(scope)
+                elif isinstance(scope, cst.Call) and self._visible(setter.setter, statement):
+                    header = f"{self.code(scope.func)}({self.code(setter.setter)})"
+                if header is not None:
+                    fix = WrapInWith((statement,), header)
+            if fix is None:
+                note = ("; not fixed: the setter's arguments are not bound where the step is "
+                        "made; create the global step under the setter")
+            elif header is None:
+                note = f"; fix: the statement moves into the setter's scope (line {where})"
+            else:
+                note = f"; fix: the statement moves under {self._short(header)}"
+            self.report(call, (
+                f"{self.code(call.func)} creates the global step outside the "
+                f"replica_device_setter scope of line {where}, under no device scope: "
+                f"{harm}") + note, fix=fix, severity="warning")
+
+    def _move_into(self, held: tuple[cst.CSTNode, cst.CSTNode], item: cst.WithItem
+                   ) -> tuple[Replace, Replace] | None:
+        """The edits that move the step's statement (`held`: its block, the statement) to
+        the top of the `with` of `item`, its comments above staying where they were; None
+        unless the `with` is later in the same block, has that one item and an indented
+        body, and no statement between reads a name the step's statement binds."""
+        block, statement = held
+        scope = self.parent(item)
+        body = list(block.body)
+        at = {id(node): i for i, node in enumerate(body)}
+        if (not isinstance(scope, cst.With) or len(scope.items) != 1
+                or not isinstance(scope.body, cst.IndentedBlock)
+                or not isinstance(statement, cst.SimpleStatementLine)
+                or len(statement.body) != 1 or id(scope) not in at):
+            return None
+        first, last = at[id(statement)], at[id(scope)]
+        bound = {n.value for t in getattr(statement.body[0], "targets", ())
+                 for n in [t.target] if isinstance(n, cst.Name)}
+        if first >= last or not bound:
+            return None
+        for between in body[first + 1 : last]:
+            names = _Names()
+            between.visit(names)
+            if any(n.value in bound for n in names.found):
+                return None
+        moved = statement.with_changes(leading_lines=())
+        comments = statement.leading_lines
+
+        def into(node: cst.CSTNode) -> cst.CSTNode:
+            return node.with_changes(
+                leading_lines=(*comments, *node.leading_lines),
+                body=node.body.with_changes(body=(moved, *node.body.body)))
+
+        return (Replace(statement, lambda _: cst.RemovalSentinel.REMOVE), Replace(scope, into))
 
     def _makes_no_variable(self, statement: cst.CSTNode) -> bool:
         """Whether a statement calls only TF ops that make no variable (no function of the

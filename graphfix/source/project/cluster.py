@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from graphfix.source.project.names import AstTfNames, argument
 from graphfix.source.syntax import call_arguments, strings_in, tail_name
+from graphfix.source.vocabulary import PS_JOB_WORDS
 
 if TYPE_CHECKING:
     from graphfix.source.project import Project
@@ -29,6 +30,9 @@ CLUSTER_SPEC = "train.ClusterSpec"
 SERVERS = frozenset({"train.Server", "distribute.Server"})
 # Words without which a file's text makes no cluster (conservative, as the pre-filter).
 CLUSTER_WORDS = ("ClusterSpec", "Server")
+SETTER = "replica_device_setter"
+# Words without which a file's text opens no device scope on the ps job (`ps_scopes`).
+PS_SCOPE_WORDS = (*PS_JOB_WORDS, SETTER)
 
 
 def _ps_job(value: ast.expr | None, bound: dict[str, list[ast.expr]], depth: int = 0
@@ -56,9 +60,21 @@ def _ps_job(value: ast.expr | None, bound: dict[str, list[ast.expr]], depth: int
     return False, None
 
 
+def _places_on_ps(device: ast.expr) -> bool:
+    """Whether a device scope's argument sends ops to the ps job: a string naming it, or
+    the setter."""
+    if isinstance(device, ast.Call) and tail_name(device.func) == SETTER:
+        return True
+    return any(text == "ps" or "job:ps" in text for text in strings_in(device))
+
+
 def ps_scopes(tree: ast.Module) -> list[int]:
-    """The lines of the file's device scopes on the ps job (`with tf.device('/job:ps/...')`,
-    the job's name given by a format too): code there runs on the ps, cluster or not."""
+    """The lines of the file's device scopes on the ps job: a string naming it
+    (`with tf.device('/job:ps/...')`, the job's name given by a format too), code there
+    runs on the ps, cluster or not; or `replica_device_setter` (`with
+    tf.device(tf.train.replica_device_setter(...))`), which sends the variables there: the
+    program trains with a ps job wherever its cluster is made (by a caller this project
+    cannot see, set on an object by reflection)."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.With, ast.AsyncWith)):
@@ -66,8 +82,7 @@ def ps_scopes(tree: ast.Module) -> list[int]:
                 call = item.context_expr
                 # (by its spelling: a `device` imported through a helper module counts)
                 if (isinstance(call, ast.Call) and tail_name(call.func) == "device"
-                        and any(text == "ps" or "job:ps" in text
-                                for arg in call_arguments(call) for text in strings_in(arg))):
+                        and any(map(_places_on_ps, call_arguments(call)))):
                     found.append(node.lineno)
                     break
     return sorted(found)

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from graphfix.source.project.cluster import CLUSTER_WORDS, clusters, ps_scopes
+from graphfix.source.project.cluster import CLUSTER_WORDS, PS_SCOPE_WORDS, clusters, ps_scopes
 from graphfix.source.project.dynamic_imports import dynamic_imports
 from graphfix.source.project.facts import (
     UnitReader,
@@ -21,9 +21,9 @@ from graphfix.source.project.facts import (
     unread_update_ops,
 )
 from graphfix.source.project.names import AstTfNames, argument, dotted
-from graphfix.source.vocabulary import CREATES_VARIABLES, PS_JOB_WORDS, last_names
+from graphfix.source.vocabulary import CREATES_VARIABLES, last_names
 
-PART_FORMAT = 4  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 5  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
 
@@ -165,7 +165,7 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
             "unread_update_ops": ([list(found) for found in unread_update_ops(tree, names)]
                                   if _mentions(code, _UPDATE_OPS_WORDS) else []),
             "clusters": clusters(tree, names) if _mentions(code, CLUSTER_WORDS) else [],
-            "ps_scopes": ps_scopes(tree) if _mentions(code, PS_JOB_WORDS) else [],
+            "ps_scopes": ps_scopes(tree) if _mentions(code, PS_SCOPE_WORDS) else [],
             # (what the file's facts that are read when asked depend on: `Project.feeds`)
             "digest": None if code is None else hashlib.sha256(
                 code.encode("utf-8", "surrogateescape")).hexdigest()}
