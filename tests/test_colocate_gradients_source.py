@@ -40,8 +40,9 @@ def test_the_fixed_script_builds_each_towers_backward_on_its_gpu():
     fixed, findings = graphfix.fix_source(before, only=[NAME])
     assert [(f.line, f.severity, f.fixable) for f in findings] == [(24, "warning", True)]
     assert findings[0].message.startswith(
-        'opt.minimize(...) differentiates a loss built in several towers\' device scopes '
-        '(tf.device("/gpu:%d" % i)) outside them, without colocate_gradients_with_ops=True')
+        'opt.minimize(...) differentiates a loss computed in several towers\' or stages\' '
+        'device scopes (tf.device("/gpu:%d" % i)), not in its own, without '
+        'colocate_gradients_with_ops=True')
 
     buggy, correct = _graph_of(before), _graph_of(fixed)
     assert [f.transform for f in graphfix.check_graph(buggy, only=[NAME])] == [NAME]
@@ -98,3 +99,50 @@ def test_a_branch_only_one_tower_takes_is_left_alone(test, reported):
         f"if {test}:\n"
         "    train = opt.minimize(loss)\n")
     assert bool(graphfix.check_source(code, only=[NAME])) == reported
+
+
+_GRADIENT_OF = re.compile(r"^gradients/(.+?)_grad/")
+
+
+def _gradients_of_gpu_ops(graph_def) -> dict[str, tuple[str, str]]:
+    """Each gradient op TF runs for a forward op that asks for a GPU: its name -> (the GPU
+    its forward op asks for, where TF's placer puts it), in one step of `train`."""
+    asked = {node.name: node.device for node in graph_def.node}
+    placed = oracle.placements(graph_def, ["train"], {
+        "x:0": np.ones([4, 4], np.float32), "y:0": np.zeros([4, 1], np.float32)})
+    return {name: (asked[forward], device) for name, device in placed.items()
+            if (match := _GRADIENT_OF.match(name))
+            and "GPU" in asked.get(forward := match.group(1), "")}
+
+
+@pytest.mark.parametrize("case, line", [
+    ("stages_minimized_in_a_third_scope", 31),
+    ("loss_kept_on_an_attribute", 27),
+    ("towers_summed_in_a_cpu_scope", 24)])
+def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
+    """A model split into stages on two devices and minimized in a third scope (the shape of
+    reger-men/Distributed-TensorFlow's train.py), the towers' loss kept on `self.loss` and
+    minimized in another method, the towers' losses summed in a `/cpu:0` block of their own:
+    before the fix TF's placer puts every gradient of a GPU op elsewhere than its op; after
+    it, each beside its forward op, and the fixed graph places and runs."""
+    before = (FIXTURES / "colocate_gradients" / "source" / case / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(before, only=[NAME])
+    assert [(f.line, f.severity, f.fixable) for f in findings] == [(line, "warning", True)]
+    assert "colocate_gradients_with_ops=True)" in fixed.splitlines()[line - 1]
+
+    buggy, correct = _graph_of(before), _graph_of(fixed)
+    off = _gradients_of_gpu_ops(buggy)
+    # (a shape op follows its input wherever the placer is free to put it)
+    matmuls = [name for name in off if re.search(r"MatMul(_\d+)?_grad/MatMul", name)]
+    assert matmuls and not any(off[name][1].endswith(off[name][0][-5:]) for name in matmuls)
+    assert oracle.place(correct).places
+    on = _gradients_of_gpu_ops(correct)
+    assert set(matmuls) <= on.keys()
+    assert all(device.endswith(gpu[-5:]) for gpu, device in on.values())
+
+
+def test_a_gpu_model_minimized_on_its_gpu_with_inputs_on_the_cpu_is_left_alone():
+    """Do no harm: the call is in the model's own device scope; the CPU blocks the loss is
+    followed back to hold its inputs and a pinned variable, not forward code."""
+    case = FIXTURES / "colocate_gradients" / "source" / "noop_input_pipeline_on_cpu"
+    assert graphfix.check_source((case / "before.py").read_text(), only=[NAME]) == []

@@ -14,6 +14,7 @@ from graphfix.source.scopes import (
     enclosing_function,
     inside,
     single_value,
+    trace_values,
     with_items_around,
 )
 
@@ -78,3 +79,43 @@ def test_the_value_a_name_is_bound_to():
     assert module.code_for_node(value) == '{"ps": ["a:1"]}'
     assert bound_name(value, parent).value == "cluster"
     assert single_value(spec, scopes[spec], parent) is None  # bound twice
+
+
+TRACED = '''\
+def stage(x):
+    hidden = relu(x)
+    return dense(hidden)
+
+
+class Model:
+    def build(self, x):
+        parts = []
+        parts.append(stage(x))
+        self.loss = add_n(parts)
+
+    def train(self):
+        total = self.loss
+        return minimize(total, loss=unrelated)
+'''
+
+
+def test_a_value_traced_back_through_names_attributes_and_returns():
+    """From `total`: its binding, the `self.loss` another method assigns, the list that value
+    sums and what is appended to it, the values `stage` returns and what they read; not a
+    keyword's name (`loss=`). Each path carries the state its steps give (here: whether
+    it went through `self.loss`); a step that answers None stops its path there."""
+    wrapper = MetadataWrapper(cst.parse_module(TRACED))
+    module, parent = wrapper.module, wrapper.resolve(ParentProvider).get
+    start = next(n for n in descendants(module, cst.Call) if module.code_for_node(
+        n.func) == "minimize").args[0].value
+    reached = []
+
+    def step(value, through_attribute):
+        code = module.code_for_node(value)
+        reached.append((code, through_attribute))
+        return None if code == "relu(x)" else through_attribute or code == "self.loss"
+
+    trace_values(start, parent, module, step, False)
+    assert sorted(reached) == sorted([
+        ("self.loss", False), ("add_n(parts)", True), ("[]", True),
+        ("parts.append(stage(x))", True), ("dense(hidden)", True), ("relu(x)", True)])

@@ -174,3 +174,73 @@ def descendants(root: cst.CSTNode, *kinds: type, skip_lambdas: bool = False) -> 
     collect = _Collect(kinds, skip_lambdas)
     root.visit(collect)
     return collect.found
+
+
+def trace_values(expr: cst.BaseExpression, parent: Parent, module: cst.Module,
+                 step: Callable[[cst.CSTNode, object], object | None], start: object) -> None:
+    """Follow what `expr` is computed from back through the code of `module`: a name
+    through the values bound to it in the function (or module) reading it
+    (`bound_values`), `self.<attribute>` through the values its class's methods assign to
+    it, a call of one of the module's functions (or of `self.<method>`) through the values
+    it returns. `step(value, state)` is called once for each value and state a path reaches
+    it with (`start` for `expr`'s own paths), and returns the state to follow the value's
+    names with, or None to follow it no further: states come from a small set (a flag),
+    so that a value bound from itself (`parts.append(...)`) ends the walk. The path taken
+    is not read (a branch, a loop): a rule judges each value itself."""
+    functions: dict[str, list[cst.FunctionDef]] = {}
+    for function in descendants(module, cst.FunctionDef):
+        functions.setdefault(function.name.value, []).append(function)
+    bindings: dict[int, dict[str, list[cst.CSTNode]]] = {}
+
+    def body_of(node: cst.CSTNode) -> cst.CSTNode:
+        return enclosing_function(node, parent) or module
+
+    def values_named(node: cst.CSTNode, body: cst.CSTNode) -> list[cst.CSTNode]:
+        cls = enclosing(body, parent, cst.ClassDef)
+        if isinstance(node, cst.Name):
+            if bindings.get(id(body)) is None:
+                bindings[id(body)] = bound_values(body)
+            return bindings[id(body)].get(node.value, [])
+        if isinstance(node, cst.Attribute):
+            return [a.value for a in descendants(cls, cst.Assign, cst.AugAssign)
+                    if any(_is_self(t) and t.attr.value == node.attr.value
+                           for t in _targets(a))] if cls and _is_self(node) else []
+        if isinstance(node.func, cst.Name) or _is_self(node.func):
+            return [r.value for f in functions.get(_called_name(node.func), ())
+                    if enclosing(f, parent, cst.ClassDef) is (cls if _is_self(node.func) else None)
+                    for r in descendants(f.body, cst.Return)
+                    if r.value is not None and enclosing_function(r, parent) is f]
+        return []
+
+    pending, seen = [(expr, start)], set()
+    while pending:
+        value, state = pending.pop()
+        body = body_of(value)
+        for node in descendants(value, cst.Name, cst.Attribute, cst.Call):
+            for reached in () if _names_nothing(node, parent) else values_named(node, body):
+                if (id(reached), state) not in seen:
+                    seen.add((id(reached), state))
+                    following = step(reached, state)
+                    if following is not None:
+                        pending.append((reached, following))
+
+
+def _is_self(node: cst.CSTNode) -> bool:
+    return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+            and node.value.value == "self")
+
+
+def _called_name(func: cst.BaseExpression) -> str:
+    return func.value if isinstance(func, cst.Name) else func.attr.value
+
+
+def _targets(assign: cst.Assign | cst.AugAssign) -> list[cst.BaseExpression]:
+    return [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [
+        assign.target]
+
+
+def _names_nothing(node: cst.CSTNode, parent: Parent) -> bool:
+    """Whether a name is no variable read (an attribute's name, an argument's keyword)."""
+    holder = parent(node)
+    return (isinstance(holder, cst.Attribute) and holder.attr is node
+            or isinstance(holder, cst.Arg) and holder.keyword is node)

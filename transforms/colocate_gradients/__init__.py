@@ -41,12 +41,20 @@ whole colocation group; TF's sums of several towers' gradients (`gradients/AddN`
 name no forward op, follow the tower's gradient op they are colocated with. The fix moves
 ops, not values: a step computes what it did.
 
-In source: a `minimize`, `compute_gradients` or `tf.gradients` call, outside any device
-scope, whose loss comes from the device scopes of several towers (a `with tf.device(...)`
-given a device that changes with a loop, or several `with tf.device(...)` blocks), gains
-`colocate_gradients_with_ops=True`. A call that passes the argument, that is made inside a
-tower's device scope, or that sits in a branch only one tower takes (`if n == 1:` for towers
-built by `for i in range(n)`), is left alone. Where the towers' code (the file, or one its imports
+In source: a `minimize`, `compute_gradients` or `tf.gradients` call whose loss is computed
+in the device scopes of several towers or stages, not in the call's own device scope (or
+none), gains `colocate_gradients_with_ops=True`: a `with tf.device(...)` given a device that
+changes with a loop, or two or more such blocks (a model split over devices, each stage in
+its block, differentiated in a third: every gradient op lands on the third). The loss is
+followed back through the names it is computed from, the `self.<attribute>` its class's
+methods assign (`self.loss = tf.add_n(tower_losses)`, minimized in another method) and the
+values the module's functions return; past a device scope on that path (the towers' sum
+taken in a `/cpu:0` block of its own), a scope counts only where a tower loop enters it or a
+layer is built in it (a project function that makes variables, `tf.layers`, slim): an
+input pipeline's or a pinned variable's scope is not forward code whose gradients move. A
+call that passes the argument, that is made inside a tower's device scope (or one naming the
+same device), or that sits in a branch only one tower takes (`if n == 1:` for towers built by
+`for i in range(n)`), is left alone. Where the towers' code (the file, or one its imports
 connect it to) calls `tf.gather`, the call is reported but not fixed: TF's gradient of a
 gather measures the gathered table in `colocate_with(table)`, and the flag adds the gather's
 colocation group to it; a table gathered on another device than its own (a CPU table in GPU

@@ -1,10 +1,12 @@
-"""colocate-gradients, source surface: the call that differentiates several towers' loss
-outside their device scopes gains `colocate_gradients_with_ops=True`.
+"""colocate-gradients, source surface: the call that differentiates a loss computed in the
+device scopes of several towers or stages, not in its own, gains
+`colocate_gradients_with_ops=True`.
 
-Read within the function (or module) making the call: the names its loss is computed from
-are followed back through their assignments (and the lists they are appended to) to where
-they are bound inside a `with tf.device(...)`. A call is reported but not fixed where the
-file, or one its imports connect it to, calls TF's `gather` (the transform's page says why).
+Read within the module making the call: the names its loss is computed from are followed
+back (`graphfix.source.scopes.trace_values`: their assignments, the lists they are appended
+to, `self.<attribute>`s, the module's functions' returns) to where they are bound inside a
+`with tf.device(...)`. A call is reported but not fixed where the file, or one its imports
+connect it to, calls TF's `gather` (the transform's page says why).
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ from libcst.metadata import ScopeProvider
 from graphfix.source import fixes
 from graphfix.source.codemod import HOLE, SourceCodemod, argument, device_argument, device_template
 from graphfix.source.examples import Example
-from graphfix.source.scopes import (bound_values, descendants, enclosing, enclosing_function,
-                                    in_one_turn_branch, inside, single_value)
-from graphfix.source.vocabulary import GATHER_CALLS, GRADIENT_METHODS
+from graphfix.source.scopes import (descendants, enclosing, in_one_turn_branch, inside,
+                                    single_value, trace_values)
+from graphfix.source.vocabulary import GATHER_CALLS, GRADIENT_METHODS, LAYER_CALLS
 
 KEYWORD = "colocate_gradients_with_ops"
 
 
 class ColocateGradientsRule(SourceCodemod):
-    """`minimize`, `compute_gradients` or compat.v1's `gradients` called outside the towers'
-    device scopes on a loss built inside several of them, without the keyword."""
+    """`minimize`, `compute_gradients` or compat.v1's `gradients` called, without the
+    keyword, on a loss computed in the device scopes of several towers or stages, not in
+    the call's own."""
 
     VALID = ("""\
         import tensorflow.compat.v1 as tf
@@ -57,19 +60,17 @@ class ColocateGradientsRule(SourceCodemod):
             if (loss is None or argument(call, KEYWORD, None) is not None
                     or any(arg.star == "**" for arg in call.args)):
                 continue
-            towers = self._device_scopes_building(loss, call)
-            if (len(towers) < 2 and not any(map(self._tower_loop, towers))
-                    or any(in_one_turn_branch(call, self._tower_loop(item), self.parent)
-                           or any(inside(call, self.parent(scope), self.parent)
-                                  for scope in [item, *self.device_items_around(item)])
-                           for item in towers)):
+            towers = self._forward_scopes(loss, call)
+            devices = dict.fromkeys(self.code(item.item) for item in towers)
+            if len(devices) < 2 and not any(map(self._tower_loop, towers)) or any(
+                    in_one_turn_branch(call, self._tower_loop(t), self.parent) for t in towers):
                 continue
-            devices = ", ".join(dict.fromkeys(self.code(item.item) for item in towers))
             gather = self.project.first_call(GATHER_CALLS)
             self.report(call, (
-                f"{self.code(call.func)}(...) differentiates a loss built in several towers' "
-                f"device scopes ({devices}) outside them, without {KEYWORD}=True: its gradient "
-                "ops are built here, so the backward pass runs on one device" + (gather and (
+                f"{self.code(call.func)}(...) differentiates a loss computed in several towers' "
+                f"or stages' device scopes ({', '.join(devices)}), not in its own, without "
+                f"{KEYWORD}=True: its gradient ops are built here, not beside their forward ops, "
+                "so the backward pass runs on one device" + (gather and (
                     f"; not fixed: tf.gather is called ({gather}), and {KEYWORD}=True would "
                     "colocate its gradient with both the gather and the gathered table, which "
                     "TF's placer refuses where they sit on different devices") or "")),
@@ -91,23 +92,28 @@ class ColocateGradientsRule(SourceCodemod):
             return argument(call, "ys", 0)
         return None
 
-    def _device_scopes_building(self, loss: cst.BaseExpression, call: cst.Call
-                                ) -> list[cst.WithItem]:
-        """The `with <device>(...)` items the loss's names are bound in, following each name
-        bound outside any device scope back through the names it is computed from, within
-        the function (or module) making the call."""
-        bindings = bound_values(enclosing_function(call, self.parent) or self.nodes(cst.Module)[0])
+    def _forward_scopes(self, loss: cst.BaseExpression, call: cst.Call) -> list[cst.WithItem]:
+        """The device scopes of the forward code `call` differentiates, other than the call's
+        own (one holding it, or asking for its device): each `with <device>(...)` item the
+        loss is computed in (`trace_values`), and behind the first such item on a path, the
+        items of a tower loop or where a layer is built (not an input's or a variable's)."""
+        own = next(self.device_items_around(call), None)
         found: list[cst.WithItem] = []
-        pending, seen = [n.value for n in descendants(loss, cst.Name)], set()
-        while pending:
-            name = pending.pop()
-            for value in bindings.get(name, ()) if name not in seen else ():
-                item = next(self.device_items_around(value), None)
-                if item is None:
-                    pending.extend(n.value for n in descendants(value, cst.Name))
-                elif all(item is not other for other in found):
-                    found.append(item)
-            seen.add(name)
+
+        def step(value: cst.CSTNode, behind: bool) -> bool:
+            item = next(self.device_items_around(value), None)
+            if item is None or own and self.code(item.item) == self.code(own.item) or any(
+                    inside(call, self.parent(s), self.parent)
+                    for s in [item, *self.device_items_around(item)]):
+                return behind
+            if all(item is not f for f in found) and (not behind or self._tower_loop(item) or any(
+                    self.tf_canonical(c.func) in LAYER_CALLS or self.project.variables_created_by(
+                        self.code(c.func), line=self.position(c)[0])
+                    for c in descendants(value, cst.Call))):
+                found.append(item)
+            return True
+
+        trace_values(loss, self.parent, self.nodes(cst.Module)[0], step, False)
         return found
 
     def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
