@@ -12,6 +12,7 @@ from libcst.metadata import ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
+    DeviceValues,
     Example,
     SourceCodemod,
     argument,
@@ -392,6 +393,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         # file with one fixed GPU is a single-GPU path beside the towers (a `train` and
         # a `train_multi_gpu`), as a run of it would show.
         calls = self.nodes(cst.Call)
+        self._read_through: set[cst.Call] = set()  # device calls read through names
         gpus: set[str] = set()
         self._tower_functions: set[cst.CSTNode | None] = set()
         for call in calls:
@@ -540,6 +542,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
+        if found is None:
+            found = self._placed_without_device_type(callee, line)
         if found is not None:
             return found
         passed = [(i if given.keyword is None else given.keyword.value, given.value.value)
@@ -550,6 +554,59 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None
         *first, method = through
         return self._described(tuple(first), method=method)
+
+    def _placed_without_device_type(self, callee: str, line: int
+                                    ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for a variable the project model reads as placed by a device
+        scope of its own function (a `variable_on_worker_level` helper's `with
+        tf.device(worker_device)`) where that scope names no device type in some value it
+        may take (`worker_device = '/job:%s/task:%d' % ...`): TF merges an inner device
+        spec into the outer one field by field, so the caller's GPU stays, and the helper
+        places nothing on the CPU (mozilla/DeepSpeech's DeepSpeech.py at 8d21d0cbd2). A
+        helper's scope that names the CPU (`'/cpu:0'`, `worker_device + '/cpu:0'`) or a
+        device function places its variables: none."""
+        for path, code, name, at, dtype in self.project.variables_placed_in_callees(
+                callee, line):
+            reader = self._reader_of(path, code)
+            if reader is None:
+                continue
+            scopes = self._scopes_without_device_type(reader, name, at)
+            if scopes:
+                found = self._described((path, name, at, dtype))
+                return (found[0], f"{found[1]}, whose {scopes[0]} names no device type: "
+                        f"the GPU around the call stays", found[2])
+        return None
+
+    def _scopes_without_device_type(self, reader: DeviceValues, name: str, line: int
+                                    ) -> list[str]:
+        """The device scopes (as spelled) around the call of `name` at `line` of the module
+        `reader` reads, within its function, where each may name no device type and none
+        places the call otherwise; [] where one does (a CPU, a device function, slim's
+        `device=`) or no such call is there."""
+        tail = name.rsplit(".", 1)[-1]
+        for call in reader.calls_at(line):
+            if (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1] != tail:
+                continue
+            found = []
+            for around in with_items_around(call, reader.parent):
+                if not isinstance(around, cst.WithItem):
+                    break
+                item = around.item
+                if not isinstance(item, cst.Call):
+                    continue
+                called = (get_full_name_for_node(item.func) or "").rsplit(".", 1)[-1]
+                if called == "arg_scope" and argument(item, "device", None) is not None:
+                    return []
+                if called != "device":
+                    continue
+                given = device_argument(item)
+                templates = None if given is None else reader.templates(given)
+                if not templates or not any(_classify_device(t)[0] == "partial"
+                                            for t in templates):
+                    return []
+                found.append(cst.Module([]).code_for_node(item))
+            return found
+        return []
 
     def _reuses(self, call: cst.Call, callee: str) -> bool:
         """Whether a call reuses the variables an earlier call made: it passes True
@@ -707,7 +764,9 @@ class VariablesToCpuCodemod(SourceCodemod):
         gpus = [(device, dynamic) for kind, device, dynamic in kinds if kind == "gpu"]
         if gpus:  # (a loop over a list naming a GPU places on it in some turn)
             device, dynamic = gpus[0]
-            return _GpuScope(expr, device, dynamic or len(templates) > 1)
+            several = (len({d for d, _ in gpus}) > 1 if expr in self._read_through
+                       else len(templates) > 1)  # (a name's values: branches, not turns)
+            return _GpuScope(expr, device, dynamic or several)
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
@@ -896,7 +955,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
-            return []
+            return self._read_through_names(call, given)
         listed = self._looped_over(given)
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
@@ -904,9 +963,51 @@ class VariablesToCpuCodemod(SourceCodemod):
                         and a.target.value == listed.value]
             listed = assigned[0] if len(assigned) == 1 else None
         if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
-            return []
+            return self._read_through_names(call, given)
         templates = [device_template(e.value) for e in listed.elements]
-        return [] if None in templates else templates
+        return self._read_through_names(call, given) if None in templates else templates
+
+    def _read_through_names(self, call: cst.Call, given: cst.BaseExpression) -> list[str]:
+        """The device templates `codemod.DeviceValues` reads for what a `device(...)` call
+        is given where the file spells no device string there: a name bound in several
+        places (`device = available_devices[i]` or a device function), an item of a
+        device list (`available_devices[i]`, the list a comprehension, a function of the
+        project or `device_lib.list_local_devices()` gives), a conditional expression."""
+        templates = self._device_values.templates(given) or []
+        if templates:
+            self._read_through.add(call)
+        return templates
+
+    @property
+    def _device_values(self) -> DeviceValues:
+        """The reader of device strings through the file's names (`codemod.DeviceValues`),
+        made when first asked."""
+        if "_values" not in self.__dict__:
+            self._values = DeviceValues(
+                lambda node: self.get_metadata(ScopeProvider, node, None), self.parent,
+                lambda name: [f for f in self.nodes(cst.FunctionDef) if f.name.value == name],
+                self._device_values_elsewhere)
+        return self._values
+
+    def _device_values_elsewhere(self, name: str) -> tuple[DeviceValues, cst.FunctionDef] | None:
+        """The function of another module of the project a name of this file's module body
+        refers to (`from util.gpu import get_available_gpus`), with a device string reader
+        over that module (`codemod.DeviceValues`; one module further at most)."""
+        found = self.project.function_elsewhere(name, 1)
+        if found is None:
+            return None
+        path, code, unit, _ = found
+        reader = self._reader_of(path, code)
+        functions = [] if reader is None else reader.functions(unit)
+        return (reader, functions[0]) if len(functions) == 1 else None
+
+    def _reader_of(self, path: str, code: str) -> DeviceValues | None:
+        """A device string reader over another file (read once per file checked)."""
+        readers = self.__dict__.setdefault("_readers", {})
+        if path not in readers:
+            module = self._module_of(path, code)
+            readers[path] = None if module is None else DeviceValues.of_module(module)
+        return readers[path]
 
     def _asked_template(self, call: cst.Call) -> str | None:
         """The device template of what `device(...)` asks for (`codemod.device_asked`): the
