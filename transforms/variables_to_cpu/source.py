@@ -277,7 +277,18 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     Devices the project gives from elsewhere. A name given to `tf.device` that one
     assignment of its scope binds is read as its value (`gpu_name = "/gpu:" + str(i)`,
-    then `with tf.device(gpu_name):`). A device type filled in at run time from a flags
+    then `with tf.device(gpu_name):`). A name bound in several places (`device =
+    available_devices[i]` in one branch, a device function in the other) is any of its
+    values, and an item of a device list (`tf.device(available_devices[i])`) any of the
+    list's: a literal list, a comprehension (`[worker_device + gpu for gpu in gpus()]`),
+    the list a function of the project returns, the local devices' names
+    (`[d.name for d in device_lib.list_local_devices() if d.device_type == "GPU"]`): a
+    GPU among them makes the scope a tower's (mozilla/DeepSpeech's towers).
+    A variable helper's own device scope that names only a job and a task
+    (`with tf.device(worker_device)`, `worker_device = "/job:%s/task:%d" % ...`) places
+    nothing: TF merges it into the caller's spec field by field and the tower's GPU stays,
+    so a tower's call of it is found (a helper scope naming the CPU, `worker_device +
+    "/cpu:0"`, or '/cpu:0' pins its variables: none). A device type filled in at run time from a flags
     object (`"/{}:{}".format(config.device_type, i)`) takes the default of the flag that a
     file connected by imports defines once (`flags.DEFINE_string("device_type", "gpu",
     ...)`, `add_argument("--device_type", default="gpu")`): the device the program runs
