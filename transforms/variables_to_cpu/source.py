@@ -10,6 +10,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import ScopeProvider
 
+from graphfix.graph.devices import DeviceSpec
 from graphfix.source.codemod import (
     HOLE,
     DeviceValues,
@@ -154,36 +155,34 @@ def _widened_note(scope: _GpuScope) -> str:
     return f"; fix: {scope.misses_v2}'s test names VariableV2 and VarHandleOp too"
 
 
+# What a field built at run time (a HOLE) is read as by the device string parser: digits,
+# so that an index or a task filled in at run time parses, told apart afterwards by them.
+_RUNTIME_DIGITS = "90210909"
+
+
 def _classify_device(template: str) -> tuple[str, str, bool]:
-    """(kind, TF's spelling, runtime index?) for a device template. kind is `gpu`, `other`
-    (names another device type), `partial` (no device type: `/job:worker`, merges with the
-    scope outside) or `unknown` (the device type is computed at run time)."""
-    fields: dict[str, str] = {}
-    kind_of = None
-    index = "*"
-    for part in template.split("/"):
-        if not part:
-            continue
-        bits = part.split(":")
-        head = bits[0]
-        if HOLE in head:
-            return "unknown", "", False
-        if head in ("job", "replica", "task") and len(bits) == 2:
-            fields[head] = bits[1]
-        elif head.upper() in ("CPU", "GPU", "TPU") and len(bits) in (1, 2):
-            kind_of, index = head.upper(), (bits[1] if len(bits) == 2 else "*")
-        elif head == "device" and len(bits) in (2, 3) and HOLE not in bits[1]:
-            kind_of, index = bits[1].upper(), (bits[2] if len(bits) == 3 else "*")
-        else:
-            return "unknown", "", False
-    if kind_of is None:
+    """(kind, TF's spelling, runtime index?) for a device template, as the graph surface's
+    parser (`graphfix.graph.devices.DeviceSpec`) reads it. kind is `gpu`, `other` (names
+    another device type), `partial` (no device type: `/job:worker`, which TF merges into
+    the scope outside field by field, so the outer device type stays) or `unknown` (the
+    device type is computed at run time)."""
+    try:
+        spec = DeviceSpec.parse(template.replace(HOLE, _RUNTIME_DIGITS))
+    except ValueError:
+        return "unknown", "", False
+    if spec.device_type is None:
         return "partial", "", False
-    if kind_of not in ("GPU", "XLA_GPU"):
+    kind = spec.device_type.upper()
+    if _RUNTIME_DIGITS in kind:
+        return "unknown", "", False
+    if kind not in ("GPU", "XLA_GPU"):
         return "other", "", False
-    dynamic = HOLE in index
-    text = "".join(f"/{k}:{fields[k]}" for k in ("job", "replica", "task") if k in fields)
-    text = (text + f"/device:{kind_of}:{'N' if dynamic else index}").replace(HOLE, "N")
-    return "gpu", text, dynamic
+    index = "*" if spec.device_index is None else str(spec.device_index)
+    dynamic = _RUNTIME_DIGITS in index
+    text = "".join(f"/{field}:{value}" for field, value in (
+        ("job", spec.job), ("replica", spec.replica), ("task", spec.task)) if value is not None)
+    text += f"/device:{kind}:{'N' if dynamic else index}"
+    return "gpu", text.replace(_RUNTIME_DIGITS, "N"), dynamic
 
 
 def _calls_in(function: cst.Lambda) -> list[cst.Call]:
