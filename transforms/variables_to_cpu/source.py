@@ -331,9 +331,10 @@ class VariablesToCpuCodemod(SourceCodemod):
     anew, and found.
     It computes too, so it gets the device function.
     A metric's variables (float totals and counts) have GPU kernels: a warning.
-    Not seen: device strings held in variables otherwise (bound twice, passed in), Keras
-    layer objects, RNN cells,
-    methods of instances held in attributes (`self.model.build()`).
+    Not seen: device strings passed in as parameters, a job-only device scope of a function
+    between the tower and the helper (only the helper's own scopes are read so), Keras
+    layer objects, RNN cells (the kernels `dynamic_rnn` makes for a cell: DeepSpeech at
+    b61fb80982), methods of instances held in attributes (`self.model.build()`).
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
