@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import pytest
 
+import graphfix
+
 from conftest import built_by_tf, pattern_copies, run_cli
 
 SHAPES = ("worker_level_helper_in_local_gpu_towers", "worker_level_helper_names_the_cpu",
@@ -110,3 +112,36 @@ def test_towers_over_a_list_of_cpus_are_left_alone(built):
     assert {before["w_0"], before["w_1"]} == {"/device:CPU:0", "/device:CPU:1"}
     assert result["tower_devices_listed_as_cpus:after"] == before
     assert _check(folders["tower_devices_listed_as_cpus:before"]).returncode == 0
+
+
+_BRANCHES = '''\
+import tensorflow.compat.v1 as tf
+
+USE_GPU = True
+
+
+def model(x):
+    device = "/gpu:0" if USE_GPU else "/cpu:0"
+    with tf.device(device):
+        w = tf.get_variable("w", [4, 2])
+        return tf.matmul(x, w)
+
+
+def counter(on_gpu):
+    if on_gpu:
+        device = "/gpu:0"
+    else:
+        device = "/cpu:0"
+    with tf.device(device):
+        return tf.Variable(0, name="step")
+'''
+
+
+def test_a_device_chosen_by_a_branch_is_one_gpu_not_towers():
+    """A name bound to a GPU in one branch and the CPU in the other is read as either: a
+    single-GPU model's float weight stays (no towers share it), while the int32 counter is
+    TF's own error on the GPU branch."""
+    findings = graphfix.check_source(_BRANCHES, path="model.py", only=["variables-to-cpu"])
+    step = _BRANCHES.splitlines().index('        return tf.Variable(0, name="step")') + 1
+    assert [(f.line, f.severity) for f in findings] == [(step, "error")]
+    assert "no supported kernel for GPU devices" in findings[0].message

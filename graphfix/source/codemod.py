@@ -310,6 +310,7 @@ class DeviceValues:
         # a dotted name -> the function of another module it names, with that module's reader
         self.scope_of, self.parent = scope_of, parent
         self.functions, self.function_elsewhere = functions, function_elsewhere
+        self._wrapper: MetadataWrapper | None = None  # (a module read `of_module`)
 
     @classmethod
     def of_module(cls, module: cst.Module, function_elsewhere=None) -> DeviceValues:
@@ -327,7 +328,9 @@ class DeviceValues:
         return reader
 
     def calls_at(self, line: int) -> list[cst.Call]:
-        """The calls starting at `line` of a module read `of_module`."""
+        """The calls starting at `line` of a module read `of_module` (none of another)."""
+        if self._wrapper is None:
+            return []
         if "_lines" not in self.__dict__:
             self._lines: dict[int, list[cst.Call]] = {}
             for node, where in self._wrapper.resolve(PositionProvider).items():
@@ -1023,7 +1026,7 @@ class CodemodRun:
 
 
 __all__ = [
-    "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
+    "DeviceValues", "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
     "decode_source", "device_argument", "device_template", "nodes_of",
     "qualified_name_lookup", "run_source", "v1_spelling",
 ]
