@@ -795,8 +795,11 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         return self.get_metadata(ParentProvider, node, None)
 
     def nodes(self, *kinds: type) -> list:
-        """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
-        return nodes_of(self.metadata[ParentProvider], *kinds)
+        """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order (a new list
+        each time: read once a traversal, the tree being the one its metadata describes)."""
+        if kinds not in self._nodes_of_kinds:
+            self._nodes_of_kinds[kinds] = nodes_of(self.metadata[ParentProvider], *kinds)
+        return list(self._nodes_of_kinds[kinds])
 
     @property
     def project(self) -> FileView:
@@ -960,6 +963,7 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         self._positions = None
         self._code = None
         self._toward: set[cst.CSTNode] | None = None
+        self._nodes_of_kinds: dict[tuple[type, ...], list] = {}  # (see `nodes`)
         self._v1_imported: dict[str, str | None] = {}  # symbol -> `v1_spelling` of the tree
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))

@@ -553,7 +553,7 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
-        if found is None:
+        if found is None and self._scope_of(call, False)[1] is not None:
             found = self._placed_without_device_type(callee, line)
         if found is not None:
             return found
@@ -578,26 +578,38 @@ class VariablesToCpuCodemod(SourceCodemod):
         device function places its variables: none."""
         for path, code, name, at, dtype in self.project.variables_placed_in_callees(
                 callee, line):
-            reader = self._reader_of(path, code)
-            if reader is None:
-                continue
-            scopes = self._scopes_without_device_type(reader, name, at)
+            tail = name.rsplit(".", 1)[-1]
+            if path == self.context.filename:  # (this file: its own tree and scopes)
+                reader = self._device_values
+                calls = [c for c in self._calls_named(tail) if self.position(c)[0] == at]
+            else:
+                reader = self._reader_of(path, code)
+                calls = [] if reader is None else [c for c in reader.calls_at(at) if (
+                    get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] == tail]
+            scopes = self._scopes_without_device_type(reader, calls)
             if scopes:
                 found = self._described((path, name, at, dtype))
                 return (found[0], f"{found[1]}, whose {scopes[0]} names no device type: "
                         f"the GPU around the call stays", found[2])
         return None
 
-    def _scopes_without_device_type(self, reader: DeviceValues, name: str, line: int
-                                    ) -> list[str]:
-        """The device scopes (as spelled) around the call of `name` at `line` of the module
-        `reader` reads, within its function, where each may name no device type and none
-        places the call otherwise; [] where one does (a CPU, a device function, slim's
-        `device=`) or no such call is there."""
-        tail = name.rsplit(".", 1)[-1]
-        for call in reader.calls_at(line):
-            if (get_full_name_for_node(call.func) or "").rsplit(".", 1)[-1] != tail:
-                continue
+    def _calls_named(self, tail: str) -> list[cst.Call]:
+        """The file's calls of a function named `tail` (`get_variable`: `tf.get_variable`)."""
+        if "_by_tail" not in self.__dict__:
+            self._by_tail: dict[str, list[cst.Call]] = {}
+            for call in self.nodes(cst.Call):
+                name = get_full_name_for_node(call.func)
+                if name is not None:
+                    self._by_tail.setdefault(name.rsplit(".", 1)[-1], []).append(call)
+        return self._by_tail.get(tail, [])
+
+    @staticmethod
+    def _scopes_without_device_type(reader: DeviceValues, calls: list[cst.Call]) -> list[str]:
+        """The device scopes (as spelled) around the first of `calls` (a variable's, in the
+        module `reader` reads), within its function, where each may name no device type and
+        none places the call otherwise; [] where one does (a CPU, a device function, slim's
+        `device=`) or there is no call."""
+        for call in calls[:1]:
             found = []
             for around in with_items_around(call, reader.parent):
                 if not isinstance(around, cst.WithItem):
@@ -996,9 +1008,17 @@ class VariablesToCpuCodemod(SourceCodemod):
         if "_values" not in self.__dict__:
             self._values = DeviceValues(
                 lambda node: self.get_metadata(ScopeProvider, node, None), self.parent,
-                lambda name: [f for f in self.nodes(cst.FunctionDef) if f.name.value == name],
+                self._functions_named,
                 self._device_values_elsewhere)
         return self._values
+
+    def _functions_named(self, name: str) -> list[cst.FunctionDef]:
+        """The file's functions (and methods) named `name`."""
+        if "_defs" not in self.__dict__:
+            self._defs: dict[str, list[cst.FunctionDef]] = {}
+            for function in self.nodes(cst.FunctionDef):
+                self._defs.setdefault(function.name.value, []).append(function)
+        return self._defs.get(name, [])
 
     def _device_values_elsewhere(self, name: str) -> tuple[DeviceValues, cst.FunctionDef] | None:
         """The function of another module of the project a name of this file's module body
