@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import re
 import string
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Optional
 
 import libcst as cst
@@ -52,7 +52,7 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 from graphfix.source.run import run_source  # noqa: F401  (part of this module's API)
-from graphfix.source.scopes import single_value, with_items_around
+from graphfix.source.scopes import descendants, single_value, with_items_around
 from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     GLOBAL_COLLECTION_KEYS,
@@ -275,6 +275,219 @@ def _device_spec_template(call: cst.Call) -> str | None:
 def _names_device_spec(func: cst.BaseExpression) -> bool:
     last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
     return last in ("DeviceSpec", "DeviceSpecV1", "DeviceSpecV2")
+
+
+# The device types `device_lib.list_local_devices()` lists (`XLA_GPU` too in TF 1.x), for
+# a list of their names a filter on `device_type` does not narrow.
+_LOCAL_DEVICE_TYPES = ("CPU", "GPU")
+_MAX_DEPTH = 8  # names read through names, functions through functions: enough, and no cycle
+
+
+class DeviceValues:
+    """The device strings an expression of one module may hold at run time, as device
+    templates (`device_template`: HOLE for a part built at run time), read through the
+    names it is bound to: what a tower's `tf.device(...)` is given where the code shows it
+    only as a name or an item of a list.
+
+    A name is read as every plain assignment its scope (or, for a global, the module and
+    each function declaring it `global`) makes, a `None` placeholder left out, and as the
+    items of what a `for` binding it loops over; `devices[i]` as any item of `devices`. A
+    device list is a literal list, a comprehension (`['/gpu:%d' % i for i in range(n)]`,
+    `[worker + g for g in gpus()]`), what a function of the module (or, through
+    `function_elsewhere`, of another module of the project) returns, or the names of the
+    local devices (`[d.name for d in device_lib.list_local_devices() if d.device_type ==
+    'GPU']`: `/device:GPU:` + HOLE). A value it cannot read (a parameter, a device
+    function, a flag's text split at run time) gives nothing: `templates` answers with the
+    values it can read, None where it reads none.
+    """
+
+    def __init__(self, scope_of: Callable[[cst.CSTNode], Scope | None],
+                 parent: Callable[[cst.CSTNode], cst.CSTNode | None],
+                 functions: Callable[[str], list[cst.FunctionDef]],
+                 function_elsewhere: Callable[[str], tuple[DeviceValues, cst.FunctionDef] | None]
+                 | None = None):
+        # `functions`: name -> the module's functions of that name; `function_elsewhere`:
+        # a dotted name -> the function of another module it names, with that module's reader
+        self.scope_of, self.parent = scope_of, parent
+        self.functions, self.function_elsewhere = functions, function_elsewhere
+        self._wrapper: MetadataWrapper | None = None  # (a module read `of_module`)
+
+    @classmethod
+    def of_module(cls, module: cst.Module, function_elsewhere=None) -> DeviceValues:
+        """A reader over a module of its own (another file's): its scopes resolved anew."""
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        scopes = wrapper.resolve(ScopeProvider)
+        parents = wrapper.resolve(ParentProvider)
+        defs: dict[str, list[cst.FunctionDef]] = {}
+        for node in parents:
+            if isinstance(node, cst.FunctionDef):
+                defs.setdefault(node.name.value, []).append(node)
+        reader = cls(scopes.get, parents.get, lambda name: defs.get(name, []),
+                     function_elsewhere)
+        reader._wrapper = wrapper
+        return reader
+
+    def calls_at(self, line: int) -> list[cst.Call]:
+        """The calls starting at `line` of a module read `of_module` (none of another)."""
+        if self._wrapper is None:
+            return []
+        if "_lines" not in self.__dict__:
+            self._lines: dict[int, list[cst.Call]] = {}
+            for node, where in self._wrapper.resolve(PositionProvider).items():
+                if isinstance(node, cst.Call):
+                    self._lines.setdefault(where.start.line, []).append(node)
+        return self._lines.get(line, [])
+
+    def templates(self, expr: cst.BaseExpression) -> list[str] | None:
+        """The device templates `expr` may be; None where the code shows none."""
+        return self._templates(expr, {}, 0)
+
+    def items(self, expr: cst.BaseExpression) -> list[str] | None:
+        """The device templates of the items of the list `expr` may be; None where the code
+        shows none."""
+        return self._items(expr, {}, 0)
+
+    def _templates(self, expr, env: dict, depth: int) -> list[str] | None:
+        if depth > _MAX_DEPTH:
+            return None
+        depth += 1
+        if isinstance(expr, cst.Name):
+            if expr.value in env:
+                found = env[expr.value]
+                return found if isinstance(found, list) else None
+            values = self._bound(expr)
+            return None if values is None else _union(
+                self._items(value, env, depth) if looped else self._templates(value, env, depth)
+                for looped, value in values)
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(
+                expr.slice[0].slice, cst.Index):
+            return self._items(expr.value, env, depth)
+        if isinstance(expr, cst.IfExp):
+            return _union([self._templates(expr.body, env, depth),
+                           self._templates(expr.orelse, env, depth)])
+        if (isinstance(expr, cst.Attribute) and expr.attr.value == "name"
+                and isinstance(expr.value, cst.Name)
+                and isinstance(env.get(expr.value.value), tuple)):
+            return [f"/device:{kind}:{HOLE}" for kind in env[expr.value.value]]
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            left = self._templates(expr.left, env, depth)
+            right = self._templates(expr.right, env, depth)
+            if left is None and right is None:
+                return None
+            return [a + b for a in left or [HOLE] for b in right or [HOLE]]
+        template = device_template(expr)
+        return None if template is None else [template]
+
+    def _items(self, expr, env: dict, depth: int) -> list[str] | None:
+        if depth > _MAX_DEPTH:
+            return None
+        depth += 1
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            found: list[str] = []
+            for element in expr.elements:
+                given = (self._items(element.value, env, depth)
+                         if isinstance(element, cst.StarredElement)
+                         else self._templates(element.value, env, depth))
+                if given is None:
+                    return None
+                found += given
+            return found or None
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            loop = expr.for_in
+            if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name):
+                return None
+            kinds = self._local_device_types(loop)
+            if kinds is not None:
+                bound = kinds
+            else:
+                bound = self._items(loop.iter, env, depth) or [HOLE]
+            return self._templates(expr.elt, {**env, loop.target.value: bound}, depth)
+        if isinstance(expr, cst.Name):
+            values = self._bound(expr)
+            return None if values is None else _union(
+                None if looped else self._items(value, env, depth) for looped, value in values)
+        if isinstance(expr, cst.Call):
+            return _union(self._returned(expr, depth))
+        return None
+
+    def _returned(self, call: cst.Call, depth: int) -> Iterator[list[str] | None]:
+        """The device lists a call of a function of the project returns."""
+        name = get_full_name_for_node(call.func)
+        if name is None:
+            return
+        functions = self.functions(name) if "." not in name else []
+        reader: DeviceValues = self
+        if not functions and self.function_elsewhere is not None:
+            found = self.function_elsewhere(name)
+            if found is not None:
+                reader, function = found
+                functions = [function]
+        if len(functions) != 1:
+            return
+        for returned in descendants(functions[0], cst.Return):
+            if returned.value is not None:
+                yield reader._items(returned.value, {}, depth)
+
+    def _local_device_types(self, loop: cst.CompFor) -> tuple[str, ...] | None:
+        """The device types a comprehension over `device_lib.list_local_devices()` (or a
+        name bound to it) keeps, as its `if`s filter on `device_type`; None for a loop
+        over anything else."""
+        listed = loop.iter
+        if isinstance(listed, cst.Name):
+            values = self._bound(listed) or []
+            listed = values[0][1] if len(values) == 1 and not values[0][0] else None
+        if not (isinstance(listed, cst.Call)
+                and (get_full_name_for_node(listed.func) or "").endswith("list_local_devices")):
+            return None
+        for test in loop.ifs:
+            comparison = test.test
+            if not (isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1
+                    and isinstance(comparison.comparisons[0].operator, cst.Equal)):
+                continue
+            sides = (comparison.left, comparison.comparisons[0].comparator)
+            if any(isinstance(side, cst.Attribute) and side.attr.value == "device_type"
+                   for side in sides):
+                kinds = [side.evaluated_value for side in sides
+                         if isinstance(side, cst.SimpleString)]
+                if len(kinds) == 1 and isinstance(kinds[0], str):
+                    return (kinds[0].upper(),)
+        return _LOCAL_DEVICE_TYPES
+
+    def _bound(self, name: cst.Name) -> list[tuple[bool, cst.BaseExpression]] | None:
+        """What `name` is bound to, each (looped, value): the value of a plain assignment
+        (looped False; a `None` placeholder left out), or what a `for` binding it loops over
+        (looped True); None where it is bound otherwise too (a parameter, an import, part of
+        a tuple) or not at all."""
+        scope = self.scope_of(name)
+        if scope is None:
+            return None
+        bindings = list(scope[name.value])
+        if not bindings:
+            return None
+        found: list[tuple[bool, cst.BaseExpression]] = []
+        for binding in bindings:
+            node = getattr(binding, "node", None)
+            holder = self.parent(node) if isinstance(node, cst.Name) else None
+            statement = self.parent(holder) if isinstance(holder, cst.AssignTarget) else None
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                if not (isinstance(statement.value, cst.Name)
+                        and statement.value.value == "None"):
+                    found.append((False, statement.value))
+            elif isinstance(holder, cst.For) and holder.target is node:
+                found.append((True, holder.iter))
+            else:
+                return None
+        return found
+
+
+def _union(found: Iterable[list[str] | None]) -> list[str] | None:
+    """The templates of each readable answer, in order, each once; None if none is."""
+    out: list[str] | None = None
+    for templates in found:
+        if templates is not None:
+            out = out or []
+            out += [t for t in templates if t not in out]
+    return out
 
 
 class ParentProvider(VisitorMetadataProvider[Optional[cst.CSTNode]]):  # (3.9: no `|`)
@@ -582,8 +795,11 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         return self.get_metadata(ParentProvider, node, None)
 
     def nodes(self, *kinds: type) -> list:
-        """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order."""
-        return nodes_of(self.metadata[ParentProvider], *kinds)
+        """Every node of `kinds` (`cst.Call`, ...) in the tree, in source order (a new list
+        each time: read once a traversal, the tree being the one its metadata describes)."""
+        if kinds not in self._nodes_of_kinds:
+            self._nodes_of_kinds[kinds] = nodes_of(self.metadata[ParentProvider], *kinds)
+        return list(self._nodes_of_kinds[kinds])
 
     @property
     def project(self) -> FileView:
@@ -747,6 +963,7 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         self._positions = None
         self._code = None
         self._toward: set[cst.CSTNode] | None = None
+        self._nodes_of_kinds: dict[tuple[type, ...], list] = {}  # (see `nodes`)
         self._v1_imported: dict[str, str | None] = {}  # symbol -> `v1_spelling` of the tree
         self._qualified = qualified_name_lookup(
             lambda node: self.get_metadata(ScopeProvider, node, None))
@@ -813,7 +1030,7 @@ class CodemodRun:
 
 
 __all__ = [
-    "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
+    "DeviceValues", "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
     "decode_source", "device_argument", "device_template", "nodes_of",
     "qualified_name_lookup", "run_source", "v1_spelling",
 ]

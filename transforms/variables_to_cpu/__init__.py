@@ -166,9 +166,27 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
         return True
     named = {arg.id for call in scopes for arg in call_arguments(call)
              if isinstance(arg, ast.Name)}
-    if named & _bound_to_gpus(syntax):
+    if named & _bound_to_gpus(syntax) or _read_through_names(syntax, scopes):
         return True
     return bool(named) and bool(named & looped_over_gpus())
+
+
+def _read_through_names(syntax: Syntax, scopes: list) -> bool:
+    """Whether a device scope is given an item of a list (`available_devices[i]`), or a
+    name some assignment binds to one, to another name or to a conditional expression:
+    the codemod reads the devices such a list or name may hold (`codemod.DeviceValues`),
+    from a function of the project or the local devices' names too."""
+    import ast  # (here: a run over graphs never parses source)
+
+    from graphfix.source.syntax import call_arguments
+
+    through = (ast.Subscript, ast.Name, ast.IfExp)
+    for call in scopes:
+        for arg in call_arguments(call):
+            if isinstance(arg, ast.Subscript) or isinstance(arg, ast.Name) and any(
+                    isinstance(value, through) for value in syntax.assigned.get(arg.id, ())):
+                return True
+    return False
 
 
 # A device string whose device type is a field filled at run time (`"/{}:{}"`, `"/%s:%d"`).

@@ -10,8 +10,10 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import ScopeProvider
 
+from graphfix.graph.devices import DeviceSpec
 from graphfix.source.codemod import (
     HOLE,
+    DeviceValues,
     Example,
     SourceCodemod,
     argument,
@@ -153,36 +155,34 @@ def _widened_note(scope: _GpuScope) -> str:
     return f"; fix: {scope.misses_v2}'s test names VariableV2 and VarHandleOp too"
 
 
+# What a field built at run time (a HOLE) is read as by the device string parser: digits,
+# so that an index or a task filled in at run time parses, told apart afterwards by them.
+_RUNTIME_DIGITS = "90210909"
+
+
 def _classify_device(template: str) -> tuple[str, str, bool]:
-    """(kind, TF's spelling, runtime index?) for a device template. kind is `gpu`, `other`
-    (names another device type), `partial` (no device type: `/job:worker`, merges with the
-    scope outside) or `unknown` (the device type is computed at run time)."""
-    fields: dict[str, str] = {}
-    kind_of = None
-    index = "*"
-    for part in template.split("/"):
-        if not part:
-            continue
-        bits = part.split(":")
-        head = bits[0]
-        if HOLE in head:
-            return "unknown", "", False
-        if head in ("job", "replica", "task") and len(bits) == 2:
-            fields[head] = bits[1]
-        elif head.upper() in ("CPU", "GPU", "TPU") and len(bits) in (1, 2):
-            kind_of, index = head.upper(), (bits[1] if len(bits) == 2 else "*")
-        elif head == "device" and len(bits) in (2, 3) and HOLE not in bits[1]:
-            kind_of, index = bits[1].upper(), (bits[2] if len(bits) == 3 else "*")
-        else:
-            return "unknown", "", False
-    if kind_of is None:
+    """(kind, TF's spelling, runtime index?) for a device template, as the graph surface's
+    parser (`graphfix.graph.devices.DeviceSpec`) reads it. kind is `gpu`, `other` (names
+    another device type), `partial` (no device type: `/job:worker`, which TF merges into
+    the scope outside field by field, so the outer device type stays) or `unknown` (the
+    device type is computed at run time)."""
+    try:
+        spec = DeviceSpec.parse(template.replace(HOLE, _RUNTIME_DIGITS))
+    except ValueError:
+        return "unknown", "", False
+    if spec.device_type is None:
         return "partial", "", False
-    if kind_of not in ("GPU", "XLA_GPU"):
+    kind = spec.device_type.upper()
+    if _RUNTIME_DIGITS in kind:
+        return "unknown", "", False
+    if kind not in ("GPU", "XLA_GPU"):
         return "other", "", False
-    dynamic = HOLE in index
-    text = "".join(f"/{k}:{fields[k]}" for k in ("job", "replica", "task") if k in fields)
-    text = (text + f"/device:{kind_of}:{'N' if dynamic else index}").replace(HOLE, "N")
-    return "gpu", text, dynamic
+    index = "*" if spec.device_index is None else str(spec.device_index)
+    dynamic = _RUNTIME_DIGITS in index
+    text = "".join(f"/{field}:{value}" for field, value in (
+        ("job", spec.job), ("replica", spec.replica), ("task", spec.task)) if value is not None)
+    text += f"/device:{kind}:{'N' if dynamic else index}"
+    return "gpu", text.replace(_RUNTIME_DIGITS, "N"), dynamic
 
 
 def _calls_in(function: cst.Lambda) -> list[cst.Call]:
@@ -276,7 +276,18 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     Devices the project gives from elsewhere. A name given to `tf.device` that one
     assignment of its scope binds is read as its value (`gpu_name = "/gpu:" + str(i)`,
-    then `with tf.device(gpu_name):`). A device type filled in at run time from a flags
+    then `with tf.device(gpu_name):`). A name bound in several places (`device =
+    available_devices[i]` in one branch, a device function in the other) is any of its
+    values, and an item of a device list (`tf.device(available_devices[i])`) any of the
+    list's: a literal list, a comprehension (`[worker_device + gpu for gpu in gpus()]`),
+    the list a function of the project returns, the local devices' names
+    (`[d.name for d in device_lib.list_local_devices() if d.device_type == "GPU"]`): a
+    GPU among them makes the scope a tower's (mozilla/DeepSpeech's towers).
+    A variable helper's own device scope that names only a job and a task
+    (`with tf.device(worker_device)`, `worker_device = "/job:%s/task:%d" % ...`) places
+    nothing: TF merges it into the caller's spec field by field and the tower's GPU stays,
+    so a tower's call of it is found (a helper scope naming the CPU, `worker_device +
+    "/cpu:0"`, or '/cpu:0' pins its variables: none). A device type filled in at run time from a flags
     object (`"/{}:{}".format(config.device_type, i)`) takes the default of the flag that a
     file connected by imports defines once (`flags.DEFINE_string("device_type", "gpu",
     ...)`, `add_argument("--device_type", default="gpu")`): the device the program runs
@@ -320,9 +331,10 @@ class VariablesToCpuCodemod(SourceCodemod):
     anew, and found.
     It computes too, so it gets the device function.
     A metric's variables (float totals and counts) have GPU kernels: a warning.
-    Not seen: device strings held in variables otherwise (bound twice, passed in), Keras
-    layer objects, RNN cells,
-    methods of instances held in attributes (`self.model.build()`).
+    Not seen: device strings passed in as parameters, a job-only device scope of a function
+    between the tower and the helper (only the helper's own scopes are read so), Keras
+    layer objects, RNN cells (the kernels `dynamic_rnn` makes for a cell: DeepSpeech at
+    b61fb80982), methods of instances held in attributes (`self.model.build()`).
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
@@ -392,6 +404,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         # file with one fixed GPU is a single-GPU path beside the towers (a `train` and
         # a `train_multi_gpu`), as a run of it would show.
         calls = self.nodes(cst.Call)
+        self._read_through: set[cst.Call] = set()  # device calls read through names
         gpus: set[str] = set()
         self._tower_functions: set[cst.CSTNode | None] = set()
         for call in calls:
@@ -540,6 +553,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
+        if found is None and self._scope_of(call, False)[1] is not None:
+            found = self._placed_without_device_type(callee, line)
         if found is not None:
             return found
         passed = [(i if given.keyword is None else given.keyword.value, given.value.value)
@@ -550,6 +565,71 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None
         *first, method = through
         return self._described(tuple(first), method=method)
+
+    def _placed_without_device_type(self, callee: str, line: int
+                                    ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for a variable the project model reads as placed by a device
+        scope of its own function (a `variable_on_worker_level` helper's `with
+        tf.device(worker_device)`) where that scope names no device type in some value it
+        may take (`worker_device = '/job:%s/task:%d' % ...`): TF merges an inner device
+        spec into the outer one field by field, so the caller's GPU stays, and the helper
+        places nothing on the CPU (mozilla/DeepSpeech's DeepSpeech.py at 8d21d0cbd2). A
+        helper's scope that names the CPU (`'/cpu:0'`, `worker_device + '/cpu:0'`) or a
+        device function places its variables: none."""
+        for path, code, name, at, dtype in self.project.variables_placed_in_callees(
+                callee, line):
+            tail = name.rsplit(".", 1)[-1]
+            if path == self.context.filename:  # (this file: its own tree and scopes)
+                reader = self._device_values
+                calls = [c for c in self._calls_named(tail) if self.position(c)[0] == at]
+            else:
+                reader = self._reader_of(path, code)
+                calls = [] if reader is None else [c for c in reader.calls_at(at) if (
+                    get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] == tail]
+            scopes = self._scopes_without_device_type(reader, calls)
+            if scopes:
+                found = self._described((path, name, at, dtype))
+                return (found[0], f"{found[1]}, whose {scopes[0]} names no device type: "
+                        f"the GPU around the call stays", found[2])
+        return None
+
+    def _calls_named(self, tail: str) -> list[cst.Call]:
+        """The file's calls of a function named `tail` (`get_variable`: `tf.get_variable`)."""
+        if "_by_tail" not in self.__dict__:
+            self._by_tail: dict[str, list[cst.Call]] = {}
+            for call in self.nodes(cst.Call):
+                name = get_full_name_for_node(call.func)
+                if name is not None:
+                    self._by_tail.setdefault(name.rsplit(".", 1)[-1], []).append(call)
+        return self._by_tail.get(tail, [])
+
+    @staticmethod
+    def _scopes_without_device_type(reader: DeviceValues, calls: list[cst.Call]) -> list[str]:
+        """The device scopes (as spelled) around the first of `calls` (a variable's, in the
+        module `reader` reads), within its function, where each may name no device type and
+        none places the call otherwise; [] where one does (a CPU, a device function, slim's
+        `device=`) or there is no call."""
+        for call in calls[:1]:
+            found = []
+            for around in with_items_around(call, reader.parent):
+                if not isinstance(around, cst.WithItem):
+                    break
+                item = around.item
+                if not isinstance(item, cst.Call):
+                    continue
+                called = (get_full_name_for_node(item.func) or "").rsplit(".", 1)[-1]
+                if called == "arg_scope" and argument(item, "device", None) is not None:
+                    return []
+                if called != "device":
+                    continue
+                given = device_argument(item)
+                templates = None if given is None else reader.templates(given)
+                if not templates or not any(_classify_device(t)[0] == "partial"
+                                            for t in templates):
+                    return []
+                found.append(cst.Module([]).code_for_node(item))
+            return found
+        return []
 
     def _reuses(self, call: cst.Call, callee: str) -> bool:
         """Whether a call reuses the variables an earlier call made: it passes True
@@ -707,7 +787,9 @@ class VariablesToCpuCodemod(SourceCodemod):
         gpus = [(device, dynamic) for kind, device, dynamic in kinds if kind == "gpu"]
         if gpus:  # (a loop over a list naming a GPU places on it in some turn)
             device, dynamic = gpus[0]
-            return _GpuScope(expr, device, dynamic or len(templates) > 1)
+            several = (len({d for d, _ in gpus}) > 1 if expr in self._read_through
+                       else len(templates) > 1)  # (a name's values: branches, not turns)
+            return _GpuScope(expr, device, dynamic or several)
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
@@ -896,7 +978,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
-            return []
+            return self._read_through_names(call, given)
         listed = self._looped_over(given)
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
@@ -904,9 +986,59 @@ class VariablesToCpuCodemod(SourceCodemod):
                         and a.target.value == listed.value]
             listed = assigned[0] if len(assigned) == 1 else None
         if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
-            return []
+            return self._read_through_names(call, given)
         templates = [device_template(e.value) for e in listed.elements]
-        return [] if None in templates else templates
+        return self._read_through_names(call, given) if None in templates else templates
+
+    def _read_through_names(self, call: cst.Call, given: cst.BaseExpression) -> list[str]:
+        """The device templates `codemod.DeviceValues` reads for what a `device(...)` call
+        is given where the file spells no device string there: a name bound in several
+        places (`device = available_devices[i]` or a device function), an item of a
+        device list (`available_devices[i]`, the list a comprehension, a function of the
+        project or `device_lib.list_local_devices()` gives), a conditional expression."""
+        templates = self._device_values.templates(given) or []
+        if templates:
+            self._read_through.add(call)
+        return templates
+
+    @property
+    def _device_values(self) -> DeviceValues:
+        """The reader of device strings through the file's names (`codemod.DeviceValues`),
+        made when first asked."""
+        if "_values" not in self.__dict__:
+            self._values = DeviceValues(
+                lambda node: self.get_metadata(ScopeProvider, node, None), self.parent,
+                self._functions_named,
+                self._device_values_elsewhere)
+        return self._values
+
+    def _functions_named(self, name: str) -> list[cst.FunctionDef]:
+        """The file's functions (and methods) named `name`."""
+        if "_defs" not in self.__dict__:
+            self._defs: dict[str, list[cst.FunctionDef]] = {}
+            for function in self.nodes(cst.FunctionDef):
+                self._defs.setdefault(function.name.value, []).append(function)
+        return self._defs.get(name, [])
+
+    def _device_values_elsewhere(self, name: str) -> tuple[DeviceValues, cst.FunctionDef] | None:
+        """The function of another module of the project a name of this file's module body
+        refers to (`from util.gpu import get_available_gpus`), with a device string reader
+        over that module (`codemod.DeviceValues`; one module further at most)."""
+        found = self.project.function_elsewhere(name, 1)
+        if found is None:
+            return None
+        path, code, unit, _ = found
+        reader = self._reader_of(path, code)
+        functions = [] if reader is None else reader.functions(unit)
+        return (reader, functions[0]) if len(functions) == 1 else None
+
+    def _reader_of(self, path: str, code: str) -> DeviceValues | None:
+        """A device string reader over another file (read once per file checked)."""
+        readers = self.__dict__.setdefault("_readers", {})
+        if path not in readers:
+            module = self._module_of(path, code)
+            readers[path] = None if module is None else DeviceValues.of_module(module)
+        return readers[path]
 
     def _asked_template(self, call: cst.Call) -> str | None:
         """The device template of what `device(...)` asks for (`codemod.device_asked`): the

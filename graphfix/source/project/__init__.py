@@ -759,6 +759,28 @@ class FileView:
         starts = _called(self.project, self.project.resolve_in(self.label, unit, callee))
         return self._first_variable(starts, placed_too, reusing)
 
+    def variables_placed_in_callees(self, callee: str, line: int
+                                    ) -> list[tuple[str, str, str, int, str | None]]:
+        """The variables a call of `callee` at `line` reaches, as `variables_created_by`
+        follows it, that a device scope of the function making them places, as (path, code
+        of that file, name, line, dtype named or None), this file's first, then by path and
+        line: for a rule that reads those scopes itself (one naming only a job and a task
+        keeps the caller's device type, as TF merges device specs)."""
+        part = self.part
+        if part is None:
+            return []
+        reusing = self.reuses_at(line)
+        starts = _called(self.project, self.project.resolve_in(self.label, unit_at(part, line),
+                                                               callee))
+        found = []
+        for label, unit in _called_functions(self.project, starts, False):
+            code = self.project._code_of(label)
+            for name, at, dtype, placed in self.project.parts[label]["units"][unit][
+                    "variables"]:
+                if placed and code is not None and not (reusing and name in REUSED_UNDER_REUSE):
+                    found.append((label, code, name, at, dtype))
+        return sorted(found, key=lambda f: (f[0] != self.label, f[0], f[3]))
+
     def _first_variable(self, starts: Iterable[tuple[str, str]], placed_too: bool,
                         reusing: bool) -> tuple[str, str, int, str | None] | None:
         """`variables_created_by`'s answer for a call that runs `starts`."""
