@@ -236,9 +236,8 @@ LIBRARY_VARIABLE_MODULES = frozenset(
         "MLP", "ConvNet2D", "ConvNet2DTranspose", "AlexNet", "AlexNetFull", "AlexNetMini",
         "VectorQuantizer", "VectorQuantizerEMA",
         "Module")})
-# The base class of Sonnet 1.x's modules: a project class deriving from it runs its `_build`
-# when an instance is called.
-LIBRARY_MODULE_BASES = frozenset({"snt.AbstractModule"})
+# What a call of a module object runs: Sonnet 1.x's `AbstractModule.__call__` runs the
+# template of the subclass's `_build` (a project's module is such a subclass).
 LIBRARY_BUILD_METHOD = "_build"
 
 

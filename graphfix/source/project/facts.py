@@ -19,6 +19,7 @@ from graphfix.source.vocabulary import (
     CREATES_VARIABLES,
     DEVICE_CALLS,
     LIBRARY_BATCH_NORMS,
+    LIBRARY_BUILD_METHOD,
     LIBRARY_VARIABLE_MODULES,
     METRIC_CALLS,
     SLIM_NET_NAME,
@@ -51,6 +52,7 @@ class ModuleObjects:
     def __init__(self, names: AstTfNames):
         self.names = names
         self._bound: dict[str, str | None] = {}  # name -> the module class it holds
+        self._made_by: dict[str, str | None] = {}  # name -> the callee it holds a call of
         self._connected: set[str] = set()
 
     def bind(self, target: str, callee: ast.expr | None) -> None:
@@ -59,7 +61,24 @@ class ModuleObjects:
         if self._bound.get(target, module) != module:
             module = None  # bound to two things: not known
         self._bound[target] = module
+        spelled = dotted(callee) if callee is not None else None
+        self._made_by[target] = (spelled if self._made_by.get(target, spelled) == spelled
+                                 else None)
         self._connected.discard(target)
+
+    def builds(self, call: ast.Call) -> str | None:
+        """The build method a call of an object runs, as `Class._build` spelled where the
+        object is made (`ConvNet()(x)`, or `net(x)` after `net = ConvNet()`): a project's
+        Sonnet module (an `snt.AbstractModule` subclass) runs its `_build` when called, and
+        a name the project resolves to nothing is no call of the project's. None where the
+        call is of no object made here, or of a library's own module."""
+        if isinstance(call.func, ast.Call):
+            made, module = dotted(call.func.func), library_module(self.names, call.func.func)
+        elif isinstance(call.func, ast.Name):
+            made, module = self._made_by.get(call.func.id), self._bound.get(call.func.id)
+        else:
+            return None
+        return None if made is None or module is not None else f"{made}.{LIBRARY_BUILD_METHOD}"
 
     def connects(self, call: ast.Call) -> str | None:
         """The module class `call` connects for the first time; None for no module, or
@@ -660,6 +679,9 @@ class UnitReader(ast.NodeVisitor):
             module = self._modules.connects(node)
             if module in LIBRARY_VARIABLE_MODULES:
                 self.variables.append([module, node.lineno, None, bool(self._placed)])
+        built = self._modules.builds(node)
+        if built is not None:
+            self._read(built)
         self.generic_visit(node)
 
     def _read(self, text: str) -> None:
