@@ -207,6 +207,70 @@ ARG_SCOPE = "slim.arg_scope"
 SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
                            r"|mobilenet(_v\d)?(_\d+)?")
 
+# -- library modules: objects that make their variables when called ------------------------
+#
+# A TF-ecosystem library's modules are objects: constructing one makes no variable, its
+# first call ("connecting" it) makes them under the caller's device scope, and its later
+# calls reuse them (Sonnet 1.x wraps each module's `_build` in `tf.make_template`). They are
+# named `LIBRARY.Class` whatever module path reaches them (`snt.Linear` for
+# `sonnet.python.modules.basic.Linear`): Sonnet's classes are flat, one last name each.
+
+# The qualified-name prefix of each library -> the short name its modules are spelled with.
+LIBRARY_PREFIXES = {"sonnet.": "snt."}
+# Words without which a file's text names no library module (the facts' pre-filter).
+LIBRARY_WORDS = ("sonnet",)
+# Sonnet 1.x (deepmind/sonnet, tag v1.36, sonnet/python/modules/): the module classes whose
+# `_build` makes variables with `tf.get_variable` (directly, or through the modules it
+# constructs: the nets), and `snt.Module(build)`, whose build function is the project's
+# and is there to make them. Modules without variables (BatchFlatten, BatchReshape,
+# SliceByDim, ...) are not listed; nor are wrappers whose variables are their inner
+# modules' (Sequential, DeepRNN, BatchApply).
+LIBRARY_VARIABLE_MODULES = frozenset(
+    {f"snt.{n}" for n in (
+        "Linear", "ConcatLinear", "AddBias", "TrainableVariable", "Embed", "LayerNorm",
+        "MovingAverage", "BatchNorm", "BatchNormV2",
+        "Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
+        "CausalConv1D", "InPlaneConv2D", "DepthwiseConv2D", "SeparableConv1D",
+        "SeparableConv2D",
+        "VanillaRNN", "LSTM", "GRU", "BatchNormLSTM", "Conv1DLSTM", "Conv2DLSTM", "HighwayCore",
+        "MLP", "ConvNet2D", "ConvNet2DTranspose", "AlexNet", "AlexNetFull", "AlexNetMini",
+        "VectorQuantizer", "VectorQuantizerEMA",
+        "Module")})
+# What a call of a module object runs: Sonnet 1.x's `AbstractModule.__call__` runs the
+# template of the subclass's `_build` (a project's module is such a subclass).
+LIBRARY_BUILD_METHOD = "_build"
+
+
+class ModuleBatchNormArgs(NamedTuple):
+    """How a library's batch-norm module is told it trains (an argument of its call: its
+    input first) and where its updates go (an argument of its constructor)."""
+
+    training: str
+    training_at: int  # among the call's arguments
+    updates_collection: str  # the constructor's keyword
+    updates_default: str | None  # the collection by default (None: updated in place)
+
+
+# Sonnet 1.x's batch norms (batch_norm.py, batch_norm_v2.py at v1.36): BatchNorm adds its
+# moving-average updates to `update_ops_collection`, by default "update_ops" (UPDATE_OPS),
+# where `is_training` of its call is or may be True; BatchNormV2 updates in place by
+# default (`update_ops_collection=None`).
+LIBRARY_BATCH_NORMS = {
+    "snt.BatchNorm": ModuleBatchNormArgs("is_training", 1, "update_ops_collection",
+                                         "update_ops"),
+    "snt.BatchNormV2": ModuleBatchNormArgs("is_training", 1, "update_ops_collection", None),
+}
+
+
+def library_name(qualified: str) -> str | None:
+    """`sonnet.python.modules.basic.Linear` -> `snt.Linear`: a library's symbol by its
+    short name; None for a name outside the libraries listed."""
+    for prefix, short in LIBRARY_PREFIXES.items():
+        if qualified.startswith(prefix):
+            return short + qualified.rsplit(".", 1)[-1]
+    return None
+
+
 # -- training, sessions, devices ------------------------------------------------------------
 
 # Optimizer methods that make the train op (a variable given second is the global step).

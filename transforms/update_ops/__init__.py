@@ -36,7 +36,8 @@ Parameters:
         already runs exactly the first tower's update ops follows that convention on purpose
         and is left alone either way.
 
-In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file, or in code
+In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file (Sonnet 1.x's
+`snt.BatchNorm` too, whose `update_ops_collection` is UPDATE_OPS unless told otherwise), or in code
 of the run that the file's imports and calls reach (or that reaches the train op's function;
 a module imported with `importlib.import_module` of a name the file spells out, from
 literals and its flags' defaults, counts as imported), or where the train op's function

@@ -59,7 +59,9 @@ In source: variables created under a GPU `tf.device` scope (a literal, a string 
 at run time, `'/gpu:%d' % i`, a device looped over from a literal list, or a `tf.DeviceSpec`:
 `DeviceSpec(device_type="GPU", device_index=i)`; a spec naming only a job keeps the outer
 GPU), directly or
-through the project's functions, methods and classes called there, are placed on the CPU:
+through the project's functions, methods and classes called there (a library module, Sonnet
+1.x's `snt.Linear(...)`, makes its variables at its first call, where it is connected;
+its later calls reuse them), are placed on the CPU:
 a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device

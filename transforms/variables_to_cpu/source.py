@@ -25,6 +25,7 @@ from graphfix.source.codemod import (
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
+from graphfix.source.project.facts import library_module
 from graphfix.source.scopes import (
     descendants,
     enclosing,
@@ -38,6 +39,8 @@ from graphfix.source.vocabulary import (
     GET_VARIABLE_CALLS,
     GLOBAL_STEP_MAKERS,
     LAYER_CALLS,
+    LIBRARY_VARIABLE_MODULES,
+    LIBRARY_WORDS,
     METRIC_CALLS,
     REUSED_UNDER_REUSE,
     SLIM_MODULES,
@@ -504,7 +507,9 @@ class VariablesToCpuCodemod(SourceCodemod):
         if name in REUSED_UNDER_REUSE and self.project.reuses_at(self.position(node)[0]):
             return  # it gives back the variable an earlier call made, wherever that is
         if name not in CREATES_VARIABLES and name not in METRIC_CALLS:
-            through = self._created_through(node) if name is None else None
+            through = self._connected_module(node) if name is None else None
+            if through is None and name is None:
+                through = self._created_through(node)
             if through is None:
                 through = self._created_by_arguments(node, name)
             if through is None:
@@ -653,17 +658,40 @@ class VariablesToCpuCodemod(SourceCodemod):
         The first call is the first in program order in the body that binds the template,
         one no `if`, `while` or `try` there may skip; where none is sure to run first, the
         call counts as creating."""
+        template = self._template_called(call)
+        return (template is not None and self.tf_canonical(template[0].func) == "make_template"
+                and template[1] is not None and template[1] is not call
+                and self.position(template[1]) < self.position(call))
+
+    def _connected_module(self, call: cst.Call) -> tuple[str, str, None] | None:
+        """(name, where, None) for a call that connects a library module (`snt.Linear(10)(x)`,
+        or the first call of a name bound once in its scope to one, `net =
+        snt.Module(build)`, as `_template_reuses` finds a template's: a Sonnet module is a
+        template): it makes the module's variables, under the caller's device scope."""
+        if not any(word in self._tree_code() for word in LIBRARY_WORDS):
+            return None
+        if isinstance(call.func, cst.Call):
+            module = library_module(self.tf_names, call.func.func)
+        else:
+            template = self._template_called(call)
+            module = (None if template is None or template[1] is not call
+                      else library_module(self.tf_names, template[0].func))
+        if module not in LIBRARY_VARIABLE_MODULES:
+            return None
+        return module, f"{module}, connected here", None
+
+    def _template_called(self, call: cst.Call) -> tuple[cst.Call, cst.Call | None] | None:
+        """(what made it, its first call or None) for a call of a name bound once in its
+        scope to a call's result; None for any other call."""
         if not isinstance(call.func, cst.Name):
-            return False
+            return None
         function = enclosing_function(call, self.parent)
         bindings = [node for node in self.nodes(cst.Assign)
                     if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
                     and node.targets[0].target.value == call.func.value
                     and enclosing_function(node, self.parent) is function]
-        if len(bindings) != 1 or not (
-                isinstance(bindings[0].value, cst.Call)
-                and self.tf_canonical(bindings[0].value.func) == "make_template"):
-            return False
+        if len(bindings) != 1 or not isinstance(bindings[0].value, cst.Call):
+            return None
         binding = bindings[0]
         block = enclosing(binding, self.parent, cst.IndentedBlock, cst.Module)
         calls = [node for node in descendants(block, cst.Call)
@@ -671,8 +699,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                  and enclosing_function(node, self.parent) is function
                  and self.position(node) > self.position(binding)]
         first = next((node for node in calls if self._runs_surely(node, block)), None)
-        return (first is not None and first is not call
-                and self.position(first) < self.position(call))
+        return binding.value, first
 
     def _runs_surely(self, node: cst.CSTNode, block: cst.CSTNode) -> bool:
         """Whether `node` runs whenever the statements of `block` do: no `if`, `while`,

@@ -19,11 +19,81 @@ from graphfix.source.vocabulary import (
     COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
+    LIBRARY_BATCH_NORMS,
+    LIBRARY_BUILD_METHOD,
+    LIBRARY_VARIABLE_MODULES,
     METRIC_CALLS,
     SLIM_NET_NAME,
     TF_COLLECTION_KEYS,
     canonical_tf_name,
+    library_name,
 )
+
+# -- library modules: made by a constructor, connected by a call -----------------------------
+
+
+def library_module(names, func: object) -> str | None:
+    """The library module class a callee names (`snt.Linear` for `snt.Linear` after `import
+    sonnet as snt`, `snt.nets.MLP`), through the file's imports; None for any other callee.
+    `names`: the file's names, of either syntax tree (their `qualified`)."""
+    for qualified in sorted(names.qualified(func)):
+        found = library_name(qualified)
+        if found is not None:
+            return found
+    return None
+
+
+class ModuleObjects:
+    """The library module objects of one unit of code (stdlib `ast`), read in program
+    order: a call connects a module when it calls its constructor's result
+    (`snt.Linear(10)(x)`) or a name bound to one (`net = snt.Module(build)`, then
+    `net(x)`). Only a module's first connection makes its variables; later calls of the
+    same object reuse them (Sonnet's modules are templates)."""
+
+    def __init__(self, names: AstTfNames):
+        self.names = names
+        self._bound: dict[str, str | None] = {}  # name -> the module class it holds
+        self._made_by: dict[str, str | None] = {}  # name -> the callee it holds a call of
+        self._connected: set[str] = set()
+
+    def bind(self, target: str, callee: ast.expr | None) -> None:
+        """`target = callee(...)` (`callee` None: bound to anything else)."""
+        module = library_module(self.names, callee) if callee is not None else None
+        if self._bound.get(target, module) != module:
+            module = None  # bound to two things: not known
+        self._bound[target] = module
+        spelled = dotted(callee) if callee is not None else None
+        self._made_by[target] = (spelled if self._made_by.get(target, spelled) == spelled
+                                 else None)
+        self._connected.discard(target)
+
+    def builds(self, call: ast.Call) -> str | None:
+        """The build method a call of an object runs, as `Class._build` spelled where the
+        object is made (`ConvNet()(x)`, or `net(x)` after `net = ConvNet()`): a project's
+        Sonnet module (an `snt.AbstractModule` subclass) runs its `_build` when called, and
+        a name the project resolves to nothing is no call of the project's. None where the
+        call is of no object made here, or of a library's own module."""
+        if isinstance(call.func, ast.Call):
+            made, module = dotted(call.func.func), library_module(self.names, call.func.func)
+        elif isinstance(call.func, ast.Name):
+            made, module = self._made_by.get(call.func.id), self._bound.get(call.func.id)
+        else:
+            return None
+        return None if made is None or module is not None else f"{made}.{LIBRARY_BUILD_METHOD}"
+
+    def connects(self, call: ast.Call) -> str | None:
+        """The module class `call` connects for the first time; None for no module, or
+        one connected before."""
+        if isinstance(call.func, ast.Call):
+            return library_module(self.names, call.func.func)
+        if not isinstance(call.func, ast.Name):
+            return None
+        name = call.func.id
+        if self._bound.get(name) is None or name in self._connected:
+            return None
+        self._connected.add(name)
+        return self._bound[name]
+
 
 # -- batch norms: the ones that train and feed UPDATE_OPS ------------------------------------
 
@@ -70,6 +140,7 @@ class _BatchNorms(ast.NodeVisitor):
         self.found: list[tuple[str, int]] = []
         self._defaults: list[dict[str, ast.expr]] = []  # arg_scope([batch_norm], ...)
         self._layers: list[ast.Call] = []  # tf.layers.BatchNormalization(...) constructors
+        self._modules: list[ast.Call] = []  # a library's batch-norm modules' constructors
         self._bound: dict[ast.Call, str] = {}  # a constructor -> the name it is assigned to
         self._called: set[ast.Call] = set()  # constructors called right away: (...)(x)
         self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
@@ -207,6 +278,12 @@ class _BatchNorms(ast.NodeVisitor):
                          {**self._scope_defaults(), **nested, **params})
         if name == BATCH_NORM_LAYER:
             self._layers.append(node)
+        if library_module(self.names, node.func) in LIBRARY_BATCH_NORMS:
+            self._modules.append(node)
+        if (isinstance(node.func, ast.Call)
+                and library_module(self.names, node.func.func) in LIBRARY_BATCH_NORMS):
+            self._called.add(node.func)
+            self._module_connected(node.func, [node])
         if (isinstance(node.func, ast.Call)
                 and self.names.canonical(node.func.func) == BATCH_NORM_LAYER):
             self._called.add(node.func)
@@ -220,7 +297,23 @@ class _BatchNorms(ast.NodeVisitor):
                 self.found.append((dotted(node.func) or "slim net", node.lineno))
         self.generic_visit(node)
 
+    def _module_connected(self, constructor: ast.Call, calls: list[ast.Call]) -> None:
+        """Record a library batch-norm module (`snt.BatchNorm(...)`) that feeds UPDATE_OPS
+        (its constructor's collection) and trains in one of its `calls` (its call's
+        `is_training`; with no call visible here, it may)."""
+        name = library_module(self.names, constructor.func)
+        training, at, collection, default = LIBRARY_BATCH_NORMS[name]
+        given = self._kwargs(constructor)
+        updates = given.get(collection, given.get("**"))
+        if (_feeds_update_ops(updates) if updates is not None else default == "update_ops") and (
+                not calls or any(_truth(argument(c, training, at), True) for c in calls)):
+            self.found.append((name, constructor.lineno))
+
     def finish(self) -> list[tuple[str, int]]:
+        for module in self._modules:
+            if module not in self._called:
+                self._module_connected(module,
+                                       self._layer_calls.get(self._bound.get(module, ""), []))
         for layer in self._layers:
             if layer in self._called:
                 continue
@@ -507,6 +600,7 @@ class UnitReader(ast.NodeVisitor):
         self.chained: set[str] = set()
         self.chained_free: set[str] = set()
         self._made: dict[str, str | None] = {}  # name -> the callee it is bound to once
+        self._modules = ModuleObjects(names)  # the library modules it makes and connects
         self._placed = 0
         self._nested = 0  # inside a nested def, class or lambda: its bindings are its own
         self._running = True  # code the unit runs when called (not a def's decorators)
@@ -571,6 +665,7 @@ class UnitReader(ast.NodeVisitor):
                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
             name, callee = node.targets[0].id, dotted(node.value.func)
             self._made[name] = callee if self._made.get(name, callee) == callee else None
+            self._modules.bind(name, node.value.func)
             self.visit(node.value)
             return
         self.generic_visit(node)
@@ -582,6 +677,12 @@ class UnitReader(ast.NodeVisitor):
                 placed = bool(self._placed) or (name.startswith(("slim.", "contrib.layers."))
                                                 and argument(node, "device", None) is not None)
                 self.variables.append([name, node.lineno, _explicit_dtype(node), placed])
+            module = self._modules.connects(node)
+            if module in LIBRARY_VARIABLE_MODULES:
+                self.variables.append([module, node.lineno, None, bool(self._placed)])
+        built = self._modules.builds(node)
+        if built is not None:
+            self._read(built)
         self.generic_visit(node)
 
     def _read(self, text: str) -> None:
@@ -606,6 +707,7 @@ class UnitReader(ast.NodeVisitor):
             self._read(node.id)
         elif not self._nested:
             self._made[node.id] = None  # bound otherwise: a loop, a tuple, `with ... as`
+            self._modules.bind(node.id, None)
 
 
 def _chain_root(node: ast.AST) -> str | None:

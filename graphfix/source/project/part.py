@@ -21,7 +21,7 @@ from graphfix.source.project.facts import (
     unread_update_ops,
 )
 from graphfix.source.project.names import AstTfNames, argument, dotted
-from graphfix.source.vocabulary import CREATES_VARIABLES, last_names
+from graphfix.source.vocabulary import CREATES_VARIABLES, LIBRARY_WORDS, last_names
 
 PART_FORMAT = 5  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
@@ -51,9 +51,10 @@ def _imports(names: AstTfNames, dynamic: list[list]) -> list[list]:
 
 # The words without which a file's text holds none of a fact (conservative, as the
 # pre-filter): the facts' readers walk the whole tree, most files need none of them.
-_BATCH_NORM_WORDS = ("batch_norm", "BatchNormalization", "resnet", "inception", "mobilenet")
+_BATCH_NORM_WORDS = ("batch_norm", "BatchNorm", "resnet", "inception", "mobilenet")
 _UPDATE_OPS_WORDS = ("UPDATE_OPS", "update_ops")
-_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES) | {"metrics"}))  # tf.metrics.*
+_VARIABLE_WORDS = tuple(sorted(last_names(CREATES_VARIABLES) | {"metrics"}  # tf.metrics.*
+                               | set(LIBRARY_WORDS)))
 
 
 def _mentions(code: str | None, words: tuple[str, ...]) -> bool:
