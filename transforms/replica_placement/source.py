@@ -484,6 +484,17 @@ class ReplicaPlacementCodemod(SourceCodemod):
             current = self.parent(current)
         return False
 
+    def _reads_of_value(self, value: cst.CSTNode) -> list[cst.CSTNode] | None:
+        """Where the name `value` is bound to (`name = value`) is read; None where it is bound
+        to no name of a scope."""
+        target = bound_name(value, self.parent)
+        scope = None if target is None else self.get_metadata(ScopeProvider, target, None)
+        if scope is None:
+            return None
+        return [access.node for assignment in scope.assignments[target.value]
+                if getattr(assignment, "node", None) is target
+                for access in assignment.references]
+
     def _initial_value_only(self, node: cst.CSTNode, depth: int = 0) -> bool:
         """Whether `node` is in the value of a name read only in variables' arguments
         (`initial = tf.truncated_normal(shape)`, then `tf.Variable(initial)`), directly or
@@ -494,16 +505,10 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if current is None or isinstance(current, (cst.BaseStatement, cst.Lambda)):
                 return False
             current = self.parent(current)
-        target = bound_name(current.value, self.parent)
-        if target is None or depth > 4 or not (
+        if depth > 4 or not (
                 node is current.value or inside(node, current.value, self.parent)):
             return False
-        scope = self.get_metadata(ScopeProvider, target, None)
-        if scope is None:
-            return False
-        reads = [access.node for assignment in scope.assignments[target.value]
-                 if getattr(assignment, "node", None) is target
-                 for access in assignment.references]
+        reads = self._reads_of_value(current.value)
         return bool(reads) and all(self._in_variable_arguments(read)
                                    or self._initial_value_only(read, depth + 1)
                                    for read in reads)
@@ -1033,15 +1038,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 break
             else:
                 return None
-        target = bound_name(call, self.parent)
-        if target is None:
+        reads = self._reads_of_value(call)
+        if reads is None:
             return None
-        scope = self.get_metadata(ScopeProvider, target, None)
-        if scope is None:
-            return None
-        reads = [access.node for assignment in scope.assignments[target.value]
-                 if getattr(assignment, "node", None) is target
-                 for access in assignment.references]
         if name not in GLOBAL_STEP_MAKERS and not any(map(self._given_as_step, reads)):
             return None
         home = enclosing_function(call, self.parent)
