@@ -439,3 +439,57 @@ def test_a_hand_written_batch_norm_the_train_op_never_calls_is_not_its_own():
         key="BN_UPDATES", train="train_op = tf.train.AdamOptimizer().minimize(loss)").replace(
         "tf.reduce_sum(bn(x, moving_mean))", "tf.reduce_sum(x * moving_mean)")
     assert graphfix.check_source(code, only=[NAME]) == []
+
+
+_WAITING_LOSS = '''\
+import tensorflow.compat.v1 as tf
+
+
+def build_graph(images, labels, optimizer):
+    net = tf.layers.batch_normalization(tf.layers.conv2d(images, 4, 3), training=True)
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, tf.layers.dense(net, 2))
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    with tf.control_dependencies(update_ops):
+        barrier = tf.no_op(name='gradient_barrier')
+        with tf.control_dependencies([barrier]):
+            loss = tf.identity(loss)
+    grads = optimizer.compute_gradients(loss)
+    train_op = optimizer.apply_gradients(grads)
+    {kept}
+'''
+
+
+@pytest.mark.parametrize("kept, found", [
+    ("tf.add_to_collection('loss', loss)\n    tf.add_to_collection('train_op', train_op)",
+     False),
+    ("tf.summary.scalar('loss', loss)\n    return train_op", False),
+    ("return train_op, loss", False),
+    # the waiting loss is used for its gradients alone: the train op never runs the updates
+    ("return train_op", True),
+])
+def test_a_loss_waiting_on_the_update_ops_runs_them_where_it_is_kept_for_the_step(
+        kept: str, found: bool):
+    """youtube-8m's train.py: each tower's loss waits on a barrier over the update ops and is
+    kept (a collection, a summary, a return) for the training loop to fetch with the train
+    op, which runs them. TF's gradients do not read a loss of known shape, so a waiting loss
+    used for its gradients alone runs nothing (barrier_on_the_loss_gradients_only)."""
+    findings = graphfix.check_source(_WAITING_LOSS.format(kept=kept), only=[NAME])
+    assert [f.line for f in findings] == ([13] if found else [])
+
+
+def test_a_no_op_under_blocks_over_the_update_ops_and_the_optimizer_runs_both():
+    """tensorflow-yolov3's train op: a no_op under control_dependencies(UPDATE_OPS) and,
+    nested in either order, control_dependencies([optimizer step]); without the block over
+    the update ops, the optimizer's step is found."""
+    head = ("import tensorflow.compat.v1 as tf\n\n\n"
+            "def build(x, step_update):\n"
+            "    y = tf.layers.batch_normalization(x, training=True)\n"
+            "    opt = tf.train.AdamOptimizer(1e-3).minimize(tf.reduce_sum(y))\n")
+    updates = "tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS))"
+    step = "tf.control_dependencies([opt, step_update])"
+    for outer, inner, found in [(updates, step, False), (step, updates, False),
+                                (step, "tf.name_scope('train')", True)]:
+        code = head + (f"    with {outer}:\n        with {inner}:\n"
+                       f"            train_op = tf.no_op()\n    return train_op\n")
+        findings = graphfix.check_source(code, only=[NAME])
+        assert [f.line for f in findings] == ([6] if found else []), (outer, inner)

@@ -186,6 +186,25 @@ class _Index(cst.CSTVisitor):
             self._withs.pop()
 
 
+class _Returns(cst.CSTVisitor):
+    """The values a function returns (not its nested functions')."""
+
+    def __init__(self, function: cst.CSTNode):
+        super().__init__()
+        self.function = function
+        self.values: list[cst.BaseExpression] = []
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.values.append(node.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.function
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 def _index(module: cst.Module) -> _Index:
     index = _Index()
     module.visit(index)
@@ -261,7 +280,14 @@ class UpdateOpsCodemod(SourceCodemod):
     *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
     update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`; or
     rebuilt inside such a block:
-    `train_op = tf.group(train_op)`). `create_train_op` and `optimize_loss` run them
+    `train_op = tf.group(train_op)`; or an op built under blocks over both the update ops
+    and the train op, in either order, tensorflow-yolov3's `with
+    control_dependencies(update_ops): with control_dependencies([opt]): train_op =
+    tf.no_op()`), and not built from a loss rebuilt to wait on them (`with
+    control_dependencies([barrier]): loss = tf.identity(loss)`) that the code also keeps
+    for the step to fetch with the train op: added to a collection, a summary, returned, an
+    attribute (youtube-8m's towers). A waiting loss used for its gradients alone runs
+    nothing: TF's gradients do not read a loss whose shape is known. `create_train_op` and `optimize_loss` run them
     themselves and are never touched. A block over the update ops opened *after* the train
     op was built does nothing for it; the finding says so.
 
@@ -569,16 +595,24 @@ class UpdateOpsCodemod(SourceCodemod):
                                 for a in args)):
                         return True, []
             # with control_dependencies([train_op]): result = tf.identity(loss), the loss
-            # depending on the update ops (slim's create_train_op, its barrier on the loss)
+            # depending on the update ops (slim's create_train_op, its barrier on the loss);
+            # or an op built under blocks over both, in either order (tensorflow-yolov3's
+            # `with control_dependencies(update_ops): with control_dependencies([opt]):
+            # train_op = tf.no_op()`)
             for block in self._index.of(cst.With, scope=site.scope):
                 if not any(self._is(item.item, frozenset({"control_dependencies"}))
                            and any(_words(a.value).names & held for a in item.item.args)
                            for item in block.items):
                     continue
                 for small in self._index.of(cst.Assign, cst.AnnAssign):
-                    if (block in self._index.withs[small] and small.value is not None
-                            and _mentions_update_ops(small.value, scope.update_names, held)):
+                    if block not in self._index.withs[small] or small.value is None:
+                        continue
+                    if _mentions_update_ops(small.value, scope.update_names, held) or any(
+                            self._over_update_ops(w, scope.update_names - held)
+                            for w in self._index.withs[small]):
                         return True, []
+        if self._waiting_loss_kept(site, scope):
+            return True, []
         end = self.code_range(site.statement or site.call).end.line
         late = []
         # (a block over names that hold the train op itself is no block over the update ops)
@@ -594,6 +628,76 @@ class UpdateOpsCodemod(SourceCodemod):
                 return True, []
             late.append(block)
         return False, late
+
+    def _waiting_loss_kept(self, site: _TrainCall, scope: _Scope) -> bool:
+        """Whether the train op's gradients come from a loss rebuilt to wait on the update
+        ops (`with control_dependencies([barrier]): loss = tf.identity(loss)`, or
+        `with_dependencies(update_ops, loss)`) that the code also keeps for the step to
+        fetch (a collection, a summary, a return, an attribute): fetching that loss with the
+        train op runs the updates (youtube-8m's train.py). TF's gradients do not read a
+        loss whose shape is known, so a waiting loss used for its gradients alone does not
+        run them (barrier_on_the_loss_gradients_only)."""
+        own = set(site.statement.body) if site.statement else set()
+        smalls = [small for small in self._index.of(cst.Assign, cst.AnnAssign, cst.AugAssign,
+                                                    scope=site.scope)
+                  if small.value is not None and small not in own]
+        built = self.code_range(site.call).start.line
+        barriers = frozenset({"no_op", "group", "get_collection"})
+        waiting: set[str] = set()
+        for small in smalls:
+            value = small.value
+            # (a loss made to wait after the train op was built is not the one it took)
+            if self._is(value, barriers) or self.code_range(small).start.line > built:
+                continue
+            if (set(scope.blocks).intersection(self._index.withs[small])
+                    or (self._is(value, frozenset({"with_dependencies", "identity"}))
+                        and _mentions_update_ops(value, scope.update_names))):
+                waiting |= set(_assigned(small))
+        if not waiting:
+            return False
+        gradients_of = frozenset({"gradients", "compute_gradients"})
+        loss, grads = set(waiting), set()
+        grew = True
+        while grew:
+            grew = False
+            for small in smalls:
+                targets = set(_assigned(small)) - loss - grads
+                if not targets:
+                    continue
+                names = _words(small.value).names
+                if self._is(small.value, gradients_of):
+                    into = grads if names & loss else None
+                else:
+                    into = loss if names & loss else grads if names & grads else None
+                if into is not None:
+                    into |= targets
+                    grew = True
+            for call in scope.calls:  # tower_losses.append(loss)
+                if (isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in ("append", "extend", "add", "insert")):
+                    owner = _dotted(call.func.value)
+                    names = {n for a in call.args for n in _words(a.value).names}
+                    for into in (loss, grads):
+                        if owner is not None and owner not in loss | grads and names & into:
+                            into.add(owner)
+                            grew = True
+                            break
+        built_from = {n for a in site.call.args for n in _words(a.value).names}
+        if not built_from & (loss | grads):
+            return False
+        for call in scope.calls:
+            if call is not site.call and self._is(
+                    call, frozenset({"add_to_collection", "add_to_collections", "scalar"})) and any(
+                        _words(a.value).names & loss for a in call.args):
+                return True
+        for small in smalls:  # self.loss = loss
+            if (any("." in t for t in _assigned(small)) and _words(small.value).names & loss
+                    and not self._is(small.value, gradients_of)):
+                return True
+        returns = _Returns(site.scope)
+        if isinstance(site.scope, cst.FunctionDef):
+            site.scope.visit(returns)
+        return any(_words(value).names & loss for value in returns.values)
 
     # -- findings and fixes -------------------------------------------------------------------
 
