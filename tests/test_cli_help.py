@@ -53,6 +53,18 @@ def test_show_completion_prints_a_bash_script_that_completes_commands_and_option
     assert options.split() == ["--dry-run"]
 
 
+def test_show_completion_prints_the_script_of_the_shell_named():
+    """Whatever shell runs graphfix (here: pytest, or make's sh), the shell named."""
+    assert run_cli("--show-completion", "zsh", check_exit=0).stdout.startswith(
+        "#compdef graphfix\n")
+    assert "complete --command graphfix" in run_cli("--show-completion", "fish",
+                                                    check_exit=0).stdout
+    refused = run_cli("--show-completion", "sh", check_exit=2)
+    assert refused.stderr == ("graphfix: error: argument --show-completion: invalid choice: "
+                              "'sh' (choose from 'bash', 'zsh', 'fish', 'powershell', 'pwsh') "
+                              "(see graphfix --help)\n")
+
+
 def test_version():
     from graphfix import __version__
 

@@ -56,6 +56,22 @@ def _usage_and_exit(command) -> None:
     sys.exit(2)
 
 
+def _completion_script(shell: str) -> int:
+    """`graphfix --show-completion SHELL`: the script of the shell named. (typer takes the
+    option for a flag wherever it can detect the shell, and prints the script of the shell
+    that started graphfix: zsh's for `--show-completion bash` typed in zsh, an error in a
+    script run by sh.)"""
+    from typer.completion import Shells, get_completion_script
+
+    shells = [known.value for known in Shells]
+    if shell not in shells:
+        fail(f"argument --show-completion: invalid choice: {shell!r} (choose from "
+             f"{', '.join(map(repr, shells))}) (see graphfix --help)")
+    sys.stdout.write(get_completion_script(prog_name="graphfix",
+                                           complete_var="_GRAPHFIX_COMPLETE", shell=shell) + "\n")
+    return 0
+
+
 def _typer_main(words: list[str]) -> int | None:
     """`graphfix WORDS...` on typer's command line: every command, help, usage errors."""
     import typer
@@ -70,6 +86,8 @@ def _typer_main(words: list[str]) -> int | None:
     try:
         if not words and "_GRAPHFIX_COMPLETE" not in os.environ:  # (a shell asking to complete)
             _usage_and_exit(command)
+        if len(words) == 2 and words[0] == "--show-completion":
+            return _completion_script(words[1])
         return command.main(words, prog_name="graphfix", standalone_mode=False)
     except ParserError as exc:  # typer's parser said no: a usage error
         fail(_usage_error(exc, words, command.commands) if hasattr(exc, "ctx")
