@@ -92,6 +92,8 @@ class Project:
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
         self._switches: dict[str, list[list]] = {}
+        self._called_units: dict[tuple[str, str], bool] = {}  # see `called`
+        self._trees: dict[str, tuple[ast.Module, AstTfNames] | None] = {}  # see `_trees_naming`
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
             self._by_path.setdefault(os.path.realpath(label), label)
@@ -203,8 +205,8 @@ class Project:
             return False
         for line, function, parameter, position in self.training_switches(label):
             if line == at and not any(
-                    may_pass_truth(tree, AstTfNames(tree), function, parameter, position)
-                    for tree in self._trees_naming(label, function)):
+                    may_pass_truth(tree, names, function, parameter, position)
+                    for tree, names in self._trees_naming(label, function)):
                 return False
         return True
 
@@ -216,6 +218,11 @@ class Project:
         or the code of the files connected to its file names it other than where it is
         defined (a call the model does not resolve: a method of an instance held in an
         attribute, a layer chained on a parameter, a callback)."""
+        if unit not in self._called_units:
+            self._called_units[unit] = self._is_called(unit)
+        return self._called_units[unit]
+
+    def _is_called(self, unit: tuple[str, str]) -> bool:
         label, name = unit
         part = self.parts[label]
         of_unit = part["units"].get(name, {})
@@ -234,18 +241,22 @@ class Project:
                     unit in self.resolve_in(label, of_class, ref)
                     for ref in part["units"][of_class]["refs"]):
                 return True
-        return any(names_function(tree, AstTfNames(tree), short)
-                   for tree in self._trees_naming(label, short))
+        return any(names_function(tree, names, short)
+                   for tree, names in self._trees_naming(label, short))
 
-    def _trees_naming(self, label: str, name: str) -> list[ast.Module]:
-        """The trees of the files connected to `label` by imports whose code names
-        `name`."""
+    def _trees_naming(self, label: str, name: str) -> list[tuple[ast.Module, AstTfNames]]:
+        """The trees (with their TF names) of the files connected to `label` by imports
+        whose code names `name`, each parsed once a run."""
         found = []
         for other in sorted(self.connected(label)):
             code = self._code_of(other)
-            tree = parsed(code) if code is not None and name in code else None
-            if tree is not None:
-                found.append(tree)
+            if code is None or name not in code:
+                continue
+            if other not in self._trees:
+                tree = parsed(code)
+                self._trees[other] = None if tree is None else (tree, AstTfNames(tree))
+            if self._trees[other] is not None:
+                found.append(self._trees[other])
         return found
 
     # -- modules ---------------------------------------------------------------------------
