@@ -165,7 +165,7 @@ def test_fixed_program_trains_moving_statistics(case: Path, trained: dict):
     result = trained[case.name]
     assert result["moving_means"] > 0
     if case.name.startswith("noop_"):
-        trains = case.name != "noop_not_training"
+        trains = case.name not in ("noop_not_training", "noop_layer_flag_defaults_false")
         assert result["before"] == result["after"] == trains
     else:
         assert (result["before"], result["after"]) == (False, True)
@@ -493,3 +493,32 @@ def test_a_no_op_under_blocks_over_the_update_ops_and_the_optimizer_runs_both():
                        f"            train_op = tf.no_op()\n    return train_op\n")
         findings = graphfix.check_source(code, only=[NAME])
         assert [f.line for f in findings] == ([6] if found else []), (outer, inner)
+
+
+def _network_and_trainer(tmp_path: Path, case: str) -> list[tuple[str, int]]:
+    """A fixture case's network in network.py and its train op in train.py (ctpn's layout:
+    lib/networks/network.py, lib/fast_rcnn/train.py), checked as one run: the findings,
+    as (file, line)."""
+    code = (SOURCE / case / "before.py").read_text()
+    network, _, entry = code.rpartition("\n\ndef ")
+    (tmp_path / "network.py").write_text(network + "\n")
+    (tmp_path / "train.py").write_text(
+        "import tensorflow.compat.v1 as tf\n\nfrom network import SmallNet\n\n\ndef " + entry)
+    selected = Selected.build(registry.select([NAME]), {})
+    report = run([str(tmp_path)], selected, fix=False)[0]
+    assert not report.failed and not report.skipped
+    return [(Path(f.path).name, f.line) for f in report.findings]
+
+
+@pytest.mark.parametrize("case, found", [
+    ("noop_uncalled_layer_method", []),
+    ("noop_layer_flag_defaults_false", []),
+    ("layer_method_called_training", [("train.py", 11)]),
+])
+def test_a_layer_method_of_another_file_counts_where_a_chain_calls_it_training(
+        tmp_path: Path, case: str, found: list):
+    """eragonruan/text-detection-ctpn at c04a571: train.py's train op was found for
+    network.py's `batch_normalization` layer method, which no network's chain calls and
+    whose `is_training` defaults to False. Either makes no update ops; called with
+    is_training=True in the chain, it does."""
+    assert _network_and_trainer(tmp_path, case) == found

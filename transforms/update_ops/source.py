@@ -378,10 +378,10 @@ class UpdateOpsCodemod(SourceCodemod):
             return
         if self._batch_norm_in_a_loop_body():
             return
-        own = self.project.batch_norms()
-        here = f"{own[0][0]} (line {own[0][1]})" if own else None
         prepared = False
         for call in calls:
+            own = self.project.batch_norms_built(self.position(call)[0])
+            here = f"{own[0][0]} (line {own[0][1]})" if own else None
             batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
             unrun = self.project.unrun_collections(self.position(call)[0])
             if batch_norm is None and not unrun:

@@ -33,8 +33,11 @@ from graphfix.source.project.facts import (
     TOWER_WORDS,
     collection_facts,
     flag_branches,
+    may_pass_truth,
+    names_function,
     reuse_facts,
     tower_facts,
+    training_switches,
 )
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
@@ -88,6 +91,9 @@ class Project:
         self._towers: dict[str, dict] = {}
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
+        self._switches: dict[str, list[list]] = {}
+        self._called_units: dict[tuple[str, str], bool] = {}  # see `called`
+        self._trees: dict[str, tuple[ast.Module, AstTfNames] | None] = {}  # see `_trees_naming`
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
         for label in self.parts:
             self._by_path.setdefault(os.path.realpath(label), label)
@@ -181,6 +187,77 @@ class Project:
         (`graphfix.source.project.facts.collection_facts`)."""
         return self._facts_of(self._collections, label, collection_facts, {
             "moving_averages": [], "read": [], "reads_any": False}, COLLECTION_WORDS)
+
+    def training_switches(self, label: str) -> list[list]:
+        """File `label`'s batch norms that train only where their function is told to
+        (`graphfix.source.project.facts.training_switches`)."""
+        return self._facts_of(self._switches, label, training_switches, [])
+
+    def builds_batch_norm(self, label: str, at: int, entries: set[tuple[str, str]]) -> bool:
+        """Whether the batch norm at line `at` of file `label` may be built, and train, in
+        a program: its unit is a module body, a class's, one of `entries` (the code the
+        train op is built in and its callers), or a function or method some code calls
+        (`called`); and where its training flag is a parameter defaulting to False
+        (`training_switches`), some code may call its function with it set."""
+        part = self.parts[label]
+        unit = unit_at(part, at)
+        if (label, unit) not in entries and not self.called((label, unit)):
+            return False
+        for line, function, parameter, position in self.training_switches(label):
+            if line == at and not any(
+                    may_pass_truth(tree, names, function, parameter, position)
+                    for tree, names in self._trees_naming(label, function)):
+                return False
+        return True
+
+    def called(self, unit: tuple[str, str]) -> bool:
+        """Whether some code may call a function or method: a module body or a class is
+        run anyway, and so is a method Python or a library base calls itself (a dunder; a
+        method of a class with a base outside the project: Keras' `call`); else another
+        unit refers to it (the reference graph, less a class's edges to its own methods),
+        or the code of the files connected to its file names it other than where it is
+        defined (a call the model does not resolve: a method of an instance held in an
+        attribute, a layer chained on a parameter, a callback)."""
+        if unit not in self._called_units:
+            self._called_units[unit] = self._is_called(unit)
+        return self._called_units[unit]
+
+    def _is_called(self, unit: tuple[str, str]) -> bool:
+        label, name = unit
+        part = self.parts[label]
+        of_unit = part["units"].get(name, {})
+        if of_unit.get("kind") not in ("function", "method"):
+            return True
+        short = name.rsplit(".", 1)[-1]
+        of_class = of_unit.get("class")
+        if short.startswith("__") or (of_class and any(
+                not self.resolve(label, base) for base in
+                part["units"][of_class].get("bases", ()) if base != "object")):
+            return True
+        for source in self.callers(unit) - {unit}:
+            if source != (label, of_class) and unit in self.references(*source):
+                return True
+            if source == (label, of_class) and any(
+                    unit in self.resolve_in(label, of_class, ref)
+                    for ref in part["units"][of_class]["refs"]):
+                return True
+        return any(names_function(tree, names, short)
+                   for tree, names in self._trees_naming(label, short))
+
+    def _trees_naming(self, label: str, name: str) -> list[tuple[ast.Module, AstTfNames]]:
+        """The trees (with their TF names) of the files connected to `label` by imports
+        whose code names `name`, each parsed once a run."""
+        found = []
+        for other in sorted(self.connected(label)):
+            code = self._code_of(other)
+            if code is None or name not in code:
+                continue
+            if other not in self._trees:
+                tree = parsed(code)
+                self._trees[other] = None if tree is None else (tree, AstTfNames(tree))
+            if self._trees[other] is not None:
+                found.append(self._trees[other])
+        return found
 
     # -- modules ---------------------------------------------------------------------------
 
@@ -1111,14 +1188,34 @@ class FileView:
             return []
         project = self.project
         found = set()
+        entries = self._entries(line)
         for label, unit in self._program(line):
             if label == self.label:
                 continue
             unit_of = project.parts[label]
             for name, at in unit_of["batch_norms"]:
-                if unit_at(unit_of, at) == unit:
+                if unit_at(unit_of, at) == unit and project.builds_batch_norm(
+                        label, at, entries):
                     found.add((label, name, at))
         return sorted(found, key=lambda b: (b[0], b[2], b[1]))
+
+    def batch_norms_built(self, line: int) -> list[tuple[str, int]]:
+        """`batch_norms`, less those no code run with the train op at `line` builds
+        training (`Project.builds_batch_norm`: a layer method nothing calls, a training
+        flag defaulting to False that no call sets)."""
+        entries = self._entries(line)
+        return [b for b in self.batch_norms()
+                if self.project.builds_batch_norm(self.label, b[1], entries)]
+
+    def _entries(self, line: int | None) -> set[tuple[str, str]]:
+        """The unit code at `line` is in and its callers (every unit of the file for
+        None): they run, whoever calls them."""
+        part = self.part
+        if part is None:
+            return set()
+        if line is None:
+            return set(self.project.units(self.label))
+        return self.project.callers((self.label, unit_at(part, line)))
 
     def function_elsewhere(self, name: str, line: int) -> tuple[str, str, str, int] | None:
         """(path, code, function name, first line) of the function of another file of the

@@ -145,6 +145,7 @@ class _BatchNorms(ast.NodeVisitor):
         self._called: set[ast.Call] = set()  # constructors called right away: (...)(x)
         self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
         self._with_of: dict[ast.Call, ast.With] = {}  # a `with` item's call -> the with
+        self.flags: dict[int, ast.expr | None] = {}  # a found batch norm's line -> its flag
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
@@ -216,6 +217,7 @@ class _BatchNorms(ast.NodeVisitor):
             collections_arg = settings.get("**") if collections_arg is None else collections_arg
         if _truth(trains, default) and _feeds_update_ops(collections_arg):
             self.found.append((name, node.lineno))
+            self.flags[node.lineno] = trains
 
     def _over_batch_norm(self, call: ast.expr) -> bool:
         """Whether `call` is an `arg_scope` whose list names a batch norm."""
@@ -346,6 +348,97 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
     finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree))
     finder.visit(tree)
     return finder.finish()
+
+
+def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
+    """The batch norms of a module (`batch_norms`) that train only where their function is
+    told to: the training flag is a parameter of the function the batch norm is built in,
+    its default a literal False (or 0, or None), never rebound there (ctpn's
+    `def batch_normalization(self, input, name, relu=True, is_training=False)`). As
+    [line, function name, parameter, its position among the function's positional
+    parameters or None for a keyword-only one]."""
+    finder = _BatchNorms(names, _dict_bindings(tree))
+    finder.visit(tree)
+    finder.finish()
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional = [*function.args.posonlyargs, *function.args.args]
+        defaults = dict(zip([a.arg for a in positional][-len(function.args.defaults):]
+                            if function.args.defaults else [], function.args.defaults))
+        defaults.update((a.arg, d) for a, d in zip(function.args.kwonlyargs,
+                                                   function.args.kw_defaults) if d is not None)
+        rebound = {n.id for n in own_nodes(function)
+                   if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        inner = {n.lineno for n in own_nodes(function) if isinstance(n, ast.Call)}
+        for line, flag in finder.flags.items():
+            if (line in inner and isinstance(flag, ast.Name) and flag.id in defaults
+                    and flag.id not in rebound and not _truth(defaults[flag.id], True)):
+                at = [a.arg for a in positional]
+                found.append([line, function.name, flag.id,
+                              at.index(flag.id) if flag.id in at else None])
+    return sorted(found)
+
+
+def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
+    """Whether code of a module names `function` (a function's or a method's name): a name
+    or an attribute read (`self.net.bn(...)`, a layer chained on a parameter, a callback),
+    or a string that is it (`getattr(self, "bn")`). TF's own functions of that name are not
+    it; comments and docstrings say nothing."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == function:
+            return True
+        spelled = (node.id if isinstance(node, ast.Name) else
+                   node.attr if isinstance(node, ast.Attribute) else None)
+        if (spelled == function and isinstance(node.ctx, ast.Load)
+                and names.canonical(node) is None):
+            return True
+    return False
+
+
+def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
+                   position: int | None) -> bool:
+    """Whether code of a module may call `function` (a function's or a method's name, as
+    `training_switches` gives it) with `parameter` set to anything but a literal False:
+    given by keyword, through `*args` or `**kwargs`, positionally where it may land (a
+    decorator may take leading parameters: any position up to its own), or the function
+    named other than as a call's callee (a callback: its caller's arguments are not seen).
+    TF's own functions of that name are not it."""
+    callees = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callees.add(id(node.func))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            spelled = node.id
+        elif isinstance(node, ast.Attribute):
+            spelled = node.attr
+        else:
+            continue
+        if spelled != function or not isinstance(node.ctx, ast.Load):
+            continue
+        if names.canonical(node) is not None:
+            continue
+        if id(node) not in callees:
+            return True
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        spelled = (func.id if isinstance(func, ast.Name)
+                   else func.attr if isinstance(func, ast.Attribute) else None)
+        if spelled != function or names.canonical(func) is not None:
+            continue
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return True
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        if position is not None:
+            given += call.args[:position + 1]
+        if any(_truth(value, True) for value in given):
+            return True
+    return False
 
 
 # Where a batch norm's moving statistics go: each of its variables' collections, or a dict
