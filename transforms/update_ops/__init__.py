@@ -48,7 +48,9 @@ of the code's own that nothing reads with `get_collection` (then the fix reads t
 collection), each `minimize(...)` / `apply_gradients(...)` that does not run the
 update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
-the file's own TF alias; code that already runs them is left alone.
+the file's own TF alias; code that already runs them is left alone. A batch norm counts only
+where it is built: not in a function or method nothing calls, nor where its training flag
+is a parameter defaulting to False that no call sets.
 """
 
 from __future__ import annotations
