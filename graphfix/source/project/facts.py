@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.syntax import strings_in
@@ -975,16 +976,22 @@ def reuse_facts(tree: ast.Module, names: AstTfNames) -> dict:
     reader.visit(tree)
     regions = sorted(reader.regions, key=lambda r: (r[0], r[1], r[2], r[3] or 0))
     calls = []
-    if regions:
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or names.canonical(node.func) is not None:
-                continue
-            callee = dotted(node.func)
-            region = next((r for r in regions if r[0] <= node.lineno <= r[1]), None)
-            if callee is not None and region is not None:
-                strict = region[3] is not None and node.lineno >= region[3]
-                calls.append([node.lineno, callee, region[2], strict, _flags_given(node)])
+    for node, callee in _project_calls(tree, names) if regions else ():
+        region = next((r for r in regions if r[0] <= node.lineno <= r[1]), None)
+        if region is not None:
+            strict = region[3] is not None and node.lineno >= region[3]
+            calls.append([node.lineno, callee, region[2], strict, _flags_given(node)])
     return {"regions": regions, "calls": sorted(calls, key=lambda c: c[:4])}
+
+
+def _project_calls(tree: ast.AST, names: AstTfNames) -> Iterator[tuple[ast.Call, str]]:
+    """Each call of the tree to a dotted name that is not TF's, with that name: the calls
+    that may run the project's own code."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and names.canonical(node.func) is None:
+            callee = dotted(node.func)
+            if callee is not None:
+                yield node, callee
 
 
 # -- tower code: what runs once per tower ----------------------------------------------------
@@ -1128,15 +1135,9 @@ def tower_facts(tree: ast.Module, names: AstTfNames) -> dict:
     reader = _TowerReader(names)
     reader.read_function(tree.body, set())
     spans = sorted(reader.spans)
-    calls = []
-    if spans:
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or names.canonical(node.func) is not None:
-                continue
-            callee = dotted(node.func)
-            if callee is not None and any(first <= node.lineno <= last
-                                          for first, last in spans):
-                calls.append([node.lineno, callee, _flags_given(node)])
+    calls = [[node.lineno, callee, _flags_given(node)]
+             for node, callee in (_project_calls(tree, names) if spans else ())
+             if any(first <= node.lineno <= last for first, last in spans)]
     return {"spans": spans, "calls": sorted(calls, key=lambda c: c[:2])}
 
 
