@@ -81,17 +81,20 @@ def forward_op(index: GraphIndex, name: str) -> str | None:
     """The forward op that the gradient node `name` differentiates: `tf.gradients` builds
     each op's gradient in `<its scope>/<forward op>_grad/`, so the name says it. The longest
     such prefix that is a node wins (a second derivative's `gradients_1/gradients/x_grad/
-    Mul_grad/Mul` differentiates `gradients/x_grad/Mul`). None for a node that names no
-    forward op: the sums of a tensor's several gradients (`gradients/AddN`), `grad_ys`."""
+    Mul_grad/Mul` differentiates `gradients/x_grad/Mul`). A caller's scope of the same name
+    around the call is passed over (tf_keras' optimizers call it in `Adam/gradients`:
+    `Adam/gradients/gradients/dense/MatMul_grad/MatMul_1` differentiates `dense/MatMul`).
+    None for a node that names no forward op: the sums of a tensor's several gradients
+    (`gradients/AddN`), `grad_ys`."""
     scope = _GRADIENTS_SCOPE.search(name)
-    if scope is None:
-        return None
-    rest = name[scope.end():]
-    end = rest.rfind("_grad/")
-    while end > 0:
-        if rest[:end] in index:
-            return rest[:end]
-        end = rest.rfind("_grad/", 0, end)
+    while scope is not None:
+        rest = name[scope.end():]
+        end = rest.rfind("_grad/")
+        while end > 0:
+            if rest[:end] in index:
+                return rest[:end]
+            end = rest.rfind("_grad/", 0, end)
+        scope = _GRADIENTS_SCOPE.search(name, scope.end() - 1)
     return None
 
 
@@ -264,3 +267,51 @@ def updates_reading(index: GraphIndex, average: str) -> list:
                     below.append(reader)
         frontier = below
     return [index.node(name) for name in sorted(found, key=index.position)]
+
+
+# The ops between the towers' gradients and an update that applies their sum: the sum (an
+# `add_n`, NCCL's and the collective all-reduces, the recipe's `reduce_mean` of the stacked
+# gradients), the mean's division or scaling, a cast, and the copies, slices and reshapes
+# that carry the reduced tensor to each device (tf.distribute's broadcast is an `Identity`
+# per device; a packed all-reduce concatenates the gradients, reduces them, and splits them
+# back).
+_REDUCING = frozenset({
+    "Identity", "AddN", "Add", "AddV2", "Mul", "RealDiv", "Div", "TrueDiv", "Cast",
+    "Mean", "Sum", "ConcatV2", "Pack", "ExpandDims", "Reshape", "Squeeze", "Split",
+    "SplitV", "Slice", "StridedSlice", "Unpack",
+    "NcclAllReduce", "NcclReduce", "NcclBroadcast",
+    "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveBcastRecv",
+    "CollectiveBcastRecvV2",
+})
+# How many of those ops an update may read its gradients through.
+_REDUCING_DEPTH = 12
+
+
+def variables_of_applied_gradients(index: GraphIndex, update) -> set[str]:
+    """The variables whose gradients the optimizer's update `update` (a node) applies: its
+    data inputs followed up through the ops that sum, scale and carry gradients
+    (`_REDUCING`) to the gradients `tf.gradients` built (`gradient_variable`). One variable's
+    own gradient gives that variable; an all-reduce of the towers' gradients of their copies
+    gives every copy. The walk stops in `tf.gradients`' own scopes: what lies above a
+    gradient is the backward pass, not a sum across towers."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    frontier = _data_inputs(update)
+    for _ in range(_REDUCING_DEPTH):
+        above = []
+        for tensor in frontier:
+            name = parse_input(tensor)[0]
+            if name in seen or name not in index:
+                continue
+            seen.add(name)
+            variable = gradient_variable(index, tensor)
+            if variable is not None:
+                found.add(variable)
+                continue
+            node = index.node(name)
+            if node.op in _REDUCING and not in_gradients_scope(name):
+                above.extend(_data_inputs(node))
+        if not above:
+            break
+        frontier = above
+    return found

@@ -1,4 +1,4 @@
-"""What in a graph is training: variables, update ops, train ops, towers.
+"""What in a graph is training: variables, update ops, train ops, towers, replicas.
 
 Shared by the transforms that reason about a training step (`update-ops`, which also
 declares the moving statistics its fix makes a step update) and by `verify` (which proves
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from graphfix.graph.edges import parse_input
-from graphfix.graph.gradients import forward_op
+from graphfix.graph.gradients import forward_op, variables_of_applied_gradients
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 
 ASSIGN_OPS = frozenset({
@@ -375,3 +375,43 @@ def worker_local_variables(index: GraphIndex) -> set[int]:
                     index.ops[index.position(anchors[0])] not in VARIABLE_OPS:
                 local.add(position)
     return local
+
+
+class Replicas:
+    """Replicated training, read from a graph: each tower keeps its own copy of a variable
+    on its own device, and every copy's update applies the same sum of all the copies'
+    gradients (an all-reduce: tf.distribute's mirrored variables, `w` and `w/replica_1`;
+    tf_cnn_benchmarks' `--variable_update=replicated`; an `add_n` of the towers' gradients
+    each tower applies to its own copy), so copies that start equal stay equal. Such copies
+    are meant, and so is an average of their gradients; copies that are not all updated by
+    the sum are not replicas (a tower's copy that never trains, or trains on its own
+    gradient alone). The optimizer's updates are read on first use: a graph whose rules ask
+    nothing of replicas pays nothing."""
+
+    def __init__(self, index: GraphIndex):
+        self._index = index
+        self._updates: dict[str, list[str]] | None = None
+        self._applied: dict[str, set[str]] = {}
+
+    def replicated(self, variables) -> bool:
+        """Whether `variables` (two or more) are replicas of one another: each has an
+        optimizer update, and every update of each applies the gradients of them all."""
+        variables = set(variables)
+        if len(variables) < 2:
+            return False
+        return all(self._applied_to(variable) >= variables for variable in variables)
+
+    def _applied_to(self, variable: str) -> set[str]:
+        """The variables whose gradients every optimizer update of `variable` applies
+        (none when no update writes it)."""
+        if variable not in self._applied:
+            if self._updates is None:
+                self._updates = {}
+                for update in apply_ops(self._index):
+                    written = variable_of(self._index, update)
+                    if written is not None:
+                        self._updates.setdefault(written, []).append(update)
+            applied = [variables_of_applied_gradients(self._index, self._index.node(update))
+                       for update in self._updates.get(variable, ())]
+            self._applied[variable] = set.intersection(*applied) if applied else set()
+        return self._applied[variable]

@@ -29,7 +29,11 @@ Found, in the gradient sub-graph between the towers' gradients and the optimizer
   indices come from one tower only: an error, the other towers' rows land on the wrong ids;
 - whose towers' gradients are of different variables (read from `gradients/<op>_grad/`, the
   op each differentiates, and the variable it reads): an error, not fixable here (make the
-  towers share their variables, or pair gradients by variable).
+  towers share their variables, or pair gradients by variable). Replicated training is not
+  that (`graphfix.graph.training.Replicas`): each tower keeps its own copy of the variables,
+  and every copy's update applies the same all-reduced sum of all the copies' gradients
+  (tf.distribute's mirrored variables, tf_cnn_benchmarks' `--variable_update=replicated`);
+  an average applied to one copy while another copy never trains, or trains alone, is.
 A `None` gradient never reaches a graph (building it raises); the source rule fixes it.
 
 Fixed: the average is rebuilt sparse, `IndexedSlices(concat(values) / n, concat(indices))`,
@@ -125,6 +129,7 @@ class AverageGradients(Transform):
                                      where=_averaging_loop)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
+        replicas = training.Replicas(graph)
         for average in gradients.tower_averages(graph):
             updates = gradients.updates_reading(graph, average.node)
             if not updates:
@@ -132,7 +137,8 @@ class AverageGradients(Transform):
             variables = {gradients.gradient_variable(graph, g) for g in average.per_tower}
             variables.discard(None)
             if len(variables) > 1:
-                yield self._mixed(average, sorted(variables), updates[0], graph, ctx)
+                if not replicas.replicated(variables):  # (replicas' all-reduce is meant)
+                    yield self._mixed(average, sorted(variables), updates[0], graph, ctx)
                 continue
             densified = [gradients.densified(graph, g) for g in average.per_tower]
             if all(densified):

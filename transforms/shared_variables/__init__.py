@@ -24,7 +24,11 @@ counterpart (the same name relative to its tower's scope) is a variable of the f
 of the same op, dtype and shape, and which the tower's ops read, is a copy. The finding says
 which copies, and whether an averaged update mixes them (the update of the first tower's
 variable runs after the copy: it is fed by the copy's tower's gradients) or each copy trains
-alone. Optimizer slots (`w/Momentum`) are the optimizer's, not copies. Sibling scopes that
+alone. Optimizer slots (`w/Momentum`) are the optimizer's, not copies. Nor are replicas
+(`graphfix.graph.training.Replicas`): in replicated training each tower keeps its own copy
+on purpose, and every copy's update applies the same all-reduced sum of all the copies'
+gradients (tf.distribute's mirrored variables, tf_cnn_benchmarks' `--variable_update=
+replicated`), so the copies stay equal. Sibling scopes that
 are neither named nor placed as replicas (the seed's `my_0`, `my_1` on one device) are a
 model's own parts in a graph, which says nothing of the reuse meant: the source surface,
 which sees the reusing scope, finds those.
@@ -118,8 +122,10 @@ def _rewires(graph: GraphIndex, copy: str, original: str) -> list[tuple[str, str
     return out
 
 
-def _copies(graph: GraphIndex, towers: TowerSet, tower: Tower) -> list[_Copy]:
-    """The copies `tower` holds of the first tower's variables, that the tower reads."""
+def _copies(graph: GraphIndex, towers: TowerSet, tower: Tower,
+            replicas: training.Replicas) -> list[_Copy]:
+    """The copies `tower` holds of the first tower's variables, that the tower reads and
+    that are not replicas of them (`training.Replicas`: kept equal by an all-reduce)."""
     first = towers.first
     found = []
     for position in graph.positions_of(_VARIABLES):
@@ -135,6 +141,8 @@ def _copies(graph: GraphIndex, towers: TowerSet, tower: Tower) -> list[_Copy]:
         node, twin = graph.node_at(position), graph.node(original)
         if twin.op != node.op or _shape_and_dtype(twin) != _shape_and_dtype(node):
             continue
+        if replicas.replicated((name, original)):
+            continue  # replicated training: the tower's own copy is meant
         rewires = _rewires(graph, name, original)
         if rewires:  # a copy nothing computes with is one a fix already left unused
             found.append(_Copy(name, original, rewires))
@@ -188,9 +196,10 @@ class SharedVariables(Transform):
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         variables = [graph.names[p] for p in graph.positions_of(_VARIABLES)]
+        replicas = training.Replicas(graph)
         for towers in find_towers(graph, variables):
             for tower in towers.towers[1:]:
-                copies = _copies(graph, towers, tower)
+                copies = _copies(graph, towers, tower, replicas)
                 if copies:
                     yield self._finding(graph, ctx, towers, tower, copies)
 
