@@ -27,8 +27,8 @@ variable runs after the copy: it is fed by the copy's tower's gradients) or each
 alone. Optimizer slots (`w/Momentum`) are the optimizer's, not copies. Nor are replicas
 (`graphfix.graph.training.Replicas`): in replicated training each tower keeps its own copy
 on purpose, and every copy's update applies the same all-reduced sum of all the copies'
-gradients (tf.distribute's mirrored variables, tf_cnn_benchmarks' `--variable_update=
-replicated`), so the copies stay equal. Sibling scopes that
+gradients (tf.distribute's mirrored variables, tf_cnn_benchmarks'
+`--variable_update=replicated`), so copies that start equal stay equal. Sibling scopes that
 are neither named nor placed as replicas (the seed's `my_0`, `my_1` on one device) are a
 model's own parts in a graph, which says nothing of the reuse meant: the source surface,
 which sees the reusing scope, finds those.
