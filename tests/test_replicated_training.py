@@ -65,6 +65,14 @@ def test_tf_cnn_benchmarks_replicated_copies_are_not_reported_and_stay_equal():
         np.testing.assert_array_equal(after[f"v1/{name}"], after[f"v0/{name}"])
 
 
+@pytest.mark.parametrize("how", ["nccl", "collective"])
+def test_copies_all_reduced_by_nccl_or_collective_ops_are_not_reported(how):
+    # Each tower's all-reduce member reads its own tower's gradient only: its peers (one
+    # NCCL `shared_name`, one collective group and instance) give it the others'.
+    graph = towers.build(how)
+    assert graphfix.check_graph(graph.as_graph_def(), only=ONLY) == []
+
+
 def test_copies_that_train_on_their_own_gradients_stay_found():
     graph = towers.build("own")
     findings = graphfix.check_graph(graph.as_graph_def(), only=ONLY)

@@ -278,22 +278,53 @@ def updates_reading(index: GraphIndex, average: str) -> list:
 _REDUCING = frozenset({
     "Identity", "AddN", "Add", "AddV2", "Mul", "RealDiv", "Div", "TrueDiv", "Cast",
     "Mean", "Sum", "ConcatV2", "Pack", "ExpandDims", "Reshape", "Squeeze", "Split",
-    "SplitV", "Slice", "StridedSlice", "Unpack",
-    "NcclAllReduce", "NcclReduce", "NcclBroadcast",
-    "CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveBcastRecv",
-    "CollectiveBcastRecvV2",
+    "SplitV", "Slice", "StridedSlice", "Unpack", "NcclReduce", "NcclBroadcast",
 })
+# The all-reduces whose every member takes one tower's tensor and gives its tower the sum of
+# all the members' (NCCL's `all_sum`, the collective ops): the members of one reduction
+# share NCCL's `shared_name`, or a collective's group and instance keys (attributes, inputs
+# from V2 on).
+_ALL_REDUCE_MEMBERS = frozenset({"NcclAllReduce", "CollectiveReduce", "CollectiveReduceV2"})
 # How many of those ops an update may read its gradients through.
 _REDUCING_DEPTH = 12
 
 
-def variables_of_applied_gradients(index: GraphIndex, update) -> set[str]:
+def all_reduce_peers(index: GraphIndex) -> dict[str, tuple[str, ...]]:
+    """Each member of a cross-device all-reduce (`_ALL_REDUCE_MEMBERS`) -> every member of
+    its reduction, itself included: what a member's output is the sum of."""
+    reductions: dict[tuple, list[str]] = {}
+    for position in index.positions_of(_ALL_REDUCE_MEMBERS):
+        node = index.node_at(position)
+        key = _reduction_key(index, node)
+        if key is not None:
+            reductions.setdefault(key, []).append(node.name)
+    return {name: tuple(members) for members in reductions.values() for name in members}
+
+
+def _reduction_key(index: GraphIndex, node) -> tuple | None:
+    """What the members of one all-reduce share (None where the graph does not say)."""
+    if node.op == "NcclAllReduce":
+        name = node.attr["shared_name"].s if "shared_name" in node.attr else b""
+        return (node.op, name) if name else None
+    if node.op == "CollectiveReduce":
+        if "group_key" not in node.attr or "instance_key" not in node.attr:
+            return None
+        return node.op, node.attr["group_key"].i, node.attr["instance_key"].i
+    inputs = _data_inputs(node)  # V2: (input, group_size, group_key, instance_key, ...)
+    keys = [constant_value(index, t) for t in inputs[2:4]] if len(inputs) >= 4 else [None]
+    return None if None in keys else (node.op, *keys)
+
+
+def variables_of_applied_gradients(index: GraphIndex, update,
+                                   peers: dict[str, tuple[str, ...]] | None = None) -> set[str]:
     """The variables whose gradients the optimizer's update `update` (a node) applies: its
     data inputs followed up through the ops that sum, scale and carry gradients
-    (`_REDUCING`) to the gradients `tf.gradients` built (`gradient_variable`). One variable's
-    own gradient gives that variable; an all-reduce of the towers' gradients of their copies
-    gives every copy. The walk stops in `tf.gradients`' own scopes: what lies above a
-    gradient is the backward pass, not a sum across towers."""
+    (`_REDUCING`, and an all-reduce member through all its `peers`, `all_reduce_peers`) to
+    the gradients `tf.gradients` built (`gradient_variable`). One variable's own gradient
+    gives that variable; an all-reduce of the towers' gradients of their copies gives every
+    copy. The walk stops in `tf.gradients`' own scopes: what lies above a gradient is the
+    backward pass, not a sum across towers."""
+    peers = all_reduce_peers(index) if peers is None else peers
     found: set[str] = set()
     seen: set[str] = set()
     frontier = _data_inputs(update)
@@ -309,7 +340,11 @@ def variables_of_applied_gradients(index: GraphIndex, update) -> set[str]:
                 found.add(variable)
                 continue
             node = index.node(name)
-            if node.op in _REDUCING and not in_gradients_scope(name):
+            if in_gradients_scope(name):
+                continue
+            if name in peers:  # the sum of every member's tensor
+                above.extend(index.node(peer).input[0] for peer in peers[name])
+            elif node.op in _REDUCING:
                 above.extend(_data_inputs(node))
         if not above:
             break

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from graphfix.graph.edges import parse_input
-from graphfix.graph.gradients import forward_op, variables_of_applied_gradients
+from graphfix.graph.gradients import (all_reduce_peers, forward_op,
+                                      variables_of_applied_gradients)
 from graphfix.graph.index import VARIABLE_OPS, GraphIndex
 
 ASSIGN_OPS = frozenset({
@@ -391,6 +392,7 @@ class Replicas:
     def __init__(self, index: GraphIndex):
         self._index = index
         self._updates: dict[str, list[str]] | None = None
+        self._peers: dict[str, tuple[str, ...]] = {}
         self._applied: dict[str, set[str]] = {}
 
     def replicated(self, variables) -> bool:
@@ -406,12 +408,13 @@ class Replicas:
         (none when no update writes it)."""
         if variable not in self._applied:
             if self._updates is None:
-                self._updates = {}
+                self._updates, self._peers = {}, all_reduce_peers(self._index)
                 for update in apply_ops(self._index):
                     written = variable_of(self._index, update)
                     if written is not None:
                         self._updates.setdefault(written, []).append(update)
-            applied = [variables_of_applied_gradients(self._index, self._index.node(update))
+            applied = [variables_of_applied_gradients(self._index, self._index.node(update),
+                                                      self._peers)
                        for update in self._updates.get(variable, ())]
             self._applied[variable] = set.intersection(*applied) if applied else set()
         return self._applied[variable]
