@@ -89,28 +89,25 @@ _SPARSE_DESCENT = {"ApplyGradientDescent": "ScatterSub",
 
 
 def _averaging_loop(syntax) -> bool:
-    """Whether a function loops over `zip(*param)` of one of its parameters and calls
-    `reduce_mean` or `add_n` in the loop: the recipe's shape as the codemod reads it
-    (`source._recipe`), by last names (looser). A test file that zips and averages apart
-    (tf-slim's layers_test.py: 4,254 lines, ~10 s of libcst) is not sent to the codemod."""
+    """Whether the file has a loop over `zip(*towers)` (a name or an attribute:
+    `self.tower_grads`) that calls `reduce_mean` or `add_n` in its body, wherever it is
+    written (a function of the recipe's, a method, a training script's top level): the
+    shapes the codemod reads (`source._recipe`, `source._inline_recipes`), by last names
+    (looser). A test file that zips and averages apart (tf-slim's layers_test.py: 4,254
+    lines, ~10 s of libcst) is not sent to the codemod."""
     import ast  # (here: a run over graphs never parses source)
 
     from graphfix.source.syntax import tail_name
 
-    for function in ast.walk(syntax.tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for loop in ast.walk(syntax.tree):
+        call = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+        if not (isinstance(call, ast.Call) and tail_name(call.func) == "zip"
+                and len(call.args) == 1 and isinstance(call.args[0], ast.Starred)
+                and isinstance(call.args[0].value, (ast.Name, ast.Attribute))):
             continue
-        params = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
-        for loop in ast.walk(function):
-            call = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
-            if not (isinstance(call, ast.Call) and tail_name(call.func) == "zip"
-                    and len(call.args) == 1 and isinstance(call.args[0], ast.Starred)
-                    and isinstance(call.args[0].value, ast.Name)
-                    and call.args[0].value.id in params):
-                continue
-            if any(isinstance(node, ast.Call) and tail_name(node.func) in ("reduce_mean", "add_n")
-                   for node in ast.walk(loop)):
-                return True
+        if any(isinstance(node, ast.Call) and tail_name(node.func) in ("reduce_mean", "add_n")
+               for statement in loop.body for node in ast.walk(statement)):
+            return True
     return False
 
 

@@ -11,10 +11,15 @@ import libcst as cst
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
 from graphfix.source.project import FileView, unit_at
-from graphfix.source.project.facts import own_nodes, trainable_statistics
+from graphfix.source.project.facts import library_module, own_nodes, trainable_statistics
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.scopes import descendants, enclosing
-from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
+from graphfix.source.vocabulary import (
+    GET_VARIABLE_CALLS,
+    LIBRARY_BUILD_METHOD,
+    LIBRARY_VARIABLE_MODULES,
+    VARIABLE_CALLS,
+)
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -93,13 +98,17 @@ class _Recipe:
 @dataclass(frozen=True)
 class _Risks:
     """Where the model breaks the recipe, each as `path:line` (the first), or None: a
-    trainable `tf.Variable` made under a reusing scope (`unshared`), a lookup whose
-    gradient is an IndexedSlices (`sparse`), a batch norm whose moving statistics are
-    trainable (`statistics`)."""
+    trainable `tf.Variable` made once per tower under a reusing scope (`unshared`), a
+    lookup whose gradient is an IndexedSlices (`sparse`; `sparse_in_towers`: one in the
+    code the towers run, `FileView.tower_code`), a batch norm whose moving statistics are
+    trainable (`statistics`), a library module that makes variables (a Sonnet module)
+    constructed once per tower (`module_per_tower`: each tower trains its own copy)."""
 
     unshared: str | None = None
     sparse: str | None = None
+    sparse_in_towers: str | None = None
     statistics: str | None = None
+    module_per_tower: str | None = None
 
 
 def model_risks(view: FileView) -> _Risks:
@@ -108,7 +117,10 @@ def model_risks(view: FileView) -> _Risks:
     (`FileView.reusing_regions`: a tower loop's reuse reaches the model functions it
     calls); a `gather` counts where it reads a name its function (or the module) binds to
     a trainable variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does; batch
-    norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. In
+    norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. A
+    `tf.Variable` counts only in code that runs once per tower (`FileView.tower_code`) under
+    a reusing scope, as does a library module's constructor (`snt.Module(build)` in the
+    tower function: Sonnet gives each instance variables of its own, reuse or not). In
     another file, only what the towers' code may run counts: a lookup or a batch norm's
     settings in a unit that this file's code, or the code that refers to it, reaches
     (`Project.reached`); a loss function of a model package that nothing calls gives the
@@ -134,7 +146,15 @@ def model_risks(view: FileView) -> _Risks:
         except (SyntaxError, ValueError):
             continue
         names = AstTfNames(tree)
+        builds = _module_builds(tree, names)
         regions = None  # asked once a tf.Variable is found
+        towers = None  # asked once a tf.Variable, a lookup or a library module is found
+
+        def per_tower(line: int) -> bool:
+            nonlocal towers
+            if towers is None:
+                towers = view.project.view(path).tower_code()
+            return any(first <= line <= last for first, last in towers)
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
             variables = _bound_to_variables(scope, names)
@@ -145,11 +165,17 @@ def model_risks(view: FileView) -> _Risks:
                 if name == "Variable" and _trainable(node):
                     if regions is None:
                         regions = view.project.view(path).reusing_regions()
-                    if any(region[0] <= node.lineno <= region[1] for region in regions):
+                    if (any(region[0] <= node.lineno <= region[1] for region in regions)
+                            and per_tower(node.lineno)):
                         found["unshared"] = _first(found.get("unshared"), (path, node.lineno))
                 elif name in _SPARSE_MAKERS and (name not in _GATHERS
                                                  or _reads(node, variables)):
                     note("sparse", path, node.lineno)
+                    if per_tower(node.lineno):
+                        note("sparse_in_towers", path, node.lineno)
+                elif (library_module(names, node.func) in LIBRARY_VARIABLE_MODULES
+                      and scope not in builds and per_tower(node.lineno)):
+                    note("module_per_tower", path, node.lineno)
         if "variables_collections" in code:
             for line in trainable_statistics(tree, names):
                 note("statistics", path, line)
@@ -157,7 +183,21 @@ def model_risks(view: FileView) -> _Risks:
 
 
 # Words without one of which (or "Variable") a file holds none of `_Risks`.
-_RISK_WORDS = ("embed", "gather", "nce_", "sampled_softmax", "variables_collections")
+_RISK_WORDS = ("embed", "gather", "nce_", "sampled_softmax", "variables_collections", "snt.",
+               "sonnet")
+
+
+def _module_builds(tree: ast.Module, names: AstTfNames) -> list[ast.AST]:
+    """The functions a library module runs as its build (`snt.Module(build)`'s `build`, a
+    module class's `_build`): a module constructed there is its module's own part, made
+    once per connection of that module and reused by the next one."""
+    given = {arg.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and library_module(names, node.func) in LIBRARY_VARIABLE_MODULES
+             for arg in [*node.args, *(k.value for k in node.keywords)]
+             if isinstance(arg, ast.Name)}
+    return [node for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (node.name in given or node.name == LIBRARY_BUILD_METHOD)]
 
 
 def _units_on_path(view: FileView) -> set[tuple[str, str]]:
@@ -307,26 +347,30 @@ class AverageGradientsCodemod(SourceCodemod):
         if not recipes and not inline:
             return
         risks = model_risks(self.project)
+        # Towers that each own their variables need their model changed, not the average:
+        # the rewrite would raise on their lists, so it is reported alone.
+        rewrites = not risks.module_per_tower
         for recipe in recipes:
-            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, risks)
+            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, risks, risks.sparse)
             if not breaks:
                 continue
             function = recipe.function
-            fix = Replace(function, self._rewritten(recipe)) if recipe.rewritable else None
+            fix = (Replace(function, self._rewritten(recipe))
+                   if recipe.rewritable and rewrites else None)
             self.report(
                 function.name,
                 f"{function.name.value}() averages the towers' gradients with the CIFAR-10 "
                 f"recipe, which breaks for this model: {'; '.join(breaks)}"
-                + ("" if fix else " (the function does more than the recipe: rewrite it by "
-                   "hand to skip None, keep IndexedSlices sparse, check one variable per "
-                   "tuple)"),
+                + ("" if recipe.rewritable else " (the function does more than "
+                   "the recipe: rewrite it by hand to skip None, keep IndexedSlices sparse, "
+                   "check one variable per tuple)"),
                 fix=fix)
         for loop in inline:
-            breaks = _breaks(loop.skips_none, loop.keeps_sparse, risks)
+            breaks = _breaks(loop.skips_none, loop.keeps_sparse, risks, risks.sparse_in_towers)
             if not breaks:
                 continue
             fix = None
-            if loop.rewritable:
+            if loop.rewritable and rewrites:
                 text = _LOOP.format(towers=loop.towers, averaged=loop.averaged, tf=loop.tf)
                 statement = cst.parse_statement(text, config=self._tree.config_for_parsing)
                 fix = Replace(loop.loop, lambda _, statement=statement: statement)
@@ -334,9 +378,9 @@ class AverageGradientsCodemod(SourceCodemod):
                 loop.loop,
                 f"the loop over zip(*{loop.towers}) averages the towers' gradients inline "
                 f"with the CIFAR-10 recipe, which breaks for this model: {'; '.join(breaks)}"
-                + ("" if fix else " (the loop does more than the recipe, or its names are "
-                   "read after it: rewrite it by hand to skip None, keep IndexedSlices "
-                   "sparse, check one variable per tuple)"),
+                + ("" if loop.rewritable else " (the loop does more than the recipe, "
+                   "or its names are read after it: rewrite it by hand to skip None, keep "
+                   "IndexedSlices sparse, check one variable per tuple)"),
                 fix=fix)
 
     def _inline_recipes(self, functions: list[_Recipe]) -> list[_Recipe]:
@@ -456,11 +500,20 @@ def _depth(line: str) -> int:
 _LOOP_BINDS = frozenset({"grad_and_vars", "var", "names", "grads", "values", "indices", "grad"})
 
 
-def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks) -> list[str]:
-    """Why the recipe breaks for the model, in words (none: it does not)."""
+def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks, sparse: str | None
+            ) -> list[str]:
+    """Why the recipe breaks for the model, in words (none: it does not). `sparse`: the
+    lookup that counts (`risks.sparse`, or for a loop beside the towers, whose code the
+    project model reads, `risks.sparse_in_towers`)."""
     breaks = []
-    if risks.sparse and not keeps_sparse:
-        breaks.append(f"the gradient of the lookup at {risks.sparse} is an IndexedSlices, "
+    if risks.module_per_tower:
+        breaks.append(f"the module constructed at {risks.module_per_tower} is made anew in "
+                      "every tower, each instance with variables of its own, so the towers' "
+                      "gradient lists differ and zip(*...) pairs gradients of different "
+                      "variables (skipping None does not help: build the module once, "
+                      "outside the towers, and call it in each)")
+    if sparse and not keeps_sparse:
+        breaks.append(f"the gradient of the lookup at {sparse} is an IndexedSlices, "
                       "which expand_dims/concat densify to a whole [vocab, dim] tensor "
                       "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
     if risks.unshared and not skips_none:
