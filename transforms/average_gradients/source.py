@@ -376,8 +376,9 @@ class AverageGradientsCodemod(SourceCodemod):
                 fix = Replace(loop.loop, lambda _, statement=statement: statement)
             self.report(
                 loop.loop,
-                f"the loop over zip(*{loop.towers}) averages the towers' gradients inline "
-                f"with the CIFAR-10 recipe, which breaks for this model: {'; '.join(breaks)}"
+                f"the loop over zip(*{loop.towers}), written inline, averages the towers' "
+                f"gradients with the CIFAR-10 recipe, which breaks for this model: "
+                f"{'; '.join(breaks)}"
                 + ("" if loop.rewritable else " (the loop does more than the recipe, "
                    "or its names are read after it: rewrite it by hand to skip None, keep "
                    "IndexedSlices sparse, check one variable per tuple)"),
