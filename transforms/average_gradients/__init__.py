@@ -48,8 +48,13 @@ over `zip(*tower_grads)` that averages with `reduce_mean` of `concat`/`stack`, o
 the count) that does not handle `None` or `IndexedSlices`, where the code of the run (the file
 and the files its imports connect it to) shows the model it averages for breaking it: a
 trainable `tf.Variable` made under a reusing variable scope (the project model's
-`FileView.reusing_regions`: made anew in every tower, so another tower's loss does not reach
-it: a `None` gradient), a batch norm whose settings put its moving mean and variance in
+`FileView.reusing_regions`) in code that runs once per tower (`FileView.tower_code`: made
+anew in every tower, so another tower's loss does not reach it: a `None` gradient), a
+library module that makes variables (a Sonnet module, `snt.Module(build)`) constructed in
+code that runs once per tower (each tower trains its own copy, so the towers' lists pair
+different variables whether `None` is skipped or not: reported, not rewritten, as the
+towers need one module built outside them; one constructed in a module's own build
+function is that module's part), a batch norm whose settings put its moving mean and variance in
 TRAINABLE_VARIABLES (`variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES]`, facenet's
 models: no loss reaches them, a `None` gradient), or a lookup of a variable
 (`embedding_lookup`, `nce_loss`, a `gather` of a trainable one: an `IndexedSlices`). In
@@ -59,10 +64,15 @@ dense model of shared, reached variables is right as it is and left alone. The f
 and raise where the towers' lists differ in length or a tuple names more than one variable
 (towers that do not share their variables: `shared-variables` fixes those); a function doing
 more than the recipe (a summary in its loop) is reported, not rewritten. The recipe's loop
-written inline (in a method, beside the towers: a loop over `zip(*towers)` that reads
-(gradient, variable) pairs and averages) is found the same way, and the loop alone is
-rewritten, as is the loop of a function that does more than average (one that applies the
-average too keeps applying it). A `None` check commented out is no check.
+written inline, wherever it is (in a method beside the towers, at a training script's top
+level: a loop over `zip(*towers)` that reads (gradient, variable) pairs and averages), is
+found the same way, except that a lookup counts for it only in the code the towers run
+(`FileView.tower_code`: the loop sits beside its towers, whose code the project model
+reads; a lookup in a method no tower calls gives no tower an IndexedSlices). The loop alone
+is rewritten, as is the loop of a function that does more than average (one that applies
+the average too keeps applying it); a loop that keeps the averages in two lists (gradients,
+variables) or whose names are read after it is reported, not rewritten. A `None` check
+commented out is no check.
 """
 
 from __future__ import annotations
