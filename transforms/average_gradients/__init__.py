@@ -100,7 +100,8 @@ _SPARSE_DESCENT = {"ApplyGradientDescent": "ScatterSub",
 
 def _averaging_loop(syntax) -> bool:
     """Whether the file has a loop over `zip(*towers)` (a name or an attribute:
-    `self.tower_grads`) that calls `reduce_mean` or `add_n` in its body, wherever it is
+    `self.tower_grads`), or over the first tower's list by index (`range(len(towers[0]))`,
+    `enumerate(towers[0])`), that calls `reduce_mean` or `add_n` in its body, wherever it is
     written (a function of the recipe's, a method, a training script's top level): the
     shapes the codemod reads (`source._recipe`, `source._inline_recipes`), by last names
     (looser). A test file that zips and averages apart (tf-slim's layers_test.py: 4,254
@@ -111,9 +112,18 @@ def _averaging_loop(syntax) -> bool:
 
     for loop in ast.walk(syntax.tree):
         call = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
-        if not (isinstance(call, ast.Call) and tail_name(call.func) == "zip"
-                and len(call.args) == 1 and isinstance(call.args[0], ast.Starred)
-                and isinstance(call.args[0].value, (ast.Name, ast.Attribute))):
+        if not (isinstance(call, ast.Call) and len(call.args) == 1):
+            continue
+        given = call.args[0]
+        if tail_name(call.func) == "range" and isinstance(given, ast.Call) \
+                and tail_name(given.func) == "len" and len(given.args) == 1:
+            given = given.args[0]
+        zipped = (tail_name(call.func) == "zip" and isinstance(given, ast.Starred)
+                  and isinstance(given.value, (ast.Name, ast.Attribute)))
+        by_index = (tail_name(call.func) in ("range", "enumerate")
+                    and isinstance(given, ast.Subscript)
+                    and isinstance(given.slice, ast.Constant) and given.slice.value == 0)
+        if not (zipped or by_index):
             continue
         if any(isinstance(node, ast.Call) and tail_name(node.func) in ("reduce_mean", "add_n")
                for statement in loop.body for node in ast.walk(statement)):
@@ -127,8 +137,8 @@ class AverageGradients(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:AverageGradientsCodemod"
-    # A loop over `zip(*tower_grads)` that averages: the function the rule reads.
-    source_triggers = SourceTriggers(words=("zip(*",), all_of=(("reduce_mean", "add_n"),),
+    # A loop over `zip(*tower_grads)` (or the first tower's list by index) that averages.
+    source_triggers = SourceTriggers(words=("zip(*", "[0]"), all_of=(("reduce_mean", "add_n"),),
                                      where=_averaging_loop)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:

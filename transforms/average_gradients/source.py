@@ -376,7 +376,7 @@ class AverageGradientsCodemod(SourceCodemod):
                 fix = Replace(loop.loop, lambda _, statement=statement: statement)
             self.report(
                 loop.loop,
-                f"the loop over zip(*{loop.towers}), written inline, averages the towers' "
+                f"the loop over {_walked(loop)}, written inline, averages the towers' "
                 f"gradients with the CIFAR-10 recipe, which breaks for this model: "
                 f"{'; '.join(breaks)}"
                 + ("" if loop.rewritable else " (the loop does more than the recipe, "
@@ -393,8 +393,11 @@ class AverageGradientsCodemod(SourceCodemod):
                   for loop in descendants(recipe.function, cst.For)}
         found = []
         for loop in self.nodes(cst.For):
-            towers = _zipped_towers(loop)
-            if id(loop) in inside or towers is None or not _pairs_of(loop):
+            towers, indexed = _zipped_towers(loop), None
+            if towers is None:
+                towers = indexed = _indexed_towers(loop)
+            if id(loop) in inside or towers is None or not (
+                    _indexes(loop, towers) if indexed else _pairs_of(loop)):
                 continue
             averaging = [c for c in descendants(loop, cst.Call)
                          if self.tf_canonical(c.func) in _MEANS | _SUMS]
@@ -402,7 +405,9 @@ class AverageGradientsCodemod(SourceCodemod):
                 continue
             skips_none, keeps_sparse = _handles_none_and_sparse(loop)
             averaged = _appended_to(loop)
-            rewritable = (averaged is not None and self._loop_is_recipe(loop)
+            # (a loop over the first tower's list by index is read by hand: its index and
+            # names are its own)
+            rewritable = (not indexed and averaged is not None and self._loop_is_recipe(loop)
                           and not self._read_after(loop, _LOOP_BINDS))
             found.append(_Recipe(None, towers, averaged or "average_grads",
                                  self._tf_of(averaging[0]), skips_none, keeps_sparse,
@@ -541,6 +546,51 @@ def _zipped_towers(loop: cst.For) -> str | None:
     return None
 
 
+def _indexed_towers(loop: cst.For) -> str | None:
+    """The code of the tower list a loop over the first tower's list by index walks
+    (`for i in range(len(towers[0])):`, `for i, (_, var) in enumerate(towers[0]):`), else
+    None."""
+    call = loop.iter
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+            and len(call.args) == 1):
+        return None
+    given = call.args[0].value
+    if call.func.value == "range":
+        if not (isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
+                and given.func.value == "len" and len(given.args) == 1):
+            return None
+        given = given.args[0].value
+    elif call.func.value != "enumerate":
+        return None
+    if (isinstance(given, cst.Subscript) and len(given.slice) == 1
+            and isinstance(given.slice[0].slice, cst.Index)
+            and isinstance(given.slice[0].slice.value, cst.Integer)
+            and given.slice[0].slice.value.value == "0"
+            and isinstance(given.value, (cst.Name, cst.Attribute))):
+        return cst.Module([]).code_for_node(given.value)
+    return None
+
+
+def _index_of(loop: cst.For) -> str | None:
+    target = loop.target
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[0].value
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _indexes(loop: cst.For, towers: str) -> bool:
+    """Whether the loop reads every tower's entry at its index: `towers[t][i]`."""
+    index, code = _index_of(loop), cst.Module([]).code_for_node
+    for subscript in descendants(loop.body, cst.Subscript):
+        inner = subscript.value
+        if (isinstance(inner, cst.Subscript) and code(inner.value) == towers
+                and len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index)
+                and isinstance(subscript.slice[0].slice.value, cst.Name)
+                and subscript.slice[0].slice.value.value == index):
+            return True
+    return False
+
+
 def _pairs_of(loop: cst.For) -> bool:
     """Whether the loop reads its target as (gradient, variable) pairs: `target[0][1]`, or
     a loop or comprehension `for g, v in target`."""
@@ -557,6 +607,13 @@ def _pairs_of(loop: cst.For) -> bool:
                 and isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2):
             return True
     return False
+
+
+def _walked(recipe: _Recipe) -> str:
+    """What the recipe's loop walks, as its finding names it."""
+    if _zipped_towers(recipe.loop) is not None:
+        return f"zip(*{recipe.towers})"
+    return f"{recipe.towers}[0] by index"
 
 
 def _appended_to(loop: cst.For) -> str | None:
