@@ -57,7 +57,10 @@ towers need one module built outside them; one constructed in a module's own bui
 function is that module's part), a batch norm whose settings put its moving mean and variance in
 TRAINABLE_VARIABLES (`variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES]`, facenet's
 models: no loss reaches them, a `None` gradient), or a lookup of a variable
-(`embedding_lookup`, `nce_loss`, a `gather` of a trainable one: an `IndexedSlices`). In
+(`embedding_lookup`, `nce_loss`, a `gather` of a trainable one, named or held as
+`self.<name>`: an `IndexedSlices`; a lookup of a tensor computed from the table, a
+zero-padded `concat` of its rows from 1, differentiates it through a slice, densely, and
+does not count). In
 another file than the recipe's, only code the towers may run counts: a unit the recipe's file
 or its callers reach (a loss function of a package that nothing calls gives no gradient). A
 dense model of shared, reached variables is right as it is and left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,

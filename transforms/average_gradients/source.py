@@ -147,6 +147,7 @@ def model_risks(view: FileView) -> _Risks:
             continue
         names = AstTfNames(tree)
         builds = _module_builds(tree, names)
+        held = _held_variables(tree, names)
         regions = None  # asked once a tf.Variable is found
         towers = None  # asked once a tf.Variable, a lookup or a library module is found
 
@@ -157,7 +158,8 @@ def model_risks(view: FileView) -> _Risks:
             return any(first <= line <= last for first, last in towers)
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
-            variables = _bound_to_variables(scope, names)
+            variables = _bound_to_variables(scope, names) | held
+            computed = _bound_to_computed(scope, names)
             for node in own_nodes(scope):
                 if not isinstance(node, ast.Call):
                     continue
@@ -168,8 +170,8 @@ def model_risks(view: FileView) -> _Risks:
                     if (any(region[0] <= node.lineno <= region[1] for region in regions)
                             and per_tower(node.lineno)):
                         found["unshared"] = _first(found.get("unshared"), (path, node.lineno))
-                elif name in _SPARSE_MAKERS and (name not in _GATHERS
-                                                 or _reads(node, variables)):
+                elif name in _SPARSE_MAKERS and (_reads(node, variables) if name in _GATHERS
+                                                 else not _reads(node, computed)):
                     note("sparse", path, node.lineno)
                     if per_tower(node.lineno):
                         note("sparse_in_towers", path, node.lineno)
@@ -226,8 +228,41 @@ def _bound_to_variables(scope: ast.AST, names: AstTfNames) -> set[str]:
     return bound
 
 
+def _held_variables(tree: ast.Module, names: AstTfNames) -> set[str]:
+    """`self.<name>` for each attribute the file's methods assign a trainable variable
+    constructor's result to (`self.gamma = tf.get_variable(...)`: a conditional batch
+    norm's per-class scales, gathered by label)."""
+    return {f"self.{target.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and names.canonical(node.value.func) in _VARIABLE_MAKERS and _trainable(node.value)
+            for target in node.targets
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            and target.value.id == "self"}
+
+
+def _bound_to_computed(scope: ast.AST, names: AstTfNames) -> set[str]:
+    """The names `scope` binds to a tensor a TF op computes (not a variable, nor its
+    identity): a lookup of one (`table = tf.concat((zeros, table[1:]), 0)`, a zero-padded
+    table) differentiates the variable through that op, a slice's dense gradient."""
+    bound = set()
+    for node in own_nodes(scope):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            name = names.canonical(node.value.func)
+            if name is not None and name not in _VARIABLE_MAKERS | _PASSES_SPARSE:
+                bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return bound
+
+
+# Ops whose gradient hands an IndexedSlices on as it is.
+_PASSES_SPARSE = frozenset({"identity"})
+
+
 def _reads(call: ast.Call, variables: set[str]) -> bool:
+    """Whether the call's first argument is one of `variables` (a name, or `self.name`)."""
     params = call.args[0] if call.args else None
+    if (isinstance(params, ast.Attribute) and isinstance(params.value, ast.Name)
+            and params.value.id == "self"):
+        return f"self.{params.attr}" in variables
     return isinstance(params, ast.Name) and params.id in variables
 
 
