@@ -201,3 +201,40 @@ def test_trainable_moving_statistics_break_the_recipe_and_the_fix_trains():
 def test_batch_norm_settings_that_make_the_moving_statistics_trainable(code, lines):
     tree = ast.parse("import tensorflow.compat.v1 as tf\nimport tf_slim as slim\n" + code)
     assert trainable_statistics(tree, AstTfNames(tree)) == lines
+
+
+# -- the recipe's loop written inline in a training script, run ----------------------------
+
+def _script_step(case: str, which: str) -> tuple[set[str], dict[str, np.ndarray]]:
+    """The case's script (before.py or after.py) run in a graph of its own: the op types it
+    builds, and its variables after one training step on both towers' batches."""
+    tf = recipes.tf
+    graph = tf.Graph()
+    namespace: dict = {"__name__": "script"}
+    with graph.as_default():
+        exec(compile((SOURCE / case / f"{which}.py").read_text(), f"{case}/{which}.py",
+                     "exec"), namespace)
+        init = recipes.tf1.global_variables_initializer()
+    ids, targets = (np.concatenate(parts) for parts in zip(*DATA))
+    with recipes.tf1.Session(graph=graph) as sess:
+        sess.run(init)
+        sess.run(namespace["train_op"], {"ids:0": ids, "targets:0": targets})
+        trained = {v.op.name: sess.run(v) for v in recipes.tf1.global_variables()}
+    return {node.op for node in graph.as_graph_def().node}, trained
+
+
+def test_inline_script_average_over_an_embedding_is_found_and_fixed_sparse():
+    """A script that averages at its top level (no function zips its parameter): found at
+    the loop, rewritten to keep the embedding's gradient sparse, and the step is the same."""
+    code = (SOURCE / "inline_script_embedding" / "before.py").read_text()
+    [finding] = graphfix.check_source(code, only=[NAME])
+    assert finding.fixable
+    assert "the loop over zip(*tower_grads), written inline" in finding.message
+    assert "is an IndexedSlices" in finding.message
+    ops_before, before = _script_step("inline_script_embedding", "before")
+    ops_after, after = _script_step("inline_script_embedding", "after")
+    assert "UnsortedSegmentSum" in ops_before  # each tower's gradient densified
+    assert "UnsortedSegmentSum" not in ops_after
+    assert before.keys() == after.keys() == {"model/emb", "model/w"}
+    for name in before:
+        np.testing.assert_allclose(after[name], before[name], atol=1e-6)

@@ -220,7 +220,21 @@ _ZIPPED = {
             emb = tf.get_variable("emb", [100, 8])
             return tf.nn.embedding_lookup(emb, ids)
         """, True),
-    # A test that zips and averages, but not in a loop over one of its parameters.
+    # The recipe's loop at a script's top level, zipping a list the tower loop fills.
+    "the loop inline in a script": ("""\
+        import tensorflow as tf
+        tower_grads = []
+        for i in range(2):
+            with tf.device("/gpu:%d" % i), tf.variable_scope("m", reuse=tf.AUTO_REUSE):
+                emb = tf.get_variable("emb", [100, 8])
+                loss = tf.reduce_sum(tf.nn.embedding_lookup(emb, [i]))
+                tower_grads.append(tf.train.GradientDescentOptimizer(0.1).compute_gradients(loss))
+        average_grads = []
+        for grad_and_vars in zip(*tower_grads):
+            grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
+            average_grads.append((tf.reduce_mean(tf.concat(grads, 0), 0), grad_and_vars[0][1]))
+        """, True),
+    # A test that zips and averages, but not in a loop over what it zips.
     "zip and mean apart": ("""\
         import tensorflow as tf
         def test_pairs(self):
@@ -235,8 +249,9 @@ _ZIPPED = {
 
 @pytest.mark.parametrize("case", sorted(_ZIPPED))
 def test_average_gradients_pre_check_reads_the_recipe_shape_as_its_codemod_does(case):
-    """Only a function that loops over `zip(*param)` and averages in the loop goes to the
-    codemod (tf-slim's layers_test.py zips and averages apart: ~10 s of libcst for nothing)."""
+    """Only a loop over `zip(*towers)` that averages in its body goes to the codemod,
+    wherever it is written (tf-slim's layers_test.py zips and averages apart: ~10 s of
+    libcst for nothing)."""
     transform = registry.all_transforms()["average-gradients"]
     code, expected = _ZIPPED[case]
     code = textwrap.dedent(code)

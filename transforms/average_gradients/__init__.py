@@ -52,21 +52,34 @@ over `zip(*tower_grads)` that averages with `reduce_mean` of `concat`/`stack`, o
 the count) that does not handle `None` or `IndexedSlices`, where the code of the run (the file
 and the files its imports connect it to) shows the model it averages for breaking it: a
 trainable `tf.Variable` made under a reusing variable scope (the project model's
-`FileView.reusing_regions`: made anew in every tower, so another tower's loss does not reach
-it: a `None` gradient), a batch norm whose settings put its moving mean and variance in
+`FileView.reusing_regions`) in code that runs once per tower (`FileView.tower_code`: made
+anew in every tower, so another tower's loss does not reach it: a `None` gradient), a
+library module that makes variables (a Sonnet module, `snt.Module(build)`) constructed in
+code that runs once per tower (each tower trains its own copy, so the towers' lists pair
+different variables whether `None` is skipped or not: reported, not rewritten, as the
+towers need one module built outside them; one constructed in a module's own build
+function is that module's part), a batch norm whose settings put its moving mean and variance in
 TRAINABLE_VARIABLES (`variables_collections=[tf.GraphKeys.TRAINABLE_VARIABLES]`, facenet's
 models: no loss reaches them, a `None` gradient), or a lookup of a variable
-(`embedding_lookup`, `nce_loss`, a `gather` of a trainable one: an `IndexedSlices`). In
+(`embedding_lookup`, `nce_loss`, a `gather` of a trainable one, named or held as
+`self.<name>`: an `IndexedSlices`; a lookup of a tensor computed from the table, a
+zero-padded `concat` of its rows from 1, differentiates it through a slice, densely, and
+does not count). In
 another file than the recipe's, only code the towers may run counts: a unit the recipe's file
 or its callers reach (a loss function of a package that nothing calls gives no gradient). A
 dense model of shared, reached variables is right as it is and left alone. The function is rewritten to skip `None`, keep `IndexedSlices` sparse as above,
 and raise where the towers' lists differ in length or a tuple names more than one variable
 (towers that do not share their variables: `shared-variables` fixes those); a function doing
 more than the recipe (a summary in its loop) is reported, not rewritten. The recipe's loop
-written inline (in a method, beside the towers: a loop over `zip(*towers)` that reads
-(gradient, variable) pairs and averages) is found the same way, and the loop alone is
-rewritten, as is the loop of a function that does more than average (one that applies the
-average too keeps applying it). A `None` check commented out is no check.
+written inline, wherever it is (in a method beside the towers, at a training script's top
+level: a loop over `zip(*towers)` that reads (gradient, variable) pairs and averages), is
+found the same way, except that a lookup counts for it only in the code the towers run
+(`FileView.tower_code`: the loop sits beside its towers, whose code the project model
+reads; a lookup in a method no tower calls gives no tower an IndexedSlices). The loop alone
+is rewritten, as is the loop of a function that does more than average (one that applies
+the average too keeps applying it); a loop that keeps the averages in two lists (gradients,
+variables) or whose names are read after it is reported, not rewritten. A `None` check
+commented out is no check.
 """
 
 from __future__ import annotations
@@ -93,28 +106,35 @@ _SPARSE_DESCENT = {"ApplyGradientDescent": "ScatterSub",
 
 
 def _averaging_loop(syntax) -> bool:
-    """Whether a function loops over `zip(*param)` of one of its parameters and calls
-    `reduce_mean` or `add_n` in the loop: the recipe's shape as the codemod reads it
-    (`source._recipe`), by last names (looser). A test file that zips and averages apart
-    (tf-slim's layers_test.py: 4,254 lines, ~10 s of libcst) is not sent to the codemod."""
+    """Whether the file has a loop over `zip(*towers)` (a name or an attribute:
+    `self.tower_grads`), or over the first tower's list by index (`range(len(towers[0]))`,
+    `enumerate(towers[0])`), that calls `reduce_mean` or `add_n` in its body, wherever it is
+    written (a function of the recipe's, a method, a training script's top level): the
+    shapes the codemod reads (`source._recipe`, `source._inline_recipes`), by last names
+    (looser). A test file that zips and averages apart (tf-slim's layers_test.py: 4,254
+    lines, ~10 s of libcst) is not sent to the codemod."""
     import ast  # (here: a run over graphs never parses source)
 
     from graphfix.source.syntax import tail_name
 
-    for function in ast.walk(syntax.tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for loop in ast.walk(syntax.tree):
+        call = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
+        if not (isinstance(call, ast.Call) and len(call.args) == 1):
             continue
-        params = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
-        for loop in ast.walk(function):
-            call = loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else None
-            if not (isinstance(call, ast.Call) and tail_name(call.func) == "zip"
-                    and len(call.args) == 1 and isinstance(call.args[0], ast.Starred)
-                    and isinstance(call.args[0].value, ast.Name)
-                    and call.args[0].value.id in params):
-                continue
-            if any(isinstance(node, ast.Call) and tail_name(node.func) in ("reduce_mean", "add_n")
-                   for node in ast.walk(loop)):
-                return True
+        given = call.args[0]
+        if tail_name(call.func) == "range" and isinstance(given, ast.Call) \
+                and tail_name(given.func) == "len" and len(given.args) == 1:
+            given = given.args[0]
+        zipped = (tail_name(call.func) == "zip" and isinstance(given, ast.Starred)
+                  and isinstance(given.value, (ast.Name, ast.Attribute)))
+        by_index = (tail_name(call.func) in ("range", "enumerate")
+                    and isinstance(given, ast.Subscript)
+                    and isinstance(given.slice, ast.Constant) and given.slice.value == 0)
+        if not (zipped or by_index):
+            continue
+        if any(isinstance(node, ast.Call) and tail_name(node.func) in ("reduce_mean", "add_n")
+               for statement in loop.body for node in ast.walk(statement)):
+            return True
     return False
 
 
@@ -124,8 +144,8 @@ class AverageGradients(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:AverageGradientsCodemod"
-    # A loop over `zip(*tower_grads)` that averages: the function the rule reads.
-    source_triggers = SourceTriggers(words=("zip(*",), all_of=(("reduce_mean", "add_n"),),
+    # A loop over `zip(*tower_grads)` (or the first tower's list by index) that averages.
+    source_triggers = SourceTriggers(words=("zip(*", "[0]"), all_of=(("reduce_mean", "add_n"),),
                                      where=_averaging_loop)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:

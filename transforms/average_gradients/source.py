@@ -11,10 +11,15 @@ import libcst as cst
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
 from graphfix.source.project import FileView, unit_at
-from graphfix.source.project.facts import own_nodes, trainable_statistics
+from graphfix.source.project.facts import library_module, own_nodes, trainable_statistics
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.scopes import descendants, enclosing
-from graphfix.source.vocabulary import GET_VARIABLE_CALLS, VARIABLE_CALLS
+from graphfix.source.vocabulary import (
+    GET_VARIABLE_CALLS,
+    LIBRARY_BUILD_METHOD,
+    LIBRARY_VARIABLE_MODULES,
+    VARIABLE_CALLS,
+)
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -93,13 +98,17 @@ class _Recipe:
 @dataclass(frozen=True)
 class _Risks:
     """Where the model breaks the recipe, each as `path:line` (the first), or None: a
-    trainable `tf.Variable` made under a reusing scope (`unshared`), a lookup whose
-    gradient is an IndexedSlices (`sparse`), a batch norm whose moving statistics are
-    trainable (`statistics`)."""
+    trainable `tf.Variable` made once per tower under a reusing scope (`unshared`), a
+    lookup whose gradient is an IndexedSlices (`sparse`; `sparse_in_towers`: one in the
+    code the towers run, `FileView.tower_code`), a batch norm whose moving statistics are
+    trainable (`statistics`), a library module that makes variables (a Sonnet module)
+    constructed once per tower (`module_per_tower`: each tower trains its own copy)."""
 
     unshared: str | None = None
     sparse: str | None = None
+    sparse_in_towers: str | None = None
     statistics: str | None = None
+    module_per_tower: str | None = None
 
 
 def model_risks(view: FileView) -> _Risks:
@@ -108,7 +117,10 @@ def model_risks(view: FileView) -> _Risks:
     (`FileView.reusing_regions`: a tower loop's reuse reaches the model functions it
     calls); a `gather` counts where it reads a name its function (or the module) binds to
     a trainable variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does; batch
-    norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. In
+    norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. A
+    `tf.Variable` counts only in code that runs once per tower (`FileView.tower_code`) under
+    a reusing scope, as does a library module's constructor (`snt.Module(build)` in the
+    tower function: Sonnet gives each instance variables of its own, reuse or not). In
     another file, only what the towers' code may run counts: a lookup or a batch norm's
     settings in a unit that this file's code, or the code that refers to it, reaches
     (`Project.reached`); a loss function of a model package that nothing calls gives the
@@ -134,10 +146,20 @@ def model_risks(view: FileView) -> _Risks:
         except (SyntaxError, ValueError):
             continue
         names = AstTfNames(tree)
+        builds = _module_builds(tree, names)
+        held = _held_variables(tree, names)
         regions = None  # asked once a tf.Variable is found
+        towers = None  # asked once a tf.Variable, a lookup or a library module is found
+
+        def per_tower(line: int) -> bool:
+            nonlocal towers
+            if towers is None:
+                towers = view.project.view(path).tower_code()
+            return any(first <= line <= last for first, last in towers)
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
-            variables = _bound_to_variables(scope, names)
+            variables = _bound_to_variables(scope, names) | held
+            computed = _bound_to_computed(scope, names)
             for node in own_nodes(scope):
                 if not isinstance(node, ast.Call):
                     continue
@@ -145,11 +167,17 @@ def model_risks(view: FileView) -> _Risks:
                 if name == "Variable" and _trainable(node):
                     if regions is None:
                         regions = view.project.view(path).reusing_regions()
-                    if any(region[0] <= node.lineno <= region[1] for region in regions):
+                    if (any(region[0] <= node.lineno <= region[1] for region in regions)
+                            and per_tower(node.lineno)):
                         found["unshared"] = _first(found.get("unshared"), (path, node.lineno))
-                elif name in _SPARSE_MAKERS and (name not in _GATHERS
-                                                 or _reads(node, variables)):
+                elif name in _SPARSE_MAKERS and (_reads(node, variables) if name in _GATHERS
+                                                 else not _reads(node, computed)):
                     note("sparse", path, node.lineno)
+                    if per_tower(node.lineno):
+                        note("sparse_in_towers", path, node.lineno)
+                elif (library_module(names, node.func) in LIBRARY_VARIABLE_MODULES
+                      and scope not in builds and per_tower(node.lineno)):
+                    note("module_per_tower", path, node.lineno)
         if "variables_collections" in code:
             for line in trainable_statistics(tree, names):
                 note("statistics", path, line)
@@ -157,7 +185,21 @@ def model_risks(view: FileView) -> _Risks:
 
 
 # Words without one of which (or "Variable") a file holds none of `_Risks`.
-_RISK_WORDS = ("embed", "gather", "nce_", "sampled_softmax", "variables_collections")
+_RISK_WORDS = ("embed", "gather", "nce_", "sampled_softmax", "variables_collections", "snt.",
+               "sonnet")
+
+
+def _module_builds(tree: ast.Module, names: AstTfNames) -> list[ast.AST]:
+    """The functions a library module runs as its build (`snt.Module(build)`'s `build`, a
+    module class's `_build`): a module constructed there is its module's own part, made
+    once per connection of that module and reused by the next one."""
+    given = {arg.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and library_module(names, node.func) in LIBRARY_VARIABLE_MODULES
+             for arg in [*node.args, *(k.value for k in node.keywords)]
+             if isinstance(arg, ast.Name)}
+    return [node for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (node.name in given or node.name == LIBRARY_BUILD_METHOD)]
 
 
 def _units_on_path(view: FileView) -> set[tuple[str, str]]:
@@ -186,8 +228,41 @@ def _bound_to_variables(scope: ast.AST, names: AstTfNames) -> set[str]:
     return bound
 
 
+def _held_variables(tree: ast.Module, names: AstTfNames) -> set[str]:
+    """`self.<name>` for each attribute the file's methods assign a trainable variable
+    constructor's result to (`self.gamma = tf.get_variable(...)`: a conditional batch
+    norm's per-class scales, gathered by label)."""
+    return {f"self.{target.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+            and names.canonical(node.value.func) in _VARIABLE_MAKERS and _trainable(node.value)
+            for target in node.targets
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            and target.value.id == "self"}
+
+
+def _bound_to_computed(scope: ast.AST, names: AstTfNames) -> set[str]:
+    """The names `scope` binds to a tensor a TF op computes (not a variable, nor its
+    identity): a lookup of one (`table = tf.concat((zeros, table[1:]), 0)`, a zero-padded
+    table) differentiates the variable through that op, a slice's dense gradient."""
+    bound = set()
+    for node in own_nodes(scope):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            name = names.canonical(node.value.func)
+            if name is not None and name not in _VARIABLE_MAKERS | _PASSES_SPARSE:
+                bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return bound
+
+
+# Ops whose gradient hands an IndexedSlices on as it is.
+_PASSES_SPARSE = frozenset({"identity"})
+
+
 def _reads(call: ast.Call, variables: set[str]) -> bool:
+    """Whether the call's first argument is one of `variables` (a name, or `self.name`)."""
     params = call.args[0] if call.args else None
+    if (isinstance(params, ast.Attribute) and isinstance(params.value, ast.Name)
+            and params.value.id == "self"):
+        return f"self.{params.attr}" in variables
     return isinstance(params, ast.Name) and params.id in variables
 
 
@@ -307,36 +382,41 @@ class AverageGradientsCodemod(SourceCodemod):
         if not recipes and not inline:
             return
         risks = model_risks(self.project)
+        # Towers that each own their variables need their model changed, not the average:
+        # the rewrite would raise on their lists, so it is reported alone.
+        rewrites = not risks.module_per_tower
         for recipe in recipes:
-            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, risks)
+            breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, risks, risks.sparse)
             if not breaks:
                 continue
             function = recipe.function
-            fix = Replace(function, self._rewritten(recipe)) if recipe.rewritable else None
+            fix = (Replace(function, self._rewritten(recipe))
+                   if recipe.rewritable and rewrites else None)
             self.report(
                 function.name,
                 f"{function.name.value}() averages the towers' gradients with the CIFAR-10 "
                 f"recipe, which breaks for this model: {'; '.join(breaks)}"
-                + ("" if fix else " (the function does more than the recipe: rewrite it by "
-                   "hand to skip None, keep IndexedSlices sparse, check one variable per "
-                   "tuple)"),
+                + ("" if recipe.rewritable else " (the function does more than "
+                   "the recipe: rewrite it by hand to skip None, keep IndexedSlices sparse, "
+                   "check one variable per tuple)"),
                 fix=fix)
         for loop in inline:
-            breaks = _breaks(loop.skips_none, loop.keeps_sparse, risks)
+            breaks = _breaks(loop.skips_none, loop.keeps_sparse, risks, risks.sparse_in_towers)
             if not breaks:
                 continue
             fix = None
-            if loop.rewritable:
+            if loop.rewritable and rewrites:
                 text = _LOOP.format(towers=loop.towers, averaged=loop.averaged, tf=loop.tf)
                 statement = cst.parse_statement(text, config=self._tree.config_for_parsing)
                 fix = Replace(loop.loop, lambda _, statement=statement: statement)
             self.report(
                 loop.loop,
-                f"the loop over zip(*{loop.towers}) averages the towers' gradients inline "
-                f"with the CIFAR-10 recipe, which breaks for this model: {'; '.join(breaks)}"
-                + ("" if fix else " (the loop does more than the recipe, or its names are "
-                   "read after it: rewrite it by hand to skip None, keep IndexedSlices "
-                   "sparse, check one variable per tuple)"),
+                f"the loop over {_walked(loop)}, written inline, averages the towers' "
+                f"gradients with the CIFAR-10 recipe, which breaks for this model: "
+                f"{'; '.join(breaks)}"
+                + ("" if loop.rewritable else " (the loop does more than the recipe, "
+                   "or its names are read after it: rewrite it by hand to skip None, keep "
+                   "IndexedSlices sparse, check one variable per tuple)"),
                 fix=fix)
 
     def _inline_recipes(self, functions: list[_Recipe]) -> list[_Recipe]:
@@ -348,8 +428,11 @@ class AverageGradientsCodemod(SourceCodemod):
                   for loop in descendants(recipe.function, cst.For)}
         found = []
         for loop in self.nodes(cst.For):
-            towers = _zipped_towers(loop)
-            if id(loop) in inside or towers is None or not _pairs_of(loop):
+            towers, indexed = _zipped_towers(loop), None
+            if towers is None:
+                towers = indexed = _indexed_towers(loop)
+            if id(loop) in inside or towers is None or not (
+                    _indexes(loop, towers) if indexed else _pairs_of(loop)):
                 continue
             averaging = [c for c in descendants(loop, cst.Call)
                          if self.tf_canonical(c.func) in _MEANS | _SUMS]
@@ -357,7 +440,9 @@ class AverageGradientsCodemod(SourceCodemod):
                 continue
             skips_none, keeps_sparse = _handles_none_and_sparse(loop)
             averaged = _appended_to(loop)
-            rewritable = (averaged is not None and self._loop_is_recipe(loop)
+            # (a loop over the first tower's list by index is read by hand: its index and
+            # names are its own)
+            rewritable = (not indexed and averaged is not None and self._loop_is_recipe(loop)
                           and not self._read_after(loop, _LOOP_BINDS))
             found.append(_Recipe(None, towers, averaged or "average_grads",
                                  self._tf_of(averaging[0]), skips_none, keeps_sparse,
@@ -456,11 +541,20 @@ def _depth(line: str) -> int:
 _LOOP_BINDS = frozenset({"grad_and_vars", "var", "names", "grads", "values", "indices", "grad"})
 
 
-def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks) -> list[str]:
-    """Why the recipe breaks for the model, in words (none: it does not)."""
+def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks, sparse: str | None
+            ) -> list[str]:
+    """Why the recipe breaks for the model, in words (none: it does not). `sparse`: the
+    lookup that counts (`risks.sparse`, or for a loop beside the towers, whose code the
+    project model reads, `risks.sparse_in_towers`)."""
     breaks = []
-    if risks.sparse and not keeps_sparse:
-        breaks.append(f"the gradient of the lookup at {risks.sparse} is an IndexedSlices, "
+    if risks.module_per_tower:
+        breaks.append(f"the module constructed at {risks.module_per_tower} is made anew in "
+                      "every tower, each instance with variables of its own, so the towers' "
+                      "gradient lists differ and zip(*...) pairs gradients of different "
+                      "variables (skipping None does not help: build the module once, "
+                      "outside the towers, and call it in each)")
+    if sparse and not keeps_sparse:
+        breaks.append(f"the gradient of the lookup at {sparse} is an IndexedSlices, "
                       "which expand_dims/concat densify to a whole [vocab, dim] tensor "
                       "per tower (\"Converting sparse IndexedSlices to a dense Tensor\")")
     if risks.unshared and not skips_none:
@@ -487,6 +581,51 @@ def _zipped_towers(loop: cst.For) -> str | None:
     return None
 
 
+def _indexed_towers(loop: cst.For) -> str | None:
+    """The code of the tower list a loop over the first tower's list by index walks
+    (`for i in range(len(towers[0])):`, `for i, (_, var) in enumerate(towers[0]):`), else
+    None."""
+    call = loop.iter
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+            and len(call.args) == 1):
+        return None
+    given = call.args[0].value
+    if call.func.value == "range":
+        if not (isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
+                and given.func.value == "len" and len(given.args) == 1):
+            return None
+        given = given.args[0].value
+    elif call.func.value != "enumerate":
+        return None
+    if (isinstance(given, cst.Subscript) and len(given.slice) == 1
+            and isinstance(given.slice[0].slice, cst.Index)
+            and isinstance(given.slice[0].slice.value, cst.Integer)
+            and given.slice[0].slice.value.value == "0"
+            and isinstance(given.value, (cst.Name, cst.Attribute))):
+        return cst.Module([]).code_for_node(given.value)
+    return None
+
+
+def _index_of(loop: cst.For) -> str | None:
+    target = loop.target
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[0].value
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _indexes(loop: cst.For, towers: str) -> bool:
+    """Whether the loop reads every tower's entry at its index: `towers[t][i]`."""
+    index, code = _index_of(loop), cst.Module([]).code_for_node
+    for subscript in descendants(loop.body, cst.Subscript):
+        inner = subscript.value
+        if (isinstance(inner, cst.Subscript) and code(inner.value) == towers
+                and len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index)
+                and isinstance(subscript.slice[0].slice.value, cst.Name)
+                and subscript.slice[0].slice.value.value == index):
+            return True
+    return False
+
+
 def _pairs_of(loop: cst.For) -> bool:
     """Whether the loop reads its target as (gradient, variable) pairs: `target[0][1]`, or
     a loop or comprehension `for g, v in target`."""
@@ -503,6 +642,13 @@ def _pairs_of(loop: cst.For) -> bool:
                 and isinstance(node.target, cst.Tuple) and len(node.target.elements) == 2):
             return True
     return False
+
+
+def _walked(recipe: _Recipe) -> str:
+    """What the recipe's loop walks, as its finding names it."""
+    if _zipped_towers(recipe.loop) is not None:
+        return f"zip(*{recipe.towers})"
+    return f"{recipe.towers}[0] by index"
 
 
 def _appended_to(loop: cst.For) -> str | None:
