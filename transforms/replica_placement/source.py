@@ -1115,13 +1115,15 @@ class ReplicaPlacementCodemod(SourceCodemod):
             elsewhere = self.project.function_elsewhere(name, self.position(given)[0])
             if elsewhere is None:
                 return []
-            _, code, unit, _ = elsewhere
-            try:
-                module = cst.parse_module(code)
-            except (cst.ParserSyntaxError, RecursionError, ValueError):
-                return []
-            reader = DeviceValues.of_module(module)
-            functions = reader.functions(unit)
+            path, code, unit, _ = elsewhere
+            readers = self.__dict__.setdefault("_readers", {})  # (each file parsed once)
+            if path not in readers:
+                try:
+                    readers[path] = DeviceValues.of_module(cst.parse_module(code))
+                except (cst.ParserSyntaxError, RecursionError, ValueError):
+                    readers[path] = None
+            reader = readers[path]
+            functions = [] if reader is None else reader.functions(unit)
         if len(functions) != 1:
             return []
         found: list[str] = []
