@@ -218,7 +218,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
     slim variables under `arg_scope(..., device=...)` or given `device=`; variables the
     hand-written ps scopes already hold, with no op beside them (the seed as written);
-    functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
+    a global step in a branch of an `if` that never runs with the setter (a standalone
+    trainer's, beside the `else:` or after the `return` of its branch, that joins the
+    cluster); functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
     unless they make the cluster, or call what makes it, themselves (a `main`); code no
     cluster's program holds (a local evaluation graph beside the training function);
     variables made with a cluster this file makes when every session the file opens runs
@@ -1066,7 +1068,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             return None
         home = enclosing_function(call, self.parent)
         for read in reads:
-            if enclosing_function(read, self.parent) is not home:
+            if enclosing_function(read, self.parent) is not home or self._apart(call, read):
                 continue
             for around in with_items_around(read, self.parent):
                 if not isinstance(around, cst.WithItem):
@@ -1077,11 +1079,32 @@ class ReplicaPlacementCodemod(SourceCodemod):
                         return verdict, jobless
                     break
         if any(enclosing_function(read, self.parent) is home and self._given_as_step(read)
-               for read in reads):
-            setter = self._ps_setter_in(home)
+               and not self._apart(call, read) for read in reads):
+            setter = self._ps_setter_in(home, call)
             if setter is not None:
                 return setter, jobless
         return None
+
+    def _apart(self, one: cst.CSTNode, other: cst.CSTNode) -> bool:
+        """Whether `one` is in a branch of an `if` that never runs with `other`: `other`
+        in another branch of it (`elif`, `else`), or after it where the branch ends in a
+        `return` or `raise`. A standalone program's global step beside the code that
+        builds the cluster's (one name's bindings read by both alike)."""
+        child, node = one, self.parent(one)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
+            if isinstance(node, cst.If) and (child is node.body or child is node.orelse):
+                branch = node.orelse if child is node.body else node.body
+                if branch is not None and (other is branch
+                                           or inside(other, branch, self.parent)):
+                    return True
+                last = child.body[-1] if isinstance(child, cst.IndentedBlock) else None
+                if (isinstance(last, cst.SimpleStatementLine)
+                        and isinstance(last.body[-1], (cst.Return, cst.Raise))
+                        and not inside(other, node, self.parent)
+                        and self.position(other) > self.position(node)):
+                    return True
+            child, node = node, self.parent(node)
+        return False
 
     def _names_no_job(self, item: cst.WithItem) -> bool:
         """Whether a `with` item is a device scope whose every device the code shows names
@@ -1134,12 +1157,13 @@ class ReplicaPlacementCodemod(SourceCodemod):
             found += templates
         return found
 
-    def _ps_setter_in(self, home: cst.FunctionDef | None) -> _Path | None:
+    def _ps_setter_in(self, home: cst.FunctionDef | None, step: cst.Call) -> _Path | None:
         """The first `replica_device_setter` scope the function `home` (None: the module's
-        code) opens itself that sends variables to the ps job (no `ps_device` naming
-        another device: a single machine's setter onto its CPU is no cluster's)."""
+        code) opens itself, in a branch that may run with `step`'s, that sends variables to
+        the ps job (no `ps_device` naming another device: a single machine's setter onto
+        its CPU is no cluster's)."""
         for node in self.nodes(cst.WithItem):
-            if enclosing_function(node, self.parent) is not home:
+            if enclosing_function(node, self.parent) is not home or self._apart(step, node):
                 continue
             verdict = self._verdict(node, "op")
             if verdict is None or verdict.kind != "setter":
