@@ -716,10 +716,14 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if scope is None:
             return None
         calls = []
-        for assignment in scope.assignments[definition.name.value]:
+        name = definition.name.value
+        for assignment in scope.assignments[name]:
             if getattr(assignment, "node", None) is not definition:
                 continue
             for access in assignment.references:
+                there = self.get_metadata(ScopeProvider, access.node, None)
+                if there is not None and assignment not in set(there[name]):
+                    continue  # a local of the same name (`def net(x): net = ...(net)`)
                 parent = self.parent(access.node)
                 if not (isinstance(parent, cst.Call) and parent.func is access.node):
                     return None
