@@ -118,6 +118,30 @@ def test_global_step_beside_the_setter_says_what_breaks():
     assert "sync_token_q" not in finding.message
 
 
+def test_global_step_under_a_gpu_scope_beside_the_setter_leaves_that_scope():
+    """A global step made under a device scope that names a GPU and no job (a DeviceSpec
+    a helper returns), beside the towers' setter: the finding names that scope, and the
+    fix takes the step's statement out of it into the setter (nested, the ps task would
+    keep the GPU type); a ps-named DeviceSpec, or a single machine's setter onto its CPU,
+    is left alone."""
+    code = (SOURCE / "global_step_under_gpu_spec" / "before.py").read_text()
+    fixed, (finding,) = graphfix.fix_source(code, only=[NAME])
+    assert finding.message.startswith(
+        "tf.train.get_or_create_global_step creates the global step outside the "
+        "replica_device_setter scope of line 25, under tf.device(gpu(0)) (line 32), which "
+        "names no job, so on the worker: each worker keeps its own step")
+    assert "fix: the statement moves out of that scope, under tf.device(" in finding.message
+    assert ("    with tf.device(tf.train.replica_device_setter(\n"
+            "            worker_device='/job:worker/task:%d' % task_index, "
+            "cluster=cluster_spec)):\n"
+            "        global_step = tf.train.get_or_create_global_step()  # expect: warning\n"
+            "    with tf.device(gpu(0)):\n"
+            "        learning_rate = ") in fixed
+    for case in ("noop_global_step_on_ps_spec", "noop_global_step_single_machine_setter"):
+        assert graphfix.check_source((SOURCE / case / "before.py").read_text(),
+                                     only=[NAME]) == []
+
+
 STEP_READ_BEFORE_THE_SETTER = """\
 import tensorflow.compat.v1 as tf
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +23,37 @@ from conftest import FIXTURES, fixture_findings, run_cli
 NAME = "shared-variables"
 SOURCE = FIXTURES / "shared_variables" / "source"
 MESSAGE = "tf.Variable under a reusing variable scope ("
+MODULE = re.compile(r"^snt\.\w+\(\.\.\.\) is constructed anew in ")
 
 
 def test_every_fixture_finding_names_the_reusing_scope():
+    """A `tf.Variable` finding names the reusing scope; a library module's (Sonnet), the
+    tower code that constructs it anew."""
     for case, _, findings in fixture_findings("shared_variables"):
-        assert all(f.message.startswith(MESSAGE) for f in findings), case.name
+        assert all(f.message.startswith(MESSAGE) or MODULE.search(f.message)
+                   for f in findings), case.name
+
+
+def test_sonnet_module_constructed_per_tower_is_reported():
+    """A Sonnet module constructed in the function each tower calls, or in the tower loop,
+    is a new module per tower (its own variable scope): reported where it is constructed,
+    not fixed; those its build function constructs, and a module built once before the
+    towers and called in each, are not."""
+    code = (SOURCE / "sonnet_module_per_tower" / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(code, only=[NAME])
+    assert fixed == code
+    assert [(f.line, f.fixable) for f in findings] == [(24, False), (35, False)]
+    assert findings[0].message.startswith(
+        "snt.Module(...) is constructed anew in tower_loss, which each tower calls: each "
+        "module instance gets a variable scope of its own, so each tower trains its own "
+        "weights")
+    assert findings[1].message.startswith("snt.Linear(...) is constructed anew in the tower loop")
+    assert "construct the module once, before the towers" in findings[1].message
+    once = (SOURCE / "noop_sonnet_module_built_once" / "before.py").read_text()
+    assert graphfix.check_source(once, only=[NAME]) == []
+    without_reuse = code.replace("snt.Module(custom_build, name='simple_net')",
+                                 "build_once(custom_build)")
+    assert [f.line for f in graphfix.check_source(without_reuse, only=[NAME])] == [35]
 
 
 def test_alone_the_model_reuses_nothing():

@@ -77,10 +77,13 @@ found. Variables outside GLOBAL_VARIABLES (a local variable, `collections=
 [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) are the worker's own on purpose
 and left alone, but under the setter, which places by op type, they land on the ps, shared
 by every worker: found, and moved under the setter's `worker_device` (a job an op already
-names is kept). A global step made, under no device scope, beside the setter's scope of
-its own function and given to an optimizer under that scope is a warning wherever the
-cluster is made (the setter says the program has a ps job): its statement moves to the top
-of that scope, or, where a statement between reads the step, under the same setter.
+names is kept). A global step made, under no device scope or one naming no job (`'/gpu:0'`,
+a `DeviceSpec` of a GPU, a helper returning one), beside the setter's scope of its own
+function and given to an optimizer (under that scope, or anywhere in the function where the
+setter sends variables to the ps job) is a warning wherever the cluster is made (the
+setter says the program has a ps job): its statement moves to the top of that scope, or,
+where a statement between reads the step, under the same setter; first in a scope naming no
+job, it moves out of that scope into the setter.
 Scopes that choose ps tasks by hand are reported, not rewritten (round-robin may move a
 variable to another task). Device functions (a setter already, slim's
 `variables_device()`, a chooser) are left alone; see `ReplicaPlacementCodemod`.

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import Assignment, FunctionScope, GlobalScope, ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
+    DeviceValues,
     Example,
     SourceCodemod,
     argument,
@@ -20,6 +22,7 @@ from graphfix.source.codemod import (
 from graphfix.source.fixes import Replace, WrapInWith
 from graphfix.source.scopes import (
     bound_name,
+    descendants,
     enclosing,
     enclosing_function,
     inside,
@@ -197,11 +200,15 @@ class ReplicaPlacementCodemod(SourceCodemod):
       The project model says which code runs with it (`FileView.cluster_reaching`): the
       function that makes it, the ones that call that one, and what they call, here or
       in a module the file imports;
-    - the global step made under no device scope beside a `replica_device_setter` scope of
-      its own function (or module) that reads it (`minimize(loss, global_step=step)`; a
-      step maker, or a variable given as `global_step`), whatever calls the function and
-      wherever the cluster is made: the setter never sees it, so each worker keeps its
-      own, and `SyncReplicasOptimizer` builds its token queue on the step's device;
+    - the global step made under no device scope, or under one naming no job (`'/gpu:0'`,
+      `DeviceSpec(device_type='GPU', device_index=i)`, a helper of the project returning
+      such a device), beside a `replica_device_setter` scope of its own function (or
+      module) that reads it (`minimize(loss, global_step=step)`; a step maker, or a
+      variable given as `global_step`), or beside one sending variables to the ps job
+      while the function gives the step to an optimizer outside it, whatever calls the
+      function and wherever the cluster is made: the setter never sees it, so each worker
+      keeps its own, and `SyncReplicasOptimizer` builds its token queue on the step's
+      device;
     - a worker's own variable (outside GLOBAL_VARIABLES: `tf.get_local_variable`,
       `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) made under
       `replica_device_setter`, which places by op type, not by collection: it lands on a
@@ -211,7 +218,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     `deploy_config.variables_device()`, a chooser function, a lambda), `colocate_with`,
     slim variables under `arg_scope(..., device=...)` or given `device=`; variables the
     hand-written ps scopes already hold, with no op beside them (the seed as written);
-    functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
+    a global step in a branch of an `if` that never runs with the setter (a standalone
+    trainer's, beside the `else:` or after the `return` of its branch, that joins the
+    cluster); functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
     unless they make the cluster, or call what makes it, themselves (a `main`); code no
     cluster's program holds (a local evaluation graph beside the training function);
     variables made with a cluster this file makes when every session the file opens runs
@@ -243,7 +252,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
       scope, when that scope comes later in the same block with the setter as its one
       item and no statement between reads the step (one device chooser: its round-robin
       counts the step first); else it is wrapped in the same setter, spelled as the scope
-      spells it (reported, not fixed, where that reads a name bound only later);
+      spells it (reported, not fixed, where that reads a name bound only later); made
+      first in a device scope naming no job, it moves out of that scope into the setter,
+      just before it (nested in it, the setter's ps task would keep the scope's GPU, which
+      the ps may not have; reported, not fixed, where it is not that scope's first
+      statement);
     - the worker's own variables under the setter: their adjacent statements (with those
       between that make no variable and call no function of the program) move under
       `tf.compat.v1.device(WORKER)`, WORKER the setter's `worker_device` (else the one the
@@ -367,11 +380,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
         """The op calls on the ps ({ps scope: [(call, scopes)]}), the variables with no ps
         placement ([(call, paths)]), the worker's own variables made under the setter
         ([(call, paths)]) and the global steps made beside a setter scope of their function
-        ([(call, the setter's path)]: `_setter_beside_step`)."""
+        ([(call, the setter's path, the device scope naming no job around it)]:
+        `_setter_beside_step`)."""
         ps_ops: dict[_JobScope, list[tuple[cst.Call, list[_JobScope]]]] = {}
         unplaced: list[tuple[cst.Call, list[_Path]]] = []
         shared_locals: list[tuple[cst.Call, list[_Path]]] = []
-        steps_beside: list[tuple[cst.Call, _Path]] = []
+        steps_beside: list[tuple[cst.Call, _Path, cst.WithItem | None]] = []
         # Variables a worker keeps (`outside_global_variables`): a setter over them would send
         # them to the ps, where every worker would share them.
         self._worker_locals: list[tuple[cst.Call, list[_Path]]] = []
@@ -383,7 +397,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             beside = (self._setter_beside_step(call, name) if name in CREATES_VARIABLES
                       and not outside_global_variables(call, name) else None)
             if beside is not None:
-                steps_beside.append((call, beside))
+                steps_beside.append((call, *beside))
             elif name in CREATES_VARIABLES and self._shares_variables(call):
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
@@ -702,10 +716,14 @@ class ReplicaPlacementCodemod(SourceCodemod):
         if scope is None:
             return None
         calls = []
-        for assignment in scope.assignments[definition.name.value]:
+        name = definition.name.value
+        for assignment in scope.assignments[name]:
             if getattr(assignment, "node", None) is not definition:
                 continue
             for access in assignment.references:
+                there = self.get_metadata(ScopeProvider, access.node, None)
+                if there is not None and assignment not in set(there[name]):
+                    continue  # a local of the same name (`def net(x): net = ...(net)`)
                 parent = self.parent(access.node)
                 if not (isinstance(parent, cst.Call) and parent.func is access.node):
                     return None
@@ -1020,19 +1038,28 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     # -- the global step beside the setter ---------------------------------------------------
 
-    def _setter_beside_step(self, call: cst.Call, name: str) -> _Path | None:
-        """The `replica_device_setter` scope beside which `call` makes the global step: the
-        function (or module) making it opens that scope itself and reads the step under it
-        (`apply_gradients(grads, global_step=global_step)`), while no device scope of its
-        own holds `call`. The setter is the program's word that it trains with a ps job,
-        whatever calls the function (a method of a class built by reflection) or wherever
-        its cluster is made. None: no such scope, a step made under a device scope, not the
-        global step, or every session of the file runs in-process."""
+    def _setter_beside_step(self, call: cst.Call, name: str
+                            ) -> tuple[_Path, cst.WithItem | None] | None:
+        """The `replica_device_setter` scope beside which `call` makes the global step, and
+        the outermost device scope naming no job that holds `call` in its function (None
+        where none does). The function (or module) making it opens that scope itself and
+        reads the step under it (`apply_gradients(grads, global_step=global_step)`), or
+        gives it as an optimizer's global step anywhere, while no scope of its own places
+        `call`: no device scope, or one naming no job (`'/gpu:0'`, `DeviceSpec(device_type=
+        'GPU', device_index=i)`, a function of the project returning such a device), which
+        leaves the step on the worker. The setter is the program's word that it trains with
+        a ps job, whatever calls the function (a method of a class built by reflection) or
+        wherever its cluster is made. None: no such scope, a step made under a scope naming
+        a job or a device function, not the global step, or every session of the file runs
+        in-process."""
         if self._in_process or not self._opens_setter:
             return None
+        jobless = None
         for around in with_items_around(call, self.parent):
             if isinstance(around, cst.WithItem):
-                if self._verdict(around, "step") is not None:
+                if self._names_no_job(around):
+                    jobless = around
+                elif self._verdict(around, "step") is not None:
                     return None  # placed: by hand on the ps, or the existing rules judge it
             elif isinstance(around, cst.FunctionDef):
                 break
@@ -1045,7 +1072,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             return None
         home = enclosing_function(call, self.parent)
         for read in reads:
-            if enclosing_function(read, self.parent) is not home:
+            if enclosing_function(read, self.parent) is not home or self._apart(call, read):
                 continue
             for around in with_items_around(read, self.parent):
                 if not isinstance(around, cst.WithItem):
@@ -1053,8 +1080,103 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 verdict = self._verdict(around, "op")
                 if verdict is not None:
                     if verdict.kind == "setter":
-                        return verdict
+                        return verdict, jobless
                     break
+        if any(enclosing_function(read, self.parent) is home and self._given_as_step(read)
+               and not self._apart(call, read) for read in reads):
+            setter = self._ps_setter_in(home, call)
+            if setter is not None:
+                return setter, jobless
+        return None
+
+    def _apart(self, one: cst.CSTNode, other: cst.CSTNode) -> bool:
+        """Whether `one` is in a branch of an `if` that never runs with `other`: `other`
+        in another branch of it (`elif`, `else`), or after it where the branch ends in a
+        `return` or `raise`. A standalone program's global step beside the code that
+        builds the cluster's (one name's bindings read by both alike)."""
+        child, node = one, self.parent(one)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
+            if isinstance(node, cst.If) and (child is node.body or child is node.orelse):
+                branch = node.orelse if child is node.body else node.body
+                if branch is not None and (other is branch
+                                           or inside(other, branch, self.parent)):
+                    return True
+                last = child.body[-1] if isinstance(child, cst.IndentedBlock) else None
+                if (isinstance(last, cst.SimpleStatementLine)
+                        and isinstance(last.body[-1], (cst.Return, cst.Raise))
+                        and not inside(other, node, self.parent)
+                        and self.position(other) > self.position(node)):
+                    return True
+            child, node = node, self.parent(node)
+        return False
+
+    def _names_no_job(self, item: cst.WithItem) -> bool:
+        """Whether a `with` item is a device scope whose every device the code shows names
+        no job (a device type, an index: `'/gpu:0'`, `DeviceSpec(device_type='GPU',
+        device_index=i)`, or what a function of the project it calls returns): the placer
+        keeps its ops on the worker. False where a device may name one, or is a device
+        function, or is not read (a runtime part first: `prefix + '/gpu:0'`)."""
+        expr = item.item
+        if not (isinstance(expr, cst.Call) and self.tf_canonical(expr.func) in DEVICE_CALLS):
+            return False
+        given = self._device_named(device_argument(expr))
+        template = None if given is None else device_template(given)
+        templates = [template] if template is not None else self._returned_devices(given)
+        return bool(templates) and all(
+            not t.startswith(HOLE) and _parse_job_device(t) is None for t in templates)
+
+    def _returned_devices(self, given: cst.BaseExpression | None) -> list[str]:
+        """The device templates a call of a function of the project returns (`codemod.
+        DeviceValues` reads each `return`), this file's or another module's
+        (`FileView.function_elsewhere`); [] where it is no such call or one is unread."""
+        if not isinstance(given, cst.Call):
+            return []
+        name = get_full_name_for_node(given.func)
+        if name is None:
+            return []
+        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name
+                     and isinstance(self.parent(f), cst.Module)]
+        reader = DeviceValues(lambda node: self.get_metadata(ScopeProvider, node, None),
+                              self.parent, lambda _: [])
+        if not functions:
+            elsewhere = self.project.function_elsewhere(name, self.position(given)[0])
+            if elsewhere is None:
+                return []
+            path, code, unit, _ = elsewhere
+            readers = self.__dict__.setdefault("_readers", {})  # (each file parsed once)
+            if path not in readers:
+                try:
+                    readers[path] = DeviceValues.of_module(cst.parse_module(code))
+                except (cst.ParserSyntaxError, RecursionError, ValueError):
+                    readers[path] = None
+            reader = readers[path]
+            functions = [] if reader is None else reader.functions(unit)
+        if len(functions) != 1:
+            return []
+        found: list[str] = []
+        for returned in descendants(functions[0], cst.Return):
+            templates = None if returned.value is None else reader.templates(returned.value)
+            if not templates:
+                return []
+            found += templates
+        return found
+
+    def _ps_setter_in(self, home: cst.FunctionDef | None, step: cst.Call) -> _Path | None:
+        """The first `replica_device_setter` scope the function `home` (None: the module's
+        code) opens itself, in a branch that may run with `step`'s, that sends variables to
+        the ps job (no `ps_device` naming another device: a single machine's setter onto
+        its CPU is no cluster's)."""
+        for node in self.nodes(cst.WithItem):
+            if enclosing_function(node, self.parent) is not home or self._apart(step, node):
+                continue
+            verdict = self._verdict(node, "op")
+            if verdict is None or verdict.kind != "setter":
+                continue
+            ps_device = argument(verdict.setter, "ps_device", 1)
+            template = None if ps_device is None else device_template(ps_device)
+            if ps_device is None or (template is not None
+                                     and (_parse_job_device(template) or ("",))[0] == "ps"):
+                return verdict
         return None
 
     def _given_as_step(self, read: cst.CSTNode) -> bool:
@@ -1070,15 +1192,19 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 and call.func.attr.value in ("apply_gradients", "minimize")
                 and len(call.args) > 1 and call.args[1] is arg)
 
-    def _plan_steps_beside_setter(self, steps: list[tuple[cst.Call, _Path]]) -> None:
+    def _plan_steps_beside_setter(
+            self, steps: list[tuple[cst.Call, _Path, cst.WithItem | None]]) -> None:
         """Report each global step made beside the setter scope of its function. The fix
         moves its statement to the top of that scope's body where the scope follows it in
         the same block, with nothing between reading the step, and the scope is the setter
         alone (`_move_into`: one device chooser, whose round-robin then counts the step
         first, as a step made there would be); else it wraps the statement in the same
-        setter, spelled as the scope spells it, where what that reads is bound."""
+        setter, spelled as the scope spells it, where what that reads is bound. A step made
+        under a device scope naming no job leaves that scope for the setter's
+        (`_move_out_of`): nested in it, the setter's ps task would keep the scope's device
+        type, a GPU the ps may not have."""
         syncing = any(self.tf_canonical(c.func) == _SYNC_REPLICAS for c in self._calls)
-        for call, setter in steps:
+        for call, setter, jobless in steps:
             if self._suppressed(call, None) or self.suppressed(setter.item):
                 continue
             where = self.position(self.parent(setter.item))[0]
@@ -1089,26 +1215,79 @@ class ReplicaPlacementCodemod(SourceCodemod):
                          "its own, which only the chief fills: the other workers wait on "
                          "theirs forever")
             chain = self._blocks_of(call)
-            fix, header = (self._move_into(chain[0], setter.item), None) if chain else (None, None)
-            if fix is None and chain:
-                scope, statement = setter.item.item, chain[0][1]
-                if self._visible(scope, statement):
-                    header = self.code(scope)
-                elif isinstance(scope, cst.Call) and self._visible(setter.setter, statement):
-                    header = f"{self.code(scope.func)}({self.code(setter.setter)})"
-                if header is not None:
-                    fix = WrapInWith((statement,), header)
-            if fix is None:
+            if jobless is not None:
+                placed = (f"under {self.code(jobless.item)} (line "
+                          f"{self.position(self.parent(jobless))[0]}), which names no job, so "
+                          f"on the worker")
+                fix, header = self._move_out_of(jobless, call, setter)
+            else:
+                placed = "under no device scope"
+                fix, header = ((self._move_into(chain[0], setter.item), None) if chain
+                               else (None, None))
+                if fix is None and chain:
+                    header = self._setter_header(setter, chain[0][1])
+                    if header is not None:
+                        fix = WrapInWith((chain[0][1],), header)
+            if fix is None and jobless is not None:
+                note = ("; not fixed: the step is not the first statement of that device "
+                        "scope, or the setter's arguments are not bound there; create the "
+                        "global step under the setter, outside the device scope")
+            elif fix is None:
                 note = ("; not fixed: the setter's arguments are not bound where the step is "
                         "made; create the global step under the setter")
             elif header is None:
                 note = f"; fix: the statement moves into the setter's scope (line {where})"
+            elif jobless is not None:
+                note = (f"; fix: the statement moves out of that scope, under "
+                        f"{self._short(header)}")
             else:
                 note = f"; fix: the statement moves under {self._short(header)}"
             self.report(call, (
                 f"{self.code(call.func)} creates the global step outside the "
-                f"replica_device_setter scope of line {where}, under no device scope: "
+                f"replica_device_setter scope of line {where}, {placed}: "
                 f"{harm}") + note, fix=fix, severity="warning")
+
+    def _setter_header(self, setter: _Path, site: cst.CSTNode) -> str | None:
+        """The setter's device scope spelled at `site` as the scope spells it (or the
+        setter's call under the scope's `device`); None where what it reads is not bound
+        there."""
+        scope = setter.item.item
+        if self._visible(scope, site):
+            return self.code(scope)
+        if isinstance(scope, cst.Call) and self._visible(setter.setter, site):
+            return f"{self.code(scope.func)}({self.code(setter.setter)})"
+        return None
+
+    def _move_out_of(self, jobless: cst.WithItem, call: cst.Call, setter: _Path
+                     ) -> tuple[Replace | tuple[Replace, Replace] | None, str | None]:
+        """(the edits, the setter's scope as written) that take the step's statement out
+        of the device scope naming no job (`jobless`, the one item of its `with`), where it
+        is that scope's first statement, into a `with` of the setter just before it: the
+        same statements run in the same order. (None, None) where it is not the first, or
+        the setter cannot be spelled there."""
+        scope = self.parent(jobless)
+        statement = enclosing(call, self.parent, cst.BaseStatement)
+        if (not isinstance(scope, cst.With) or len(scope.items) != 1
+                or not isinstance(scope.body, cst.IndentedBlock)
+                or not isinstance(statement, cst.SimpleStatementLine)
+                or scope.body.body[0] is not statement):
+            return None, None
+        header = self._setter_header(setter, scope)
+        if header is None:
+            return None, None
+        if len(scope.body.body) == 1:
+            return Replace(jobless, lambda item: item.with_changes(
+                item=cst.parse_expression(header))), header
+        opened = cst.ensure_type(cst.parse_statement(f"with {header}:\n    pass\n"), cst.With)
+
+        def before(node: cst.CSTNode) -> cst.FlattenSentinel:
+            moved = opened.with_changes(
+                leading_lines=node.leading_lines,
+                body=opened.body.with_changes(body=(statement,)))
+            return cst.FlattenSentinel((moved, node.with_changes(leading_lines=())))
+
+        return (Replace(statement, lambda _: cst.RemovalSentinel.REMOVE),
+                Replace(scope, before)), header
 
     def _move_into(self, held: tuple[cst.CSTNode, cst.CSTNode], item: cst.WithItem
                    ) -> tuple[Replace, Replace] | None:

@@ -51,6 +51,11 @@ variable it is assigned to, keeping dtype, trainable and collections. A variable
 be each tower's own (not trainable, and in `LOCAL_VARIABLES` or named per tower: a tower's
 recurrent state) is left alone, and so is a `tf.Variable` the towers' calls never run (a
 maker chosen by a flag they set the other way, the code of a script's module body).
+A library module (Sonnet's `snt.Module(build)`, `snt.Linear(10)`) constructed and connected
+in the tower loop, or in a function the tower loop calls, is a new module per tower, each in
+a variable scope of its own: reported where it is constructed, not fixed (build it once,
+before the towers, and call it in each). One built once and called in each tower, and those
+a module's build constructs (`_build`, a function given to `snt.Module`), are shared.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from graphfix.graph.index import GraphIndex
 from graphfix.graph.towers import Tower, TowerSet, find_towers
 from graphfix.registry import Context, Transform
 from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.vocabulary import LIBRARY_VARIABLE_MODULES, LIBRARY_WORDS
 
 if TYPE_CHECKING:
     from graphfix.source.project import FileView
@@ -184,6 +190,35 @@ def _variable_in_reuse(view: FileView) -> bool:
                for node in ast.walk(tree))
 
 
+def _module_in_towers(view: FileView) -> bool:
+    """Whether the file uses a library of modules (Sonnet) and a call spelled as one of its
+    variable-making modules (`Linear(...)`, `Module(...)`, by last name: looser than the
+    codemod's reading through imports) starts on a line that runs once per tower
+    (`FileView.tower_code`): the sites where a module made per tower may be."""
+    import ast  # (here: a run over graphs never parses source)
+
+    from graphfix.source.project.part import parsed
+    from graphfix.source.syntax import tail_name
+
+    code = view.project._code_of(view.label)
+    if code is None or not any(word in code for word in LIBRARY_WORDS):
+        return False
+    towers = view.tower_code()
+    tree = parsed(code) if towers else None
+    if tree is None:
+        return bool(towers)
+    modules = {name.rsplit(".", 1)[-1] for name in LIBRARY_VARIABLE_MODULES}
+    return any(isinstance(node, ast.Call) and tail_name(node.func) in modules
+               and any(first <= node.lineno <= last for first, last in towers)
+               for node in ast.walk(tree))
+
+
+def _variables_or_modules_per_tower(view: FileView) -> bool:
+    """The codemod's two sites: a `Variable(...)` under reuse in tower code
+    (`_variable_in_reuse`), or a library module in tower code (`_module_in_towers`)."""
+    return _variable_in_reuse(view) or _module_in_towers(view)
+
+
 class SharedVariables(Transform):
     name = "shared-variables"
     summary = "make towers share one set of weights (tf.Variable does not reuse)"
@@ -192,7 +227,8 @@ class SharedVariables(Transform):
     codemod = ".source:SharedVariablesCodemod"
     # A `Variable(...)` call made where the project model says the file's code runs under a
     # variable scope that reuses (its own, or a caller's in another file), once per tower.
-    source_triggers = SourceTriggers(calls=frozenset({"Variable"}), in_project=_variable_in_reuse)
+    source_triggers = SourceTriggers(words=("Variable", *LIBRARY_WORDS),
+                                     in_project=_variables_or_modules_per_tower)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         variables = [graph.names[p] for p in graph.positions_of(_VARIABLES)]

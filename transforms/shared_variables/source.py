@@ -16,7 +16,15 @@ from graphfix.source.codemod import (
     v1_spelling,
 )
 from graphfix.source.fixes import Replace
-from graphfix.source.vocabulary import VARIABLE_COLLECTION_KEYS
+from graphfix.source.project import unit_at
+from graphfix.source.project.facts import library_module
+from graphfix.source.scopes import enclosing_function
+from graphfix.source.vocabulary import (
+    LIBRARY_BUILD_METHOD,
+    LIBRARY_VARIABLE_MODULES,
+    LIBRARY_WORDS,
+    VARIABLE_COLLECTION_KEYS,
+)
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -77,6 +85,15 @@ class SharedVariablesCodemod(SourceCodemod):
     trainable (`trainable=False`) and in `LOCAL_VARIABLES` or named per call (`"state_%d" %
     gpu`): a tower's recurrent state, which one shared variable would mix across the
     towers' batch shards.
+
+    Found too (reported, not fixed): a library module (`snt.Module(build)`, `snt.Linear(10)`,
+    read through the file's imports) constructed and connected (called at once, or through
+    the name it is bound to) in the body of a tower loop or in a top-level function a tower
+    loop calls (`FileView.tower_code` holding it): each instance is a new module with a
+    variable scope of its own, one per tower. Not found: one constructed in a module's
+    build (a `_build` method, any method, a function given to a module's constructor or to
+    `make_template`), which runs in that module's reused scope, or constructed once outside
+    the towers.
 
     Fixed: `tf.compat.v1.get_variable(name, initializer=init, ...)`, spelled as the file
     reaches compat.v1 (`tf.get_variable` after `import tensorflow.compat.v1 as tf`), named
@@ -144,6 +161,7 @@ class SharedVariablesCodemod(SourceCodemod):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
+        self._modules_per_tower()
         regions = self.project.reusing_regions()
         if not regions:
             return
@@ -168,6 +186,95 @@ class SharedVariablesCodemod(SourceCodemod):
         for call, (first, _, why, strict) in sites:
             reusing = strict is not None and self.position(call)[0] >= strict
             self._judge(call, first, why, spelling, named, reusing)
+
+    # -- a library module made per tower -------------------------------------------------
+
+    def _modules_per_tower(self) -> None:
+        """Report each library module (`snt.Module(build)`, `snt.Linear(10)`) constructed
+        and connected in the tower loop's body, or in a function that loop calls, not a
+        module's own build: each construction is a new module with a variable scope of its
+        own (`simple_net`, `simple_net_1`), so each tower trains its own weights. A module
+        constructed once, outside the towers, and called in each is shared (a Sonnet module
+        is a template); one constructed in a module's build (`_build`, a function given to
+        `snt.Module`, and what they call) is made in that module's scope, which its later
+        connections reuse."""
+        if not any(word in self._tree_code() for word in LIBRARY_WORDS):
+            return
+        loops, tower_functions = self._tower_loops_and_functions()
+        if not loops and not tower_functions:
+            return
+        towers = self.project.tower_code()
+        builds = self._module_builds()
+        for call in self.nodes(cst.Call):
+            module = library_module(self.tf_names, call.func)
+            if module not in LIBRARY_VARIABLE_MODULES:
+                continue
+            line = self.position(call)[0]
+            function = enclosing_function(call, self.parent)
+            if (function is None or function in builds
+                    or not any(first <= line <= last for first, last in towers)):
+                continue
+            in_loop = any(first <= line <= last for first, last in loops)
+            if not (in_loop or (function.name.value in tower_functions
+                                and isinstance(self.parent(function), cst.Module))):
+                continue
+            if not self._connected_in(call, function):
+                continue
+            where = ("in the tower loop" if in_loop
+                     else f"in {function.name.value}, which each tower calls")
+            self.report(call, (
+                f"{self.code(call.func)}(...) is constructed anew {where}: each module "
+                f"instance gets a variable scope of its own, so each tower trains its own "
+                f"weights instead of sharing one set; not fixed: construct the module once, "
+                f"before the towers, and call that one in each tower"))
+
+    def _tower_loops_and_functions(self) -> tuple[list[tuple[int, int]], set[str]]:
+        """(the line ranges of this file's tower loops, the names of this file's top-level
+        functions that a tower loop of this file or of one connected to it calls
+        directly: `loss = tower_loss(scope)`)."""
+        project, own = self.project.project, self.project.label
+        loops = [tuple(span) for span in project.towers(own)["spans"]]
+        called: set[str] = set()
+        for label in sorted(project.connected(own)):
+            part = project.parts.get(label)
+            if part is None:
+                continue
+            for line, callee, _ in project.towers(label)["calls"]:
+                for target_label, unit in project.resolve_in(label, unit_at(part, line),
+                                                             callee):
+                    if target_label == own:
+                        called.add(unit)
+        return loops, called
+
+    def _module_builds(self) -> set[cst.FunctionDef]:
+        """The functions whose code runs in a library module's variable scope: a `_build`
+        method, a method of a class, and a function of this file given to a module's
+        constructor (`snt.Module(custom_build)`) or to `make_template`."""
+        given = set()
+        for call in self.nodes(cst.Call):
+            if (library_module(self.tf_names, call.func) in LIBRARY_VARIABLE_MODULES
+                    or self.tf_canonical(call.func) == "make_template"):
+                given |= {arg.value.value for arg in call.args if isinstance(arg.value, cst.Name)}
+        return {f for f in self.nodes(cst.FunctionDef)
+                if f.name.value in given or f.name.value == LIBRARY_BUILD_METHOD
+                or isinstance(self.parent(self.parent(f)), cst.ClassDef)}
+
+    def _connected_in(self, call: cst.Call, function: cst.FunctionDef) -> bool:
+        """Whether a module's construction is connected in `function`: called at once
+        (`snt.Linear(10)(x)`), or bound to a name that a later call of the function calls
+        (`net = snt.Module(build)`, then `net(x)`)."""
+        holder = self.parent(call)
+        if isinstance(holder, cst.Call) and holder.func is call:
+            return True
+        if not (isinstance(holder, cst.Assign) and holder.value is call
+                and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name)):
+            return False
+        name = holder.targets[0].target.value
+        made = self.position(call)
+        return any(isinstance(other.func, cst.Name) and other.func.value == name
+                   and self.position(other) > made
+                   and enclosing_function(other, self.parent) is function
+                   for other in self.nodes(cst.Call))
 
     # -- reading a call --------------------------------------------------------------------
 
