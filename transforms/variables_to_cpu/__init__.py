@@ -174,19 +174,29 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
 
 
 def _read_through_names(syntax: Syntax, scopes: list) -> bool:
-    """Whether a device scope is given an item of a list (`available_devices[i]`), or a
-    name some assignment binds to one, to another name or to a conditional expression:
-    the codemod reads the devices such a list or name may hold (`codemod.DeviceValues`),
-    from a function of the project or the local devices' names too."""
+    """Whether a device scope is given an item of a list (`available_devices[i]`), a
+    name some assignment binds to one, to another name or to a conditional expression,
+    or a template a name holds filled in there (`device_string % i`, `template.format(i)`,
+    the name bound to a string naming a GPU): the codemod reads the devices such a list
+    or name may hold (`codemod.DeviceValues`), from a function of the project or the
+    local devices' names too."""
     import ast  # (here: a run over graphs never parses source)
 
-    from graphfix.source.syntax import call_arguments
+    from graphfix.source.syntax import call_arguments, strings_in
 
     through = (ast.Subscript, ast.Name, ast.IfExp)
     for call in scopes:
         for arg in call_arguments(call):
             if isinstance(arg, ast.Subscript) or isinstance(arg, ast.Name) and any(
                     isinstance(value, through) for value in syntax.assigned.get(arg.id, ())):
+                return True
+            held = (arg.left if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod)
+                    else arg.func.value if isinstance(arg, ast.Call)
+                    and isinstance(arg.func, ast.Attribute) and arg.func.attr == "format"
+                    else None)
+            if isinstance(held, ast.Name) and any(
+                    "gpu" in text.lower() for value in syntax.assigned.get(held.id, ())
+                    for text in strings_in(value)):
                 return True
     return False
 
