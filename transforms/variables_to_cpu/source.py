@@ -402,21 +402,16 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        # Tower code: more than one fixed GPU named in the file, or a function (the
-        # module body too) that chooses its GPU at run time. Another function of the
-        # file with one fixed GPU is a single-GPU path beside the towers (a `train` and
-        # a `train_multi_gpu`), as a run of it would show.
+        # More than one fixed GPU named in the file: the towers spelled out, whichever
+        # functions hold them (tower code proper is the project's, `_in_towers`).
         calls = self.nodes(cst.Call)
         self._read_through: set[cst.Call] = set()  # device calls read through names
         gpus: set[str] = set()
-        self._tower_functions: set[cst.CSTNode | None] = set()
         for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
                 for template in self._device_templates(call):
                     kind, device, dynamic = _classify_device(template)
-                    if kind == "gpu" and dynamic:
-                        self._tower_functions.add(self._outermost_function(call))
-                    elif kind == "gpu":
+                    if kind == "gpu" and not dynamic:
                         gpus.add(device)
         self._several_gpus = len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
@@ -449,12 +444,35 @@ class VariablesToCpuCodemod(SourceCodemod):
         return found
 
     def _in_towers(self, scope: _GpuScope, call: cst.Call) -> bool:
-        """Whether a GPU scope is tower code: its device is chosen at run time, the file
-        names several fixed GPUs, or its function chooses a GPU at run time elsewhere (and
-        the scope is not where the towers' results are gathered, `_gathering`)."""
-        return (scope.dynamic or self._several_gpus
-                or self._outermost_function(scope.call) in self._tower_functions
+        """Whether the variables made under a GPU scope are the towers': the call is tower
+        code (`FileView.tower_code`: it runs once per tower, in this file or called from
+        towers elsewhere), the file names several fixed GPUs, or the function holding the
+        scope builds towers elsewhere in its body (a first call before the tower loop;
+        not where the towers' results are gathered, `_gathering`)."""
+        if self._several_gpus or self._in_tower_code(self.position(call)[0]):
+            return True
+        function = self._outermost_function(scope.call)
+        return (any(self._function_at(first) is function for first, _ in self._tower_spans)
                 and not self._gathering(scope, call))
+
+    def _function_at(self, line: int) -> cst.FunctionDef | None:
+        """The top-level function or method whose lines hold `line`; None in the module
+        body (`_outermost_function` of the code there)."""
+        if "_outermost" not in self.__dict__:
+            self._outermost = [(self.code_range(f).start.line, self.code_range(f).end.line, f)
+                               for f in self.nodes(cst.FunctionDef)
+                               if self._outermost_function(f) is None]
+        return next((f for first, last, f in self._outermost if first <= line <= last), None)
+
+    @property
+    def _tower_spans(self) -> list[tuple[int, int]]:
+        """This file's tower code, as line ranges (`FileView.tower_code`), read once."""
+        if "_towers" not in self.__dict__:
+            self._towers = self.project.tower_code()
+        return self._towers
+
+    def _in_tower_code(self, line: int) -> bool:
+        return any(first <= line <= last for first, last in self._tower_spans)
 
     def _gathering(self, scope: _GpuScope, call: cst.Call) -> bool:
         """Whether the fixed GPU scope over `call` is where a tower loop's results are
