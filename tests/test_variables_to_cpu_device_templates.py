@@ -116,3 +116,35 @@ def test_a_model_that_pins_its_variables_is_left_alone(built):
     assert before["fc/kernel"] == "/device:CPU:0"
     assert result["model_pins_variables_under_conditional_reuse:after"] == before
     assert _check(folders["model_pins_variables_under_conditional_reuse:before"]).returncode == 0
+
+
+_CPU_NAMES = '''\
+import tensorflow.compat.v1 as tf
+from tensorflow.python.client import device_lib
+
+
+def cpu_devices():
+    local = device_lib.list_local_devices()
+    return [d.name for d in local if d.device_type == "CPU" and d.memory_limit > 0]
+
+
+def towers_without_gpus(x):
+    devices = cpu_devices()
+    outputs = []
+    with tf.variable_scope(tf.get_variable_scope()):
+        for i in range(len(devices)):
+            with tf.device(devices[i]):
+                w = tf.get_variable("w", [4, 2])
+                outputs.append(tf.matmul(x, w))
+                tf.get_variable_scope().reuse_variables()
+    return outputs
+'''
+
+
+def test_local_devices_kept_by_a_cpu_test_joined_with_and_are_no_gpus():
+    """device_lib's names filtered with `device_type == "CPU" and` a memory test are CPUs
+    only: towers over them hold no variable on a GPU, no finding (read as any local device
+    before, a GPU among them)."""
+    import graphfix
+
+    assert graphfix.check_source(_CPU_NAMES, path="train.py", only=["variables-to-cpu"]) == []
