@@ -99,7 +99,6 @@ class _GpuScope:
 
     call: cst.Call  # the `tf.device(...)` call
     device: str  # TF's spelling of the device, "N" for a runtime index: /device:GPU:N
-    dynamic: bool  # built at run time (`'/gpu:%d' % i`): a tower loop
     # A device function that means to pin variables but names only op type "Variable":
     # its name (it gives every op of another type, VariableV2 too, the GPU).
     misses_v2: str | None = None
@@ -405,7 +404,6 @@ class VariablesToCpuCodemod(SourceCodemod):
         # More than one fixed GPU named in the file: the towers spelled out, whichever
         # functions hold them (tower code proper is the project's, `_in_towers`).
         calls = self.nodes(cst.Call)
-        self._read_through: set[cst.Call] = set()  # device calls read through names
         gpus: set[str] = set()
         for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
@@ -829,12 +827,9 @@ class VariablesToCpuCodemod(SourceCodemod):
             # one that pins TF 0.x's "Variable" only.
             return self._device_function_missing_v2(expr) or "stop"
         kinds = [_classify_device(template) for template in templates]
-        gpus = [(device, dynamic) for kind, device, dynamic in kinds if kind == "gpu"]
+        gpus = [device for kind, device, _ in kinds if kind == "gpu"]
         if gpus:  # (a loop over a list naming a GPU places on it in some turn)
-            device, dynamic = gpus[0]
-            several = (len({d for d, _ in gpus}) > 1 if expr in self._read_through
-                       else len(templates) > 1)  # (a name's values: branches, not turns)
-            return _GpuScope(expr, device, dynamic or several)
+            return _GpuScope(expr, gpus[0])
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
@@ -854,7 +849,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if isinstance(given, cst.Lambda):
             gpu = self._gpu_missing_v2(given, ())
             return None if gpu is None else _GpuScope(
-                expr, *gpu, misses_v2="the lambda", widening=self._widening(given))
+                expr, gpu, misses_v2="the lambda", widening=self._widening(given))
         factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
         name = given.func if factory else given
         if not isinstance(name, cst.Name):
@@ -868,16 +863,16 @@ class VariablesToCpuCodemod(SourceCodemod):
         gpu = self._gpu_missing_v2(function, given.args if factory else ())
         if gpu is None:
             return None
-        return _GpuScope(expr, *gpu, misses_v2=name.value, widening=self._widening(function))
+        return _GpuScope(expr, gpu, misses_v2=name.value, widening=self._widening(function))
 
     def _gpu_missing_v2(self, function: cst.FunctionDef | cst.Lambda, given: Sequence[cst.Arg],
-                        assigns: list[cst.Assign] | None = None) -> tuple[str, bool] | None:
-        """(TF's spelling of the GPU, given at run time?) that a device function (or a
-        lambda) gives TF 1.x's variables when it pins op type "Variable" and no other
-        variable op: read from the arguments its factory call is `given` or from what it
-        returns, each branch of a conditional expression; None where it names VariableV2 or
-        VarHandleOp, tests a prefix, or gives no GPU. `assigns`: the assignments of the
-        module defining it (this file's by default)."""
+                        assigns: list[cst.Assign] | None = None) -> str | None:
+        """TF's spelling of the GPU that a device function (or a lambda) gives TF 1.x's
+        variables when it pins op type "Variable" and no other variable op: read from the
+        arguments its factory call is `given` or from what it returns, each branch of a
+        conditional expression; None where it names VariableV2 or VarHandleOp, tests a
+        prefix, or gives no GPU. `assigns`: the assignments of the module defining it (this
+        file's by default)."""
         pinned = self._op_types_compared(function, assigns)
         if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
             return None
@@ -886,10 +881,10 @@ class VariablesToCpuCodemod(SourceCodemod):
         candidates = [a.value for a in given] + returned
         for candidate in (branch for value in candidates for branch in _branches(value)):
             template = device_template(candidate)
-            kind, device, dynamic = (_classify_device(template) if template is not None
-                                     else ("unknown", "", False))
+            kind, device, _ = (_classify_device(template) if template is not None
+                               else ("unknown", "", False))
             if kind == "gpu":
-                return device, dynamic
+                return device
         return None
 
     def _imported_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
@@ -916,7 +911,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                                    descendants(module, cst.Assign))
         if gpu is None:
             return None
-        return _GpuScope(expr, *gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
+        return _GpuScope(expr, gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
 
     def _module_of(self, path: str, code: str) -> cst.Module | None:
         """Another file's libcst tree (read once per file checked), None if it does not
@@ -1023,7 +1018,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
-            return self._read_through_names(call, given)
+            return self._read_through_names(given)
         listed = self._looped_over(given)
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
@@ -1031,20 +1026,17 @@ class VariablesToCpuCodemod(SourceCodemod):
                         and a.target.value == listed.value]
             listed = assigned[0] if len(assigned) == 1 else None
         if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
-            return self._read_through_names(call, given)
+            return self._read_through_names(given)
         templates = [device_template(e.value) for e in listed.elements]
-        return self._read_through_names(call, given) if None in templates else templates
+        return self._read_through_names(given) if None in templates else templates
 
-    def _read_through_names(self, call: cst.Call, given: cst.BaseExpression) -> list[str]:
+    def _read_through_names(self, given: cst.BaseExpression) -> list[str]:
         """The device templates `codemod.DeviceValues` reads for what a `device(...)` call
         is given where the file spells no device string there: a name bound in several
         places (`device = available_devices[i]` or a device function), an item of a
         device list (`available_devices[i]`, the list a comprehension, a function of the
         project or `device_lib.list_local_devices()` gives), a conditional expression."""
-        templates = self._device_values.templates(given) or []
-        if templates:
-            self._read_through.add(call)
-        return templates
+        return self._device_values.templates(given) or []
 
     @property
     def _device_values(self) -> DeviceValues:
