@@ -160,7 +160,7 @@ def device_template(expr: cst.BaseExpression) -> str | None:
     if isinstance(expr, cst.BinaryOperation):
         if isinstance(expr.operator, cst.Modulo):
             left = device_template(expr.left)
-            return None if left is None else _PERCENT.sub(HOLE, left).replace("%%", "%")
+            return None if left is None else _percent_filled(left)
         if isinstance(expr.operator, cst.Add):
             left, right = device_template(expr.left), device_template(expr.right)
             if left is None and right is None:
@@ -173,11 +173,20 @@ def device_template(expr: cst.BaseExpression) -> str | None:
     if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
             and expr.func.attr.value == "format"):
         base = device_template(expr.func.value)
-        if base is None:
-            return None
-        text = _BRACES.sub(HOLE, base.replace("{{", "\1").replace("}}", "\2"))
-        return text.replace("\1", "{").replace("\2", "}")
+        return None if base is None else _braces_filled(base)
     return None
+
+
+def _percent_filled(text: str) -> str:
+    """A `%` format string with `HOLE` for each of its fields (`'/gpu:%d'` -> `/gpu:` HOLE)."""
+    return _PERCENT.sub(HOLE, text).replace("%%", "%")
+
+
+def _braces_filled(text: str) -> str:
+    """A `str.format` string with `HOLE` for each of its fields (`'/gpu:{0}'` -> `/gpu:`
+    HOLE)."""
+    text = _BRACES.sub(HOLE, text.replace("{{", "\1").replace("}}", "\2"))
+    return text.replace("\1", "{").replace("\2", "}")
 
 
 def device_template_filled(expr: cst.BaseExpression,
@@ -292,13 +301,15 @@ class DeviceValues:
     A name is read as every plain assignment its scope (or, for a global, the module and
     each function declaring it `global`) makes, a `None` placeholder left out, and as the
     items of what a `for` binding it loops over; `devices[i]` as any item of `devices`. A
-    device list is a literal list, a comprehension (`['/gpu:%d' % i for i in range(n)]`,
-    `[worker + g for g in gpus()]`), what a function of the module (or, through
-    `function_elsewhere`, of another module of the project) returns, or the names of the
-    local devices (`[d.name for d in device_lib.list_local_devices() if d.device_type ==
-    'GPU']`: `/device:GPU:` + HOLE). A value it cannot read (a parameter, a device
-    function, a flag's text split at run time) gives nothing: `templates` answers with the
-    values it can read, None where it reads none.
+    template a name holds may be filled in where it is used (`device_string % i` after
+    `device_string = '/gpu:%d'`, `template.format(i)`). A device list is a literal list,
+    a comprehension (`['/gpu:%d' % i for i in range(n)]`, `[worker + g for g in
+    gpus()]`), what a function of the module (or, through `function_elsewhere`, of another
+    module of the project) returns, or the names of the local devices (`[d.name for d in
+    device_lib.list_local_devices() if d.device_type == 'GPU']`: `/device:GPU:` + HOLE,
+    the `device_type` test one of an `and` too). A value it cannot read (a parameter, a
+    device function, a flag's text split at run time) gives nothing: `templates` answers
+    with the values it can read, None where it reads none.
     """
 
     def __init__(self, scope_of: Callable[[cst.CSTNode], Scope | None],
@@ -376,7 +387,18 @@ class DeviceValues:
                 return None
             return [a + b for a in left or [HOLE] for b in right or [HOLE]]
         template = device_template(expr)
-        return None if template is None else [template]
+        if template is not None:
+            return [template]
+        # A template held in a name, filled in at run time: `device_string % i` after
+        # `device_string = '/gpu:%d'`, `template.format(gpu_id)`.
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+            held = self._templates(expr.left, env, depth)
+            return None if held is None else [_percent_filled(t) for t in held]
+        if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+                and expr.func.attr.value == "format"):
+            held = self._templates(expr.func.value, env, depth)
+            return None if held is None else [_braces_filled(t) for t in held]
+        return None
 
     def _items(self, expr, env: dict, depth: int) -> list[str] | None:
         if depth > _MAX_DEPTH:
@@ -439,8 +461,7 @@ class DeviceValues:
         if not (isinstance(listed, cst.Call)
                 and (get_full_name_for_node(listed.func) or "").endswith("list_local_devices")):
             return None
-        for test in loop.ifs:
-            comparison = test.test
+        for comparison in _conjuncts(test.test for test in loop.ifs):
             if not (isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1
                     and isinstance(comparison.comparisons[0].operator, cst.Equal)):
                 continue
@@ -478,6 +499,16 @@ class DeviceValues:
             else:
                 return None
         return found
+
+
+def _conjuncts(tests: Iterable[cst.BaseExpression]) -> Iterator[cst.BaseExpression]:
+    """The tests that must all hold where each of `tests` holds, `and` taken apart
+    (`x.device_type == 'GPU' and x.memory_limit > limit`: both)."""
+    for test in tests:
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            yield from _conjuncts([test.left, test.right])
+        else:
+            yield test
 
 
 def _union(found: Iterable[list[str] | None]) -> list[str] | None:

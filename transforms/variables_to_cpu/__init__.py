@@ -66,10 +66,11 @@ a statement that only creates
 variables moves into `with tf.device("/cpu:0"):`; a layer call, which also computes, gets
 a scope that places only its variables (slim's `arg_scope(..., device=...)`, else a device
 function), so its compute stays on the GPU. Same errors as the graph surface, and the same
-`scope`: by default its warnings are the float variables of tower code (a device built at
-run time, a loop over listed GPUs, a function that does either elsewhere, a file that names
-more than one fixed GPU), and a single-GPU script's float variables are no finding, as
-`check --trace` of it finds none (nor those of a function on one fixed GPU beside the
+`scope`: by default its warnings are the float variables of tower code (the project's
+reading, shared with shared-variables: a loop that builds a tower per pass, a tower
+function's device scope built at run time, what they call; besides, a function's first
+call before its tower loop, a file that names more than one fixed GPU), and a single-GPU
+script's float variables are no finding, as `check --trace` of it finds none (nor those of a function on one fixed GPU beside the
 towers: a script's `train` beside its `train_multi_gpu`);
 `every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
 A device function of the file (or a lambda given to the scope) that pins op type
@@ -77,7 +78,11 @@ A device function of the file (or a lambda given to the scope) that pins op type
 fix widens the function's own test to `VariableV2` and `VarHandleOp` (an inner scope cannot
 win over an outer device function, which TF applies last); one another module of the
 project defines is a finding, not fixed. A device held in a name bound once, or whose type
-is a flag's default (`"/{}:{}".format(config.device_type, i)`), is read as its value; a
+is a flag's default (`"/{}:{}".format(config.device_type, i)`), is read as its value, and so
+is a template a name holds, filled in at the scope (`device_string % i` after
+`device_string = '/gpu:%d'`, `template.format(i)`), or a list of GPU names another module's
+function returns (`available_gpus[i]`); a tower whose `reuse_variables()` runs only `if i
+> 0` creates in its first pass; a
 tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
 the graph surface finds none. See `VariablesToCpuCodemod`.
 """
@@ -174,19 +179,29 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
 
 
 def _read_through_names(syntax: Syntax, scopes: list) -> bool:
-    """Whether a device scope is given an item of a list (`available_devices[i]`), or a
-    name some assignment binds to one, to another name or to a conditional expression:
-    the codemod reads the devices such a list or name may hold (`codemod.DeviceValues`),
-    from a function of the project or the local devices' names too."""
+    """Whether a device scope is given an item of a list (`available_devices[i]`), a
+    name some assignment binds to one, to another name or to a conditional expression,
+    or a template a name holds filled in there (`device_string % i`, `template.format(i)`,
+    the name bound to a string naming a GPU): the codemod reads the devices such a list
+    or name may hold (`codemod.DeviceValues`), from a function of the project or the
+    local devices' names too."""
     import ast  # (here: a run over graphs never parses source)
 
-    from graphfix.source.syntax import call_arguments
+    from graphfix.source.syntax import call_arguments, strings_in
 
     through = (ast.Subscript, ast.Name, ast.IfExp)
     for call in scopes:
         for arg in call_arguments(call):
             if isinstance(arg, ast.Subscript) or isinstance(arg, ast.Name) and any(
                     isinstance(value, through) for value in syntax.assigned.get(arg.id, ())):
+                return True
+            held = (arg.left if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod)
+                    else arg.func.value if isinstance(arg, ast.Call)
+                    and isinstance(arg.func, ast.Attribute) and arg.func.attr == "format"
+                    else None)
+            if isinstance(held, ast.Name) and any(
+                    "gpu" in text.lower() for value in syntax.assigned.get(held.id, ())
+                    for text in strings_in(value)):
                 return True
     return False
 
@@ -329,10 +344,10 @@ class VariablesToCpu(Transform):
     # import and the graph path never needs it).
     codemod = ".source:VariablesToCpuCodemod"
     # A `with ...device(...)` given a GPU string: the only scopes the codemod moves
-    # variables out of (GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}"; a device
-    # string held in a variable is not followed) whose body calls something: variables are
-    # made by calls (TF's own `with device("/gpu:0"): yield` makes none). A call list cannot
-    # say "given a GPU string in a with item", hence the predicate.
+    # variables out of (GPU templates: '/gpu:0', '/device:GPU:%d' % i, f"/gpu:{i}", and the
+    # names and lists `_read_through_names` lets through) whose body calls something:
+    # variables are made by calls (TF's own `with device("/gpu:0"): yield` makes none). A
+    # call list cannot say "given a GPU string in a with item", hence the predicate.
     source_triggers = SourceTriggers(calls=DEVICE_CALLS, all_of=(("gpu", "GPU", "Gpu"),),
                                      where=_gpu_device_scope)
 

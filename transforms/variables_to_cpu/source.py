@@ -99,7 +99,6 @@ class _GpuScope:
 
     call: cst.Call  # the `tf.device(...)` call
     device: str  # TF's spelling of the device, "N" for a runtime index: /device:GPU:N
-    dynamic: bool  # built at run time (`'/gpu:%d' % i`): a tower loop
     # A device function that means to pin variables but names only op type "Variable":
     # its name (it gives every op of another type, VariableV2 too, the GPU).
     misses_v2: str | None = None
@@ -402,21 +401,15 @@ class VariablesToCpuCodemod(SourceCodemod):
     # -- the module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        # Tower code: more than one fixed GPU named in the file, or a function (the
-        # module body too) that chooses its GPU at run time. Another function of the
-        # file with one fixed GPU is a single-GPU path beside the towers (a `train` and
-        # a `train_multi_gpu`), as a run of it would show.
+        # More than one fixed GPU named in the file: the towers spelled out, whichever
+        # functions hold them (tower code proper is the project's, `_in_towers`).
         calls = self.nodes(cst.Call)
-        self._read_through: set[cst.Call] = set()  # device calls read through names
         gpus: set[str] = set()
-        self._tower_functions: set[cst.CSTNode | None] = set()
         for call in calls:
             if self.tf_canonical(call.func) in DEVICE_CALLS:
                 for template in self._device_templates(call):
                     kind, device, dynamic = _classify_device(template)
-                    if kind == "gpu" and dynamic:
-                        self._tower_functions.add(self._outermost_function(call))
-                    elif kind == "gpu":
+                    if kind == "gpu" and not dynamic:
                         gpus.add(device)
         self._several_gpus = len(gpus) > 1
         self._sites: dict[cst.CSTNode, _Site] = {}
@@ -449,12 +442,35 @@ class VariablesToCpuCodemod(SourceCodemod):
         return found
 
     def _in_towers(self, scope: _GpuScope, call: cst.Call) -> bool:
-        """Whether a GPU scope is tower code: its device is chosen at run time, the file
-        names several fixed GPUs, or its function chooses a GPU at run time elsewhere (and
-        the scope is not where the towers' results are gathered, `_gathering`)."""
-        return (scope.dynamic or self._several_gpus
-                or self._outermost_function(scope.call) in self._tower_functions
+        """Whether the variables made under a GPU scope are the towers': the call is tower
+        code (`FileView.tower_code`: it runs once per tower, in this file or called from
+        towers elsewhere), the file names several fixed GPUs, or the function holding the
+        scope builds towers elsewhere in its body (a first call before the tower loop;
+        not where the towers' results are gathered, `_gathering`)."""
+        if self._several_gpus or self._in_tower_code(self.position(call)[0]):
+            return True
+        function = self._outermost_function(scope.call)
+        return (any(self._function_at(first) is function for first, _ in self._tower_spans)
                 and not self._gathering(scope, call))
+
+    def _function_at(self, line: int) -> cst.FunctionDef | None:
+        """The top-level function or method whose lines hold `line`; None in the module
+        body (`_outermost_function` of the code there)."""
+        if "_outermost" not in self.__dict__:
+            self._outermost = [(self.code_range(f).start.line, self.code_range(f).end.line, f)
+                               for f in self.nodes(cst.FunctionDef)
+                               if self._outermost_function(f) is None]
+        return next((f for first, last, f in self._outermost if first <= line <= last), None)
+
+    @property
+    def _tower_spans(self) -> list[tuple[int, int]]:
+        """This file's tower code, as line ranges (`FileView.tower_code`), read once."""
+        if "_towers" not in self.__dict__:
+            self._towers = self.project.tower_code()
+        return self._towers
+
+    def _in_tower_code(self, line: int) -> bool:
+        return any(first <= line <= last for first, last in self._tower_spans)
 
     def _gathering(self, scope: _GpuScope, call: cst.Call) -> bool:
         """Whether the fixed GPU scope over `call` is where a tower loop's results are
@@ -811,12 +827,9 @@ class VariablesToCpuCodemod(SourceCodemod):
             # one that pins TF 0.x's "Variable" only.
             return self._device_function_missing_v2(expr) or "stop"
         kinds = [_classify_device(template) for template in templates]
-        gpus = [(device, dynamic) for kind, device, dynamic in kinds if kind == "gpu"]
+        gpus = [device for kind, device, _ in kinds if kind == "gpu"]
         if gpus:  # (a loop over a list naming a GPU places on it in some turn)
-            device, dynamic = gpus[0]
-            several = (len({d for d, _ in gpus}) > 1 if expr in self._read_through
-                       else len(templates) > 1)  # (a name's values: branches, not turns)
-            return _GpuScope(expr, device, dynamic or several)
+            return _GpuScope(expr, gpus[0])
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
@@ -836,7 +849,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if isinstance(given, cst.Lambda):
             gpu = self._gpu_missing_v2(given, ())
             return None if gpu is None else _GpuScope(
-                expr, *gpu, misses_v2="the lambda", widening=self._widening(given))
+                expr, gpu, misses_v2="the lambda", widening=self._widening(given))
         factory = isinstance(given, cst.Call) and isinstance(given.func, cst.Name)
         name = given.func if factory else given
         if not isinstance(name, cst.Name):
@@ -850,16 +863,16 @@ class VariablesToCpuCodemod(SourceCodemod):
         gpu = self._gpu_missing_v2(function, given.args if factory else ())
         if gpu is None:
             return None
-        return _GpuScope(expr, *gpu, misses_v2=name.value, widening=self._widening(function))
+        return _GpuScope(expr, gpu, misses_v2=name.value, widening=self._widening(function))
 
     def _gpu_missing_v2(self, function: cst.FunctionDef | cst.Lambda, given: Sequence[cst.Arg],
-                        assigns: list[cst.Assign] | None = None) -> tuple[str, bool] | None:
-        """(TF's spelling of the GPU, given at run time?) that a device function (or a
-        lambda) gives TF 1.x's variables when it pins op type "Variable" and no other
-        variable op: read from the arguments its factory call is `given` or from what it
-        returns, each branch of a conditional expression; None where it names VariableV2 or
-        VarHandleOp, tests a prefix, or gives no GPU. `assigns`: the assignments of the
-        module defining it (this file's by default)."""
+                        assigns: list[cst.Assign] | None = None) -> str | None:
+        """TF's spelling of the GPU that a device function (or a lambda) gives TF 1.x's
+        variables when it pins op type "Variable" and no other variable op: read from the
+        arguments its factory call is `given` or from what it returns, each branch of a
+        conditional expression; None where it names VariableV2 or VarHandleOp, tests a
+        prefix, or gives no GPU. `assigns`: the assignments of the module defining it (this
+        file's by default)."""
         pinned = self._op_types_compared(function, assigns)
         if pinned is None or "Variable" not in pinned or pinned & _VARIABLE_OPS_SINCE_1_0:
             return None
@@ -868,10 +881,10 @@ class VariablesToCpuCodemod(SourceCodemod):
         candidates = [a.value for a in given] + returned
         for candidate in (branch for value in candidates for branch in _branches(value)):
             template = device_template(candidate)
-            kind, device, dynamic = (_classify_device(template) if template is not None
-                                     else ("unknown", "", False))
+            kind, device, _ = (_classify_device(template) if template is not None
+                               else ("unknown", "", False))
             if kind == "gpu":
-                return device, dynamic
+                return device
         return None
 
     def _imported_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
@@ -898,7 +911,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                                    descendants(module, cst.Assign))
         if gpu is None:
             return None
-        return _GpuScope(expr, *gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
+        return _GpuScope(expr, gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
 
     def _module_of(self, path: str, code: str) -> cst.Module | None:
         """Another file's libcst tree (read once per file checked), None if it does not
@@ -1005,7 +1018,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if template is not None:
             return [template]
         if not isinstance(given, cst.Name):
-            return self._read_through_names(call, given)
+            return self._read_through_names(given)
         listed = self._looped_over(given)
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
@@ -1013,20 +1026,17 @@ class VariablesToCpuCodemod(SourceCodemod):
                         and a.target.value == listed.value]
             listed = assigned[0] if len(assigned) == 1 else None
         if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
-            return self._read_through_names(call, given)
+            return self._read_through_names(given)
         templates = [device_template(e.value) for e in listed.elements]
-        return self._read_through_names(call, given) if None in templates else templates
+        return self._read_through_names(given) if None in templates else templates
 
-    def _read_through_names(self, call: cst.Call, given: cst.BaseExpression) -> list[str]:
+    def _read_through_names(self, given: cst.BaseExpression) -> list[str]:
         """The device templates `codemod.DeviceValues` reads for what a `device(...)` call
         is given where the file spells no device string there: a name bound in several
         places (`device = available_devices[i]` or a device function), an item of a
         device list (`available_devices[i]`, the list a comprehension, a function of the
         project or `device_lib.list_local_devices()` gives), a conditional expression."""
-        templates = self._device_values.templates(given) or []
-        if templates:
-            self._read_through.add(call)
-        return templates
+        return self._device_values.templates(given) or []
 
     @property
     def _device_values(self) -> DeviceValues:

@@ -295,7 +295,8 @@ class Project:
             return self._module_file(folder, parts)
         if not parts:
             return None
-        return self._found_above(folder, ".".join(parts))
+        return (self._found_above(folder, ".".join(parts))
+                or self._found_in_source_folder(".".join(parts), folder))
 
     def _found_above(self, folder: str, module: str) -> str | None:
         """The file of `module` beside `folder`'s files, else in the nearest folder above
@@ -309,6 +310,32 @@ class Project:
             if parent == folder:
                 return None
             folder = parent
+
+    def _found_in_source_folder(self, module: str, folder: str) -> str | None:
+        """The file of a dotted `module` that an importer in `folder` finds in no folder
+        above it: in the folder of the run whose package (an `__init__.py` beside the
+        modules) holds it, a source folder the script's `sys.path` is given from outside
+        (`python/pkg/v2/blocks.py` for `import pkg.v2.blocks`, a repository's `python/`
+        or `src/`), the nearest to `folder` where several do; None where none does, two
+        are as near, or `module` is no package's (a bare name is too common to guess)."""
+        found = self._source_folder_files(module, folder)
+        return found[0] if found else None
+
+    def _source_folder_files(self, module: str, folder: str) -> tuple[str, str] | None:
+        """(the file, its top package's `__init__`) of `_found_in_source_folder`: both a
+        query about the importer reads (`closure`)."""
+        top = module.split(".", 1)[0]
+        if not top or top == module:
+            return None
+        where = self._modules_named(module)
+        packages = self._modules_named(top)
+        found = {holder: (labels[0], packages[holder][0]) for holder, labels in where.items()
+                 if packages.get(holder, (None, False))[1]}
+        if not found:
+            return None
+        shared = {holder: len(os.path.commonpath([holder, folder])) for holder in found}
+        nearest = [holder for holder in found if shared[holder] == max(shared.values())]
+        return found[nearest[0]] if len(nearest) == 1 else None
 
     def _modules_named(self, module: str) -> dict[str, tuple[str, bool]]:
         """{folder: (label, whether it is a package's `__init__`)} of the project files
@@ -663,6 +690,10 @@ def _closures(project: Project) -> dict[str, frozenset[str]]:
                     targets.add(project._file(os.path.join(folders[0], "__init__.py")))
                 if imported != "*":
                     targets.update(named(folders, f"{module}.{imported}".strip(".")))
+            if not level:  # (what `Project.module` finds in a source folder, no folder above)
+                for dotted in (module, f"{module}.{imported}" if imported not in (None, "*")
+                               else ""):
+                    targets.update(project._source_folder_files(dotted, above[0]) or ())
             yield from ((label, target) for target in targets - {None})
 
     return _joined(project.parts, edges())

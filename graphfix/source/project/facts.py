@@ -899,6 +899,7 @@ class _ReuseReader(ast.NodeVisitor):
         self.regions: list[list] = []  # [first line, last line, why]
         self._scopes: list[ast.With] = []  # enclosing `with variable_scope(...)`, this def's
         self._loops: list[tuple[ast.stmt, int]] = []  # (loop, scopes open when it began)
+        self._branches: list[ast.If] = []  # the enclosing `if`s, this def's
         self._end = [last_line]  # where the innermost function ends
 
     def _visit_with(self, node) -> None:
@@ -929,13 +930,18 @@ class _ReuseReader(ast.NodeVisitor):
 
     visit_For = visit_AsyncFor = visit_While = _visit_loop
 
+    def visit_If(self, node: ast.If) -> None:
+        self._branches.append(node)
+        self.generic_visit(node)
+        self._branches.pop()
+
     def _visit_def(self, node) -> None:
-        outer = self._scopes, self._loops
-        self._scopes, self._loops = [], []
+        outer = self._scopes, self._loops, self._branches
+        self._scopes, self._loops, self._branches = [], [], []
         self._end.append(node.end_lineno or node.lineno)
         self.generic_visit(node)
         self._end.pop()
-        self._scopes, self._loops = outer
+        self._scopes, self._loops, self._branches = outer
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_def
 
@@ -947,8 +953,13 @@ class _ReuseReader(ast.NodeVisitor):
             # The outermost loop begun inside the scope that reuses: its next pass reuses.
             loops = [loop for loop, open_scopes in self._loops if open_scopes >= depth]
             first = loops[0].lineno if loops else node.lineno
+            # Under an `if` that holds only part of the region the call may not run (`if
+            # i > 0: scope.reuse_variables()` in a tower's scope: the first tower creates);
+            # reuse is not sure there.
+            sure = all(branch.lineno <= first and (branch.end_lineno or end) >= end
+                       for branch in self._branches)
             self.regions.append([first, end, f"after reuse_variables() at line {node.lineno}",
-                                 node.lineno])
+                                 node.lineno if sure else None])
         self.generic_visit(node)
 
 
