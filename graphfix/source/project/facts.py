@@ -17,6 +17,7 @@ from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
     BATCH_NORMS,
+    COLLECTION_ADDERS,
     COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -26,6 +27,7 @@ from graphfix.source.vocabulary import (
     METRIC_CALLS,
     SLIM_NET_NAME,
     TF_COLLECTION_KEYS,
+    UPDATE_OPS_ADDED,
     canonical_tf_name,
     library_name,
 )
@@ -134,7 +136,8 @@ def _feeds_update_ops(expr: ast.expr | None) -> bool:
 class _BatchNorms(ast.NodeVisitor):
     """Every batch norm of a module that trains and feeds UPDATE_OPS, as [name, line]:
     calls, slim's `normalizer_fn=`, `slim.arg_scope` defaults, tf.layers' layer objects,
-    slim nets."""
+    slim nets, and a batch norm written by hand that adds its updates to UPDATE_OPS
+    (`_adds_to_update_ops`)."""
 
     def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr]):
         self.names, self.dicts = names, dicts
@@ -147,6 +150,7 @@ class _BatchNorms(ast.NodeVisitor):
         self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
         self._with_of: dict[ast.Call, ast.With] = {}  # a `with` item's call -> the with
         self.flags: dict[int, ast.expr | None] = {}  # a found batch norm's line -> its flag
+        self._functions: list[ast.AST] = []  # the functions the walk is in, innermost last
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
@@ -260,6 +264,33 @@ class _BatchNorms(ast.NodeVisitor):
                         merged.update(self._kwargs(item.context_expr))
         return merged
 
+    def _visit_function(self, node) -> None:
+        self._functions.append(node)
+        self.generic_visit(node)
+        self._functions.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _visit_function
+
+    def _adds_to_update_ops(self, call: ast.Call) -> bool:
+        """Whether `call` adds an op to UPDATE_OPS (`tf.add_to_collection(
+        tf.GraphKeys.UPDATE_OPS, update_moving_mean)`, the batch norm written by hand) that
+        nothing else in its function reads: an op also read there (a control dependency, a
+        return) runs that way."""
+        called = _last(self.names, call.func)
+        if called not in COLLECTION_ADDERS:
+            return False
+        given = argument(call, "names" if called == "add_to_collections" else "name", 0)
+        keys = (given.elts if called == "add_to_collections"
+                and isinstance(given, (ast.List, ast.Tuple)) else [given])
+        if not any(_names_update_ops(key) for key in keys):
+            return False
+        value = argument(call, "value", 1)
+        if isinstance(value, ast.Name) and self._functions:
+            reads = [n for n in ast.walk(self._functions[-1]) if isinstance(n, ast.Name)
+                     and n.id == value.id and isinstance(n.ctx, ast.Load)]
+            return len(reads) == 1
+        return value is not None
+
     def visit_Assign(self, node: ast.Assign) -> None:
         target = dotted(node.targets[0]) if len(node.targets) == 1 else None
         if isinstance(node.value, ast.Call) and target is not None:
@@ -292,6 +323,8 @@ class _BatchNorms(ast.NodeVisitor):
             self._called.add(node.func)
             if _truth(argument(node, "training", 1), False):  # BatchNormalization()(x, True)
                 self.found.append((BATCH_NORM_LAYER, node.lineno))
+        if self._adds_to_update_ops(node):
+            self.found.append((UPDATE_OPS_ADDED, node.lineno))
         callee = dotted(node.func)
         if callee is not None:
             self._layer_calls.setdefault(callee, []).append(node)
@@ -534,7 +567,6 @@ COLLECTION_WORDS = ("collection",)
 # batch norm (`moving_averages.assign_moving_average`), an ExponentialMovingAverage's apply.
 _MOVING_AVERAGE_UPDATES = frozenset({"assign_moving_average"})
 _MOVING_AVERAGE = "ExponentialMovingAverage"
-_COLLECTION_ADDERS = frozenset({"add_to_collection", "add_to_collections"})
 
 
 def _last(names: AstTfNames, func: ast.expr) -> str:
@@ -634,7 +666,7 @@ def collection_facts(tree: ast.Module, names: AstTfNames) -> dict:
                     facts["read"].add(key)
             elif called == "get_all_collection_keys":
                 facts["reads_any"] = True
-            if _last(names, node.func) not in _COLLECTION_ADDERS:
+            if _last(names, node.func) not in COLLECTION_ADDERS:
                 continue
             value = argument(node, "value", 1)
             if value is None:
