@@ -33,7 +33,9 @@ from graphfix.source.project.facts import (
     TOWER_WORDS,
     collection_facts,
     flag_branches,
+    may_pass_taking,
     may_pass_truth,
+    name_switches,
     names_function,
     reuse_facts,
     tower_facts,
@@ -92,6 +94,7 @@ class Project:
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
         self._switches: dict[str, list[list]] = {}
+        self._name_switches: dict[str, list[list]] = {}
         self._called_units: dict[tuple[str, str], bool] = {}  # see `called`
         self._trees: dict[str, tuple[ast.Module, AstTfNames] | None] = {}  # see `_trees_naming`
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
@@ -198,7 +201,9 @@ class Project:
         a program: its unit is a module body, a class's, one of `entries` (the code the
         train op is built in and its callers), or a function or method some code calls
         (`called`); and where its training flag is a parameter defaulting to False
-        (`training_switches`), some code may call its function with it set."""
+        (`training_switches`), some code may call its function with it set; and where it
+        is built only for some names of a list its function takes (`name_switches`), some
+        code may pass one."""
         part = self.parts[label]
         unit = unit_at(part, at)
         if (label, unit) not in entries and not self.called((label, unit)):
@@ -206,6 +211,12 @@ class Project:
         for line, function, parameter, position in self.training_switches(label):
             if line == at and not any(
                     may_pass_truth(tree, names, function, parameter, position)
+                    for tree, names in self._trees_naming(label, function)):
+                return False
+        for line, function, parameter, position, how, strings in self._facts_of(
+                self._name_switches, label, name_switches, [], ("for",)):
+            if line == at and not any(
+                    may_pass_taking(tree, names, function, parameter, position, how, strings)
                     for tree, names in self._trees_naming(label, function)):
                 return False
         return True

@@ -415,6 +415,126 @@ def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
     return sorted(found)
 
 
+def _names_taking(test: ast.expr, name: str) -> tuple[str, list[str]] | None:
+    """How a test on the string `name` holds, where it spells its strings out: ("prefix",
+    [...]) for `name.startswith("bn")` (a tuple of prefixes too), ("equal", [...]) for
+    `name == "bn"` or `name in ("bn", "norm")`, ("part", [...]) for `"bn" in name`; None
+    for any other test."""
+    def strings(node):
+        elements = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elements):
+            return [e.value for e in elements]
+        return None
+
+    if (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
+            and test.func.attr == "startswith" and isinstance(test.func.value, ast.Name)
+            and test.func.value.id == name and len(test.args) == 1 and not test.keywords):
+        given = strings(test.args[0])
+        return None if given is None else ("prefix", given)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = test.left, test.comparators[0]
+        if isinstance(test.ops[0], (ast.Eq, ast.In)) and isinstance(left, ast.Name) \
+                and left.id == name:
+            given = strings(right)
+            return None if given is None else ("equal", given)
+        if isinstance(test.ops[0], ast.Eq) and isinstance(right, ast.Name) and right.id == name:
+            given = strings(left)
+            return None if given is None else ("equal", given)
+        if isinstance(test.ops[0], ast.In) and isinstance(right, ast.Name) and right.id == name:
+            given = strings(left)
+            return None if given is None else ("part", given)
+    return None
+
+
+def name_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
+    """The batch norms of a module (`batch_norms`) built only in a branch on the name a loop
+    over one of its function's parameters takes (`for layer in layer_lists: if
+    layer.startswith("batch_norm"):`, xtudbxk/DSRG-tensorflow's build_fc, its layers named
+    by the lists its callers spell out). As [line, function name, parameter, its position
+    among the function's positional parameters or None for a keyword-only one, how the
+    test holds, its strings] (`_names_taking`); a method's `self` or `cls` is not counted
+    among them: its callers do not pass it."""
+    finder = _BatchNorms(names, _dict_bindings(tree))
+    finder.visit(tree)
+    lines = {line for _, line in finder.finish()}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        parameters = {*positional, *(a.arg for a in function.args.kwonlyargs)}
+        if positional[:1] in (["self"], ["cls"]):
+            positional = positional[1:]
+        rebound = [n.id for n in own_nodes(function)
+                   if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+        for loop in own_nodes(function):
+            if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                    and isinstance(loop.iter, ast.Name) and loop.iter.id in parameters
+                    and loop.iter.id not in rebound and rebound.count(loop.target.id) == 1):
+                continue
+            for branch in (n for n in ast.walk(loop) if isinstance(n, ast.If)):
+                taking = _names_taking(branch.test, loop.target.id)
+                if taking is None:
+                    continue
+                first, last = branch.body[0].lineno, branch.body[-1].end_lineno
+                for line in sorted(lines):
+                    if first <= line <= last:
+                        found.append([line, function.name, loop.iter.id,
+                                      positional.index(loop.iter.id)
+                                      if loop.iter.id in positional else None, *taking])
+    return sorted(found)
+
+
+def _takes(how: str, strings: list[str], value: str) -> bool:
+    if how == "prefix":
+        return any(value.startswith(s) for s in strings)
+    if how == "equal":
+        return value in strings
+    return any(s in value for s in strings)
+
+
+def may_pass_taking(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
+                    position: int | None, how: str, strings: list[str]) -> bool:
+    """Whether code of a module may call `function` (as `name_switches` gives it) with a
+    `parameter` that holds a name its branch takes: anything but a list (or tuple) of
+    strings none of which the test takes, given by keyword or at its position, or not
+    given (its default); through `*args` or `**kwargs`; or the function named other than as
+    a call's callee (a callback: its caller's arguments are not seen). TF's own functions
+    of that name are not it."""
+    callees = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    for node in ast.walk(tree):
+        spelled = (node.id if isinstance(node, ast.Name) else
+                   node.attr if isinstance(node, ast.Attribute) else None)
+        if (spelled == function and isinstance(node.ctx, ast.Load) and id(node) not in callees
+                and names.canonical(node) is None):
+            return True
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        spelled = (func.id if isinstance(func, ast.Name)
+                   else func.attr if isinstance(func, ast.Attribute) else None)
+        if spelled != function or names.canonical(func) is not None:
+            continue
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return True
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        if not given and position is not None:
+            given = call.args[position:position + 1]
+        if not given:
+            return True
+        for value in given:
+            elements = value.elts if isinstance(value, (ast.List, ast.Tuple)) else None
+            if elements is None or not all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    for e in elements):
+                return True
+            if any(_takes(how, strings, e.value) for e in elements):
+                return True
+    return False
+
+
 def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
     """Whether code of a module names `function` (a function's or a method's name): a name
     or an attribute read (`self.net.bn(...)`, a layer chained on a parameter, a callback),
