@@ -11,6 +11,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from graphfix.source.project.dynamic_imports import flag_default
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.syntax import strings_in
 from graphfix.source.vocabulary import (
@@ -533,6 +534,58 @@ def may_pass_taking(tree: ast.Module, names: AstTfNames, function: str, paramete
             if any(_takes(how, strings, e.value) for e in elements):
                 return True
     return False
+
+
+def _untaken_by_defaults(tree: ast.Module) -> list[tuple[int, int]]:
+    """The spans (first, last line) of the branches a run with the file's flag defaults
+    does not take: under `if FLAGS.model == "resnet":` (or `"resnet" == FLAGS.model`,
+    `FLAGS.model in ("resnet", ...)`) the body where the flag's default is another string,
+    the `else` (and every `elif`) where it is that one."""
+    spans = []
+    for branch in ast.walk(tree):
+        if not (isinstance(branch, ast.If) and isinstance(branch.test, ast.Compare)
+                and len(branch.test.ops) == 1):
+            continue
+        left, op, right = branch.test.left, branch.test.ops[0], branch.test.comparators[0]
+        if isinstance(op, ast.Eq) and isinstance(left, ast.Constant):
+            left, right = right, left
+        if not isinstance(op, (ast.Eq, ast.In)):
+            continue
+        default = flag_default(tree, left)
+        elements = right.elts if isinstance(op, ast.In) and isinstance(
+            right, (ast.Tuple, ast.List, ast.Set)) else [right]
+        if default is None or not all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                      for e in elements):
+            continue
+        untaken = branch.orelse if default in [e.value for e in elements] else branch.body
+        if untaken:
+            spans.append((untaken[0].lineno, untaken[-1].end_lineno))
+    return spans
+
+
+def default_untaken_functions(tree: ast.Module, names: AstTfNames) -> list[str]:
+    """The module-level functions of a script that only branches a run with its flag
+    defaults does not take name (`_untaken_by_defaults`: `elif FLAGS.cnn_model ==
+    "inception_v3": y = _inception_v3(x)` where the flag defaults to "mlp",
+    jiankaiwang/distributed_training's cifar10_replica.py): what the script runs when
+    started with its defaults, as the project model reads an `importlib` import of a name
+    built from them. A function named nowhere, or outside such a branch, is not one."""
+    spans = _untaken_by_defaults(tree)
+    if not spans:
+        return []
+    found = []
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        named = [node.lineno for node in ast.walk(tree)
+                 if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+                 and (node.id if isinstance(node, ast.Name) else node.attr) == function.name]
+        named += [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and node.value == function.name]
+        if named and all(any(first <= line <= last for first, last in spans)
+                         for line in named):
+            found.append(function.name)
+    return found
 
 
 def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
