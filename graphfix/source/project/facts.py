@@ -283,7 +283,9 @@ class _BatchNorms(ast.NodeVisitor):
         given = argument(call, "names" if called == "add_to_collections" else "name", 0)
         keys = (given.elts if called == "add_to_collections"
                 and isinstance(given, (ast.List, ast.Tuple)) else [given])
-        if not any(_names_update_ops(key) for key in keys):
+        # (a bare name may be a constant of the project's own collection: `UPDATE_OPS =
+        # 'resnet_update_ops'`; that one is `collection_facts`')
+        if not any(_names_update_ops(key) and not isinstance(key, ast.Name) for key in keys):
             return False
         value = argument(call, "value", 1)
         if isinstance(value, ast.Name) and self._functions:
