@@ -226,6 +226,45 @@ def test_the_model_knows_every_batch_norm_of_the_vocabulary():
         assert Project.of_code("m.py", code).view("m.py").batch_norms(), name
 
 
+_ADDS_BY_HAND = """\
+import tensorflow as tf
+from tensorflow.python.training import moving_averages
+
+UPDATE_OPS = "resnet_update_ops"
+
+
+def batch_norm(x, moving_mean):
+    mean, variance = tf.nn.moments(x, [0])
+    update = moving_averages.assign_moving_average(moving_mean, mean, 0.99)
+    {add}
+    return tf.nn.batch_normalization(x, mean, variance, None, None, 1e-3)
+"""
+
+
+@pytest.mark.parametrize("add, counts", [
+    ("tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, update)", True),
+    ("tf.compat.v1.add_to_collections([tf.GraphKeys.UPDATE_OPS], update)", True),
+    ("tf.add_to_collection('update_ops', update)", True),
+    # the project's own collection, named by a constant: collection_facts' to judge
+    ("tf.add_to_collection(UPDATE_OPS, update)", False),
+    ("tf.add_to_collection(tf.GraphKeys.SUMMARIES, update)", False),
+    # run in place as well: the output waits on it
+    ("tf.add_to_collection(tf.GraphKeys.UPDATE_OPS, update)\n"
+     "    with tf.control_dependencies([update]):\n"
+     "        x = tf.identity(x)", False),
+])
+def test_a_batch_norm_written_by_hand_counts_where_it_adds_to_update_ops(add: str, counts: bool):
+    """JZDSS/multi-gpus' layers.batch_norm: `assign_moving_average` updates added to
+    UPDATE_OPS by the project's own code are a batch norm's, unless its function also reads
+    the update op (it runs where it is built)."""
+    from graphfix.source.project import Project
+    from graphfix.source.vocabulary import UPDATE_OPS_ADDED
+
+    code = _ADDS_BY_HAND.format(add=add)
+    found = Project.of_code("layers.py", code).view("layers.py").batch_norms()
+    assert found == ([(UPDATE_OPS_ADDED, 10)] if counts else [])
+
+
 # The multi-file cases whose entry point the run does not hold (a user's script, as in the
 # repositories these shapes come from), each case's before/ and after/ built in one
 # subprocess (TF imported once) and trained one step: whether the moving means moved.

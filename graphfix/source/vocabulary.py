@@ -122,6 +122,8 @@ VARIABLE_LISTS = {
     "slim.get_local_variables": "frozen",
 }
 COLLECTION_GETTERS = frozenset({"get_collection", "get_collection_ref"})
+# What adds an op to collections: `add_to_collection(key, op)`, `add_to_collections(keys, op)`.
+COLLECTION_ADDERS = frozenset({"add_to_collection", "add_to_collections"})
 # The strings of TF 1.x's `GraphKeys`: TF's own collections (TF's machinery runs some of
 # them itself: a Scaffold's init_op, local_init_op and table_initializer), no project's.
 TF_COLLECTION_KEYS = frozenset({
@@ -260,6 +262,13 @@ LIBRARY_BATCH_NORMS = {
                                          "update_ops"),
     "snt.BatchNormV2": ModuleBatchNormArgs("is_training", 1, "update_ops_collection", None),
 }
+
+
+# A batch norm written by hand (JZDSS/multi-gpus' layers.batch_norm: `assign_moving_average`
+# of its moving mean and variance) that adds its updates to UPDATE_OPS, TF's batch norms'
+# collection, with `add_to_collection`: a batch norm as the library ones are, in findings
+# named by that call.
+UPDATE_OPS_ADDED = "add_to_collection(UPDATE_OPS)"
 
 
 def library_name(qualified: str) -> str | None:

@@ -37,7 +37,9 @@ Parameters:
         and is left alone either way.
 
 In source (`UpdateOpsCodemod`): where a batch norm that trains is in the file (Sonnet 1.x's
-`snt.BatchNorm` too, whose `update_ops_collection` is UPDATE_OPS unless told otherwise), or in code
+`snt.BatchNorm` too, whose `update_ops_collection` is UPDATE_OPS unless told otherwise, and
+one written by hand that adds its updates to UPDATE_OPS with `tf.add_to_collection` and
+does not also run them where it builds them), or in code
 of the run that the file's imports and calls reach (or that reaches the train op's function;
 a module imported with `importlib.import_module` of a name the file spells out, from
 literals and its flags' defaults, counts as imported), or where the train op's function
@@ -50,7 +52,12 @@ update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone. A batch norm counts only
 where it is built: not in a function or method nothing calls, nor where its training flag
-is a parameter defaulting to False that no call sets.
+is a parameter defaulting to False that no call sets, nor in a branch on the name a loop
+over its function's parameter takes (`for layer in layer_lists: if
+layer.startswith("batch_norm"):`) where every call passes a list of names the branch does
+not take, nor in a script's function that only branches its flag defaults do not take call
+(`elif FLAGS.model == "inception_v3":` where the flag defaults to "mlp"): a run is judged
+with its flag defaults.
 """
 
 from __future__ import annotations

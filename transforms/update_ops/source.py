@@ -247,8 +247,19 @@ class UpdateOpsCodemod(SourceCodemod):
     `tf.contrib.layers.batch_norm`, `tf.layers.batch_normalization` and its compat.v1
     spellings, slim's `normalizer_fn=slim.batch_norm` (with `normalizer_params` and
     `slim.arg_scope([slim.batch_norm], ...)` defaults read where the code spells them out),
-    `tf.layers.BatchNormalization` objects, and slim nets built on batch norm
-    (`resnet_v2_50(..., is_training=True)`). A batch norm with `updates_collections=None`
+    `tf.layers.BatchNormalization` objects, slim nets built on batch norm
+    (`resnet_v2_50(..., is_training=True)`), and a batch norm written by hand that adds its
+    updates to UPDATE_OPS (`tf.add_to_collection(tf.GraphKeys.UPDATE_OPS,
+    update_moving_mean)`, JZDSS/multi-gpus' layers.batch_norm) and reads them nowhere else
+    in its function (a control dependency there runs them in place). A batch norm counts
+    only where some run builds it: not in a function nothing calls, nor under a training
+    flag defaulting to False that no call sets, nor in a branch on the name a loop over its
+    function's parameter takes (`if layer.startswith("batch_norm"):`) where every call
+    passes a list of names the branch does not take (xtudbxk/DSRG-tensorflow's build_fc),
+    nor in a script's function that only branches its flag defaults do not take call
+    (jiankaiwang/distributed_training's `elif FLAGS.cnn_model == "inception_v3":`, the
+    default "mlp"): a run is judged with its flag defaults, as an `importlib` import of a
+    name built from them is. A batch norm with `updates_collections=None`
     (updates run in place), another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
     placeholder does. tf.keras layers keep their updates on the model, not in UPDATE_OPS,

@@ -32,8 +32,11 @@ from graphfix.source.project.facts import (
     REUSE_WORDS,
     TOWER_WORDS,
     collection_facts,
+    default_untaken_functions,
     flag_branches,
+    may_pass_taking,
     may_pass_truth,
+    name_switches,
     names_function,
     reuse_facts,
     tower_facts,
@@ -92,6 +95,8 @@ class Project:
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
         self._switches: dict[str, list[list]] = {}
+        self._name_switches: dict[str, list[list]] = {}
+        self._defaults_untaken: dict[str, list[str]] = {}
         self._called_units: dict[tuple[str, str], bool] = {}  # see `called`
         self._trees: dict[str, tuple[ast.Module, AstTfNames] | None] = {}  # see `_trees_naming`
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
@@ -198,14 +203,30 @@ class Project:
         a program: its unit is a module body, a class's, one of `entries` (the code the
         train op is built in and its callers), or a function or method some code calls
         (`called`); and where its training flag is a parameter defaulting to False
-        (`training_switches`), some code may call its function with it set."""
+        (`training_switches`), some code may call its function with it set; and where it
+        is built only for some names of a list its function takes (`name_switches`), some
+        code may pass one. A function of a script that only branches its flag defaults do
+        not take call (`default_untaken_functions`), and no other file names, is not built:
+        a run is judged with its flag defaults, as an `importlib` import of a name built
+        from them is."""
         part = self.parts[label]
         unit = unit_at(part, at)
         if (label, unit) not in entries and not self.called((label, unit)):
             return False
+        if (label, unit) not in entries and unit in self._facts_of(
+                self._defaults_untaken, label, default_untaken_functions, [], ("==", " in ")
+        ) and not any(names_function(tree, names, unit)
+                      for tree, names in self._trees_naming(label, unit, but=label)):
+            return False
         for line, function, parameter, position in self.training_switches(label):
             if line == at and not any(
                     may_pass_truth(tree, names, function, parameter, position)
+                    for tree, names in self._trees_naming(label, function)):
+                return False
+        for line, function, parameter, position, how, strings in self._facts_of(
+                self._name_switches, label, name_switches, [], ("for",)):
+            if line == at and not any(
+                    may_pass_taking(tree, names, function, parameter, position, how, strings)
                     for tree, names in self._trees_naming(label, function)):
                 return False
         return True
@@ -244,12 +265,13 @@ class Project:
         return any(names_function(tree, names, short)
                    for tree, names in self._trees_naming(label, short))
 
-    def _trees_naming(self, label: str, name: str) -> list[tuple[ast.Module, AstTfNames]]:
+    def _trees_naming(self, label: str, name: str, but: str | None = None
+                      ) -> list[tuple[ast.Module, AstTfNames]]:
         """The trees (with their TF names) of the files connected to `label` by imports
-        whose code names `name`, each parsed once a run."""
+        whose code names `name` (file `but` left out), each parsed once a run."""
         found = []
         for other in sorted(self.connected(label)):
-            code = self._code_of(other)
+            code = self._code_of(other) if other != but else None
             if code is None or name not in code:
                 continue
             if other not in self._trees:

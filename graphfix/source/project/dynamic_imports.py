@@ -143,3 +143,12 @@ class _Strings:
         for value, piece in zip(values, pieces[1:]):
             out += value + piece
         return out
+
+
+def flag_default(tree: ast.Module, expr: ast.expr) -> str | None:
+    """The string a flag `<namespace>.<flag>` holds when the script runs with the defaults
+    it defines (`args.model` for `add_argument("--model", default="mlp")`); None for any
+    other expression, or a flag whose default the file does not spell out."""
+    if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
+        return None
+    return _Strings(tree).flags.get(expr.attr)

@@ -11,12 +11,14 @@ import ast
 import re
 from collections.abc import Iterator
 
+from graphfix.source.project.dynamic_imports import flag_default
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.syntax import strings_in
 from graphfix.source.vocabulary import (
     ARG_SCOPE,
     BATCH_NORM_LAYER,
     BATCH_NORMS,
+    COLLECTION_ADDERS,
     COLLECTION_GETTERS,
     CREATES_VARIABLES,
     DEVICE_CALLS,
@@ -26,6 +28,7 @@ from graphfix.source.vocabulary import (
     METRIC_CALLS,
     SLIM_NET_NAME,
     TF_COLLECTION_KEYS,
+    UPDATE_OPS_ADDED,
     canonical_tf_name,
     library_name,
 )
@@ -134,7 +137,8 @@ def _feeds_update_ops(expr: ast.expr | None) -> bool:
 class _BatchNorms(ast.NodeVisitor):
     """Every batch norm of a module that trains and feeds UPDATE_OPS, as [name, line]:
     calls, slim's `normalizer_fn=`, `slim.arg_scope` defaults, tf.layers' layer objects,
-    slim nets."""
+    slim nets, and a batch norm written by hand that adds its updates to UPDATE_OPS
+    (`_adds_to_update_ops`)."""
 
     def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr]):
         self.names, self.dicts = names, dicts
@@ -147,6 +151,7 @@ class _BatchNorms(ast.NodeVisitor):
         self._layer_calls: dict[str, list[ast.Call]] = {}  # calls of anything, by callee
         self._with_of: dict[ast.Call, ast.With] = {}  # a `with` item's call -> the with
         self.flags: dict[int, ast.expr | None] = {}  # a found batch norm's line -> its flag
+        self._functions: list[ast.AST] = []  # the functions the walk is in, innermost last
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
@@ -260,6 +265,35 @@ class _BatchNorms(ast.NodeVisitor):
                         merged.update(self._kwargs(item.context_expr))
         return merged
 
+    def _visit_function(self, node) -> None:
+        self._functions.append(node)
+        self.generic_visit(node)
+        self._functions.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _visit_function
+
+    def _adds_to_update_ops(self, call: ast.Call) -> bool:
+        """Whether `call` adds an op to UPDATE_OPS (`tf.add_to_collection(
+        tf.GraphKeys.UPDATE_OPS, update_moving_mean)`, the batch norm written by hand) that
+        nothing else in its function reads: an op also read there (a control dependency, a
+        return) runs that way."""
+        called = _last(self.names, call.func)
+        if called not in COLLECTION_ADDERS:
+            return False
+        given = argument(call, "names" if called == "add_to_collections" else "name", 0)
+        keys = (given.elts if called == "add_to_collections"
+                and isinstance(given, (ast.List, ast.Tuple)) else [given])
+        # (a bare name may be a constant of the project's own collection: `UPDATE_OPS =
+        # 'resnet_update_ops'`; that one is `collection_facts`')
+        if not any(_names_update_ops(key) and not isinstance(key, ast.Name) for key in keys):
+            return False
+        value = argument(call, "value", 1)
+        if isinstance(value, ast.Name) and self._functions:
+            reads = [n for n in ast.walk(self._functions[-1]) if isinstance(n, ast.Name)
+                     and n.id == value.id and isinstance(n.ctx, ast.Load)]
+            return len(reads) == 1
+        return value is not None
+
     def visit_Assign(self, node: ast.Assign) -> None:
         target = dotted(node.targets[0]) if len(node.targets) == 1 else None
         if isinstance(node.value, ast.Call) and target is not None:
@@ -292,6 +326,8 @@ class _BatchNorms(ast.NodeVisitor):
             self._called.add(node.func)
             if _truth(argument(node, "training", 1), False):  # BatchNormalization()(x, True)
                 self.found.append((BATCH_NORM_LAYER, node.lineno))
+        if self._adds_to_update_ops(node):
+            self.found.append((UPDATE_OPS_ADDED, node.lineno))
         callee = dotted(node.func)
         if callee is not None:
             self._layer_calls.setdefault(callee, []).append(node)
@@ -380,6 +416,178 @@ def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
                 found.append([line, function.name, flag.id,
                               at.index(flag.id) if flag.id in at else None])
     return sorted(found)
+
+
+def _names_taking(test: ast.expr, name: str) -> tuple[str, list[str]] | None:
+    """How a test on the string `name` holds, where it spells its strings out: ("prefix",
+    [...]) for `name.startswith("bn")` (a tuple of prefixes too), ("equal", [...]) for
+    `name == "bn"` or `name in ("bn", "norm")`, ("part", [...]) for `"bn" in name`; None
+    for any other test."""
+    def strings(node):
+        elements = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elements):
+            return [e.value for e in elements]
+        return None
+
+    if (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
+            and test.func.attr == "startswith" and isinstance(test.func.value, ast.Name)
+            and test.func.value.id == name and len(test.args) == 1 and not test.keywords):
+        given = strings(test.args[0])
+        return None if given is None else ("prefix", given)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, right = test.left, test.comparators[0]
+        if isinstance(test.ops[0], (ast.Eq, ast.In)) and isinstance(left, ast.Name) \
+                and left.id == name:
+            given = strings(right)
+            return None if given is None else ("equal", given)
+        if isinstance(test.ops[0], ast.Eq) and isinstance(right, ast.Name) and right.id == name:
+            given = strings(left)
+            return None if given is None else ("equal", given)
+        if isinstance(test.ops[0], ast.In) and isinstance(right, ast.Name) and right.id == name:
+            given = strings(left)
+            return None if given is None else ("part", given)
+    return None
+
+
+def name_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
+    """The batch norms of a module (`batch_norms`) built only in a branch on the name a loop
+    over one of its function's parameters takes (`for layer in layer_lists: if
+    layer.startswith("batch_norm"):`, xtudbxk/DSRG-tensorflow's build_fc, its layers named
+    by the lists its callers spell out). As [line, function name, parameter, its position
+    among the function's positional parameters or None for a keyword-only one, how the
+    test holds, its strings] (`_names_taking`); a method's `self` or `cls` is not counted
+    among them: its callers do not pass it."""
+    finder = _BatchNorms(names, _dict_bindings(tree))
+    finder.visit(tree)
+    lines = {line for _, line in finder.finish()}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        parameters = {*positional, *(a.arg for a in function.args.kwonlyargs)}
+        if positional[:1] in (["self"], ["cls"]):
+            positional = positional[1:]
+        rebound = [n.id for n in own_nodes(function)
+                   if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+        for loop in own_nodes(function):
+            if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
+                    and isinstance(loop.iter, ast.Name) and loop.iter.id in parameters
+                    and loop.iter.id not in rebound and rebound.count(loop.target.id) == 1):
+                continue
+            for branch in (n for n in ast.walk(loop) if isinstance(n, ast.If)):
+                taking = _names_taking(branch.test, loop.target.id)
+                if taking is None:
+                    continue
+                first, last = branch.body[0].lineno, branch.body[-1].end_lineno
+                for line in sorted(lines):
+                    if first <= line <= last:
+                        found.append([line, function.name, loop.iter.id,
+                                      positional.index(loop.iter.id)
+                                      if loop.iter.id in positional else None, *taking])
+    return sorted(found)
+
+
+def _takes(how: str, strings: list[str], value: str) -> bool:
+    if how == "prefix":
+        return any(value.startswith(s) for s in strings)
+    if how == "equal":
+        return value in strings
+    return any(s in value for s in strings)
+
+
+def may_pass_taking(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
+                    position: int | None, how: str, strings: list[str]) -> bool:
+    """Whether code of a module may call `function` (as `name_switches` gives it) with a
+    `parameter` that holds a name its branch takes: anything but a list (or tuple) of
+    strings none of which the test takes, given by keyword or at its position, or not
+    given (its default); through `*args` or `**kwargs`; or the function named other than as
+    a call's callee (a callback: its caller's arguments are not seen). TF's own functions
+    of that name are not it."""
+    callees = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    for node in ast.walk(tree):
+        spelled = (node.id if isinstance(node, ast.Name) else
+                   node.attr if isinstance(node, ast.Attribute) else None)
+        if (spelled == function and isinstance(node.ctx, ast.Load) and id(node) not in callees
+                and names.canonical(node) is None):
+            return True
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        spelled = (func.id if isinstance(func, ast.Name)
+                   else func.attr if isinstance(func, ast.Attribute) else None)
+        if spelled != function or names.canonical(func) is not None:
+            continue
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return True
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        if not given and position is not None:
+            given = call.args[position:position + 1]
+        if not given:
+            return True
+        for value in given:
+            elements = value.elts if isinstance(value, (ast.List, ast.Tuple)) else None
+            if elements is None or not all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    for e in elements):
+                return True
+            if any(_takes(how, strings, e.value) for e in elements):
+                return True
+    return False
+
+
+def _untaken_by_defaults(tree: ast.Module) -> list[tuple[int, int]]:
+    """The spans (first, last line) of the branches a run with the file's flag defaults
+    does not take: under `if FLAGS.model == "resnet":` (or `"resnet" == FLAGS.model`,
+    `FLAGS.model in ("resnet", ...)`) the body where the flag's default is another string,
+    the `else` (and every `elif`) where it is that one."""
+    spans = []
+    for branch in ast.walk(tree):
+        if not (isinstance(branch, ast.If) and isinstance(branch.test, ast.Compare)
+                and len(branch.test.ops) == 1):
+            continue
+        left, op, right = branch.test.left, branch.test.ops[0], branch.test.comparators[0]
+        if isinstance(op, ast.Eq) and isinstance(left, ast.Constant):
+            left, right = right, left
+        if not isinstance(op, (ast.Eq, ast.In)):
+            continue
+        default = flag_default(tree, left)
+        elements = right.elts if isinstance(op, ast.In) and isinstance(
+            right, (ast.Tuple, ast.List, ast.Set)) else [right]
+        if default is None or not all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                      for e in elements):
+            continue
+        untaken = branch.orelse if default in [e.value for e in elements] else branch.body
+        if untaken:
+            spans.append((untaken[0].lineno, untaken[-1].end_lineno))
+    return spans
+
+
+def default_untaken_functions(tree: ast.Module, names: AstTfNames) -> list[str]:
+    """The module-level functions of a script that only branches a run with its flag
+    defaults does not take name (`_untaken_by_defaults`: `elif FLAGS.cnn_model ==
+    "inception_v3": y = _inception_v3(x)` where the flag defaults to "mlp",
+    jiankaiwang/distributed_training's cifar10_replica.py): what the script runs when
+    started with its defaults, as the project model reads an `importlib` import of a name
+    built from them. A function named nowhere, or outside such a branch, is not one."""
+    spans = _untaken_by_defaults(tree)
+    if not spans:
+        return []
+    found = []
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        named = [node.lineno for node in ast.walk(tree)
+                 if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+                 and (node.id if isinstance(node, ast.Name) else node.attr) == function.name]
+        named += [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and node.value == function.name]
+        if named and all(any(first <= line <= last for first, last in spans)
+                         for line in named):
+            found.append(function.name)
+    return found
 
 
 def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
@@ -534,7 +742,6 @@ COLLECTION_WORDS = ("collection",)
 # batch norm (`moving_averages.assign_moving_average`), an ExponentialMovingAverage's apply.
 _MOVING_AVERAGE_UPDATES = frozenset({"assign_moving_average"})
 _MOVING_AVERAGE = "ExponentialMovingAverage"
-_COLLECTION_ADDERS = frozenset({"add_to_collection", "add_to_collections"})
 
 
 def _last(names: AstTfNames, func: ast.expr) -> str:
@@ -634,7 +841,7 @@ def collection_facts(tree: ast.Module, names: AstTfNames) -> dict:
                     facts["read"].add(key)
             elif called == "get_all_collection_keys":
                 facts["reads_any"] = True
-            if _last(names, node.func) not in _COLLECTION_ADDERS:
+            if _last(names, node.func) not in COLLECTION_ADDERS:
                 continue
             value = argument(node, "value", 1)
             if value is None:

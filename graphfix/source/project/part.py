@@ -23,7 +23,7 @@ from graphfix.source.project.facts import (
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.vocabulary import CREATES_VARIABLES, LIBRARY_WORDS, last_names
 
-PART_FORMAT = 5  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 6  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
 
@@ -162,7 +162,7 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
             "aliases": aliases,
             "tf": _tf_bindings(names, tree),
             "batch_norms": ([list(found) for found in batch_norms(tree, names)]
-                            if _mentions(code, _BATCH_NORM_WORDS) else []),
+                            if _mentions(code, _BATCH_NORM_WORDS + _UPDATE_OPS_WORDS) else []),
             "unread_update_ops": ([list(found) for found in unread_update_ops(tree, names)]
                                   if _mentions(code, _UPDATE_OPS_WORDS) else []),
             "clusters": clusters(tree, names) if _mentions(code, CLUSTER_WORDS) else [],
