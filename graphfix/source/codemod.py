@@ -37,6 +37,7 @@ from libcst.metadata import (
 )
 
 from graphfix.findings import Finding
+from graphfix.graph.devices import DeviceSpec
 from graphfix.registry import Transform
 from graphfix.source import fixes
 from graphfix.source.examples import Example  # noqa: F401  (part of this module's API)
@@ -187,6 +188,35 @@ def _braces_filled(text: str) -> str:
     HOLE)."""
     text = _BRACES.sub(HOLE, text.replace("{{", "\1").replace("}}", "\2"))
     return text.replace("\1", "{").replace("\2", "}")
+
+
+# What a field built at run time (a HOLE) is read as by the device string parser: digits,
+# so that an index or a task filled in at run time parses, told apart afterwards by them.
+RUNTIME_DIGITS = "90210909"
+
+
+def template_spec(template: str | None) -> DeviceSpec | None:
+    """A device template (`device_template`) parsed as TF reads a device string
+    (`graphfix.graph.devices.DeviceSpec`), each runtime part read as `RUNTIME_DIGITS`;
+    None where there is none or it does not parse."""
+    if template is None:
+        return None
+    try:
+        return DeviceSpec.parse(template.replace(HOLE, RUNTIME_DIGITS))
+    except ValueError:
+        return None
+
+
+def scope_template(item: cst.WithItem) -> str | None:
+    """`device_template` of what a `with tf.device(...)` item asks for ("" for nothing);
+    None where that is no string (a device function, a name)."""
+    return device_template(device_argument(item.item) or cst.SimpleString('""'))
+
+
+def on_ps_job(item: cst.WithItem) -> bool:
+    """Whether a `with tf.device(...)` item's device names the ps job."""
+    spec = template_spec(scope_template(item))
+    return spec is not None and spec.job == "ps"
 
 
 def device_template_filled(expr: cst.BaseExpression,
@@ -1062,6 +1092,6 @@ class CodemodRun:
 
 __all__ = [
     "DeviceValues", "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
-    "decode_source", "device_argument", "device_template", "nodes_of",
-    "qualified_name_lookup", "run_source", "v1_spelling",
+    "decode_source", "device_argument", "device_template", "nodes_of", "on_ps_job",
+    "qualified_name_lookup", "run_source", "scope_template", "template_spec", "v1_spelling",
 ]

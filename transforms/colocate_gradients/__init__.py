@@ -54,7 +54,9 @@ layer is built in it (a project function that makes variables, `tf.layers`, slim
 input pipeline's or a pinned variable's scope is not forward code whose gradients move. A
 call that passes the argument, that is made inside a tower's device scope (or one naming the
 same device), or that sits in a branch only one tower takes (`if n == 1:` for towers built by
-`for i in range(n)`), is left alone. Where the towers' code (the file, or one its imports
+`for i in range(n)`), is left alone; a stage on the ps job (`/job:ps/task:0`) does not count:
+forward code there is replica-placement's finding, and the flag would send its backward
+pass to the ps tasks too. Where the towers' code (the file, or one its imports
 connect it to) calls `tf.gather`, the call is reported but not fixed: TF's gradient of a
 gather measures the gathered table in `colocate_with(table)`, and the flag adds the gather's
 colocation group to it; a table gathered on another device than its own (a CPU table in GPU

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from graphfix.source import fixes
-from graphfix.source.codemod import HOLE, SourceCodemod, argument, device_argument, device_template
+from graphfix.source.codemod import HOLE, SourceCodemod, argument, on_ps_job, scope_template
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (descendants, enclosing, in_one_turn_branch, inside,
                                     single_value, trace_values)
@@ -60,7 +60,7 @@ class ColocateGradientsRule(SourceCodemod):
             if (loss is None or argument(call, KEYWORD, None) is not None
                     or any(arg.star == "**" for arg in call.args)):
                 continue
-            towers = self._forward_scopes(loss, call)
+            towers = [t for t in self._forward_scopes(loss, call) if not on_ps_job(t)]
             devices = dict.fromkeys(self.code(item.item) for item in towers)
             if len(devices) < 2 and not any(map(self._tower_loop, towers)) or any(
                     in_one_turn_branch(call, self._tower_loop(t), self.parent) for t in towers):
@@ -119,6 +119,6 @@ class ColocateGradientsRule(SourceCodemod):
     def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
         """The loop that enters the device scope once per turn, with a device that changes
         (`'/gpu:%d' % i`, a name): the loop of several towers; None if there is none."""
-        template = device_template(device_argument(item.item) or cst.SimpleString('""'))
+        template = scope_template(item)
         return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
             template is None or HOLE in template) else None
