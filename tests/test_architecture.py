@@ -20,7 +20,8 @@ CORE = ("graphfix", "graphfix.findings", "graphfix.config", "graphfix.tf_runtime
 # part -> the parts (module prefixes) it may import besides CORE and itself.
 ALLOWED = {
     "graphfix.graph": (),
-    "graphfix.source": ("graphfix.registry",),
+    # (graph.devices: a device string is parsed once, as TF reads it, for both surfaces)
+    "graphfix.source": ("graphfix.registry", "graphfix.graph.devices"),
     "graphfix.verification": ("graphfix.graph",),
     "graphfix.registry": ("graphfix.transforms",),
     "graphfix.config": ("graphfix.registry",),  # `set` is checked as --set is

@@ -13,6 +13,8 @@ Jupyter notebooks as sources (`notebooks`) and the per-file result cache (`cache
 May import: the standard library, libcst (only where a file is parsed: never at import time
 of `files`, `syntax`, `vocabulary`, `prefilter`, `cache`, `examples`, `astrule`, `renames`,
 `run` or `project`), `graphfix.findings`,
-`graphfix.config`, `graphfix.registry`, `graphfix.storage`. Never imports `graphfix.graph`,
-`graphfix.verification`, `graphfix.cli` or the transforms.
+`graphfix.config`, `graphfix.registry`, `graphfix.storage`, and of `graphfix.graph` only
+`graph.devices` (a device string is parsed once, as TF reads it, for both surfaces). Never
+imports the rest of `graphfix.graph`, `graphfix.verification`, `graphfix.cli` or the
+transforms.
 """
