@@ -228,8 +228,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     hand-written ps scopes already hold, with no op beside them (the seed as written);
     a global step in a branch of an `if` that never runs with the setter (a standalone
     trainer's, beside the `else:` or after the `return` of its branch, that joins the
-    cluster); functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
-    unless they make the cluster, or call what makes it, themselves (a `main`); code no
+    cluster); a `get_or_create_global_step()` run after one the setter placed, in the same
+    function (it returns that step and makes nothing); functions no code of the file calls
+    (a `model_fn` handed to slim's `create_clones`) unless they make the cluster, or call what makes it, themselves (a `main`); code no
     cluster's program holds (a local evaluation graph beside the training function);
     variables made with a cluster this file makes when every session the file opens runs
     in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
