@@ -28,8 +28,10 @@ from conftest import fixture_findings
 NAME = "replica-placement"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "replica_placement" / "source"
 CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
-BUILT = [c for c in CASES if re.search(r"^def build\(cluster_spec, task_index\)",
-                                       (c / "before.py").read_text(), re.M)]
+BUILDS = [c for c in CASES if re.search(r"^def build\(cluster_spec, task_index\)",
+                                        (c / "before.py").read_text(), re.M)]
+BUILT = [c for c in BUILDS if not c.name.startswith("noop_")]
+BUILT_RIGHT = [c for c in BUILDS if c.name.startswith("noop_")]  # already right as written
 VARIABLE_OPS = ("VariableV2", "VarHandleOp")
 PS_TASKS, TASK_INDEX = 2, 1
 
@@ -179,7 +181,7 @@ def test_global_step_read_before_the_setter_is_wrapped_in_the_same_setter():
 # conftest.py runs this file as a script (`_worker`) in a subprocess that starts before the
 # first test, so TensorFlow builds the cases while the libcst tests run; `built` is what it
 # printed: each case's ops before and after the fix.
-BACKGROUND_SCRIPT = [__file__, *(str(c) for c in BUILT)]
+BACKGROUND_SCRIPT = [__file__, *(str(c) for c in BUILDS)]
 
 
 def _job_task(device: str) -> tuple[str | None, str | None]:
@@ -229,6 +231,17 @@ def test_fixed_graph_places_variables_on_ps(case: Path, built: dict):
         job, task = _job_task(node["device"])
         if name not in groups and job is not None:
             assert (job, task) == ("worker", str(TASK_INDEX)), (name, node["device"])
+
+
+@pytest.mark.parametrize("case", BUILT_RIGHT, ids=lambda p: p.name)
+def test_right_graph_already_places_variables_on_ps(case: Path, built: dict):
+    # what no finding claims: every global variable is made once, on a ps task
+    before = built[case.name]["before"]
+    shared = set(built[case.name]["global"])
+    variables = [n for n, node in before.items() if node["op"] in VARIABLE_OPS]
+    assert variables and set(variables) == shared
+    assert all(_job_task(before[n]["device"])[0] == "ps" for n in variables), \
+        {n: before[n]["device"] for n in variables}
 
 
 def test_seed003_add_moves_from_ps_to_worker(built: dict):

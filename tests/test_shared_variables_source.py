@@ -199,3 +199,24 @@ def test_seed003_experiment_shares_after_the_fix(tf):
     a, b = _load(case / "after.py", "seed003_after").experiment()
     np.testing.assert_allclose(a, [[0.1] * 3] * 3)
     np.testing.assert_allclose(b, [[0.2] * 3] * 3)
+
+
+def test_a_method_nothing_calls_makes_nothing_in_the_towers(tf):
+    """Two towers build the model object (noop_method_nothing_calls): TF makes one shared
+    weight and no global step, since nothing calls the method that would make it; no
+    finding. Its twin (method_called_by_build), whose `build` calls the method, makes one
+    `scale` per tower as written and one shared after the fix: found and fixed."""
+    def build(path: Path, name: str) -> list[str]:
+        module = _load(path, name)
+        with tf.Graph().as_default():
+            batches = [tf.compat.v1.placeholder(tf.float32, [2, 4]) for _ in range(2)]
+            module.towers(batches)
+            return sorted(v.op.name for v in tf.compat.v1.global_variables())
+
+    noop, twin = SOURCE / "noop_method_nothing_calls", SOURCE / "method_called_by_build"
+    assert build(noop / "before.py", "uncalled_method") == ["w"]
+    assert graphfix.check_source((noop / "before.py").read_text(), only=[NAME]) == []
+    assert build(twin / "before.py", "called_method") == ["tower_0/scale", "tower_1/scale", "w"]
+    assert build(twin / "after.py", "called_method_fixed") == ["scale", "w"]
+    assert [f.line for f in graphfix.check_source((twin / "before.py").read_text(),
+                                                  only=[NAME])] == [14]

@@ -92,6 +92,14 @@ _LOCAL_SESSIONS = {"Session": ("target", 0), "InteractiveSession": ("target", 0)
 _OTHER_SESSIONS = frozenset({"train.Supervisor", "train.SessionManager",
                              "train.ChiefSessionCreator", "train.WorkerSessionCreator"})
 _GRADIENT_METHODS = frozenset({"minimize", "compute_gradients"})  # opt.minimize(loss)
+# The step makers that return the graph's global step where it exists (making nothing then);
+# `create_global_step` raises instead.
+_GETS_EXISTING_STEP = frozenset({"train.get_or_create_global_step",
+                                 "slim.get_or_create_global_step"})
+# What may leave a statement unrun while the code after it runs: a branch, a loop's body, a
+# `try`'s, a conditional or short-circuit expression, a function not called in place.
+_CONDITIONAL = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Match, cst.IfExp,
+                cst.BooleanOperation, cst.Lambda, cst.CompFor, cst.ClassDef)
 _LINE = 99  # longest line the fix writes before it breaks the setter's arguments
 
 
@@ -220,8 +228,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
     hand-written ps scopes already hold, with no op beside them (the seed as written);
     a global step in a branch of an `if` that never runs with the setter (a standalone
     trainer's, beside the `else:` or after the `return` of its branch, that joins the
-    cluster); functions no code of the file calls (a `model_fn` handed to slim's `create_clones`)
-    unless they make the cluster, or call what makes it, themselves (a `main`); code no
+    cluster); a `get_or_create_global_step()` run after one the setter placed, in the same
+    function (it returns that step and makes nothing); functions no code of the file calls
+    (a `model_fn` handed to slim's `create_clones`) unless they make the cluster, or call what makes it, themselves (a `main`); code no
     cluster's program holds (a local evaluation graph beside the training function);
     variables made with a cluster this file makes when every session the file opens runs
     in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
@@ -394,11 +403,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
             name = self.tf_canonical(call.func)
             if self._in_variable_arguments(call) or self._initial_value_only(call):
                 continue  # an initial value: it runs once, when its variable is initialized
+            existing = name in _GETS_EXISTING_STEP and self._step_made_first(call)
             beside = (self._setter_beside_step(call, name) if name in CREATES_VARIABLES
-                      and not outside_global_variables(call, name) else None)
+                      and not existing and not outside_global_variables(call, name) else None)
             if beside is not None:
                 steps_beside.append((call, *beside))
-            elif name in CREATES_VARIABLES and self._shares_variables(call):
+            elif name in CREATES_VARIABLES and not existing and self._shares_variables(call):
                 slim = name.startswith(("slim.", "contrib.layers."))
                 if not (slim and argument(call, "device", None) is not None):
                     step = name in GLOBAL_STEP_MAKERS
@@ -1088,6 +1098,36 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if setter is not None:
                 return setter, jobless
         return None
+
+    def _step_made_first(self, call: cst.Call) -> bool:
+        """Whether a global step maker placed by the setter on every chain of callers
+        (`with tf.device(tf.train.replica_device_setter(...)): tf.train.
+        get_or_create_global_step()`) runs before `call` whenever `call` runs, earlier in
+        the same function: `call`, a `get_or_create_global_step`, then returns that step
+        and makes nothing (a second call outside the setter, to read the step for hooks
+        or logging)."""
+        home = enclosing_function(call, self.parent)
+        for first in self._calls:
+            if (first is call or self.tf_canonical(first.func) not in GLOBAL_STEP_MAKERS
+                    or enclosing_function(first, self.parent) is not home
+                    or self.position(first) >= self.position(call)
+                    or not self._runs_whenever(first, call)):
+                continue
+            paths = self._paths(first, "step")
+            if paths and all(p.kind == "setter" for p in paths):
+                return True
+        return False
+
+    def _runs_whenever(self, first: cst.CSTNode, then: cst.CSTNode) -> bool:
+        """Whether `first` runs whenever `then` does, both in one function: every branch,
+        loop body, `try` body or conditional expression holding `first` there holds `then`
+        too (`with` bodies always run)."""
+        child, node = first, self.parent(first)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
+            if isinstance(node, _CONDITIONAL) and not inside(then, child, self.parent):
+                return False
+            child, node = node, self.parent(node)
+        return True
 
     def _apart(self, one: cst.CSTNode, other: cst.CSTNode) -> bool:
         """Whether `one` is in a branch of an `if` that never runs with `other`: `other`

@@ -84,7 +84,9 @@ class SharedVariablesCodemod(SourceCodemod):
     either: a variable meant to be each tower's own, not
     trainable (`trainable=False`) and in `LOCAL_VARIABLES` or named per call (`"state_%d" %
     gpu`): a tower's recurrent state, which one shared variable would mix across the
-    towers' batch shards.
+    towers' batch shards. Nor one in a method nothing calls (`Project.called`): a tower
+    building an object runs its `__init__` and what that calls, not every method of its
+    class.
 
     Found too (reported, not fixed): a library module (`snt.Module(build)`, `snt.Linear(10)`,
     read through the file's imports) constructed and connected (called at once, or through
@@ -176,7 +178,7 @@ class SharedVariablesCodemod(SourceCodemod):
             line = self.position(call)[0]
             region = next((r for r in regions if r[0] <= line <= r[1]), None)
             if (region is not None and any(first <= line <= last for first, last in towers)
-                    and not self._towers_own(call)):
+                    and not self._towers_own(call) and self._may_run(line)):
                 sites.append((call, region))
         named = {}
         for call, _ in sites:
@@ -295,6 +297,21 @@ class SharedVariablesCodemod(SourceCodemod):
         name = argument(call, "name", None)
         # (a string template: where the text is made at run time, a HOLE)
         return name is not None and HOLE in (device_template(name) or "")
+
+    def _may_run(self, line: int) -> bool:
+        """Whether the code at `line` may run: not in a method nothing calls
+        (`Project.called`). Tower code reaches every method of a class the towers build,
+        but building an object runs `__init__` and what that calls, not a method nothing
+        calls (`setup_global_step` with its one call commented out). A top-level function
+        nothing in the run calls may still be an entry point (a script's `train`, called
+        by its users): it is not left out."""
+        project, label = self.project.project, self.project.label
+        part = project.parts.get(label)
+        if part is None:
+            return True
+        unit = unit_at(part, line)
+        return (part["units"].get(unit, {}).get("kind") != "method"
+                or project.called((label, unit)))
 
     def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """Where a get_variable name must be unique: the innermost `with variable_scope(...)`
