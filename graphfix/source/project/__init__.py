@@ -1155,6 +1155,13 @@ class FileView:
                 in self.project.reuse(self.label)["regions"] if strict is not None]
         return any(first <= line <= last for first, last in self._strict_regions)
 
+    def reuses_within(self, first: int, last: int) -> bool:
+        """Whether any code of lines `first`..`last` of this file may run where a variable
+        scope reuses: a region of `Project.reuse` (reuse=True, AUTO_REUSE, reuse=<expr>,
+        after a `reuse_variables()`) overlaps them or holds them."""
+        return any(start <= last and first <= end
+                   for start, end, _, _ in self.project.reuse(self.label)["regions"])
+
     def feed_reader(self) -> FeedFacts | None:
         """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of
         `tree`, through the file's scopes and what the files connected to it assign
