@@ -1,4 +1,4 @@
-"""Replicated training is right: average-gradients and shared-variables leave it alone.
+"""Replicated training is right: every rule leaves it alone.
 
 Each tower keeps its own copy of the variables on its own device and every copy's update
 applies the same all-reduced sum of all the copies' gradients (tf.distribute's mirrored
@@ -28,7 +28,6 @@ from conftest import FIXTURES, run_cli
 sys.path.insert(0, str(FIXTURES / "replicated"))
 import towers  # noqa: E402  (replicated towers built by hand, and their twins that are bugs)
 
-ONLY = ["average-gradients", "shared-variables"]
 SWEEP = FIXTURES / "real_code" / "patterns" / "sweep21_replicated_variables_synced_by_all_reduce.py"
 
 
@@ -58,7 +57,7 @@ def test_the_sweeps_all_reduced_copies_are_not_reported(tmp_path):
 
 def test_tf_cnn_benchmarks_replicated_copies_are_not_reported_and_stay_equal():
     graph = towers.build("all_reduce")
-    assert graphfix.check_graph(graph.as_graph_def(), only=ONLY) == []
+    assert graphfix.check_graph(graph.as_graph_def()) == []
     initial, after = towers.copies_after_a_step(graph)
     for name in ("dense/w", "out/w"):
         assert not np.array_equal(after[f"v0/{name}"], initial[f"v0/{name}"])  # it trained
@@ -70,12 +69,12 @@ def test_copies_all_reduced_by_nccl_or_collective_ops_are_not_reported(how):
     # Each tower's all-reduce member reads its own tower's gradient only: its peers (one
     # NCCL `shared_name`, one collective group and instance) give it the others'.
     graph = towers.build(how)
-    assert graphfix.check_graph(graph.as_graph_def(), only=ONLY) == []
+    assert graphfix.check_graph(graph.as_graph_def()) == []
 
 
 def test_copies_that_train_on_their_own_gradients_stay_found():
     graph = towers.build("own")
-    findings = graphfix.check_graph(graph.as_graph_def(), only=ONLY)
+    findings = graphfix.check_graph(graph.as_graph_def())
     assert [(f.transform, f.node, f.severity) for f in findings] == [
         ("shared-variables", "v1/dense/w", "warning")]
     assert "each copy trains on v1's gradients alone" in findings[0].message
@@ -84,7 +83,7 @@ def test_copies_that_train_on_their_own_gradients_stay_found():
 
 
 def test_an_average_applied_to_the_first_towers_copy_stays_found():
-    findings = graphfix.check_graph(towers.build("first").as_graph_def(), only=ONLY)
+    findings = graphfix.check_graph(towers.build("first").as_graph_def())
     assert [(f.transform, f.node, f.severity) for f in findings] == [
         ("average-gradients", "tower_0/Mean", "error"),
         ("average-gradients", "tower_0/Mean_1", "error"),
@@ -118,3 +117,43 @@ def test_mirrored_strategys_graph_is_left_alone(mirrored, model):
     assert len(copies) == (2 if model == "layers_sgd" else 4)
     for copy in copies:
         assert replicas.replicated({copy, copy.split("/replica_")[0]}), copy
+
+
+def test_the_sweeps_per_tower_scopes_are_no_variables_to_cpu_finding_in_source():
+    # Each tower makes its copy in `tf.variable_scope("tower_%d" % index)`, never reused,
+    # and tower 0 alone makes the global step: graphfix at main reported `build_tower(...)`
+    # and `get_or_create_global_step()` ("shared variables belong on the CPU").
+    code = SWEEP.read_text()
+    assert graphfix.check_source(code, only=["variables-to-cpu"]) == []
+    # What TF builds: each copy on its own tower's GPU, the step in tower 0's scope.
+    graph = tf.Graph()
+    with graph.as_default():
+        spec = importlib.util.spec_from_file_location("sweep_source", SWEEP)
+        sweep = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sweep)
+        sweep.build()
+        devices = {v.op.name: v.device for v in tf.compat.v1.global_variables()
+                   if "Adam" not in v.op.name and "power" not in v.op.name}
+    assert devices == {"tower_0/matrix": "/device:GPU:0", "tower_0/out_matrix": "/device:GPU:0",
+                       "tower_1/matrix": "/device:GPU:1", "tower_1/out_matrix": "/device:GPU:1",
+                       "tower_0/global_step": "/device:GPU:0"}
+
+
+def test_one_scope_reused_by_every_tower_stays_a_variables_to_cpu_finding():
+    # The classic bug: tower 0 makes the variables on GPU 0, every later tower reuses them.
+    code = SWEEP.read_text().replace(
+        'with tf.variable_scope("tower_%d" % index) as scope, tf.device(',
+        'with tf.variable_scope("model", reuse=index > 0) as scope, tf.device(')
+    findings = graphfix.check_source(code, only=["variables-to-cpu"])
+    assert [(f.line, f.severity) for f in findings] == [(39, "warning")]
+    assert "build_tower creates variables" in findings[0].message
+
+
+def test_a_global_step_every_tower_gets_or_creates_stays_a_variables_to_cpu_finding():
+    # Without `if index == 0`, tower 1's call gets tower 0's step back: both GPUs read it.
+    code = SWEEP.read_text().replace(
+        "            if index == 0:\n                step = ", "            step = ")
+    assert code != SWEEP.read_text()
+    findings = graphfix.check_source(code, only=["variables-to-cpu"])
+    assert [(f.line, f.severity) for f in findings] == [(50, "warning")]
+    assert "get_or_create_global_step" in findings[0].message

@@ -134,3 +134,31 @@ def test_a_device_type_read_from_a_flag_says_the_default_it_was_read_with(tmp_pa
     assert ("that is /device:GPU:N, flag device_type's default 'gpu' at cli.py:8"
             in messages[11])
     assert "flag worker_device_type's default 'gpu' at launch.py:7" in messages[18]
+
+
+def test_a_parameter_named_like_the_training_function_calls_nothing(tmp_path):
+    """normanheckscher/mnist-multi-gpu's `def inputs(train, ...)` beside `def train()`: the
+    towers read the parameter, they do not run `train`, so the loss average `train` keeps
+    under tf.device('/gpu:0') after the tower loop is read on one GPU. graphfix at main took
+    the parameter for the function and reported it as a tower's shared variable."""
+    pattern = FIXTURES / "real_code" / "patterns" / "parameter_named_like_the_training_function"
+    code = (pattern / "train.py").read_text()
+    assert graphfix.check_source(code, only=[NAME]) == []
+    build = ("import sys, json\nimport tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()\n"
+             "import graphfix\nsys.path.insert(0, sys.argv[1])\nimport train\n"
+             "update = train.train()\n"
+             "config = tf.ConfigProto(allow_soft_placement=True)\n"
+             "with tf.Session(config=config) as session:\n"
+             "    session.run(tf.global_variables_initializer())\n"
+             "    value = float(session.run(update))\n"
+             "graph = tf.get_default_graph()\n"
+             "print(json.dumps({'value': value, 'device': graph.get_operation_by_name("
+             "'loss_average').device, 'findings': [f.message for f in graphfix.check_graph("
+             "graph.as_graph_def(), only=['variables-to-cpu'])]}))\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", build, str(pattern)], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["device"] == "/device:GPU:0" and result["value"] != 0.0  # it ran
+    assert result["findings"] == []  # the graph surface: one GPU reads it

@@ -28,7 +28,9 @@ would also find no kernel there is its own error besides). The variable groups t
 on a GPU and that towers on two or more GPUs read (consumers of the variable's value, read
 directly, through its `read` or a `ReadVariableOp`, that ask for different GPUs) are one
 warning per GPU (a tower pattern: towers share the variables tower 0 made), with their
-count.
+count. An `Assign` that copies the value into another variable is no tower's read: it runs
+once, to start replicated training's per-tower copies equal (`Assign(v1/w, v0/w/read)`,
+tf_cnn_benchmarks' `replicated` mode) or to initialise one variable from another.
 Where the graph's session is known to place it with `allow_soft_placement=True` (a traced
 script: `Context.soft_placement`), a group TF would refuse only for want of a GPU kernel is
 moved to the CPU by TF's placer and runs: a non-variable group (a summary) is no finding, a
@@ -246,11 +248,25 @@ def _bound_to_gpus(syntax: Syntax) -> set[str]:
 _GIVES_THE_VALUE = VARIABLE_OPS | {"Identity", "ReadVariableOp"}
 
 
+# What writes its second input's value into the variable its first input names.
+_ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
+
+
+def _copies_into_another(op: str, read: list[str], source: str) -> bool:
+    """Whether a reader that takes `source`'s value only copies it into another variable
+    (`Assign(v1/w, v0/w/read)`): replicated training's one-time sync of the towers' copies
+    (tf_cnn_benchmarks' post-init ops), an initial value taken from another variable. It
+    runs once, not in each step, and shares no variable between GPUs: each copy stays its
+    own tower's."""
+    return op in _ASSIGNS and len(read) == 2 and read[0] != source and read[1] == source
+
+
 def _read_on_several_gpus(graph: GraphIndex, groups: list[placement.Group]) -> set[int]:
     """The ids of the `groups` whose variables' value towers on two or more GPUs read: the
     consumers outside the group of its variable, `read` or `ReadVariableOp` members, and
     the members that joined it only by reading its handle (a tower's `ReadVariableOp`),
-    ask for different GPUs. The reason the CIFAR-10 multi-GPU recipe puts variables on the
+    ask for different GPUs (a copy into another variable, `_copies_into_another`, is no
+    tower's read). The reason the CIFAR-10 multi-GPU recipe puts variables on the
     CPU; a single-GPU model's variables are read on one. One pass over the nodes that ask
     for a GPU (a group at a time asks the index for each member's readers: several times
     slower on a graph of many small groups)."""
@@ -281,9 +297,11 @@ def _read_on_several_gpus(graph: GraphIndex, groups: list[placement.Group]) -> s
                 # (a reader's inputs are parsed only where its GPU is news to the group: a
                 # control edge reads no value)
                 if (number is None or seen[number] == gpu or number in several
-                        or member_of.get(reader) == number
-                        or not any(name == names[source]
-                                   for name, _ in graph.data_inputs(names[reader]))):
+                        or member_of.get(reader) == number):
+                    continue
+                read = [name for name, _ in graph.data_inputs(names[reader])]
+                if names[source] not in read or _copies_into_another(ops[reader], read,
+                                                                     names[source]):
                     continue
                 if seen[number] is None:
                     seen[number] = gpu

@@ -304,7 +304,13 @@ class VariablesToCpuCodemod(SourceCodemod):
     tower alone: no gradient or saver pairs it across towers, and the graph surface, which
     warns where towers on two GPUs read a variable, finds none (rafaljozefowicz/lm's
     recurrent states). Trained or global, a per-tower `tf.Variable` is the model's state
-    the towers are meant to share: found.
+    the towers are meant to share: found. Nor are the variables a tower makes in its own
+    variable scope (`with tf.variable_scope("tower_%d" % i)`, named from the tower loop's
+    variable) that never reuses (no `reuse=True`, AUTO_REUSE or `reuse_variables()` in
+    it): each tower has its own copy and no GPU reads another's (replicated training,
+    tf_cnn_benchmarks' `replicated` mode; towers that should share and do not are
+    shared-variables' finding). A get-or-create global step counts so in an `if` in that
+    scope only (made by one tower: a later tower's call would get the first one's back).
 
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
@@ -551,7 +557,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                 resource=isinstance(use_resource, cst.Name) and use_resource.value == "True",
                 slim=self._slim_module(node.func) if name.startswith("slim.") else None,
             )
-        if not self._flagged(variable, scope) or self._tower_private(variable):
+        if (not self._flagged(variable, scope) or self._tower_private(variable)
+                or self._in_own_tower_scope(variable)):
             return
         if statement is None:
             self.report(node, self._message(variable, scope)
@@ -1309,6 +1316,59 @@ class VariablesToCpuCodemod(SourceCodemod):
                 and self.options.get("scope", "all") != "every-gpu-variable"
                 and trained(variable.call, variable.name) is False
                 and outside_global_variables(variable.call, variable.name))
+
+    def _in_own_tower_scope(self, variable: _Variable) -> bool:
+        """Whether a float variable is made in its tower's own variable scope, no finding
+        unless scope `every-gpu-variable` asks for every GPU variable: a `with
+        variable_scope(...)` around the call, in its function, whose name is built from
+        the target of a loop holding it (`tf.variable_scope("tower_%d" % i)`), given no
+        `reuse=` but False or None, and no code in it runs where a scope reuses
+        (`FileView.reuses_within`): each tower makes its own copy and no GPU reads
+        another's (replicated training, tf_cnn_benchmarks' `replicated` mode). A
+        get-or-create global step counts so only in an `if` inside that scope (made by one
+        tower); elsewhere a later tower's call gives back the first one's. Towers that
+        should share and do not are shared-variables' finding."""
+        if (self._no_gpu_kernel(variable)
+                or self.options.get("scope", "all") == "every-gpu-variable"):
+            return False
+        for around in with_items_around(variable.call, self.parent):
+            if isinstance(around, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if self._per_tower_variable_scope(around.item):
+                scope = self.parent(around)
+                if (variable.name.endswith("get_or_create_global_step")
+                        and not isinstance(enclosing(variable.call, self.parent, cst.If,
+                                                     cst.With), cst.If)):
+                    return False
+                first, last = self.code_range(scope).start.line, self.code_range(scope).end.line
+                return not self.project.reuses_within(first, last)
+        return False
+
+    def _per_tower_variable_scope(self, expr: cst.BaseExpression) -> bool:
+        """Whether a `with` item opens a variable scope named after its tower and not
+        reusing: its name (first argument or `name_or_scope=`) is a string built (`%`,
+        `+`, `.format`, an f-string) from the target of a loop holding it, and its `reuse=`,
+        if given, is False or None."""
+        if not (isinstance(expr, cst.Call)
+                and (self.tf_canonical(expr.func) or "").rsplit(".", 1)[-1] == "variable_scope"):
+            return False
+        reuse = argument(expr, "reuse", None)
+        if reuse is not None and not (isinstance(reuse, cst.Name)
+                                      and reuse.value in ("False", "None")):
+            return False
+        name = argument(expr, "name_or_scope", 0)
+        if not isinstance(name, (cst.BinaryOperation, cst.FormattedString, cst.Call)):
+            return False
+        if isinstance(name, cst.Call) and not (isinstance(name.func, cst.Attribute)
+                                               and name.func.attr.value == "format"):
+            return False
+        used = {node.value for node in descendants(name, cst.Name)}
+        loop = enclosing(expr, self.parent, cst.For, within_function=True)
+        while loop is not None:
+            if used & {node.value for node in descendants(loop.target, cst.Name)}:
+                return True
+            loop = enclosing(loop, self.parent, cst.For, within_function=True)
+        return False
 
     def _message(self, variable: _Variable, scope: _GpuScope) -> str:
         what = self.code(variable.call.func)

@@ -450,7 +450,8 @@ class Project:
     def resolve_in(self, label: str, unit: str, name: str) -> frozenset[tuple[str, str]]:
         """`resolve`, for `name` read in `unit` of `label`: in a method, `self.build` is
         the method its class or a base defines and `super().build` a base's; `model.build`
-        where the unit binds `model = Model(...)` is the class's method."""
+        where the unit binds `model = Model(...)` is the class's method; a name (or a
+        dotted name's head) that is one of the unit's parameters is none of the project's."""
         part = self.parts.get(label)
         of_unit = part["units"].get(unit) if part is not None else None
         head, _, rest = name.partition(".")
@@ -477,6 +478,11 @@ class Project:
                                      for sub in self.subclasses(target))
                 if found - {None}:
                     return frozenset(found - {None})
+        if of_unit is not None and head in (*of_unit.get("params", ()),
+                                            *of_unit.get("kwonly", ())):
+            # A parameter holds what the caller gives, never the module's name it shadows
+            # (`def inputs(train, ...)` reading `train` beside a function `train`).
+            return frozenset()
         return self.resolve(label, name)
 
     def _abstract(self, unit: tuple[str, str]) -> bool:
@@ -1176,6 +1182,13 @@ class FileView:
                 (max(first, strict), last) for first, last, _, strict
                 in self.project.reuse(self.label)["regions"] if strict is not None]
         return any(first <= line <= last for first, last in self._strict_regions)
+
+    def reuses_within(self, first: int, last: int) -> bool:
+        """Whether any code of lines `first`..`last` of this file may run where a variable
+        scope reuses: a region of `Project.reuse` (reuse=True, AUTO_REUSE, reuse=<expr>,
+        after a `reuse_variables()`) overlaps them or holds them."""
+        return any(start <= last and first <= end
+                   for start, end, _, _ in self.project.reuse(self.label)["regions"])
 
     def feed_reader(self) -> FeedFacts | None:
         """The file read as feed-to-assign reads a feed key: `kind(key)` of a node of
