@@ -203,9 +203,9 @@ class Project:
         a program: its unit is a module body, a class's, one of `entries` (the code the
         train op is built in and its callers), or a function or method some code calls
         (`called`); and where its training flag is a parameter defaulting to False
-        (`training_switches`), some code may call its function with it set; and where it
-        is built only for some names of a list its function takes (`name_switches`), some
-        code may pass one. A function of a script that only branches its flag defaults do
+        (`training_switches`) or has none, some code may call its function with it set; and
+        where it is built only for some names of a list its function takes
+        (`name_switches`), some code may pass one. A function of a script that only branches its flag defaults do
         not take call (`default_untaken_functions`), and no other file names, is not built:
         a run is judged with its flag defaults, as an `importlib` import of a name built
         from them is."""
@@ -218,9 +218,9 @@ class Project:
         ) and not any(names_function(tree, names, unit)
                       for tree, names in self._trees_naming(label, unit, but=label)):
             return False
-        for line, function, parameter, position in self.training_switches(label):
+        for line, function, parameter, position, landing in self.training_switches(label):
             if line == at and not any(
-                    may_pass_truth(tree, names, function, parameter, position)
+                    may_pass_truth(tree, names, function, parameter, position, landing)
                     for tree, names in self._trees_naming(label, function)):
                 return False
         for line, function, parameter, position, how, strings in self._facts_of(

@@ -140,8 +140,9 @@ class _BatchNorms(ast.NodeVisitor):
     slim nets, and a batch norm written by hand that adds its updates to UPDATE_OPS
     (`_adds_to_update_ops`)."""
 
-    def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr]):
-        self.names, self.dicts = names, dicts
+    def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr],
+                 returns: dict[str, ast.expr] | None = None):
+        self.names, self.dicts, self.returns = names, dicts, returns or {}
         self.found: list[tuple[str, int]] = []
         self._defaults: list[dict[str, ast.expr]] = []  # arg_scope([batch_norm], ...)
         self._layers: list[ast.Call] = []  # tf.layers.BatchNormalization(...) constructors
@@ -155,7 +156,8 @@ class _BatchNorms(ast.NodeVisitor):
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
-        `dict(is_training=x)`, or a name bound to one. None when not visible."""
+        `dict(is_training=x)`, a name bound to one, or a call of the module's function that
+        returns one (`batch_norm_params(is_training)`). None when not visible."""
         if depth > 5 or expr is None:
             return None
         if isinstance(expr, ast.Name) and expr.id in self.dicts:
@@ -171,6 +173,9 @@ class _BatchNorms(ast.NodeVisitor):
                 elif isinstance(key, ast.Constant) and isinstance(key.value, (str, bytes)):
                     out[str(key.value)] = value
             return out
+        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
+                and expr.func.id in self.returns):  # batch_norm_params(is_training)
+            return self._dict(self.returns[expr.func.id], depth + 1)
         if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
                 and expr.func.id == "dict"):
             out = {}
@@ -379,10 +384,27 @@ def _dict_bindings(tree: ast.Module) -> dict[str, ast.expr]:
     return {n: a.value for n, a in dicts.items()}
 
 
+def _dict_returns(tree: ast.Module) -> dict[str, ast.expr]:
+    """What each function of a module named once there returns, where it has one `return`
+    of a value: `def batch_norm_params(t): return {"updates_collections": None, ...}`."""
+    functions: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, []).append(node)
+    returns = {}
+    for name, defs in functions.items():
+        if len(defs) != 1:
+            continue
+        values = [n.value for n in own_nodes(defs[0]) if isinstance(n, ast.Return)]
+        if len(values) == 1 and values[0] is not None:
+            returns[name] = values[0]
+    return returns
+
+
 def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
     """The batch norms of a module that train and put their updates in UPDATE_OPS, as
     (name as the vocabulary spells it, line), in line order."""
-    finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree))
+    finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
     return finder.finish()
 
@@ -390,11 +412,14 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
 def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
     """The batch norms of a module (`batch_norms`) that train only where their function is
     told to: the training flag is a parameter of the function the batch norm is built in,
-    its default a literal False (or 0, or None), never rebound there (ctpn's
+    its default a literal False (or 0, or None), or no default (every call gives it: a
+    helper `block(inputs, is_training)`), never rebound there (ctpn's
     `def batch_normalization(self, input, name, relu=True, is_training=False)`). As
     [line, function name, parameter, its position among the function's positional
-    parameters or None for a keyword-only one]."""
-    finder = _BatchNorms(names, _dict_bindings(tree))
+    parameters or None for a keyword-only one, the positions a call's positional argument
+    for it may take]: its own, one less for a method called through its instance, and any
+    before it for a decorated function (a decorator may take leading parameters)."""
+    finder = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
     finder.finish()
     found = []
@@ -406,15 +431,27 @@ def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
                             if function.args.defaults else [], function.args.defaults))
         defaults.update((a.arg, d) for a, d in zip(function.args.kwonlyargs,
                                                    function.args.kw_defaults) if d is not None)
+        parameters = {a.arg for a in [*positional, *function.args.kwonlyargs]}
         rebound = {n.id for n in own_nodes(function)
                    if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         inner = {n.lineno for n in own_nodes(function) if isinstance(n, ast.Call)}
+        at = [a.arg for a in positional]
         for line, flag in finder.flags.items():
-            if (line in inner and isinstance(flag, ast.Name) and flag.id in defaults
-                    and flag.id not in rebound and not _truth(defaults[flag.id], True)):
-                at = [a.arg for a in positional]
-                found.append([line, function.name, flag.id,
-                              at.index(flag.id) if flag.id in at else None])
+            if not (line in inner and isinstance(flag, ast.Name) and flag.id in parameters
+                    and flag.id not in rebound):
+                continue
+            if flag.id in defaults and _truth(defaults[flag.id], True):
+                continue
+            position = at.index(flag.id) if flag.id in at else None
+            if position is None:
+                landing = []
+            elif function.decorator_list:
+                landing = list(range(position + 1))
+            elif at and at[0] in ("self", "cls"):
+                landing = [position - 1, position]
+            else:
+                landing = [position]
+            found.append([line, function.name, flag.id, position, landing])
     return sorted(found)
 
 
@@ -457,7 +494,7 @@ def name_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
     among the function's positional parameters or None for a keyword-only one, how the
     test holds, its strings] (`_names_taking`); a method's `self` or `cls` is not counted
     among them: its callers do not pass it."""
-    finder = _BatchNorms(names, _dict_bindings(tree))
+    finder = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
     lines = {line for _, line in finder.finish()}
     found = []
@@ -607,11 +644,12 @@ def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
 
 
 def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
-                   position: int | None) -> bool:
+                   position: int | None, landing: list[int] | None = None) -> bool:
     """Whether code of a module may call `function` (a function's or a method's name, as
     `training_switches` gives it) with `parameter` set to anything but a literal False:
-    given by keyword, through `*args` or `**kwargs`, positionally where it may land (a
-    decorator may take leading parameters: any position up to its own), or the function
+    given by keyword, through `*args` or `**kwargs`, positionally where it may land
+    (`landing`, as `training_switches` gives it; by default any position up to its own, as
+    a decorator may take leading parameters), or the function
     named other than as a call's callee (a callback: its caller's arguments are not seen).
     TF's own functions of that name are not it."""
     callees = set()
@@ -644,7 +682,8 @@ def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter
             return True
         given = [k.value for k in call.keywords if k.arg == parameter]
         if position is not None:
-            given += call.args[:position + 1]
+            given += [call.args[at] for at in (range(position + 1) if landing is None
+                                               else landing) if 0 <= at < len(call.args)]
         if any(_truth(value, True) for value in given):
             return True
     return False
@@ -676,7 +715,7 @@ def trainable_statistics(tree: ast.Module, names: AstTfNames) -> list[int]:
     facenet's models do): of a batch norm's call, of an `arg_scope` over one, or of the
     `normalizer_params` given with `normalizer_fn=` one (the dicts spelled out where the
     file binds them). No loss reaches those variables: their gradients are None."""
-    reader = _BatchNorms(names, _dict_bindings(tree))
+    reader = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
