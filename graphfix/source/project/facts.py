@@ -409,6 +409,23 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
     return finder.finish()
 
 
+def _landing(function: ast.FunctionDef | ast.AsyncFunctionDef,
+             parameter: str) -> tuple[int | None, list[int]]:
+    """A parameter's position among a function's positional parameters (None for a
+    keyword-only one), and the positions a call's positional argument for it may take: its
+    own, one less for a method called through its instance, any before it for a decorated
+    function (a decorator may take leading parameters)."""
+    at = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    if parameter not in at:
+        return None, []
+    position = at.index(parameter)
+    if function.decorator_list:
+        return position, list(range(position + 1))
+    if at[0] in ("self", "cls"):
+        return position, [position - 1, position]
+    return position, [position]
+
+
 def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
     """The batch norms of a module (`batch_norms`) that train only where their function is
     told to: the training flag is a parameter of the function the batch norm is built in,
@@ -442,15 +459,7 @@ def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
                 continue
             if flag.id in defaults and _truth(defaults[flag.id], True):
                 continue
-            position = at.index(flag.id) if flag.id in at else None
-            if position is None:
-                landing = []
-            elif function.decorator_list:
-                landing = list(range(position + 1))
-            elif at and at[0] in ("self", "cls"):
-                landing = [position - 1, position]
-            else:
-                landing = [position]
+            position, landing = _landing(function, flag.id)
             found.append([line, function.name, flag.id, position, landing])
     return sorted(found)
 
@@ -652,23 +661,8 @@ def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter
     a decorator may take leading parameters), or the function
     named other than as a call's callee (a callback: its caller's arguments are not seen).
     TF's own functions of that name are not it."""
-    callees = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            callees.add(id(node.func))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            spelled = node.id
-        elif isinstance(node, ast.Attribute):
-            spelled = node.attr
-        else:
-            continue
-        if spelled != function or not isinstance(node.ctx, ast.Load):
-            continue
-        if names.canonical(node) is not None:
-            continue
-        if id(node) not in callees:
-            return True
+    if _named_not_called(tree, names, function):
+        return True
     for call in ast.walk(tree):
         if not isinstance(call, ast.Call):
             continue
@@ -687,6 +681,91 @@ def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter
         if any(_truth(value, True) for value in given):
             return True
     return False
+
+
+def _named_not_called(tree: ast.Module, names: AstTfNames, function: str) -> bool:
+    """Whether code of a module names `function` other than as a call's callee (a
+    callback: its caller's arguments are not seen); TF's own functions aside."""
+    callees = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callees.add(id(node.func))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            spelled = node.id
+        elif isinstance(node, ast.Attribute):
+            spelled = node.attr
+        else:
+            continue
+        if spelled != function or not isinstance(node.ctx, ast.Load):
+            continue
+        if names.canonical(node) is None and id(node) not in callees:
+            return True
+    return False
+
+
+def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
+                 position: int | None, landing: list[int], default_trains: bool
+                 ) -> tuple[bool, int, list[list]]:
+    """What code of a module passes `function` for `parameter` (as `may_pass_truth` reads
+    it, the calls' positional arguments landing where `landing` says): whether it may pass
+    anything but a literal False, a call leaving the parameter out counting as its default
+    (`default_trains`); how many calls of it there are; and the parameters of the calls'
+    own functions that calls pass on as the flag (`build_graph(self, istrain=True)` calling
+    `batch_norm_relu(net, istrain)`), as [function name, parameter, position, landing,
+    whether its default trains], to be judged by their own callers."""
+    if _named_not_called(tree, names, function):
+        return True, 0, []
+    forwards: list[list] = []
+    calls = 0
+    for call, enclosing in _calls_of(tree, names, function):
+        calls += 1
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return True, calls, []
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        given += [call.args[at] for at in landing if 0 <= at < len(call.args)]
+        if not given and default_trains:
+            return True, calls, []
+        for value in given:
+            if not _truth(value, True):
+                continue
+            if not (isinstance(value, ast.Name) and enclosing is not None):
+                return True, calls, []
+            rebound = {n.id for n in own_nodes(enclosing)
+                       if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            arguments = enclosing.args
+            defaults = dict(zip([a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+                                [-len(arguments.defaults):] if arguments.defaults else [],
+                                arguments.defaults))
+            defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs,
+                                                       arguments.kw_defaults) if d is not None)
+            parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args,
+                                          *arguments.kwonlyargs]}
+            if value.id not in parameters or value.id in rebound:
+                return True, calls, []
+            at, lands = _landing(enclosing, value.id)
+            forwards.append([enclosing.name, value.id, at, lands,
+                             value.id in defaults and _truth(defaults[value.id], True)])
+    return False, calls, forwards
+
+
+def _calls_of(tree: ast.Module, names: AstTfNames, function: str):
+    """The calls of a module spelling `function` as their callee (TF's own aside), each
+    with the function or method whose own code holds it (None at module level)."""
+    def walk(scope, enclosing):
+        for node in own_nodes(scope):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(node, node)
+            elif isinstance(node, ast.Lambda):
+                yield from walk(node, enclosing)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                spelled = (func.id if isinstance(func, ast.Name)
+                           else func.attr if isinstance(func, ast.Attribute) else None)
+                if spelled == function and names.canonical(func) is None:
+                    yield node, enclosing
+    yield from walk(tree, None)
 
 
 # Where a batch norm's moving statistics go: each of its variables' collections, or a dict
