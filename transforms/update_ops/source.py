@@ -253,14 +253,17 @@ class UpdateOpsCodemod(SourceCodemod):
     update_moving_mean)`, JZDSS/multi-gpus' layers.batch_norm) and reads them nowhere else
     in its function (a control dependency there runs them in place). A batch norm counts
     only where some run builds it: not in a function nothing calls, nor under a training
-    flag defaulting to False that no call sets, nor in a branch on the name a loop over its
+    flag parameter defaulting to False, or with no default, that every call sets to a
+    literal False (through a caller's own parameter, as its callers set it: `build_graph(
+    istrain=False)` -> `batch_norm_relu(net, istrain)`), nor in a branch on the name a loop over its
     function's parameter takes (`if layer.startswith("batch_norm"):`) where every call
     passes a list of names the branch does not take (xtudbxk/DSRG-tensorflow's build_fc),
     nor in a script's function that only branches its flag defaults do not take call
     (jiankaiwang/distributed_training's `elif FLAGS.cnn_model == "inception_v3":`, the
     default "mlp"): a run is judged with its flag defaults, as an `importlib` import of a
     name built from them is. A batch norm with `updates_collections=None`
-    (updates run in place), another collection, or a literal `is_training=False` /
+    (updates run in place, also in the dict a helper function returns as its params),
+    another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
     placeholder does. tf.keras layers keep their updates on the model, not in UPDATE_OPS,
     and are left alone, and so is a file whose TF loop (`tf.map_fn`, `scan`, `foldl`,
@@ -289,7 +292,12 @@ class UpdateOpsCodemod(SourceCodemod):
     `update_ops`, `bn_updates`), not in a function called inside such a block, and its
     result not tied to them afterwards in the same function (`tf.group(train_op,
     *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
-    update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`; or
+    update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`, or
+    its own list extended with them and grouped, cifar10_estimator's `train_op =
+    [opt.apply_gradients(..)]; train_op.extend(update_ops)`; built inline in such a tie,
+    `tf.group(opt.minimize(loss), *update_ops)`; appended to a list its function is given
+    that every call of it in the file passes from a caller that ties the list to them,
+    early tf_cnn_benchmarks' `append_apply_gradients_ops(opt, grads, training_ops)`; or
     rebuilt inside such a block:
     `train_op = tf.group(train_op)`; or an op built under blocks over both the update ops
     and the train op, in either order, tensorflow-yolov3's `with
