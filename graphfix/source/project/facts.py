@@ -652,37 +652,6 @@ def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
     return False
 
 
-def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
-                   position: int | None, landing: list[int] | None = None) -> bool:
-    """Whether code of a module may call `function` (a function's or a method's name, as
-    `training_switches` gives it) with `parameter` set to anything but a literal False:
-    given by keyword, through `*args` or `**kwargs`, positionally where it may land
-    (`landing`, as `training_switches` gives it; by default any position up to its own, as
-    a decorator may take leading parameters), or the function
-    named other than as a call's callee (a callback: its caller's arguments are not seen).
-    TF's own functions of that name are not it."""
-    if _named_not_called(tree, names, function):
-        return True
-    for call in ast.walk(tree):
-        if not isinstance(call, ast.Call):
-            continue
-        func = call.func
-        spelled = (func.id if isinstance(func, ast.Name)
-                   else func.attr if isinstance(func, ast.Attribute) else None)
-        if spelled != function or names.canonical(func) is not None:
-            continue
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(
-                k.arg is None for k in call.keywords):
-            return True
-        given = [k.value for k in call.keywords if k.arg == parameter]
-        if position is not None:
-            given += [call.args[at] for at in (range(position + 1) if landing is None
-                                               else landing) if 0 <= at < len(call.args)]
-        if any(_truth(value, True) for value in given):
-            return True
-    return False
-
-
 def _named_not_called(tree: ast.Module, names: AstTfNames, function: str) -> bool:
     """Whether code of a module names `function` other than as a call's callee (a
     callback: its caller's arguments are not seen); TF's own functions aside."""
@@ -707,13 +676,16 @@ def _named_not_called(tree: ast.Module, names: AstTfNames, function: str) -> boo
 def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
                  position: int | None, landing: list[int], default_trains: bool
                  ) -> tuple[bool, int, list[list]]:
-    """What code of a module passes `function` for `parameter` (as `may_pass_truth` reads
-    it, the calls' positional arguments landing where `landing` says): whether it may pass
-    anything but a literal False, a call leaving the parameter out counting as its default
-    (`default_trains`); how many calls of it there are; and the parameters of the calls'
-    own functions that calls pass on as the flag (`build_graph(self, istrain=True)` calling
-    `batch_norm_relu(net, istrain)`), as [function name, parameter, position, landing,
-    whether its default trains], to be judged by their own callers."""
+    """What code of a module passes `function` (a function's or a method's name, as
+    `training_switches` gives it) for its training flag `parameter`: whether it may pass
+    anything but a literal False (given by keyword, through `*args` or `**kwargs`,
+    positionally where `landing` says it may land, left out where its default trains
+    (`default_trains`), or the function named other than as a call's callee: a callback,
+    its caller's arguments not seen); how many calls of it there are; and the parameters
+    of the calls' own functions that they pass on as the flag (`build_graph(self,
+    istrain=True)` calling `batch_norm_relu(net, istrain)`), as [function name,
+    parameter, position, landing, whether its default trains], for their own callers to
+    decide. TF's own functions of that name are not it."""
     if _named_not_called(tree, names, function):
         return True, 0, []
     forwards: list[list] = []
