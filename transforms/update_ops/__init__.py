@@ -50,9 +50,13 @@ of the code's own that nothing reads with `get_collection` (then the fix reads t
 collection), each `minimize(...)` / `apply_gradients(...)` that does not run the
 update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
-the file's own TF alias; code that already runs them is left alone. A batch norm counts only
+the file's own TF alias; code that already runs them is left alone (a group of the train
+op's list extended with them, of the apply op built inline with them, of the list a helper
+appends the apply op to that its callers group with them). A batch norm counts only
 where it is built: not in a function or method nothing calls, nor where its training flag
-is a parameter defaulting to False that no call sets, nor in a branch on the name a loop
+is a parameter (with no default, or defaulting to False) that every call sets to False,
+directly or through a parameter of the caller's own that its callers set so, nor with
+`updates_collections=None` in the params a helper function returns, nor in a branch on the name a loop
 over its function's parameter takes (`for layer in layer_lists: if
 layer.startswith("batch_norm"):`) where every call passes a list of names the branch does
 not take, nor in a script's function that only branches its flag defaults do not take call

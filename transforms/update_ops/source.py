@@ -253,14 +253,17 @@ class UpdateOpsCodemod(SourceCodemod):
     update_moving_mean)`, JZDSS/multi-gpus' layers.batch_norm) and reads them nowhere else
     in its function (a control dependency there runs them in place). A batch norm counts
     only where some run builds it: not in a function nothing calls, nor under a training
-    flag defaulting to False that no call sets, nor in a branch on the name a loop over its
+    flag parameter defaulting to False, or with no default, that every call sets to a
+    literal False (through a caller's own parameter, as its callers set it: `build_graph(
+    istrain=False)` -> `batch_norm_relu(net, istrain)`), nor in a branch on the name a loop over its
     function's parameter takes (`if layer.startswith("batch_norm"):`) where every call
     passes a list of names the branch does not take (xtudbxk/DSRG-tensorflow's build_fc),
     nor in a script's function that only branches its flag defaults do not take call
     (jiankaiwang/distributed_training's `elif FLAGS.cnn_model == "inception_v3":`, the
     default "mlp"): a run is judged with its flag defaults, as an `importlib` import of a
     name built from them is. A batch norm with `updates_collections=None`
-    (updates run in place), another collection, or a literal `is_training=False` /
+    (updates run in place, also in the dict a helper function returns as its params),
+    another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
     placeholder does. tf.keras layers keep their updates on the model, not in UPDATE_OPS,
     and are left alone, and so is a file whose TF loop (`tf.map_fn`, `scan`, `foldl`,
@@ -289,7 +292,12 @@ class UpdateOpsCodemod(SourceCodemod):
     `update_ops`, `bn_updates`), not in a function called inside such a block, and its
     result not tied to them afterwards in the same function (`tf.group(train_op,
     *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
-    update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`; or
+    update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`, or
+    its own list extended with them and grouped, cifar10_estimator's `train_op =
+    [opt.apply_gradients(..)]; train_op.extend(update_ops)`; built inline in such a tie,
+    `tf.group(opt.minimize(loss), *update_ops)`; appended to a list its function is given
+    that every call of it in the file passes from a caller that ties the list to them,
+    early tf_cnn_benchmarks' `append_apply_gradients_ops(opt, grads, training_ops)`; or
     rebuilt inside such a block:
     `train_op = tf.group(train_op)`; or an op built under blocks over both the update ops
     and the train op, in either order, tensorflow-yolov3's `with
@@ -570,6 +578,8 @@ class UpdateOpsCodemod(SourceCodemod):
         scope = self._scope(site.scope)
         if any(w in scope.blocks for w in site.withs):
             return True, []
+        if self._tied_inline(site, scope):
+            return True, []
         if (isinstance(site.scope, cst.FunctionDef)
                 and site.scope.name.value in self._called_under_updates):
             return True, []
@@ -596,6 +606,19 @@ class UpdateOpsCodemod(SourceCodemod):
                             joined.add(owner)
                         held.add(owner)
                         grew = True
+            # The train op's list extended with the update ops (cifar10_estimator's
+            # `train_op = [opt.apply_gradients(..)]; train_op.extend(update_ops)`): a group
+            # of it runs both.
+            for call in scope.calls:
+                if (isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in ("append", "extend", "add", "insert")
+                        and _dotted(call.func.value) in held - joined
+                        and any(_mentions_update_ops(a.value, scope.update_names, held)
+                                for a in call.args)):
+                    joined.add(_dotted(call.func.value))
+                    grew = True
+        if self._tied_by_callers(site, held):
+            return True, []
         if held:
             for call in scope.calls:  # tf.group(train_op, *update_ops)
                 if self._is(call, _TIES) and call is not site.call:
@@ -639,6 +662,62 @@ class UpdateOpsCodemod(SourceCodemod):
                 return True, []
             late.append(block)
         return False, late
+
+    def _tied_by_callers(self, site: _TrainCall, held: set[str]) -> bool:
+        """Whether the train op goes into a list its function is given (`training_ops.
+        append(apply_op)`, early tf_cnn_benchmarks' variable manager) and every call of that
+        function in this file passes a list its caller then ties to the update ops
+        (`tf.group(*(training_ops + update_ops))`)."""
+        function = site.scope
+        if not isinstance(function, cst.FunctionDef) or not held:
+            return False
+        params = [p.name.value for p in function.params.params]
+        given = {_dotted(c.func.value) for c in self._scope(function).calls
+                 if isinstance(c.func, cst.Attribute)
+                 and c.func.attr.value in ("append", "extend", "insert")
+                 and any(_words(a.value).names & held for a in c.args)}
+        lists = [p for p in params if p in given and p not in ("self", "cls")]
+        if not lists:
+            return False
+        name = function.name.value
+        calls = [c for c in self._index.of(cst.Call)
+                 if (_dotted(c.func) or "").rsplit(".", 1)[-1] == name]
+        if not calls:
+            return False
+        for call in calls:
+            caller = self._scope(self._index.scope[call])
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            if any(a.star for a in call.args):
+                return False
+            shift = 1 if params and params[0] in ("self", "cls") and isinstance(
+                call.func, cst.Attribute) else 0
+            for parameter in lists:
+                at = params.index(parameter) - shift
+                value = keywords.get(parameter, positional[at] if 0 <= at < len(positional)
+                                     else None)
+                passed = _dotted(value) if value is not None else None
+                if passed is None or not any(
+                        self._is(tie, _TIES) and tie is not call and any(
+                            passed in _words(a.value).names for a in tie.args) and any(
+                            _mentions_update_ops(a.value, caller.update_names, {passed})
+                            for a in tie.args)
+                        for tie in caller.calls):
+                    return False
+        return True
+
+    def _tied_inline(self, site: _TrainCall, scope: _Scope) -> bool:
+        """Whether the train op is built as an argument of a call that ties it to the
+        update ops (`tf.group(opt.minimize(loss), *update_ops)`)."""
+        child, parent = site.call, self.parent(site.call)
+        while parent is not None and not isinstance(
+                parent, (cst.BaseStatement, cst.Lambda, cst.FunctionDef)):
+            if self._is(parent, _TIES) and any(
+                    a is not child and _mentions_update_ops(a.value, scope.update_names)
+                    for a in parent.args):
+                return True
+            child, parent = parent, self.parent(parent)
+        return False
 
     def _waiting_loss_kept(self, site: _TrainCall, scope: _Scope) -> bool:
         """Whether the train op's gradients come from a loss rebuilt to wait on the update

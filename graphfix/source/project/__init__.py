@@ -35,12 +35,12 @@ from graphfix.source.project.facts import (
     default_untaken_functions,
     flag_branches,
     may_pass_taking,
-    may_pass_truth,
     name_switches,
     names_function,
     reuse_facts,
     tower_facts,
     training_switches,
+    truth_passed,
 )
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
@@ -203,9 +203,9 @@ class Project:
         a program: its unit is a module body, a class's, one of `entries` (the code the
         train op is built in and its callers), or a function or method some code calls
         (`called`); and where its training flag is a parameter defaulting to False
-        (`training_switches`), some code may call its function with it set; and where it
-        is built only for some names of a list its function takes (`name_switches`), some
-        code may pass one. A function of a script that only branches its flag defaults do
+        (`training_switches`) or has none, some code may call its function with it set; and
+        where it is built only for some names of a list its function takes
+        (`name_switches`), some code may pass one. A function of a script that only branches its flag defaults do
         not take call (`default_untaken_functions`), and no other file names, is not built:
         a run is judged with its flag defaults, as an `importlib` import of a name built
         from them is."""
@@ -218,10 +218,9 @@ class Project:
         ) and not any(names_function(tree, names, unit)
                       for tree, names in self._trees_naming(label, unit, but=label)):
             return False
-        for line, function, parameter, position in self.training_switches(label):
-            if line == at and not any(
-                    may_pass_truth(tree, names, function, parameter, position)
-                    for tree, names in self._trees_naming(label, function)):
+        for line, function, parameter, position, landing in self.training_switches(label):
+            if line == at and not self._may_train(label, function, parameter, position,
+                                                  landing, False):
                 return False
         for line, function, parameter, position, how, strings in self._facts_of(
                 self._name_switches, label, name_switches, [], ("for",)):
@@ -230,6 +229,28 @@ class Project:
                     for tree, names in self._trees_naming(label, function)):
                 return False
         return True
+
+    def _may_train(self, label: str, function: str, parameter: str, position: int | None,
+                   landing: list[int], default_trains: bool, depth: int = 0) -> bool:
+        """Whether code connected to file `label` may call `function` with its training
+        flag `parameter` set (`graphfix.source.project.facts.truth_passed`), following a
+        flag its callers take as a parameter of their own to their callers (a model built
+        with `build_graph(istrain=False)` only): a function so reached that no code calls
+        may be run from outside (an entry point), so it may."""
+        calls, forwards = 0, []
+        for tree, names in self._trees_naming(label, function):
+            passes, seen, forwarded = truth_passed(tree, names, function, parameter,
+                                                   position, landing, default_trains)
+            if passes:
+                return True
+            calls += seen
+            forwards += [(tree, names, *f) for f in forwarded]
+        if depth and not calls:
+            return True
+        if forwards and depth >= 3:
+            return True
+        return any(self._may_train(label, caller, flag, at, lands, trains, depth + 1)
+                   for _, _, caller, flag, at, lands, trains in forwards)
 
     def called(self, unit: tuple[str, str]) -> bool:
         """Whether some code may call a function or method: a module body or a class is

@@ -140,8 +140,9 @@ class _BatchNorms(ast.NodeVisitor):
     slim nets, and a batch norm written by hand that adds its updates to UPDATE_OPS
     (`_adds_to_update_ops`)."""
 
-    def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr]):
-        self.names, self.dicts = names, dicts
+    def __init__(self, names: AstTfNames, dicts: dict[str, ast.expr],
+                 returns: dict[str, ast.expr] | None = None):
+        self.names, self.dicts, self.returns = names, dicts, returns or {}
         self.found: list[tuple[str, int]] = []
         self._defaults: list[dict[str, ast.expr]] = []  # arg_scope([batch_norm], ...)
         self._layers: list[ast.Call] = []  # tf.layers.BatchNormalization(...) constructors
@@ -155,7 +156,8 @@ class _BatchNorms(ast.NodeVisitor):
 
     def _dict(self, expr: ast.expr | None, depth: int = 0) -> dict | None:
         """The keys and values of a dict the code spells out: `{"is_training": x}`,
-        `dict(is_training=x)`, or a name bound to one. None when not visible."""
+        `dict(is_training=x)`, a name bound to one, or a call of the module's function that
+        returns one (`batch_norm_params(is_training)`). None when not visible."""
         if depth > 5 or expr is None:
             return None
         if isinstance(expr, ast.Name) and expr.id in self.dicts:
@@ -171,6 +173,9 @@ class _BatchNorms(ast.NodeVisitor):
                 elif isinstance(key, ast.Constant) and isinstance(key.value, (str, bytes)):
                     out[str(key.value)] = value
             return out
+        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
+                and expr.func.id in self.returns):  # batch_norm_params(is_training)
+            return self._dict(self.returns[expr.func.id], depth + 1)
         if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
                 and expr.func.id == "dict"):
             out = {}
@@ -379,22 +384,59 @@ def _dict_bindings(tree: ast.Module) -> dict[str, ast.expr]:
     return {n: a.value for n, a in dicts.items()}
 
 
+def _dict_returns(tree: ast.Module) -> dict[str, ast.expr]:
+    """What each function of a module named once there returns, where it has one `return`
+    of a value: `def batch_norm_params(t): return {"updates_collections": None, ...}`."""
+    functions: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, []).append(node)
+    returns = {}
+    for name, defs in functions.items():
+        if len(defs) != 1:
+            continue
+        values = [n.value for n in own_nodes(defs[0]) if isinstance(n, ast.Return)]
+        if len(values) == 1 and values[0] is not None:
+            returns[name] = values[0]
+    return returns
+
+
 def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple[str, int]]:
     """The batch norms of a module that train and put their updates in UPDATE_OPS, as
     (name as the vocabulary spells it, line), in line order."""
-    finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree))
+    finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
     return finder.finish()
+
+
+def _landing(function: ast.FunctionDef | ast.AsyncFunctionDef,
+             parameter: str) -> tuple[int | None, list[int]]:
+    """A parameter's position among a function's positional parameters (None for a
+    keyword-only one), and the positions a call's positional argument for it may take: its
+    own, one less for a method called through its instance, any before it for a decorated
+    function (a decorator may take leading parameters)."""
+    at = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+    if parameter not in at:
+        return None, []
+    position = at.index(parameter)
+    if function.decorator_list:
+        return position, list(range(position + 1))
+    if at[0] in ("self", "cls"):
+        return position, [position - 1, position]
+    return position, [position]
 
 
 def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
     """The batch norms of a module (`batch_norms`) that train only where their function is
     told to: the training flag is a parameter of the function the batch norm is built in,
-    its default a literal False (or 0, or None), never rebound there (ctpn's
+    its default a literal False (or 0, or None), or no default (every call gives it: a
+    helper `block(inputs, is_training)`), never rebound there (ctpn's
     `def batch_normalization(self, input, name, relu=True, is_training=False)`). As
     [line, function name, parameter, its position among the function's positional
-    parameters or None for a keyword-only one]."""
-    finder = _BatchNorms(names, _dict_bindings(tree))
+    parameters or None for a keyword-only one, the positions a call's positional argument
+    for it may take]: its own, one less for a method called through its instance, and any
+    before it for a decorated function (a decorator may take leading parameters)."""
+    finder = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
     finder.finish()
     found = []
@@ -406,15 +448,19 @@ def training_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
                             if function.args.defaults else [], function.args.defaults))
         defaults.update((a.arg, d) for a, d in zip(function.args.kwonlyargs,
                                                    function.args.kw_defaults) if d is not None)
+        parameters = {a.arg for a in [*positional, *function.args.kwonlyargs]}
         rebound = {n.id for n in own_nodes(function)
                    if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         inner = {n.lineno for n in own_nodes(function) if isinstance(n, ast.Call)}
+        at = [a.arg for a in positional]
         for line, flag in finder.flags.items():
-            if (line in inner and isinstance(flag, ast.Name) and flag.id in defaults
-                    and flag.id not in rebound and not _truth(defaults[flag.id], True)):
-                at = [a.arg for a in positional]
-                found.append([line, function.name, flag.id,
-                              at.index(flag.id) if flag.id in at else None])
+            if not (line in inner and isinstance(flag, ast.Name) and flag.id in parameters
+                    and flag.id not in rebound):
+                continue
+            if flag.id in defaults and _truth(defaults[flag.id], True):
+                continue
+            position, landing = _landing(function, flag.id)
+            found.append([line, function.name, flag.id, position, landing])
     return sorted(found)
 
 
@@ -457,7 +503,7 @@ def name_switches(tree: ast.Module, names: AstTfNames) -> list[list]:
     among the function's positional parameters or None for a keyword-only one, how the
     test holds, its strings] (`_names_taking`); a method's `self` or `cls` is not counted
     among them: its callers do not pass it."""
-    finder = _BatchNorms(names, _dict_bindings(tree))
+    finder = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
     lines = {line for _, line in finder.finish()}
     found = []
@@ -606,14 +652,9 @@ def names_function(tree: ast.Module, names: AstTfNames, function: str) -> bool:
     return False
 
 
-def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
-                   position: int | None) -> bool:
-    """Whether code of a module may call `function` (a function's or a method's name, as
-    `training_switches` gives it) with `parameter` set to anything but a literal False:
-    given by keyword, through `*args` or `**kwargs`, positionally where it may land (a
-    decorator may take leading parameters: any position up to its own), or the function
-    named other than as a call's callee (a callback: its caller's arguments are not seen).
-    TF's own functions of that name are not it."""
+def _named_not_called(tree: ast.Module, names: AstTfNames, function: str) -> bool:
+    """Whether code of a module names `function` other than as a call's callee (a
+    callback: its caller's arguments are not seen); TF's own functions aside."""
     callees = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -627,27 +668,76 @@ def may_pass_truth(tree: ast.Module, names: AstTfNames, function: str, parameter
             continue
         if spelled != function or not isinstance(node.ctx, ast.Load):
             continue
-        if names.canonical(node) is not None:
-            continue
-        if id(node) not in callees:
-            return True
-    for call in ast.walk(tree):
-        if not isinstance(call, ast.Call):
-            continue
-        func = call.func
-        spelled = (func.id if isinstance(func, ast.Name)
-                   else func.attr if isinstance(func, ast.Attribute) else None)
-        if spelled != function or names.canonical(func) is not None:
-            continue
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(
-                k.arg is None for k in call.keywords):
-            return True
-        given = [k.value for k in call.keywords if k.arg == parameter]
-        if position is not None:
-            given += call.args[:position + 1]
-        if any(_truth(value, True) for value in given):
+        if names.canonical(node) is None and id(node) not in callees:
             return True
     return False
+
+
+def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: str,
+                 position: int | None, landing: list[int], default_trains: bool
+                 ) -> tuple[bool, int, list[list]]:
+    """What code of a module passes `function` (a function's or a method's name, as
+    `training_switches` gives it) for its training flag `parameter`: whether it may pass
+    anything but a literal False (given by keyword, through `*args` or `**kwargs`,
+    positionally where `landing` says it may land, left out where its default trains
+    (`default_trains`), or the function named other than as a call's callee: a callback,
+    its caller's arguments not seen); how many calls of it there are; and the parameters
+    of the calls' own functions that they pass on as the flag (`build_graph(self,
+    istrain=True)` calling `batch_norm_relu(net, istrain)`), as [function name,
+    parameter, position, landing, whether its default trains], for their own callers to
+    decide. TF's own functions of that name are not it."""
+    if _named_not_called(tree, names, function):
+        return True, 0, []
+    forwards: list[list] = []
+    calls = 0
+    for call, enclosing in _calls_of(tree, names, function):
+        calls += 1
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return True, calls, []
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        given += [call.args[at] for at in landing if 0 <= at < len(call.args)]
+        if not given and default_trains:
+            return True, calls, []
+        for value in given:
+            if not _truth(value, True):
+                continue
+            if not (isinstance(value, ast.Name) and enclosing is not None):
+                return True, calls, []
+            rebound = {n.id for n in own_nodes(enclosing)
+                       if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+            arguments = enclosing.args
+            defaults = dict(zip([a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+                                [-len(arguments.defaults):] if arguments.defaults else [],
+                                arguments.defaults))
+            defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs,
+                                                       arguments.kw_defaults) if d is not None)
+            parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args,
+                                          *arguments.kwonlyargs]}
+            if value.id not in parameters or value.id in rebound:
+                return True, calls, []
+            at, lands = _landing(enclosing, value.id)
+            forwards.append([enclosing.name, value.id, at, lands,
+                             value.id in defaults and _truth(defaults[value.id], True)])
+    return False, calls, forwards
+
+
+def _calls_of(tree: ast.Module, names: AstTfNames, function: str):
+    """The calls of a module spelling `function` as their callee (TF's own aside), each
+    with the function or method whose own code holds it (None at module level)."""
+    def walk(scope, enclosing):
+        for node in own_nodes(scope):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield from walk(node, node)
+            elif isinstance(node, ast.Lambda):
+                yield from walk(node, enclosing)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                spelled = (func.id if isinstance(func, ast.Name)
+                           else func.attr if isinstance(func, ast.Attribute) else None)
+                if spelled == function and names.canonical(func) is None:
+                    yield node, enclosing
+    yield from walk(tree, None)
 
 
 # Where a batch norm's moving statistics go: each of its variables' collections, or a dict
@@ -676,7 +766,7 @@ def trainable_statistics(tree: ast.Module, names: AstTfNames) -> list[int]:
     facenet's models do): of a batch norm's call, of an `arg_scope` over one, or of the
     `normalizer_params` given with `normalizer_fn=` one (the dicts spelled out where the
     file binds them). No loss reaches those variables: their gradients are None."""
-    reader = _BatchNorms(names, _dict_bindings(tree))
+    reader = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

@@ -23,7 +23,7 @@ from graphfix.source.project.facts import (
 from graphfix.source.project.names import AstTfNames, argument, dotted
 from graphfix.source.vocabulary import CREATES_VARIABLES, LIBRARY_WORDS, last_names
 
-PART_FORMAT = 6  # bump when what a part holds changes (it is cached with the survey)
+PART_FORMAT = 7  # bump when what a part holds changes (it is cached with the survey)
 MODULE_BODY = "<module>"  # the unit of a file's top-level statements outside its defs
 
 
