@@ -906,6 +906,26 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             self._v1_imported[symbol] = v1_spelling(self._tree, symbol)
         return self._v1_imported[symbol]
 
+    def module_of(self, path: str, code: str) -> cst.Module | None:
+        """Another file's libcst tree (`code`, what the project read at `path`), parsed once
+        per file checked; None if it does not parse."""
+        modules = self.__dict__.setdefault("_other_modules", {})
+        if path not in modules:
+            try:
+                modules[path] = cst.parse_module(code)
+            except (cst.ParserSyntaxError, RecursionError, ValueError):
+                modules[path] = None
+        return modules[path]
+
+    def device_values_of(self, path: str, code: str) -> DeviceValues | None:
+        """A device string reader (`DeviceValues`) over another file, made once per file
+        checked; None if it does not parse."""
+        readers = self.__dict__.setdefault("_other_device_values", {})
+        if path not in readers:
+            module = self.module_of(path, code)
+            readers[path] = None if module is None else DeviceValues.of_module(module)
+        return readers[path]
+
     def device_items_around(self, node: cst.CSTNode) -> Iterator[cst.WithItem]:
         """The `with` items around `node` that call TF's `device`, innermost first, within
         the function holding `node` (the walk stops at a function's edge)."""

@@ -1183,13 +1183,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
             if elsewhere is None:
                 return []
             path, code, unit, _ = elsewhere
-            readers = self.__dict__.setdefault("_readers", {})  # (each file parsed once)
-            if path not in readers:
-                try:
-                    readers[path] = DeviceValues.of_module(cst.parse_module(code))
-                except (cst.ParserSyntaxError, RecursionError, ValueError):
-                    readers[path] = None
-            reader = readers[path]
+            reader = self.device_values_of(path, code)
             functions = [] if reader is None else reader.functions(unit)
         if len(functions) != 1:
             return []

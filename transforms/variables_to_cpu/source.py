@@ -611,7 +611,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 reader = self._device_values
                 calls = [c for c in self._calls_named(tail) if self.position(c)[0] == at]
             else:
-                reader = self._reader_of(path, code)
+                reader = self.device_values_of(path, code)
                 calls = [] if reader is None else [c for c in reader.calls_at(at) if (
                     get_full_name_for_node(c.func) or "").rsplit(".", 1)[-1] == tail]
             scopes = self._scopes_without_device_type(reader, calls)
@@ -909,7 +909,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         if found is None:
             return None
         path, code, unit, line = found
-        module = self._module_of(path, code)
+        module = self.module_of(path, code)
         functions = [] if module is None else [
             f for f in module.body if isinstance(f, cst.FunctionDef) and f.name.value == unit]
         if len(functions) != 1:
@@ -919,17 +919,6 @@ class VariablesToCpuCodemod(SourceCodemod):
         if gpu is None:
             return None
         return _GpuScope(expr, gpu, misses_v2=f"{text} ({path}:{line})", elsewhere=True)
-
-    def _module_of(self, path: str, code: str) -> cst.Module | None:
-        """Another file's libcst tree (read once per file checked), None if it does not
-        parse."""
-        modules = self.__dict__.setdefault("_modules", {})
-        if path not in modules:
-            try:
-                modules[path] = cst.parse_module(code)
-            except (cst.ParserSyntaxError, RecursionError, ValueError):
-                modules[path] = None
-        return modules[path]
 
     def _widening(self, function: cst.FunctionDef | cst.Lambda) -> Replace | None:
         """The edit that makes a device function's test of "Variable" pin VariableV2 and
@@ -1072,17 +1061,9 @@ class VariablesToCpuCodemod(SourceCodemod):
         if found is None:
             return None
         path, code, unit, _ = found
-        reader = self._reader_of(path, code)
+        reader = self.device_values_of(path, code)
         functions = [] if reader is None else reader.functions(unit)
         return (reader, functions[0]) if len(functions) == 1 else None
-
-    def _reader_of(self, path: str, code: str) -> DeviceValues | None:
-        """A device string reader over another file (read once per file checked)."""
-        readers = self.__dict__.setdefault("_readers", {})
-        if path not in readers:
-            module = self._module_of(path, code)
-            readers[path] = None if module is None else DeviceValues.of_module(module)
-        return readers[path]
 
     def _asked_template(self, call: cst.Call) -> str | None:
         """The device template of what `device(...)` asks for (`codemod.device_asked`): the
