@@ -459,3 +459,18 @@ def test_config_path_excludes_are_relative_to_the_config_folder(tmp_path):
     assert {"pkg/" + f["path"] for f in doc["findings"]} == expected
     doc = _check("gen/m.py", "new/m.py", cwd=root / "pkg")  # files named explicitly too
     assert {f["path"] for f in doc["findings"]} == {"new/m.py"}
+
+
+def test_one_fix_run_leaves_nothing_fixable_where_two_rules_fix_one_file(tmp_path):
+    """colocate-gradients fixes train.py first; replica-placement's finding there rests on a
+    device helper of another module (devices.py), which its view after that fix must still
+    know: one `fix` leaves nothing to fix (before, the second rule lost the other file's
+    code and a second `fix` was needed)."""
+    case = FIXTURES / "replica_placement" / "source" / "global_step_under_device_of_module"
+    shutil.copytree(case / "before", tmp_path / "tree")
+    first = run_cli("check", "tree", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert sorted(f["transform"] for f in json.loads(first.stdout)["findings"]) == [
+        "colocate-gradients", "replica-placement"]
+    assert run_cli("fix", "tree", "--no-cache", cwd=tmp_path).returncode == 1
+    again = run_cli("check", "tree", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert json.loads(again.stdout)["findings"] == [], again.stdout

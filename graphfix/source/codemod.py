@@ -871,9 +871,10 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             from graphfix.source.project import Project
 
             label = self.context.filename or "<string>"
-            others = self._project.project.parts if self._project is not None else {}
-            # (stale: an earlier rule's fix changed the file: its own part is read anew)
-            self._project = Project({**others, label: None}).with_code(label, self._tree.code)
+            # (stale: an earlier rule's fix changed the file: its own part is read anew, the
+            # other files' parts and code kept, so that facts read from them stay known)
+            whole = self._project.project if self._project is not None else Project({})
+            self._project = whole.with_code(label, self._tree.code)
         return self._project
 
     @property
