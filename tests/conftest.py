@@ -295,6 +295,43 @@ def built_by_tf(script: str, argument) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+_TOWER_DEVICES = r'''
+import importlib, json, sys
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+sys.modules["tensorflow"] = tf
+
+out = {}
+for label, folder in json.loads(sys.argv[1]).items():
+    shape = label.split(":")[0]
+    sys.path.insert(0, folder)
+    for cached in MODULES:
+        sys.modules.pop(cached, None)
+    train = importlib.import_module("train")
+    with tf.Graph().as_default() as graph:
+        x = tf.zeros([3, 4])
+DRIVE
+        found = {v.op.name: v.device for v in tf.global_variables()}
+        found.update({op.name: op.device for op in graph.get_operations()
+                      if op.type == "MatMul"})
+    sys.path.remove(folder)
+    out[label] = found
+print(json.dumps(out))
+'''
+
+
+def tower_devices(tmp_path_factory, shapes, modules: tuple[str, ...], drive: str):
+    """Each real-code pattern of `shapes` copied and fixed by variables-to-cpu
+    (`pattern_copies`), every copy's towers built with its own code under
+    tensorflow.compat.v1 in one subprocess: `drive` (Python lines, indented by eight, with
+    `train` the copy's train module, `x` a [3, 4] input and `shape` the pattern's name)
+    builds them, `modules` are forgotten between copies. ({copy: {variable or MatMul:
+    device}}, {copy: folder})."""
+    folders = pattern_copies(tmp_path_factory, shapes, "--only", "variables-to-cpu")
+    script = _TOWER_DEVICES.replace("MODULES", repr(modules)).replace("DRIVE", drive.rstrip())
+    return built_by_tf(script, folders), folders
+
+
 def error_lines(stderr: str) -> list[str]:
     """stderr without TF's own start-up chatter (absl, cuda probes)."""
     noise = ("WARNING: All log messages", "I0000", "W0000", "E0000", "cuda", "To enable")

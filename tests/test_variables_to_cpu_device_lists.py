@@ -20,30 +20,15 @@ import pytest
 
 import graphfix
 
-from conftest import built_by_tf, pattern_copies, run_cli
+from conftest import run_cli, tower_devices
 
 SHAPES = ("worker_level_helper_in_local_gpu_towers", "worker_level_helper_names_the_cpu",
           "gpu_list_from_a_function", "tower_devices_listed_as_cpus")
 
-# Builds each copy's towers with the fixture's own code under tensorflow.compat.v1 and prints
-# {copy: {variable or op: device}} as JSON. A CPU-only test host lists no GPU, so the
-# DeepSpeech-shaped copies are given the device list a two-GPU host gives (their own global,
-# set as `initialize_globals` would set it there).
-_BUILD = r'''
-import importlib, json, sys
-import tensorflow.compat.v1 as tf
-tf.disable_v2_behavior()
-sys.modules["tensorflow"] = tf
-
-out = {}
-for label, folder in json.loads(sys.argv[1]).items():
-    shape = label.split(":")[0]
-    sys.path.insert(0, folder)
-    for cached in ("train", "util", "util.devices"):
-        sys.modules.pop(cached, None)
-    train = importlib.import_module("train")
-    with tf.Graph().as_default() as graph:
-        x = tf.zeros([3, 4])
+# How each copy's towers are built (`conftest.tower_devices`). A CPU-only test host lists
+# no GPU, so the DeepSpeech-shaped copies are given the device list a two-GPU host gives
+# (their own global, set as `initialize_globals` would set it there).
+_DRIVE = '''\
         if shape.startswith("worker_level_helper"):
             train.initialize_globals()
             train.available_devices = [train.worker_device + "/device:GPU:%d" % i
@@ -51,19 +36,12 @@ for label, folder in json.loads(sys.argv[1]).items():
             train.tower_losses(x)
         else:
             train.towers(x)
-        found = {v.op.name: v.device for v in tf.global_variables()}
-        found.update({op.name: op.device for op in graph.get_operations()
-                      if op.type == "MatMul"})
-    sys.path.remove(folder)
-    out[label] = found
-print(json.dumps(out))
 '''
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = pattern_copies(tmp_path_factory, SHAPES, "--only", "variables-to-cpu")
-    return built_by_tf(_BUILD, folders), folders
+    return tower_devices(tmp_path_factory, SHAPES, ('train', 'util', 'util.devices'), _DRIVE)
 
 
 def _check(folder: str):

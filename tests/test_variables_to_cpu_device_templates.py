@@ -18,30 +18,16 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import built_by_tf, pattern_copies, run_cli
+from conftest import run_cli, tower_devices
 
 SHAPES = ("device_template_held_in_a_name", "cpu_template_held_in_a_name",
           "first_tower_creates_after_conditional_reuse",
           "model_pins_variables_under_conditional_reuse")
 
-# Builds each copy's towers with its own code under tensorflow.compat.v1 and prints {copy:
-# {variable or MatMul: device}} as JSON. A CPU-only test host lists no GPU: the copies
-# that ask device_lib are given the list a two-GPU host gives (their module global).
-_BUILD = r'''
-import importlib, json, sys
-import tensorflow.compat.v1 as tf
-tf.disable_v2_behavior()
-sys.modules["tensorflow"] = tf
-
-out = {}
-for label, folder in json.loads(sys.argv[1]).items():
-    shape = label.split(":")[0]
-    sys.path.insert(0, folder)
-    for cached in ("train", "model", "devices"):
-        sys.modules.pop(cached, None)
-    train = importlib.import_module("train")
-    with tf.Graph().as_default() as graph:
-        x = tf.zeros([3, 4])
+# How each copy's towers are built (`conftest.tower_devices`). A CPU-only test host lists
+# no GPU: the copies that ask device_lib are given the list a two-GPU host gives (their
+# module global).
+_DRIVE = '''\
         if hasattr(train, "available_gpus"):
             train.available_gpus = ["/device:GPU:0", "/device:GPU:1"]
             train.n_gpus = 2
@@ -50,19 +36,12 @@ for label, folder in json.loads(sys.argv[1]).items():
             train.towers(x)
             if hasattr(train, "formatted_towers"):
                 train.formatted_towers(x)
-        found = {v.op.name: v.device for v in tf.global_variables()}
-        found.update({op.name: op.device for op in graph.get_operations()
-                      if op.type == "MatMul"})
-    sys.path.remove(folder)
-    out[label] = found
-print(json.dumps(out))
 '''
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = pattern_copies(tmp_path_factory, SHAPES, "--only", "variables-to-cpu")
-    return built_by_tf(_BUILD, folders), folders
+    return tower_devices(tmp_path_factory, SHAPES, ('train', 'model', 'devices'), _DRIVE)
 
 
 def _check(folder: str):
