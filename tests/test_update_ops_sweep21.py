@@ -7,16 +7,11 @@ and the twin fixed by graphfix does."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 import graphfix
 
-from conftest import FIXTURES
+from conftest import FIXTURES, built_by_tf
 
 NAME = "update-ops"
 PATTERNS = FIXTURES / "real_code" / "patterns"
@@ -111,12 +106,7 @@ def stepped(tmp_path_factory) -> dict:
         programs += [[correct, str(PATTERNS / correct / "train.py")],
                      [twin, str(PATTERNS / twin / "train.py")],
                      [f"{twin}-fixed", str(folder / f"{twin}.py")]]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1",
-               PYTHONWARNINGS="ignore")
-    done = subprocess.run([sys.executable, "-c", _ONE_STEP, json.dumps(programs)],
-                          capture_output=True, text=True, env=env, timeout=240)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return built_by_tf(_ONE_STEP, programs)
 
 
 @pytest.mark.needs_tf
