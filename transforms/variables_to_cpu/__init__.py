@@ -84,8 +84,9 @@ is a flag's default (`"/{}:{}".format(config.device_type, i)`), is read as its v
 is a template a name holds, filled in at the scope (`device_string % i` after
 `device_string = '/gpu:%d'`, `template.format(i)`), or a list of GPU names another module's
 function returns (`available_gpus[i]`); a tower whose `reuse_variables()` runs only `if i
-> 0` creates in its first pass; a
-tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
+> 0` creates in its first pass; a conditional between one fixed GPU and the CPU
+(`'/gpu:0' if variable_strategy == 'GPU' else '/cpu:0'`, TF's cifar10_estimator) is the
+user's setting, no finding; a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
 the graph surface finds none. See `VariablesToCpuCodemod`.
 """
 

@@ -10,9 +10,9 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import ScopeProvider
 
-from graphfix.graph.devices import DeviceSpec
 from graphfix.source.codemod import (
     HOLE,
+    RUNTIME_DIGITS,
     DeviceValues,
     Example,
     SourceCodemod,
@@ -22,6 +22,7 @@ from graphfix.source.codemod import (
     device_template,
     device_template_filled,
     outside_global_variables,
+    template_spec,
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
@@ -157,34 +158,28 @@ def _widened_note(scope: _GpuScope) -> str:
     return f"; fix: {scope.misses_v2}'s test names VariableV2 and VarHandleOp too"
 
 
-# What a field built at run time (a HOLE) is read as by the device string parser: digits,
-# so that an index or a task filled in at run time parses, told apart afterwards by them.
-_RUNTIME_DIGITS = "90210909"
-
-
 def _classify_device(template: str) -> tuple[str, str, bool]:
     """(kind, TF's spelling, runtime index?) for a device template, as the graph surface's
     parser (`graphfix.graph.devices.DeviceSpec`) reads it. kind is `gpu`, `other` (names
     another device type), `partial` (no device type: `/job:worker`, which TF merges into
     the scope outside field by field, so the outer device type stays) or `unknown` (the
     device type is computed at run time)."""
-    try:
-        spec = DeviceSpec.parse(template.replace(HOLE, _RUNTIME_DIGITS))
-    except ValueError:
+    spec = template_spec(template)
+    if spec is None:
         return "unknown", "", False
     if spec.device_type is None:
         return "partial", "", False
     kind = spec.device_type.upper()
-    if _RUNTIME_DIGITS in kind:
+    if RUNTIME_DIGITS in kind:
         return "unknown", "", False
     if kind not in ("GPU", "XLA_GPU"):
         return "other", "", False
     index = "*" if spec.device_index is None else str(spec.device_index)
-    dynamic = _RUNTIME_DIGITS in index
+    dynamic = RUNTIME_DIGITS in index
     text = "".join(f"/{field}:{value}" for field, value in (
         ("job", spec.job), ("replica", spec.replica), ("task", spec.task)) if value is not None)
     text += f"/device:{kind}:{'N' if dynamic else index}"
-    return "gpu", text.replace(_RUNTIME_DIGITS, "N"), dynamic
+    return "gpu", text.replace(RUNTIME_DIGITS, "N"), dynamic
 
 
 def _calls_in(function: cst.Lambda) -> list[cst.Call]:
@@ -833,6 +828,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             # None, a device function, a name: not ours to judge, unless the function is
             # one that pins TF 0.x's "Variable" only.
             return self._device_function_missing_v2(expr) or "stop"
+        if self._configured_gpu_or_cpu(expr):
+            return "stop"
         kinds = [_classify_device(template) for template in templates]
         gpus = [device for kind, device, _ in kinds if kind == "gpu"]
         if gpus:  # (a loop over a list naming a GPU places on it in some turn)
@@ -840,6 +837,20 @@ class VariablesToCpuCodemod(SourceCodemod):
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
+
+    def _configured_gpu_or_cpu(self, expr: cst.Call) -> bool:
+        """Whether `device(...)` is given a conditional between one fixed GPU and the CPU
+        (`consolidation_device = '/gpu:0' if variable_strategy == 'GPU' else '/cpu:0'`, TF's
+        cifar10_estimator): where the variables go is the user's setting, not towers
+        placing on a GPU in turn (a loop's list does)."""
+        asked = device_asked(expr, lambda node: self.get_metadata(ScopeProvider, node, None),
+                             self.parent)
+        if not isinstance(asked, cst.IfExp):
+            return False
+        specs = [template_spec(device_template(branch)) for branch in (asked.body, asked.orelse)]
+        return all(specs) and sorted(
+            (spec.device_type or "").upper() for spec in specs) == ["CPU", "GPU"] and not any(
+            RUNTIME_DIGITS in str(spec.device_index) for spec in specs)
 
     def _device_function_missing_v2(self, expr: cst.Call) -> _GpuScope | None:
         """The GPU scope a device function of this file gives variables when it pins op
