@@ -161,6 +161,10 @@ LAYER_CALLS = frozenset(
         "conv2d_in_plane", "convolution2d_in_plane", "fully_connected", "linear", "relu",
         "relu6", "batch_norm", "layer_norm", "group_norm", "instance_norm", "bias_add",
         "embed_sequence", "legacy_fully_connected", "stack", "repeat")}
+    # An RNN cell makes its kernels (get_variable) at its first call, inside these.
+    | {f"{prefix}.{n}" for prefix in ("nn", "contrib.rnn") for n in (
+        "dynamic_rnn", "bidirectional_dynamic_rnn", "static_rnn", "static_bidirectional_rnn",
+        "static_state_saving_rnn")}
 )
 CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_MAKERS | LAYER_CALLS
 # The makers that go through `get_variable`: under a variable scope with reuse=True they give

@@ -86,7 +86,9 @@ is a template a name holds, filled in at the scope (`device_string % i` after
 function returns (`available_gpus[i]`); a tower whose `reuse_variables()` runs only `if i
 > 0` creates in its first pass; a conditional between one fixed GPU and the CPU
 (`'/gpu:0' if variable_strategy == 'GPU' else '/cpu:0'`, TF's cifar10_estimator) is the
-user's setting, no finding; a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
+user's setting, no finding; an RNN run by `tf.nn.dynamic_rnn`, `bidirectional_dynamic_rnn` or
+`static_rnn` makes its cells' kernels there, as a layer does (mozilla/DeepSpeech's BiRNN);
+a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
 the graph surface finds none. See `VariablesToCpuCodemod`.
 """
 
