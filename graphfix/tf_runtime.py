@@ -23,6 +23,7 @@ one that cannot be read or that TF's loader refuses is said here, in one line na
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -56,8 +57,26 @@ def require_tensorflow(what: str, error: type[Exception]) -> None:
                     f"{INSTALL_TENSORFLOW}")
 
 
+_before_import: list = []
+
+
+@contextlib.contextmanager
+def before_import(call):
+    """Within: `call()` runs just before this process imports TF through `import_runtime`
+    (the command line diverts there what TF writes to its descriptors,
+    `graphfix.cli.foreign_output`)."""
+    _before_import.append(call)
+    try:
+        yield
+    finally:
+        if call in _before_import:
+            _before_import.remove(call)
+
+
 def import_runtime():
     """`import tensorflow`, quietly as above; the module."""
+    while _before_import:
+        _before_import.pop(0)()
     if "tensorflow.python" not in sys.modules:  # (once up, there is nothing left to hide)
         hidden = _hidden_severities()
         _quietly(lambda: importlib.import_module("tensorflow"),
@@ -127,13 +146,12 @@ def _quietly(call, hide) -> None:
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            lines = captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+            lines = captured.read().decode("utf-8", "surrogateescape").splitlines(True)
             shown = [line for line in lines if not (done and hide(line))]
-            if shown:
+            if shown:  # (to descriptor 2, as TF wrote them: through what the CLI put there)
                 try:
-                    sys.stderr.write("".join(shown))
-                    sys.stderr.flush()
-                except (OSError, ValueError):  # stderr is gone (a closed pipe): so are they
+                    os.write(2, "".join(shown).encode("utf-8", "surrogateescape"))
+                except OSError:  # stderr is gone (a closed pipe): so are they
                     pass
 
 

@@ -122,6 +122,37 @@ def test_sarif_artifact_uri_is_a_uri_reference(tmp_path):
     assert urllib.parse.unquote(uri) == "src/a b%\n#?.py"
 
 
+def _printing_graph(path: Path, printed: dict[str, str]) -> Path:
+    """A graph whose op `train` runs, for each stream, a `PrintV2` of its string there
+    (what `tf.print(text, output_stream=sys.stdout)` builds)."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef()
+    graph.versions.producer = 1087
+    for stream, text in printed.items():
+        const = graph.node.add(name=f"{stream}_text", op="Const")
+        const.attr["dtype"].type = 7  # DT_STRING
+        const.attr["value"].tensor.dtype = 7
+        const.attr["value"].tensor.string_val.append(text.encode())
+        shown = graph.node.add(name=f"print_{stream}", op="PrintV2", input=[const.name])
+        shown.attr["output_stream"].s = stream.encode()
+        shown.attr["end"].s = b"\n"
+    graph.node.add(name="train", op="NoOp", input=[f"^print_{s}" for s in printed])
+    return write_graph(path, graph)
+
+
+def test_what_a_graph_prints_reaches_stderr_escaped_and_leaves_stdout_to_the_report(tmp_path):
+    """A Print op writes the graph's own strings to descriptor 1 or 2 while verify runs
+    it: to stderr, each line escaped, never before the JSON document on stdout."""
+    graph = _printing_graph(tmp_path / "printing.pb", {
+        "stdout": "out\x1b[31mRED\n::error::INJECTED", "stderr": "err\x1b]0;title\x07##[x]"})
+    done = run_cli("verify", graph, "--fetch", "train", "--format", "json", check_exit=0)
+    assert json.loads(done.stdout)["passed"] is True  # (stdout is the document alone)
+    assert "out\\x1b[31mRED" in done.stderr and "err\\x1b]0;title\\x07" in done.stderr
+    assert "\\x3a:error::INJECTED" in done.stderr
+    assert raw_characters(done.stderr) == [] and foreign_lines(done.stderr) == []
+
+
 # -- the process --------------------------------------------------------------------------
 
 def _graphfix(*args, stdout=None, env=None) -> subprocess.CompletedProcess:
@@ -145,6 +176,15 @@ def test_a_closed_standard_output_is_one_line_and_exit_2():
                           stderr=subprocess.PIPE, text=True, cwd=REPO / "tests", timeout=300)
     assert done.returncode == 2
     assert done.stderr == "graphfix: error: standard output is closed\n"
+
+
+def test_a_full_standard_output_while_a_graph_prints_is_one_line_and_exit_2(tmp_path):
+    graph = _printing_graph(tmp_path / "printing.pb", {"stdout": "printed"})
+    with open("/dev/full", "w") as full:
+        done = _graphfix("verify", graph, "--fetch", "train", stdout=full)
+    assert done.returncode == 2
+    assert done.stderr == ("printed\ngraphfix: error: standard output: cannot write: "
+                           "No space left on device\n")
 
 
 def test_a_pipe_whose_reader_left_ends_the_run_quietly():

@@ -11,8 +11,8 @@ import os
 import re
 import sys
 
-from graphfix import registry
-from graphfix.cli import graphpath
+from graphfix import registry, tf_runtime
+from graphfix.cli import foreign_output, graphpath
 from graphfix.cli.output import StdoutLost, drop_stdout, fail, guard_stdout
 
 
@@ -102,18 +102,21 @@ def main(argv: list[str] | None = None) -> None:
     if closed:
         fail(closed)
     words = sys.argv[1:] if argv is None else list(argv)
-    try:
-        code = graphpath.run(words)  # (None: not a plain check or fix of graphs)
-        if code is None:
-            code = _typer_main(words)
-        sys.stdout.flush()
-    except KeyboardInterrupt:
-        code = 130
-    except registry.UsageError as exc:  # e.g. a broken third-party transform
-        fail(str(exc))
-    except (BrokenPipeError, StdoutLost) as exc:
-        drop_stdout()
-        if isinstance(exc, StdoutLost) and not exc.reader_left:
-            fail(f"standard output: cannot write: {exc}")
-        code = 1  # `graphfix check ... | head`: the reader left; say nothing more.
+    with tf_runtime.before_import(foreign_output.divert):
+        try:
+            code = graphpath.run(words)  # (None: not a plain check or fix of graphs)
+            if code is None:
+                code = _typer_main(words)
+            sys.stdout.flush()
+        except KeyboardInterrupt:
+            code = 130
+        except registry.UsageError as exc:  # e.g. a broken third-party transform
+            fail(str(exc))
+        except (BrokenPipeError, StdoutLost) as exc:
+            drop_stdout()
+            if isinstance(exc, StdoutLost) and not exc.reader_left:
+                fail(f"standard output: cannot write: {exc}")
+            code = 1  # `graphfix check ... | head`: the reader left; say nothing more.
+        finally:
+            foreign_output.restore()
     sys.exit(code or 0)

@@ -104,16 +104,26 @@ def guard_stdout() -> str | None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    if sys.stdout is not None and not isinstance(sys.stdout, _GuardedStream):
-        sys.stdout = _GuardedStream(sys.stdout)
+    if sys.stdout is not None:
+        sys.stdout = guarded(sys.stdout)
     return closed
+
+
+def guarded(stream):
+    """`stream`, its failed writes raising StdoutLost: standard output's, as graphfix
+    writes it."""
+    return stream if isinstance(stream, _GuardedStream) else _GuardedStream(stream)
 
 
 def drop_stdout() -> None:
     """What is left in stdout's buffer goes to /dev/null (written at exit, it would fail
     again)."""
+    try:
+        fd = sys.stdout.fileno()  # (the real stdout's, where `foreign_output` diverted 1)
+    except (AttributeError, OSError, ValueError):
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    os.dup2(devnull, fd)
     os.close(devnull)
 
 
