@@ -87,8 +87,9 @@ function returns (`available_gpus[i]`); a tower whose `reuse_variables()` runs o
 > 0` creates in its first pass; a conditional between one fixed GPU and the CPU
 (`'/gpu:0' if variable_strategy == 'GPU' else '/cpu:0'`, TF's cifar10_estimator) is the
 user's setting, no finding; an RNN run by `tf.nn.dynamic_rnn`, `bidirectional_dynamic_rnn` or
-`static_rnn` makes its cells' kernels there, as a layer does (mozilla/DeepSpeech's BiRNN);
-a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
+`static_rnn` makes its cells' kernels there, as a layer does (mozilla/DeepSpeech's BiRNN),
+and so does a model function of tf-slim's nets (`resnet_v1.resnet_v1_50(images)`, from
+`tf_slim.nets` or `tf.contrib.slim.nets`); a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
 the graph surface finds none. See `VariablesToCpuCodemod`.
 """
 
