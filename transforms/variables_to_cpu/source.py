@@ -728,25 +728,18 @@ class VariablesToCpuCodemod(SourceCodemod):
         while current is not None:
             around.add(id(current))
             current = self.parent(current)
-        earlier = [node for node in self._calls_named(callee.rsplit(".", 1)[-1])
-                   if node is not call and get_full_name_for_node(node.func) == callee
-                   and enclosing_function(node, self.parent) is function
-                   and self.position(node) < self.position(call)]
-        if not any(self._runs_before(node, around) for node in earlier):
-            return False
-        return self.project.creates_only_through_caches(callee, self.position(call)[0])
-
-    def _runs_before(self, node: cst.CSTNode, around: set[int]) -> bool:
-        """Whether `node` runs whenever the code whose ancestors' ids are `around` does: no
-        `if`, `while`, `try`, lambda or nested function between it and their nearest
-        common ancestor (a `for` and a `with` run their bodies)."""
-        current = self.parent(node)
-        while current is not None and id(current) not in around:
-            if isinstance(current, (cst.If, cst.While, cst.Try, cst.Lambda, cst.IfExp,
-                                    cst.FunctionDef, cst.ClassDef, cst.BooleanOperation)):
-                return False
-            current = self.parent(current)
-        return current is not None
+        for node in self._calls_named(callee.rsplit(".", 1)[-1]):
+            if (node is call or get_full_name_for_node(node.func) != callee
+                    or enclosing_function(node, self.parent) is not function
+                    or self.position(node) >= self.position(call)):
+                continue
+            common = self.parent(node)  # (the nearest node holding both calls)
+            while common is not None and id(common) not in around:
+                common = self.parent(common)
+            if common is not None and self._runs_surely(node, common):
+                return self.project.creates_only_through_caches(callee,
+                                                                self.position(call)[0])
+        return False
 
     def _connected_module(self, call: cst.Call) -> tuple[str, str, None] | None:
         """(name, where, None) for a call that connects a library module (`snt.Linear(10)(x)`,
