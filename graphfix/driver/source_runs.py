@@ -278,8 +278,9 @@ def _survey_code(code: str, transforms: list[type[Transform]]) -> Survey:
 
     found = prefilter(code, transforms)
     work = tuple(t.name for t in found.work)
-    if not found.parsed:  # the codemods (libcst) say why it is skipped
-        return Survey(work=work, parsed=False)
+    if not found.parsed:  # the codemods (libcst) say why it is skipped; the project model
+        # reads what it can (`graphfix.source.project.part.parsed`: Python 2 prints)
+        return Survey(work=work, parsed=False, part=_part(code, None))
     return Survey(work=work, part=_part(code, found.syntax))
 
 

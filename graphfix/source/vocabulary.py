@@ -149,6 +149,19 @@ VARIABLE_UPDATES = frozenset({
     "scatter_mul", "scatter_div", "scatter_max", "scatter_min", "scatter_nd_update",
     "scatter_nd_add", "scatter_nd_sub", "batch_scatter_update"})
 
+# tf-slim's model functions (tf_slim/nets, as tf.contrib.slim.nets before it: `from
+# tensorflow.contrib.slim.nets import resnet_v1`, then `resnet_v1.resnet_v1_50(images)`):
+# each builds a whole network of slim layers, so it makes their variables (get_variable,
+# through slim.model_variable) under the caller's device scope and computes, as a layer
+# does. The `*_arg_scope` functions make none.
+SLIM_NET_CALLS = frozenset(f"slim.{n}" for n in (
+    "alexnet_v2", "overfeat", "vgg_a", "vgg_16", "vgg_19", "vgg_d", "vgg_e",
+    "inception_v1", "inception_v1_base", "inception_v2", "inception_v2_base",
+    "inception_v3", "inception_v3_base",
+    "resnet_v1", "resnet_v1_50", "resnet_v1_101", "resnet_v1_152", "resnet_v1_200",
+    "resnet_v2", "resnet_v2_50", "resnet_v2_101", "resnet_v2_152", "resnet_v2_200",
+    "stack_blocks_dense", "conv2d_same", "bottleneck"))
+
 # Layers: they create variables and compute.
 LAYER_CALLS = frozenset(
     {f"layers.{n}" for n in (
@@ -165,6 +178,7 @@ LAYER_CALLS = frozenset(
     | {f"{prefix}.{n}" for prefix in ("nn", "contrib.rnn") for n in (
         "dynamic_rnn", "bidirectional_dynamic_rnn", "static_rnn", "static_bidirectional_rnn",
         "static_state_saving_rnn")}
+    | SLIM_NET_CALLS
 )
 CREATES_VARIABLES = VARIABLE_CALLS | GET_VARIABLE_CALLS | GLOBAL_STEP_MAKERS | LAYER_CALLS
 # The makers that go through `get_variable`: under a variable scope with reuse=True they give

@@ -87,8 +87,14 @@ function returns (`available_gpus[i]`); a tower whose `reuse_variables()` runs o
 > 0` creates in its first pass; a conditional between one fixed GPU and the CPU
 (`'/gpu:0' if variable_strategy == 'GPU' else '/cpu:0'`, TF's cifar10_estimator) is the
 user's setting, no finding; an RNN run by `tf.nn.dynamic_rnn`, `bidirectional_dynamic_rnn` or
-`static_rnn` makes its cells' kernels there, as a layer does (mozilla/DeepSpeech's BiRNN);
-a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
+`static_rnn` makes its cells' kernels there, as a layer does (mozilla/DeepSpeech's BiRNN),
+and so does a model function of tf-slim's nets (`resnet_v1.resnet_v1_50(images)`, from
+`tf_slim.nets` or `tf.contrib.slim.nets`); a device looped over through `enumerate` and `zip`
+(`for i, (device, x) in enumerate(zip(DEVICES, inputs))`) is read from the list it takes,
+a name unpacked from a factory returning functions (`Generator, Discriminator =
+GeneratorAndDiscriminator()`) calls them, and a function whose every variable comes from a
+get-or-create cache (`if name not in _params:`, tflib's `lib.param`) creates them at its
+first call only, later calls spelled alike in the same function getting them back; a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
 the graph surface finds none. See `VariablesToCpuCodemod`.
 """
 
@@ -131,7 +137,8 @@ def _details(problem: placement.PlacementProblem) -> dict:
 def _gpu_device_scope(syntax: Syntax) -> bool:
     """Whether a `with ...device(...)` is given a GPU string, or a name a `for` loop binds
     over a literal list or tuple that spells a GPU string (`for d in ["/gpu:0", "/gpu:1"]`,
-    `for i, d in enumerate(gpus)` with `gpus = [...]` in the file): this transform's
+    `for i, d in enumerate(gpus)` with `gpus = [...]` in the file, or a comprehension
+    spelling one; through `zip` too): this transform's
     pre-check, as loose as the codemod's reading of a device (`_device_templates`), no
     looser (a loop over devices computed at run time, as most of TensorFlow's own
     distribution code has, is no GPU the codemod can see). Only a block whose body calls
@@ -143,26 +150,33 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
     def spells_gpu(node: ast.AST) -> bool:
         return any("gpu" in text.lower() for text in strings_in(node))
 
+    listed = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
+
     def gpu_list(iterable: ast.expr) -> bool:
         if isinstance(iterable, ast.Name):
-            return any(isinstance(value, (ast.List, ast.Tuple)) and spells_gpu(value)
+            return any(isinstance(value, listed) and spells_gpu(value)
                        for value in syntax.assigned.get(iterable.id, ()))
-        return isinstance(iterable, (ast.List, ast.Tuple)) and spells_gpu(iterable)
+        return isinstance(iterable, listed) and spells_gpu(iterable)
+
+    def looped(target: ast.expr, iterable: ast.expr) -> Iterator[tuple[str, ast.expr]]:
+        """(name, the list whose items it takes) for each name of a loop target, through
+        `enumerate` and `zip` (`for i, (d, x) in enumerate(zip(gpus, xs))`: d, gpus)."""
+        if isinstance(target, ast.Name):
+            yield target.id, iterable
+            return
+        if not (isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call)
+                and isinstance(iterable.func, ast.Name) and not iterable.keywords):
+            return
+        if iterable.func.id == "enumerate" and len(target.elts) == 2 and len(
+                iterable.args) == 1:
+            yield from looped(target.elts[1], iterable.args[0])
+        elif iterable.func.id == "zip":
+            for element, given in zip(target.elts, iterable.args):
+                yield from looped(element, given)
 
     def looped_over_gpus() -> set[str]:  # the names loops bind to a listed GPU device
-        names = set()
-        for node in ast.walk(syntax.tree):
-            if not isinstance(node, ast.For):
-                continue
-            target, iterable = node.target, node.iter
-            if (isinstance(target, ast.Tuple) and len(target.elts) == 2
-                    and isinstance(iterable, ast.Call) and iterable.args
-                    and isinstance(iterable.func, ast.Name)
-                    and iterable.func.id == "enumerate"):
-                target, iterable = target.elts[1], iterable.args[0]
-            if isinstance(target, ast.Name) and gpu_list(iterable):
-                names.add(target.id)
-        return names
+        return {name for node in ast.walk(syntax.tree) if isinstance(node, ast.For)
+                for name, iterable in looped(node.target, node.iter) if gpu_list(iterable)}
 
     def calls_in(block: ast.With | ast.AsyncWith) -> bool:  # what could create a variable
         return any(isinstance(node, ast.Call)

@@ -202,6 +202,39 @@ def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [value]
 
 
+def _target_path(target: cst.BaseExpression, name: str) -> tuple[int, ...] | None:
+    """Where a loop target binds `name`: () for the name itself, the positions through
+    nested tuples (`i, (d, x)`: d at (1, 0)); None where it does not bind it so."""
+    if isinstance(target, cst.Name):
+        return () if target.value == name else None
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for position, element in enumerate(target.elements):
+            if isinstance(element, cst.StarredElement):
+                return None
+            inner = _target_path(element.value, name)
+            if inner is not None:
+                return (position, *inner)
+    return None
+
+
+def _iterated_at(iterable: cst.BaseExpression, path: tuple[int, ...]
+                 ) -> cst.BaseExpression | None:
+    """The list whose items a loop target's part at `path` takes: `iterable` itself for the
+    whole target, else through `enumerate(xs)` (position 1: xs) and `zip(a, b, ...)`
+    (position k: its k-th list); None for any other iterable."""
+    if not path:
+        return iterable
+    if not isinstance(iterable, cst.Call) or any(a.star or a.keyword for a in iterable.args):
+        return None
+    called = get_full_name_for_node(iterable.func)
+    position, rest = path[0], path[1:]
+    if called == "enumerate" and position == 1 and len(iterable.args) == 1:
+        return _iterated_at(iterable.args[0].value, rest)
+    if called == "zip" and position < len(iterable.args):
+        return _iterated_at(iterable.args[position].value, rest)
+    return None
+
+
 def _small_value(statement: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     """The value a small statement computes, for `x = v`, `x: T = v`, `v` and `return v`."""
     if isinstance(statement, (cst.Assign, cst.AnnAssign, cst.Expr, cst.Return)):
@@ -572,7 +605,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         callee = get_full_name_for_node(call.func)
         if callee is None:
             return None
-        if self._reuses(call, callee) or self._template_reuses(call):
+        if (self._reuses(call, callee) or self._template_reuses(call)
+                or self._cache_reuses(call, callee)):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
@@ -680,6 +714,32 @@ class VariablesToCpuCodemod(SourceCodemod):
         return (template is not None and self.tf_canonical(template[0].func) == "make_template"
                 and template[1] is not None and template[1] is not call
                 and self.position(template[1]) < self.position(call))
+
+    def _cache_reuses(self, call: cst.Call, callee: str) -> bool:
+        """Whether `call` gets back the variables an earlier call of the same function made:
+        each variable the function creates comes from a get-or-create cache (`if name not in
+        _params:`, tflib's `lib.param`; `FileView.creates_only_through_caches`), and a call
+        of it spelled alike, earlier in the same function, runs whenever this one does
+        (igul222/improved_wgan_training: `Discriminator(real_data)`, then
+        `Discriminator(fake_data)` in the same tower asks for the same names)."""
+        function = enclosing_function(call, self.parent)
+        around = set()
+        current = self.parent(call)
+        while current is not None:
+            around.add(id(current))
+            current = self.parent(current)
+        for node in self._calls_named(callee.rsplit(".", 1)[-1]):
+            if (node is call or get_full_name_for_node(node.func) != callee
+                    or enclosing_function(node, self.parent) is not function
+                    or self.position(node) >= self.position(call)):
+                continue
+            common = self.parent(node)  # (the nearest node holding both calls)
+            while common is not None and id(common) not in around:
+                common = self.parent(common)
+            if common is not None and self._runs_surely(node, common):
+                return self.project.creates_only_through_caches(callee,
+                                                                self.position(call)[0])
+        return False
 
     def _connected_module(self, call: cst.Call) -> tuple[str, str, None] | None:
         """(name, where, None) for a call that connects a library module (`snt.Linear(10)(x)`,
@@ -1026,14 +1086,17 @@ class VariablesToCpuCodemod(SourceCodemod):
             return [template]
         if not isinstance(given, cst.Name):
             return self._read_through_names(given)
-        listed = self._looped_over(given)
+        looped = self._looped_over(given)
+        listed = looped
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
                         for a in node.targets if isinstance(a.target, cst.Name)
                         and a.target.value == listed.value]
             listed = assigned[0] if len(assigned) == 1 else None
         if not isinstance(listed, (cst.List, cst.Tuple)) or not listed.elements:
-            return self._read_through_names(given)
+            # (a list the code builds: a comprehension, a name bound to one, a function's)
+            return self._read_through_names(given) or (
+                [] if looped is None else self._device_values.items(looped) or [])
         templates = [device_template(e.value) for e in listed.elements]
         return self._read_through_names(given) if None in templates else templates
 
@@ -1122,21 +1185,17 @@ class VariablesToCpuCodemod(SourceCodemod):
         return f", that is {scope.device}" + "".join(f", {flag}" for flag in flags)
 
     def _looped_over(self, name: cst.Name) -> cst.BaseExpression | None:
-        """What the innermost `for` around `name` that binds it loops over (through
-        `enumerate`); None if no loop of its function binds it."""
+        """What the innermost `for` around `name` that binds it loops over: the list whose
+        items the name takes, through `enumerate` and `zip` where the name is part of a
+        tuple target (`for i, d in enumerate(gpus)`, `for i, (d, x) in
+        enumerate(zip(DEVICES, inputs))`: DEVICES); None if no loop of its function binds
+        it so."""
         child, parent = name, self.parent(name)
         while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.Lambda)):
             if isinstance(parent, cst.For) and child is parent.body:
-                target, iterable = parent.target, parent.iter
-                if isinstance(target, cst.Name) and target.value == name.value:
-                    return iterable
-                if (isinstance(target, cst.Tuple) and len(target.elements) == 2
-                        and isinstance(target.elements[1].value, cst.Name)
-                        and target.elements[1].value.value == name.value
-                        and isinstance(iterable, cst.Call)
-                        and get_full_name_for_node(iterable.func) == "enumerate"
-                        and iterable.args):
-                    return iterable.args[0].value
+                path = _target_path(parent.target, name.value)
+                if path is not None:
+                    return _iterated_at(parent.iter, path)
             child, parent = parent, self.parent(parent)
         return None
 

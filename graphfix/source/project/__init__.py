@@ -97,6 +97,7 @@ class Project:
         self._switches: dict[str, list[list]] = {}
         self._name_switches: dict[str, list[list]] = {}
         self._defaults_untaken: dict[str, list[str]] = {}
+        self._cache_guards: dict[str, list[tuple[int, int]]] = {}  # see `FileView._cache_guarded`
         self._called_units: dict[tuple[str, str], bool] = {}  # see `called`
         self._trees: dict[str, tuple[ast.Module, AstTfNames] | None] = {}  # see `_trees_naming`
         self._by_path: dict[str, str] = {}  # a file's real path -> its label
@@ -953,6 +954,36 @@ class FileView:
             return None
         _, label, line, name, dtype = min(found, key=lambda f: f[:3])
         return label, name, line, dtype
+
+    def creates_only_through_caches(self, callee: str, line: int) -> bool:
+        """Whether every variable a call of `callee` at `line` creates, as
+        `variables_created_by` follows it, is made under a get-or-create test of a cache
+        (`if name not in _params: _params[name] = tf.Variable(...)`, tflib's `lib.param`):
+        a second call of the function asks for the same names and gets the first call's
+        variables back, creating none. False where it creates none, or any elsewhere."""
+        part = self.part
+        if part is None:
+            return False
+        reusing = self.reuses_at(line)
+        starts = _called(self.project, self.project.resolve_in(self.label, unit_at(part, line),
+                                                               callee))
+        made = [(label, at) for label, unit in _called_functions(self.project, starts, False)
+                for name, at, _, placed in self.project.parts[label]["units"][unit]["variables"]
+                if not placed and not (reusing and name in REUSED_UNDER_REUSE)]
+        return bool(made) and all(self._cache_guarded(label, at) for label, at in made)
+
+    def _cache_guarded(self, label: str, line: int) -> bool:
+        """Whether `line` of file `label` lies in the body of an `if KEY not in CACHE:`."""
+        cache = self.project._cache_guards
+        if label not in cache:
+            code = self.project._code_of(label)
+            tree = None if code is None else parsed(code)
+            cache[label] = [] if tree is None else [
+                (node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno)
+                for node in ast.walk(tree) if isinstance(node, ast.If)
+                and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.NotIn)]
+        return any(first <= line <= last for first, last in cache[label])
 
     def _callees(self, callee: str, line: int) -> list[tuple[tuple[str, str], int]]:
         """The project functions and methods a call of `callee` at `line` runs first (a

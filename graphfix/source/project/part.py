@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -142,6 +143,7 @@ def file_part(tree: ast.Module, code: str | None = None) -> dict[str, Any]:
             made = _made_from(statement, names)
             if made is not None:
                 aliases[made[0]] = made[1]
+            aliases.update(_unpacked_from_factory(statement, tree))
             body.append(statement)
             for node in ast.walk(statement):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -201,14 +203,66 @@ def _made_from(statement: ast.stmt, names: AstTfNames) -> tuple[str, str] | None
     return None if text is None else (statement.targets[0].id, text)
 
 
+def _unpacked_from_factory(statement: ast.stmt, tree: ast.Module) -> dict[str, str]:
+    """{name: function} for a module-level `a, b = factory()` where `factory` is a function
+    of the module whose every `return` gives a tuple of as many functions, the same ones
+    (`return GoodGenerator, GoodDiscriminator`: igul222/improved_wgan_training's
+    `Generator, Discriminator = GeneratorAndDiscriminator()`): calling `a` calls the
+    function the factory returns first. {} for any other statement."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], (ast.Tuple, ast.List))
+            and isinstance(statement.value, ast.Call) and not statement.value.args
+            and not statement.value.keywords and isinstance(statement.value.func, ast.Name)):
+        return {}
+    targets = statement.targets[0].elts
+    if not all(isinstance(t, ast.Name) for t in targets):
+        return {}
+    factories = [node for node in tree.body if isinstance(node, ast.FunctionDef)
+                 and node.name == statement.value.func.id]
+    if len(factories) != 1:
+        return {}
+    returned = set()
+    for node in ast.walk(factories[0]):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and (
+                node is not factories[0]):
+            return {}  # (a closure's `return` is not the factory's: left alone)
+        if isinstance(node, ast.Return):
+            value = node.value
+            if not (isinstance(value, ast.Tuple) and len(value.elts) == len(targets)):
+                return {}
+            texts = tuple(dotted(element) for element in value.elts)
+            if None in texts:
+                return {}
+            returned.add(texts)
+    if len(returned) != 1:
+        return {}
+    return {target.id: text for target, text in zip(targets, returned.pop())}
+
+
+# A Python 2 print statement on one line (`print "loss", loss`, `print >>f, x`): Python 3
+# reads none of them, though the rest of such a module often parses.
+_PRINT_STATEMENT = re.compile(r"^([ \t]*)print[ \t]+[^\s(=].*$", re.MULTILINE)
+
+
 def parsed(code: str) -> ast.Module | None:
-    """The stdlib's tree of `code`; None if Python cannot parse it."""
+    """The stdlib's tree of `code`; None if Python cannot parse it. A module that fails
+    only for its Python 2 print statements is read with each of them as `pass` (lines
+    kept): the project model then sees what the rest defines (igul222/improved_wgan_training's
+    tflib, whose `param` makes the models' variables beside a `print_model_settings` of print
+    statements). The rules themselves still skip such a file."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # `"\d"` and the like: SyntaxWarning, not ours
         try:
             return ast.parse(code)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            pass
+        passed = _PRINT_STATEMENT.sub(r"\1pass", code)
+        if passed == code:
+            return None
+        try:
+            return ast.parse(passed)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return None
 
