@@ -176,8 +176,8 @@ def _variable_in_reuse(view: FileView) -> bool:
     from graphfix.source.project.part import parsed
     from graphfix.source.syntax import tail_name
 
-    regions = view.reusing_regions()
-    towers = view.tower_code() if regions else []
+    regions = view.reusing_regions_through_objects()
+    towers = view.tower_code_through_objects() if regions else []
     if not towers:
         return False
     code = view.project._code_of(view.label)
@@ -203,7 +203,7 @@ def _module_in_towers(view: FileView) -> bool:
     code = view.project._code_of(view.label)
     if code is None or not any(word in code for word in LIBRARY_WORDS):
         return False
-    towers = view.tower_code()
+    towers = view.tower_code_through_objects()
     tree = parsed(code) if towers else None
     if tree is None:
         return bool(towers)

@@ -164,10 +164,10 @@ class SharedVariablesCodemod(SourceCodemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._modules_per_tower()
-        regions = self.project.reusing_regions()
+        regions = self.project.reusing_regions_through_objects()
         if not regions:
             return
-        towers = self.project.tower_code()
+        towers = self.project.tower_code_through_objects()
         spelling = v1_spelling(node, "get_variable")
         # (the name a fix writes, quoted as most of the file's strings are)
         self._quote = "'" if node.code.count("'") > node.code.count('"') else '"'
@@ -205,7 +205,7 @@ class SharedVariablesCodemod(SourceCodemod):
         loops, tower_functions = self._tower_loops_and_functions()
         if not loops and not tower_functions:
             return
-        towers = self.project.tower_code()
+        towers = self.project.tower_code_through_objects()
         builds = self._module_builds()
         for call in self.nodes(cst.Call):
             module = library_module(self.tf_names, call.func)
