@@ -114,3 +114,66 @@ def test_found_where_the_weights_are_made_and_where_they_are_averaged(built):
     assert "var = tf.compat.v1.get_variable(var_name, initializer=value)" in open(fixed).read()
     for copy in (f"{BUG}:after", f"{TWIN}:before"):
         assert findings(copy) == [], copy
+
+
+# -- the project model: what a tower function runs on the object it is given ----------------
+
+_ONE_FILE = '''\
+import tensorflow as tf
+
+
+class Net(object):
+    def __init__(self, width):
+        self.width = width
+
+    def inference(self, x):
+        return tf.matmul(x, self.weight(x.shape[-1], "w"))
+
+    def summary(self, x):
+        return tf.Variable(tf.zeros([1]), name="unused")
+
+    def weight(self, rows, name):
+        return tf.Variable(tf.zeros([rows, self.width]), name=name)
+
+
+def tower_loss(net, x):
+    return tf.reduce_sum(net.inference(x))
+
+
+def train(xs, num_gpus):
+    net = Net(4)
+    losses = []
+    with tf.variable_scope(tf.get_variable_scope()):
+        for i in range(num_gpus):
+            with tf.device("/gpu:%d" % i):
+                losses.append(tower_loss(net, xs[i]))
+                tf.get_variable_scope().reuse_variables()
+    return losses
+'''
+
+
+def test_a_tower_function_runs_the_methods_it_calls_on_the_object_it_is_given():
+    """`tower_loss(net, x)` in the tower loop, `net = Net(4)` made once before it: the
+    towers run `net.inference` and the helper it calls (its tf.Variable is found, once per
+    tower under reuse), not `summary`, which the tower function does not call."""
+    import graphfix
+    from graphfix.source.project import Project
+
+    view = Project.of_code("one.py", _ONE_FILE).view("one.py")
+    towers = view.tower_code_through_objects()
+    regions = view.reusing_regions_through_objects()
+    for line, runs in ((9, True), (15, True), (12, False)):
+        assert any(a <= line <= b for a, b in towers) is runs, line
+        assert any(a <= line <= b for a, b, *_ in regions) is runs, line
+    assert not any(a <= 9 <= b for a, b in view.tower_code())  # (the parameter stops it)
+    found = graphfix.check_source(_ONE_FILE, only=["shared-variables"])
+    assert [(f.line, f.fixable) for f in found] == [(15, True)]
+    assert "called at <string>:28 under after reuse_variables() at line 29" in found[0].message
+    shared = _ONE_FILE.replace('tf.Variable(tf.zeros([rows, self.width]), name=name)',
+                               'tf.get_variable(name, [rows, self.width])')
+    assert graphfix.check_source(shared, only=["shared-variables"]) == []
+    # The object made inside the tower function, as the project model read it before.
+    inside = _ONE_FILE.replace("def tower_loss(net, x):", "def tower_loss(width, x):\n"
+                               "    net = Net(width)").replace("tower_loss(net, xs[i])",
+                                                              "tower_loss(4, xs[i])")
+    assert [f.line for f in graphfix.check_source(inside, only=["shared-variables"])] == [15]
