@@ -177,3 +177,33 @@ def test_a_tower_function_runs_the_methods_it_calls_on_the_object_it_is_given():
                                "    net = Net(width)").replace("tower_loss(net, xs[i])",
                                                               "tower_loss(4, xs[i])")
     assert [f.line for f in graphfix.check_source(inside, only=["shared-variables"])] == [15]
+
+
+_SKIPPING_RECIPE = '''
+
+def average_gradients(tower_grads):
+    average_grads = []
+    for grad_and_vars in zip(*tower_grads):
+        grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars if g is not None]
+        if grads:
+            grad = tf.reduce_mean(tf.concat(axis=0, values=grads), 0)
+            average_grads.append((grad, grad_and_vars[0][1]))
+    return average_grads
+'''
+
+
+def test_a_recipe_skipping_none_over_unshared_towers_is_reported_not_rewritten():
+    """The recipe that skips None over towers that each make their weights: only tower 0's
+    batch trains, and a rewrite that checks the lists would raise on them; reported, not
+    fixed (shared-variables' fix is the cure). The weights made with get_variable: nothing."""
+    import graphfix
+
+    code = _ONE_FILE + _SKIPPING_RECIPE
+    found = graphfix.check_source(code, only=["average-gradients"])
+    assert [(f.line, f.fixable) for f in found] == [(33, False)]
+    assert ("the tf.Variable at <string>:15 is made anew in every tower" in found[0].message
+            and "averages each variable over tower 0 alone" in found[0].message
+            and "only tower 0's batch trains" in found[0].message)
+    shared = code.replace('tf.Variable(tf.zeros([rows, self.width]), name=name)',
+                          'tf.get_variable(name, [rows, self.width])')
+    assert graphfix.check_source(shared, only=["average-gradients"]) == []

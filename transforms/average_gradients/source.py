@@ -118,8 +118,9 @@ def model_risks(view: FileView) -> _Risks:
     calls); a `gather` counts where it reads a name its function (or the module) binds to
     a trainable variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does; batch
     norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. A
-    `tf.Variable` counts only in code that runs once per tower (`FileView.tower_code`) under
-    a reusing scope, as does a library module's constructor (`snt.Module(build)` in the
+    `tf.Variable` counts only in code that runs once per tower
+    (`FileView.tower_code_through_objects`: a tower function's code, and a model object's
+    methods it calls) under a reusing scope, as does a library module's constructor (`snt.Module(build)` in the
     tower function: Sonnet gives each instance variables of its own, reuse or not). In
     another file, only what the towers' code may run counts: a lookup or a batch norm's
     settings in a unit that this file's code, or the code that refers to it, reaches

@@ -30,8 +30,9 @@ from graphfix.source.vocabulary import (
 #
 # Where code runs under a variable scope that reuses is the project model's to say
 # (`FileView.reusing_regions`: `with variable_scope(..., reuse=...)`, after
-# `reuse_variables()`, and the code such code calls, across files), and so is where code
-# runs once per tower (`FileView.tower_code`). Here: each `tf.Variable(...)` made where
+# `reuse_variables()`, and the code such code calls, across files, and through the objects
+# it gives: `FileView.reusing_regions_through_objects`), and so is where code runs once per
+# tower (`FileView.tower_code_through_objects`). Here: each `tf.Variable(...)` made where
 # both hold, but a tower's own state (`_towers_own`), rewritten as `get_variable`.
 
 # `Variable(initial_value, trainable, ...)`: past `trainable` the positions differ between
@@ -68,7 +69,10 @@ class SharedVariablesCodemod(SourceCodemod):
     the scope re-entered per tower), the code after `tf.get_variable_scope()
     .reuse_variables()` to the end of its variable scope (from the start of the tower loop
     it is in: the loop's next pass reuses), and the functions such code calls, in this file
-    or another of the run. Reuse applies to `get_variable` only: each call makes a new
+    or another of the run, and the methods such a call runs on an object it gives the
+    function it calls (`tower_loss(scope, vgg)`, `vgg = VGG16(...)` made once before the
+    tower loop: `vgg.inference` and the helper making its weights,
+    `FileView.reusing_regions_through_objects`). Reuse applies to `get_variable` only: each call makes a new
     variable, one per tower. What such a call does not run is not under reuse: a module's
     own code (a function that reads a module's name does not run the module: the code
     before a script's tower loop, which the script calls at module level, is made once),
@@ -78,7 +82,8 @@ class SharedVariablesCodemod(SourceCodemod):
     tower (`FileView.tower_code`): in a loop whose passes each enter a device scope chosen
     at run time or re-enter the reusing scope (seed 003's `my_%d` replicas), in a tower
     function given its GPU, in device scopes naming two or more GPUs, or in code that
-    such tower code calls, across files. Without towers, reuse shares what other code
+    such tower code calls, across files, through an object given as well
+    (`FileView.tower_code_through_objects`). Without towers, reuse shares what other code
     made and a `tf.Variable` beside it is new on purpose (a tied-weights decoder reads its
     encoder's kernel with `reuse=True` and makes its own bias): not found. Not found
     either: a variable meant to be each tower's own, not
