@@ -207,3 +207,24 @@ def test_a_recipe_skipping_none_over_unshared_towers_is_reported_not_rewritten()
     shared = code.replace('tf.Variable(tf.zeros([rows, self.width]), name=name)',
                           'tf.get_variable(name, [rows, self.width])')
     assert graphfix.check_source(shared, only=["average-gradients"]) == []
+
+
+@pytest.mark.parametrize("guard", ["self.weights.get(name) is None", "name not in self.weights",
+                                   "not hasattr(self, 'made_' + name)"])
+def test_an_object_made_once_that_keeps_its_weights_shares_them(guard):
+    """An object made once before the towers that makes a weight only while it holds none
+    (a cache on `self`) gives the next tower the first tower's: not found. The same object
+    made anew in each tower makes new weights: found."""
+    import graphfix
+
+    cached = _ONE_FILE.replace(
+        '        return tf.Variable(tf.zeros([rows, self.width]), name=name)\n',
+        f'        if {guard}:\n'
+        '            self.weights[name] = tf.Variable(tf.zeros([rows, self.width]), name=name)\n'
+        '        return self.weights[name]\n').replace(
+        "        self.width = width\n", "        self.width = width\n        self.weights = {}\n")
+    assert graphfix.check_source(cached, only=["shared-variables"]) == []
+    per_tower = cached.replace("def tower_loss(net, x):", "def tower_loss(width, x):\n"
+                               "    net = Net(width)").replace("tower_loss(net, xs[i])",
+                                                              "tower_loss(4, xs[i])")
+    assert [f.line for f in graphfix.check_source(per_tower, only=["shared-variables"])] == [17]

@@ -91,7 +91,9 @@ class SharedVariablesCodemod(SourceCodemod):
     gpu`): a tower's recurrent state, which one shared variable would mix across the
     towers' batch shards. Nor one in a method nothing calls (`Project.called`): a tower
     building an object runs its `__init__` and what that calls, not every method of its
-    class.
+    class. Nor one the towers reach only through an object made once before them that
+    makes it only while it holds none (`if self.w is None:`, `if not hasattr(self, ...)`,
+    `if name not in self.made:`): the object hands the first tower's to the next.
 
     Found too (reported, not fixed): a library module (`snt.Module(build)`, `snt.Linear(10)`,
     read through the file's imports) constructed and connected (called at once, or through
@@ -173,6 +175,7 @@ class SharedVariablesCodemod(SourceCodemod):
         if not regions:
             return
         towers = self.project.tower_code_through_objects()
+        self._plain_towers = None  # `tower_code`, asked of a guarded site only
         spelling = v1_spelling(node, "get_variable")
         # (the name a fix writes, quoted as most of the file's strings are)
         self._quote = "'" if node.code.count("'") > node.code.count('"') else '"'
@@ -183,7 +186,8 @@ class SharedVariablesCodemod(SourceCodemod):
             line = self.position(call)[0]
             region = next((r for r in regions if r[0] <= line <= r[1]), None)
             if (region is not None and any(first <= line <= last for first, last in towers)
-                    and not self._towers_own(call) and self._may_run(line)):
+                    and not self._towers_own(call) and self._may_run(line)
+                    and not self._made_once_by_a_shared_object(call, line)):
                 sites.append((call, region))
         named = {}
         for call, _ in sites:
@@ -302,6 +306,25 @@ class SharedVariablesCodemod(SourceCodemod):
         name = argument(call, "name", None)
         # (a string template: where the text is made at run time, a HOLE)
         return name is not None and HOLE in (device_template(name) or "")
+
+    def _made_once_by_a_shared_object(self, call: cst.Call, line: int) -> bool:
+        """Whether a `Variable(...)` the towers reach only through an object made once
+        before them (`FileView.tower_code_through_objects`, not `tower_code`) is made only
+        while the object holds none yet: in the body of an `if self.w is None:`, `if not
+        hasattr(self, ...)` or `if name not in self.made:`. The object keeps what the first
+        tower made and gives it to the next: shared."""
+        node, child = self.parent(call), call
+        guarded = False
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(node, cst.If) and child is node.body and _unset_on_self(node.test):
+                guarded = True
+                break
+            node, child = self.parent(node), node
+        if not guarded:
+            return False
+        if self._plain_towers is None:
+            self._plain_towers = self.project.tower_code()
+        return not any(first <= line <= last for first, last in self._plain_towers)
 
     def _may_run(self, line: int) -> bool:
         """Whether the code at `line` may run: not in a method nothing calls
@@ -430,6 +453,33 @@ def _as_get_variable(spelling: str, name: str | None, updated: cst.Call) -> cst.
         if arg.keyword is not None and arg.keyword.value in _KEPT - {"trainable"}:
             args.append(_keyword(arg.keyword.value, arg.value))
     return updated.with_changes(func=cst.parse_expression(spelling), args=args)
+
+
+def _on_self(expr: cst.BaseExpression) -> bool:
+    """What the object holds: `self.<name>`, deeper (`self.a.b`), an item or a look-up of
+    one (`self.made[name]`, `self.made.get(name)`)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _unset_on_self(test: cst.BaseExpression) -> bool:
+    """Whether an `if` test asks that the object holds nothing yet: `self.w is None`, `not
+    hasattr(self, "w")`, `name not in self.made`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression  # (`not self.flag` is a flag, not a held weight)
+        return (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name)
+                and inner.func.value == "hasattr" and bool(inner.args)
+                and isinstance(inner.args[0].value, cst.Name)
+                and inner.args[0].value.value == "self")
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, cst.Is):
+            return (_on_self(test.left) and isinstance(target.comparator, cst.Name)
+                    and target.comparator.value == "None")
+        if isinstance(target.operator, cst.NotIn):
+            return _on_self(target.comparator)
+    return False
 
 
 def _collection_key(expr: cst.BaseExpression) -> str | None:
