@@ -53,7 +53,13 @@ the count) that does not handle `None` or `IndexedSlices`, where the code of the
 and the files its imports connect it to) shows the model it averages for breaking it: a
 trainable `tf.Variable` made under a reusing variable scope (the project model's
 `FileView.reusing_regions`) in code that runs once per tower (`FileView.tower_code`: made
-anew in every tower, so another tower's loss does not reach it: a `None` gradient), a
+anew in every tower, so another tower's loss does not reach it: a `None` gradient; the
+code of a model object a tower function is given counts, `vgg.inference` in `def
+tower_loss(scope, vgg)`: `FileView.tower_code_through_objects`; a recipe that skips `None`
+breaks too, as a later tower's list names the earlier towers' copies, with `None`, before
+its own: each variable is averaged over tower 0 alone and zip drops the later towers'
+copies, so only tower 0's batch trains: reported, not rewritten, as the rewrite would raise
+on the lists and the towers need their variables shared, `shared-variables`' fix), a
 library module that makes variables (a Sonnet module, `snt.Module(build)`) constructed in
 code that runs once per tower (each tower trains its own copy, so the towers' lists pair
 different variables whether `None` is skipped or not: reported, not rewritten, as the

@@ -118,8 +118,9 @@ def model_risks(view: FileView) -> _Risks:
     calls); a `gather` counts where it reads a name its function (or the module) binds to
     a trainable variable; a lookup (`embedding_lookup`, `nce_loss`, ...) always does; batch
     norms' settings as `graphfix.source.project.facts.trainable_statistics` reads them. A
-    `tf.Variable` counts only in code that runs once per tower (`FileView.tower_code`) under
-    a reusing scope, as does a library module's constructor (`snt.Module(build)` in the
+    `tf.Variable` counts only in code that runs once per tower
+    (`FileView.tower_code_through_objects`: a tower function's code, and a model object's
+    methods it calls) under a reusing scope, as does a library module's constructor (`snt.Module(build)` in the
     tower function: Sonnet gives each instance variables of its own, reuse or not). In
     another file, only what the towers' code may run counts: a lookup or a batch norm's
     settings in a unit that this file's code, or the code that refers to it, reaches
@@ -154,7 +155,7 @@ def model_risks(view: FileView) -> _Risks:
         def per_tower(line: int) -> bool:
             nonlocal towers
             if towers is None:
-                towers = view.project.view(path).tower_code()
+                towers = view.project.view(path).tower_code_through_objects()
             return any(first <= line <= last for first, last in towers)
         for scope in [tree, *(n for n in ast.walk(tree)
                               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
@@ -166,7 +167,7 @@ def model_risks(view: FileView) -> _Risks:
                 name = names.canonical(node.func)
                 if name == "Variable" and _trainable(node):
                     if regions is None:
-                        regions = view.project.view(path).reusing_regions()
+                        regions = view.project.view(path).reusing_regions_through_objects()
                     if (any(region[0] <= node.lineno <= region[1] for region in regions)
                             and per_tower(node.lineno)):
                         found["unshared"] = _first(found.get("unshared"), (path, node.lineno))
@@ -382,16 +383,13 @@ class AverageGradientsCodemod(SourceCodemod):
         if not recipes and not inline:
             return
         risks = model_risks(self.project)
-        # Towers that each own their variables need their model changed, not the average:
-        # the rewrite would raise on their lists, so it is reported alone.
-        rewrites = not risks.module_per_tower
         for recipe in recipes:
             breaks = _breaks(recipe.skips_none, recipe.keeps_sparse, risks, risks.sparse)
             if not breaks:
                 continue
             function = recipe.function
             fix = (Replace(function, self._rewritten(recipe))
-                   if recipe.rewritable and rewrites else None)
+                   if recipe.rewritable and _rewrites(recipe, risks) else None)
             self.report(
                 function.name,
                 f"{function.name.value}() averages the towers' gradients with the CIFAR-10 "
@@ -405,7 +403,7 @@ class AverageGradientsCodemod(SourceCodemod):
             if not breaks:
                 continue
             fix = None
-            if loop.rewritable and rewrites:
+            if loop.rewritable and _rewrites(loop, risks):
                 text = _LOOP.format(towers=loop.towers, averaged=loop.averaged, tf=loop.tf)
                 statement = cst.parse_statement(text, config=self._tree.config_for_parsing)
                 fix = Replace(loop.loop, lambda _, statement=statement: statement)
@@ -541,6 +539,16 @@ def _depth(line: str) -> int:
 _LOOP_BINDS = frozenset({"grad_and_vars", "var", "names", "grads", "values", "indices", "grad"})
 
 
+def _rewrites(recipe: _Recipe, risks: _Risks) -> bool:
+    """Whether the recipe is rewritten. Towers that each own their variables need their
+    model changed, not the average: the rewrite would raise on their lists, so it is
+    reported alone where the recipe builds (a module constructed per tower; a `tf.Variable`
+    per tower where the recipe skips None: it trains tower 0's batch alone and raises
+    nothing). Where it does not skip None it fails already, with TF's error, and the
+    rewrite's says why."""
+    return not risks.module_per_tower and not (risks.unshared and recipe.skips_none)
+
+
 def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks, sparse: str | None
             ) -> list[str]:
     """Why the recipe breaks for the model, in words (none: it does not). `sparse`: the
@@ -562,6 +570,15 @@ def _breaks(skips_none: bool, keeps_sparse: bool, risks: _Risks, sparse: str | N
                       "reusing scope does not share it), so another tower's loss does "
                       "not reach it: its gradient is None and expand_dims raises "
                       "\"None values not supported\"")
+    elif risks.unshared:
+        breaks.append(f"the tf.Variable at {risks.unshared} is made anew in every tower (a "
+                      "reusing scope does not share it): a later tower's gradient list "
+                      "holds the earlier towers' copies, with None gradients, before its "
+                      "own, so skipping None averages each variable over tower 0 alone "
+                      "and zip(*...) drops the later towers' copies: only tower 0's batch "
+                      "trains (not rewritten: the rewrite would raise on the towers' "
+                      "lists; share the variable, shared-variables' fix, and the lists "
+                      "match)")
     if risks.statistics and not skips_none:
         breaks.append(f"the batch norm settings at {risks.statistics} put its moving mean "
                       "and variance in TRAINABLE_VARIABLES (variables_collections): no "

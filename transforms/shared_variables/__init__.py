@@ -167,8 +167,9 @@ def _updates_of(graph: GraphIndex, variables: set[str]) -> dict[str, list[str]]:
 
 def _variable_in_reuse(view: FileView) -> bool:
     """Whether a call spelled `Variable(...)` (or `VariableV1`) starts on a line of the
-    file that runs under a variable scope that reuses (`FileView.reusing_regions`) and once
-    per tower (`FileView.tower_code`): the sites the codemod reads, by last name (looser than its `tf_canonical`). A file whose
+    file that runs under a variable scope that reuses
+    (`FileView.reusing_regions_through_objects`) and once per tower
+    (`FileView.tower_code_through_objects`): the sites the codemod reads, by last name (looser than its `tf_canonical`). A file whose
     reuse and whose Variables lie apart (tf-slim's layers_test.py: 4,254 lines, ~10 s of
     libcst) is not sent to the codemod."""
     import ast  # (here: a run over graphs never parses source)
@@ -176,8 +177,8 @@ def _variable_in_reuse(view: FileView) -> bool:
     from graphfix.source.project.part import parsed
     from graphfix.source.syntax import tail_name
 
-    regions = view.reusing_regions()
-    towers = view.tower_code() if regions else []
+    regions = view.reusing_regions_through_objects()
+    towers = view.tower_code_through_objects() if regions else []
     if not towers:
         return False
     code = view.project._code_of(view.label)
@@ -194,7 +195,8 @@ def _module_in_towers(view: FileView) -> bool:
     """Whether the file uses a library of modules (Sonnet) and a call spelled as one of its
     variable-making modules (`Linear(...)`, `Module(...)`, by last name: looser than the
     codemod's reading through imports) starts on a line that runs once per tower
-    (`FileView.tower_code`): the sites where a module made per tower may be."""
+    (`FileView.tower_code_through_objects`): the sites where a module made per tower may
+    be."""
     import ast  # (here: a run over graphs never parses source)
 
     from graphfix.source.project.part import parsed
@@ -203,7 +205,7 @@ def _module_in_towers(view: FileView) -> bool:
     code = view.project._code_of(view.label)
     if code is None or not any(word in code for word in LIBRARY_WORDS):
         return False
-    towers = view.tower_code()
+    towers = view.tower_code_through_objects()
     tree = parsed(code) if towers else None
     if tree is None:
         return bool(towers)

@@ -30,8 +30,9 @@ from graphfix.source.vocabulary import (
 #
 # Where code runs under a variable scope that reuses is the project model's to say
 # (`FileView.reusing_regions`: `with variable_scope(..., reuse=...)`, after
-# `reuse_variables()`, and the code such code calls, across files), and so is where code
-# runs once per tower (`FileView.tower_code`). Here: each `tf.Variable(...)` made where
+# `reuse_variables()`, and the code such code calls, across files, and through the objects
+# it gives: `FileView.reusing_regions_through_objects`), and so is where code runs once per
+# tower (`FileView.tower_code_through_objects`). Here: each `tf.Variable(...)` made where
 # both hold, but a tower's own state (`_towers_own`), rewritten as `get_variable`.
 
 # `Variable(initial_value, trainable, ...)`: past `trainable` the positions differ between
@@ -68,7 +69,10 @@ class SharedVariablesCodemod(SourceCodemod):
     the scope re-entered per tower), the code after `tf.get_variable_scope()
     .reuse_variables()` to the end of its variable scope (from the start of the tower loop
     it is in: the loop's next pass reuses), and the functions such code calls, in this file
-    or another of the run. Reuse applies to `get_variable` only: each call makes a new
+    or another of the run, and the methods such a call runs on an object it gives the
+    function it calls (`tower_loss(scope, vgg)`, `vgg = VGG16(...)` made once before the
+    tower loop: `vgg.inference` and the helper making its weights,
+    `FileView.reusing_regions_through_objects`). Reuse applies to `get_variable` only: each call makes a new
     variable, one per tower. What such a call does not run is not under reuse: a module's
     own code (a function that reads a module's name does not run the module: the code
     before a script's tower loop, which the script calls at module level, is made once),
@@ -78,7 +82,8 @@ class SharedVariablesCodemod(SourceCodemod):
     tower (`FileView.tower_code`): in a loop whose passes each enter a device scope chosen
     at run time or re-enter the reusing scope (seed 003's `my_%d` replicas), in a tower
     function given its GPU, in device scopes naming two or more GPUs, or in code that
-    such tower code calls, across files. Without towers, reuse shares what other code
+    such tower code calls, across files, through an object given as well
+    (`FileView.tower_code_through_objects`). Without towers, reuse shares what other code
     made and a `tf.Variable` beside it is new on purpose (a tied-weights decoder reads its
     encoder's kernel with `reuse=True` and makes its own bias): not found. Not found
     either: a variable meant to be each tower's own, not
@@ -86,7 +91,9 @@ class SharedVariablesCodemod(SourceCodemod):
     gpu`): a tower's recurrent state, which one shared variable would mix across the
     towers' batch shards. Nor one in a method nothing calls (`Project.called`): a tower
     building an object runs its `__init__` and what that calls, not every method of its
-    class.
+    class. Nor one the towers reach only through an object made once before them that
+    makes it only while it holds none (`if self.w is None:`, `if not hasattr(self, ...)`,
+    `if name not in self.made:`): the object hands the first tower's to the next.
 
     Found too (reported, not fixed): a library module (`snt.Module(build)`, `snt.Linear(10)`,
     read through the file's imports) constructed and connected (called at once, or through
@@ -164,10 +171,11 @@ class SharedVariablesCodemod(SourceCodemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._modules_per_tower()
-        regions = self.project.reusing_regions()
+        regions = self.project.reusing_regions_through_objects()
         if not regions:
             return
-        towers = self.project.tower_code()
+        towers = self.project.tower_code_through_objects()
+        self._plain_towers = None  # `tower_code`, asked of a guarded site only
         spelling = v1_spelling(node, "get_variable")
         # (the name a fix writes, quoted as most of the file's strings are)
         self._quote = "'" if node.code.count("'") > node.code.count('"') else '"'
@@ -178,7 +186,8 @@ class SharedVariablesCodemod(SourceCodemod):
             line = self.position(call)[0]
             region = next((r for r in regions if r[0] <= line <= r[1]), None)
             if (region is not None and any(first <= line <= last for first, last in towers)
-                    and not self._towers_own(call) and self._may_run(line)):
+                    and not self._towers_own(call) and self._may_run(line)
+                    and not self._made_once_by_a_shared_object(call, line)):
                 sites.append((call, region))
         named = {}
         for call, _ in sites:
@@ -205,7 +214,7 @@ class SharedVariablesCodemod(SourceCodemod):
         loops, tower_functions = self._tower_loops_and_functions()
         if not loops and not tower_functions:
             return
-        towers = self.project.tower_code()
+        towers = self.project.tower_code_through_objects()
         builds = self._module_builds()
         for call in self.nodes(cst.Call):
             module = library_module(self.tf_names, call.func)
@@ -297,6 +306,25 @@ class SharedVariablesCodemod(SourceCodemod):
         name = argument(call, "name", None)
         # (a string template: where the text is made at run time, a HOLE)
         return name is not None and HOLE in (device_template(name) or "")
+
+    def _made_once_by_a_shared_object(self, call: cst.Call, line: int) -> bool:
+        """Whether a `Variable(...)` the towers reach only through an object made once
+        before them (`FileView.tower_code_through_objects`, not `tower_code`) is made only
+        while the object holds none yet: in the body of an `if self.w is None:`, `if not
+        hasattr(self, ...)` or `if name not in self.made:`. The object keeps what the first
+        tower made and gives it to the next: shared."""
+        node, child = self.parent(call), call
+        guarded = False
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(node, cst.If) and child is node.body and _unset_on_self(node.test):
+                guarded = True
+                break
+            node, child = self.parent(node), node
+        if not guarded:
+            return False
+        if self._plain_towers is None:
+            self._plain_towers = self.project.tower_code()
+        return not any(first <= line <= last for first, last in self._plain_towers)
 
     def _may_run(self, line: int) -> bool:
         """Whether the code at `line` may run: not in a method nothing calls
@@ -425,6 +453,33 @@ def _as_get_variable(spelling: str, name: str | None, updated: cst.Call) -> cst.
         if arg.keyword is not None and arg.keyword.value in _KEPT - {"trainable"}:
             args.append(_keyword(arg.keyword.value, arg.value))
     return updated.with_changes(func=cst.parse_expression(spelling), args=args)
+
+
+def _on_self(expr: cst.BaseExpression) -> bool:
+    """What the object holds: `self.<name>`, deeper (`self.a.b`), an item or a look-up of
+    one (`self.made[name]`, `self.made.get(name)`)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _unset_on_self(test: cst.BaseExpression) -> bool:
+    """Whether an `if` test asks that the object holds nothing yet: `self.w is None`, `not
+    hasattr(self, "w")`, `name not in self.made`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression  # (`not self.flag` is a flag, not a held weight)
+        return (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name)
+                and inner.func.value == "hasattr" and bool(inner.args)
+                and isinstance(inner.args[0].value, cst.Name)
+                and inner.args[0].value.value == "self")
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, cst.Is):
+            return (_on_self(test.left) and isinstance(target.comparator, cst.Name)
+                    and target.comparator.value == "None")
+        if isinstance(target.operator, cst.NotIn):
+            return _on_self(target.comparator)
+    return False
 
 
 def _collection_key(expr: cst.BaseExpression) -> str | None:

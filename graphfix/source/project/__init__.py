@@ -37,6 +37,7 @@ from graphfix.source.project.facts import (
     may_pass_taking,
     name_switches,
     names_function,
+    names_passed,
     reuse_facts,
     tower_facts,
     training_switches,
@@ -92,6 +93,7 @@ class Project:
         self._reads: dict[str, dict] = {}
         self._reuse: dict[str, dict] = {}
         self._towers: dict[str, dict] = {}
+        self._passed: dict[str, list[list]] = {}  # see `names_passed`
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
         self._switches: dict[str, list[list]] = {}
@@ -181,6 +183,12 @@ class Project:
         (`graphfix.source.project.facts.tower_facts`)."""
         return self._facts_of(self._towers, label, tower_facts, {"spans": [], "calls": []},
                               TOWER_WORDS)
+
+    def names_passed(self, label: str) -> list[list]:
+        """The names file `label`'s calls of the project's code give as arguments
+        (`graphfix.source.project.facts.names_passed`; asked only of a file whose tower or
+        reusing code calls some)."""
+        return self._facts_of(self._passed, label, names_passed, [])
 
     def flag_branches(self, label: str) -> list[list]:
         """The branches of file `label`'s units that one value of a flag takes
@@ -1221,6 +1229,99 @@ class FileView:
                             found.extend(_spans_run(
                                 project.parts[own]["units"][reached[1]]["spans"], unrun))
         return sorted(set(found))
+
+    def reusing_regions_through_objects(self) -> list[tuple[int, int, str, int | None]]:
+        """`reusing_regions`, and the code of this file's methods that a call under a
+        reusing scope runs on an object it gives the function it calls
+        (`_methods_run_on_objects`: `tower_loss(scope, vgg)` under the tower loop's
+        `reuse_variables()` runs `vgg.inference`, and what that calls), as `(first line,
+        last line, why, strict)`."""
+        project, own = self.project, self.label
+        found = list(self.reusing_regions())
+        for label, line, callee, why, strict in self._calls_giving_names(
+                lambda label: [(c[0], c[1], c[2], c[3]) for c in project.reuse(label)["calls"]]):
+            for first, last in self._run_on_objects(label, line, callee):
+                found.append((first, last, f"called at {label}:{line} under {why}",
+                              first if strict else None))
+        return sorted(set(found), key=lambda r: (r[0], r[1], r[2], r[3] or 0))
+
+    def tower_code_through_objects(self) -> list[tuple[int, int]]:
+        """`tower_code`, and the code of this file's methods that tower code runs on an
+        object it gives the function it calls (`_methods_run_on_objects`: the tower loop's
+        `tower_loss(scope, vgg)`, with `vgg = VGG16(...)` made once before the loop, runs
+        `vgg.inference` once per tower, and what that calls)."""
+        project = self.project
+        found = list(self.tower_code())
+        for label, line, callee, _, _ in self._calls_giving_names(
+                lambda label: [(c[0], c[1], None, None) for c in project.towers(label)["calls"]]):
+            found.extend(self._run_on_objects(label, line, callee))
+        return sorted(set(found))
+
+    def _calls_giving_names(self, calls_of: Callable[[str], list[tuple]]
+                            ) -> Iterable[tuple[str, int, str, str | None, bool | None]]:
+        """(label, line, callee, why, strict) for each call `calls_of(label)` lists, in the
+        files connected to this one, that gives names as arguments (`Project.names_passed`,
+        read only of a file that lists calls)."""
+        project = self.project
+        for label in sorted(project.connected(self.label)):
+            if label not in project.parts:
+                continue
+            calls = calls_of(label)
+            if not calls:
+                continue
+            passing = {(line, callee) for line, callee, _ in project.names_passed(label)}
+            for line, callee, why, strict in calls:
+                if (line, callee) in passing:
+                    yield label, line, callee, why, strict
+
+    def _run_on_objects(self, label: str, line: int, callee: str) -> list[tuple[int, int]]:
+        """The line ranges of this file that the methods a call of `callee` at `label:line`
+        runs on the objects it is given (`_methods_run_on_objects`) run, and what those
+        call, transitively (`_run_by_call`: no flag is known of them)."""
+        project, own = self.project, self.label
+        found: list[tuple[int, int]] = []
+        for start in sorted(self._methods_run_on_objects(label, line, callee)):
+            for reached, unrun in _run_by_call(project, start, {}).items():
+                if reached[0] == own:
+                    found.extend(_spans_run(project.parts[own]["units"][reached[1]]["spans"],
+                                            unrun))
+        return found
+
+    def _methods_run_on_objects(self, label: str, line: int, callee: str
+                                ) -> set[tuple[str, str]]:
+        """The methods a call of `callee` at line `line` of file `label` runs on the objects
+        it is given: where the unit making the call binds a name it passes once to an
+        instance of one of the project's classes (`vgg = vgg16.VGG16(...)`), the methods
+        of that class the function called calls on the parameter taking it (`def
+        tower_loss(scope, vgg): ... vgg.inference(images)`). The project model's
+        references stop at a parameter (`Project.resolve_in`): what it holds is the
+        caller's."""
+        project = self.project
+        part = project.parts[label]
+        unit = unit_at(part, line)
+        instances = part["units"][unit].get("instances", {})
+        caller = project.view(label)
+        found: set[tuple[str, str]] = set()
+        for at, spelled, passed in project.names_passed(label):
+            if (at, spelled) != (line, callee):
+                continue
+            for given, name in passed:
+                made = instances.get(name)
+                classes = [] if made is None else [
+                    c for c in project.resolve_in(label, unit, made)
+                    if project._kind(c) == "class"]
+                if not classes:
+                    continue
+                for target, shift in caller._callees(callee, line):
+                    parameter = caller._parameter(target, shift, given)
+                    if parameter is None:
+                        continue
+                    for ref in project.parts[target[0]]["units"][target[1]]["refs"]:
+                        head, _, attribute = ref.partition(".")
+                        if head == parameter and attribute:
+                            method = attribute.split(".")[0]
+                            found.update({project.member(c, method) for c in classes} - {None})
+        return found
 
     def reuses_at(self, line: int) -> bool:
         """Whether code at `line` of this file runs, every time it runs, where reuse is on

@@ -1302,6 +1302,26 @@ def _project_calls(tree: ast.AST, names: AstTfNames) -> Iterator[tuple[ast.Call,
                 yield node, callee
 
 
+def names_passed(tree: ast.Module, names: AstTfNames) -> list[list]:
+    """The names the module's calls of the project's code (`_project_calls`) give as
+    arguments: [[line, callee as spelled, [[position or keyword, name], ...]]], in line
+    order, for each call given one or more (`tower_loss(scope, vgg)`: [[0, "scope"], [1,
+    "vgg"]]). A position past a `*args` is unknown: not listed."""
+    out = []
+    for node, callee in _project_calls(tree, names):
+        given: list[list] = []
+        for position, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if isinstance(arg, ast.Name):
+                given.append([position, arg.id])
+        given.extend([k.arg, k.value.id] for k in node.keywords
+                     if k.arg is not None and isinstance(k.value, ast.Name))
+        if given:
+            out.append([node.lineno, callee, given])
+    return sorted(out, key=lambda c: (c[0], c[1]))
+
+
 # -- tower code: what runs once per tower ----------------------------------------------------
 
 # Words without which a file builds no towers of its own (a device scope, or a loop that
