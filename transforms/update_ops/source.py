@@ -255,7 +255,10 @@ class UpdateOpsCodemod(SourceCodemod):
     only where some run builds it: not in a function nothing calls, nor under a training
     flag parameter defaulting to False, or with no default, that every call sets to a
     literal False (through a caller's own parameter, as its callers set it: `build_graph(
-    istrain=False)` -> `batch_norm_relu(net, istrain)`), nor in a branch on the name a loop over its
+    istrain=False)` -> `batch_norm_relu(net, istrain)`; a model's `__call__` through the
+    calls of its instances, sugyan/tf-dcgan's `self.g = Generator(); self.g(z,
+    training=True)`, an instance handed on counting as called with it set), nor in a
+    branch on the name a loop over its
     function's parameter takes (`if layer.startswith("batch_norm"):`) where every call
     passes a list of names the branch does not take (xtudbxk/DSRG-tensorflow's build_fc),
     nor in a script's function that only branches its flag defaults do not take call

@@ -688,9 +688,17 @@ def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: 
     decide. TF's own functions of that name are not it."""
     if _named_not_called(tree, names, function):
         return True, 0, []
+    return _truth_of_calls(_calls_of(tree, names, function), parameter, landing,
+                           default_trains)
+
+
+def _truth_of_calls(found, parameter: str, landing: list[int], default_trains: bool
+                    ) -> tuple[bool, int, list[list]]:
+    """`truth_passed`'s answer over calls already found, each (call, the function whose
+    own code holds it or None)."""
     forwards: list[list] = []
     calls = 0
-    for call, enclosing in _calls_of(tree, names, function):
+    for call, enclosing in found:
         calls += 1
         if any(isinstance(a, ast.Starred) for a in call.args) or any(
                 k.arg is None for k in call.keywords):
@@ -720,6 +728,82 @@ def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: 
             forwards.append([enclosing.name, value.id, at, lands,
                              value.id in defaults and _truth(defaults[value.id], True)])
     return False, calls, forwards
+
+
+def truth_passed_to_instances(tree: ast.Module, names: AstTfNames, classes: frozenset[str],
+                              parameter: str, position: int | None, default_trains: bool
+                              ) -> tuple[bool, int, list[list]]:
+    """`truth_passed` for a `__call__` method's training flag: what code of a module passes
+    it in the calls of the instances of `classes` (the class and its subclasses), those it
+    binds (`self.g = Generator(); self.g(z, training=True)`, sugyan/tf-dcgan's models) or
+    calls where it makes them (`Generator()(z, training=True)`). An instance the code
+    hands on (an argument, a return, an element: its calls are not seen) may be called
+    with it set. A name binds an instance in its function (everywhere for one the module
+    binds); an attribute (`self.g`) everywhere in the module."""
+    calls, escapes = _instance_calls(tree, names, classes)
+    if escapes:
+        return True, 0, []
+    landing = [] if position is None else [position - 1]  # (self is not passed)
+    return _truth_of_calls(calls, parameter, landing, default_trains)
+
+
+def _instance_calls(tree: ast.Module, names: AstTfNames, classes: frozenset[str]
+                    ) -> tuple[list, bool]:
+    """The calls of a module on instances of `classes` (`truth_passed_to_instances`),
+    each with the function whose own code holds it (None at module level), and whether an
+    instance is handed on."""
+    found: list[tuple[ast.AST, ast.AST | None, ast.AST | None]] = []  # node, parent, enclosing
+
+    def walk(scope, enclosing):
+        stack = [(child, scope) for child in ast.iter_child_nodes(scope)]
+        while stack:
+            node, parent = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                walk(node, node)
+                continue
+            found.append((node, parent, enclosing))
+            stack.extend((child, node) for child in ast.iter_child_nodes(node))
+
+    walk(tree, None)
+
+    def spelled(node):
+        return (node.id if isinstance(node, ast.Name)
+                else node.attr if isinstance(node, ast.Attribute) else None)
+
+    handed = (ast.Call, ast.Return, ast.keyword, ast.List, ast.Tuple, ast.Set, ast.Starred,
+              ast.Yield)
+    locals_, attributes, calls = set(), set(), []
+    for node, parent, enclosing in found:
+        if not (isinstance(node, ast.Call) and spelled(node.func) in classes
+                and names.canonical(node.func) is None):
+            continue
+        if isinstance(parent, ast.Call) and parent.func is node:  # Generator()(z, ...)
+            calls.append((parent, enclosing))
+        elif isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    locals_.add((target.id, enclosing))
+                elif isinstance(target, ast.Attribute):
+                    attributes.add(target.attr)
+                else:
+                    return calls, True
+        elif isinstance(parent, handed):
+            return calls, True
+    for node, parent, enclosing in found:
+        if not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        if isinstance(node, ast.Name):
+            if (node.id, enclosing) not in locals_ and (node.id, None) not in locals_:
+                continue
+        elif not (isinstance(node, ast.Attribute) and node.attr in attributes
+                  and names.canonical(node) is None):
+            continue
+        if isinstance(parent, ast.Call) and parent.func is node:
+            calls.append((parent, enclosing))
+        elif isinstance(parent, handed):
+            return calls, True
+    return calls, False
 
 
 def _calls_of(tree: ast.Module, names: AstTfNames, function: str):
