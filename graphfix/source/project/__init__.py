@@ -34,6 +34,7 @@ from graphfix.source.project.facts import (
     collection_facts,
     default_untaken_functions,
     flag_branches,
+    lists_tied_to_update_ops,
     may_pass_taking,
     name_switches,
     names_function,
@@ -1309,6 +1310,19 @@ class FileView:
                         label, at, entries):
                     found.add((label, name, at))
         return sorted(found, key=lambda b: (b[0], b[2], b[1]))
+
+    def lists_tied_elsewhere(self, function: str, parameter: str, position: int | None,
+                             method: bool) -> tuple[int, bool]:
+        """How many calls of `function` (a function or method of this file) the other files
+        connected to this one have, and whether each passes as its list `parameter` one its
+        caller ties to the update ops
+        (`graphfix.source.project.facts.lists_tied_to_update_ops`)."""
+        calls, tied = 0, True
+        for tree, names in self.project._trees_naming(self.label, function, but=self.label):
+            seen, each = lists_tied_to_update_ops(tree, names, function, parameter, position,
+                                                  method)
+            calls, tied = calls + seen, tied and each
+        return calls, tied
 
     def batch_norms_built(self, line: int) -> list[tuple[str, int]]:
         """`batch_norms`, less those no code run with the train op at `line` builds

@@ -26,9 +26,11 @@ from graphfix.source.vocabulary import (
     LIBRARY_BUILD_METHOD,
     LIBRARY_VARIABLE_MODULES,
     METRIC_CALLS,
+    OP_TIES,
     SLIM_NET_NAME,
     TF_COLLECTION_KEYS,
     UPDATE_OPS_ADDED,
+    UPDATE_OPS_NAME,
     canonical_tf_name,
     library_name,
 )
@@ -878,6 +880,79 @@ def _names_update_ops(expr: ast.expr | None) -> bool:
         return expr.value == "update_ops"
     spelled = dotted(expr) if expr is not None else None
     return spelled is not None and spelled.rsplit(".", 1)[-1] == "UPDATE_OPS"
+
+
+def _words_of(nodes) -> tuple[set[str], set[str]]:
+    """The names (dotted where they chain, and each chain's bases) and the strings some
+    expressions mention."""
+    found, strings = set(), set()
+    for expr in nodes:
+        for node in ast.walk(expr):
+            spelled = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if spelled is not None:
+                found.add(spelled)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.add(node.value)
+    return found, strings
+
+
+def lists_tied_to_update_ops(tree: ast.Module, names: AstTfNames, function: str,
+                             parameter: str, position: int | None, method: bool
+                             ) -> tuple[int, bool]:
+    """How many calls of `function` (a function's or a method's name; `method`: its first
+    parameter is self or cls) a module has, and whether each passes as `parameter` (by
+    keyword, or at `position` among the parameters) a list its calling function then ties
+    to the update ops (early tf_cnn_benchmarks: `self.variable_mgr.
+    append_apply_gradients_ops(gradient_state, opt, grads, training_ops)`, then
+    `tf.group(*(training_ops + update_ops))`): a `group`, `tuple`, `with_dependencies` or
+    `control_dependencies` whose arguments mention the list and the update ops
+    (`GraphKeys.UPDATE_OPS`, its string, a name that says so, a name the function binds to
+    them). A call through `*args` or `**kwargs`, or passing anything but a name, ties
+    nothing."""
+    calls, tied = 0, True
+    for call, enclosing in _calls_of(tree, names, function):
+        calls += 1
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return calls, False
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        at = None if position is None else position - (
+            1 if method and isinstance(call.func, ast.Attribute) else 0)
+        if not given and at is not None and 0 <= at < len(call.args):
+            given = [call.args[at]]
+        passed = dotted(given[0]) if given else None
+        if passed is None:
+            return calls, False
+        body = list(own_nodes(enclosing if enclosing is not None else tree))
+        update_names: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for node in body:
+                if not isinstance(node, ast.Assign):
+                    continue
+                targets = {dotted(t) for t in node.targets} - {None} - update_names
+                if targets and _mentions_update_ops([node.value], update_names):
+                    update_names |= targets
+                    grew = True
+        if not any(isinstance(node, ast.Call) and node is not call
+                   and (names.canonical(node.func) or dotted(node.func) or "").rsplit(
+                       ".", 1)[-1] in OP_TIES
+                   and passed in _words_of(node.args)[0]
+                   and _mentions_update_ops(node.args, update_names, but=passed)
+                   for node in body):
+            tied = False
+    return calls, tied
+
+
+def _mentions_update_ops(exprs, update_names: set[str], but: str | None = None) -> bool:
+    """Whether expressions refer to the update ops: `GraphKeys.UPDATE_OPS`, its string,
+    a name that says so (`update_ops`, `bn_updates`) or one of `update_names`; `but` (the
+    train op's list) does not count."""
+    found, strings = _words_of(exprs)
+    found.discard(but)
+    return ("update_ops" in strings or bool(found & update_names)
+            or any(UPDATE_OPS_NAME.search(n.rsplit(".", 1)[-1]) for n in found))
 
 
 def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, int]]:
