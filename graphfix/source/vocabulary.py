@@ -288,6 +288,14 @@ LIBRARY_BATCH_NORMS = {
 # named by that call.
 UPDATE_OPS_ADDED = "add_to_collection(UPDATE_OPS)"
 
+# Calls that tie ops together: a train op and the update ops in one of them run together.
+OP_TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"})
+# A name that says it holds the update ops where the code does not show it (a parameter, an
+# attribute): update_ops, extra_update_ops, UPDATE_OPS, bn_updates, model.updates; not
+# grad_updates (an optimizer's) or lr_update_op.
+UPDATE_OPS_NAME = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
+                             re.IGNORECASE)
+
 
 def library_name(qualified: str) -> str | None:
     """`sonnet.python.modules.basic.Linear` -> `snt.Linear`: a library's symbol by its

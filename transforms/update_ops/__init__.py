@@ -52,10 +52,11 @@ update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone (a group of the train
 op's list extended with them, of the apply op built inline with them, of the list a helper
-appends the apply op to that its callers group with them). A batch norm counts only
-where it is built: not in a function or method nothing calls, nor where its training flag
+appends the apply op to that its callers, in this file or another, group with them). A
+batch norm counts only where it is built: not in a function or method nothing calls, nor where its training flag
 is a parameter (with no default, or defaulting to False) that every call sets to False,
-directly or through a parameter of the caller's own that its callers set so, nor with
+directly or through a parameter of the caller's own that its callers set so (a model's
+`__call__` through the calls of its instances: `self.g(z, training=True)`), nor with
 `updates_collections=None` in the params a helper function returns, nor in a branch on the name a loop
 over its function's parameter takes (`for layer in layer_lists: if
 layer.startswith("batch_norm"):`) where every call passes a list of names the branch does

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 
 import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.project import MODULE_BODY, unit_at
 from graphfix.source.fixes import AddImport, WrapInWith
-from graphfix.source.vocabulary import TRAIN_METHODS
+from graphfix.source.vocabulary import OP_TIES, TRAIN_METHODS, UPDATE_OPS_NAME
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -23,17 +22,10 @@ from graphfix.source.vocabulary import TRAIN_METHODS
 
 # The import a fix adds where it spells `tf.` in a file that has no compat.v1 `tf`.
 _V1_IMPORT = AddImport("tensorflow.compat.v1", asname="tf")
-# Calls that tie ops together: the train op and the update ops in one of them is correct.
-_TIES = frozenset({"group", "tuple", "with_dependencies", "control_dependencies"})
-# A name that says it holds the update ops where the code does not show it (a parameter, an
-# attribute): update_ops, extra_update_ops, UPDATE_OPS, bn_updates, model.updates; not
-# grad_updates (an optimizer's) or lr_update_op.
 # TF's functional loops, each with the argument that is the loop's body: ops its body
 # builds live in the loop's frame.
 _LOOPS = {"map_fn": ("fn", 0), "scan": ("fn", 0), "foldl": ("fn", 0), "foldr": ("fn", 0),
           "while_loop": ("body", 1)}
-_UPDATE_WORD = re.compile(r"^(\w*_)?update_?ops$|^(bn|batch_?norm)\w*updates?$|^updates$",
-                          re.IGNORECASE)
 
 
 def _bindings(code: str) -> dict[str, int]:
@@ -130,7 +122,7 @@ def _mentions_update_ops(node: cst.CSTNode, names: set[str], but: set[str] = fro
     words = _words(node)
     found = words.names - but
     return ("update_ops" in words.strings or bool(found & names)
-            or any(_UPDATE_WORD.search(n.rsplit(".", 1)[-1]) for n in found))
+            or any(UPDATE_OPS_NAME.search(n.rsplit(".", 1)[-1]) for n in found))
 
 
 class _Index(cst.CSTVisitor):
@@ -255,7 +247,10 @@ class UpdateOpsCodemod(SourceCodemod):
     only where some run builds it: not in a function nothing calls, nor under a training
     flag parameter defaulting to False, or with no default, that every call sets to a
     literal False (through a caller's own parameter, as its callers set it: `build_graph(
-    istrain=False)` -> `batch_norm_relu(net, istrain)`), nor in a branch on the name a loop over its
+    istrain=False)` -> `batch_norm_relu(net, istrain)`; a model's `__call__` through the
+    calls of its instances, sugyan/tf-dcgan's `self.g = Generator(); self.g(z,
+    training=True)`, an instance handed on counting as called with it set), nor in a
+    branch on the name a loop over its
     function's parameter takes (`if layer.startswith("batch_norm"):`) where every call
     passes a list of names the branch does not take (xtudbxk/DSRG-tensorflow's build_fc),
     nor in a script's function that only branches its flag defaults do not take call
@@ -295,9 +290,11 @@ class UpdateOpsCodemod(SourceCodemod):
     update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`, or
     its own list extended with them and grouped, cifar10_estimator's `train_op =
     [opt.apply_gradients(..)]; train_op.extend(update_ops)`; built inline in such a tie,
-    `tf.group(opt.minimize(loss), *update_ops)`; appended to a list its function is given
-    that every call of it in the file passes from a caller that ties the list to them,
-    early tf_cnn_benchmarks' `append_apply_gradients_ops(opt, grads, training_ops)`; or
+    `tf.group(opt.minimize(loss), *update_ops)`; appended, or an op built under a
+    control dependency on it, to a list its function is given that every call of it, in
+    the file and in the files its imports connect it to, passes from a caller that ties the
+    list to them, early tf_cnn_benchmarks' `append_apply_gradients_ops(opt, grads,
+    training_ops)` (variable_mgr.py) grouped with them in tf_cnn_benchmarks.py; or
     rebuilt inside such a block:
     `train_op = tf.group(train_op)`; or an op built under blocks over both the update ops
     and the train op, in either order, tensorflow-yolov3's `with
@@ -560,6 +557,12 @@ class UpdateOpsCodemod(SourceCodemod):
                    and any(_mentions_update_ops(a.value, update_names) for a in item.item.args)
                    for item in block.items)
 
+    def _over(self, block: cst.With, names: set[str]) -> bool:
+        """Whether a `with` opens control_dependencies over one of `names`."""
+        return any(self._is(item.item, frozenset({"control_dependencies"}))
+                   and any(_words(a.value).names & names for a in item.item.args)
+                   for item in block.items)
+
     def _functions_called_under_updates(self, module: cst.Module) -> set[str]:
         """Names of functions called inside a block over the update ops: what they build
         (`train_op = build_train_op(loss)`) runs them."""
@@ -596,6 +599,15 @@ class UpdateOpsCodemod(SourceCodemod):
                 if set(targets) - held and _words(value).names & held:
                     held |= set(targets)
                     grew = True
+            # What is built under a block over the train op runs it (tf_cnn_benchmarks'
+            # replicated manager: `with control_dependencies([barrier]): value =
+            # v.read_value()`, the barrier waiting on the apply op).
+            for small in self._index.of(cst.Assign, cst.AnnAssign, scope=site.scope):
+                targets = set(_assigned(small)) - held
+                if targets and any(self._over(block, held)
+                                   for block in self._index.withs[small]):
+                    held |= targets
+                    grew = True
             for call in scope.calls:
                 if (isinstance(call.func, cst.Attribute)
                         and call.func.attr.value in ("append", "extend", "add", "insert")
@@ -621,7 +633,7 @@ class UpdateOpsCodemod(SourceCodemod):
             return True, []
         if held:
             for call in scope.calls:  # tf.group(train_op, *update_ops)
-                if self._is(call, _TIES) and call is not site.call:
+                if self._is(call, OP_TIES) and call is not site.call:
                     args = [a.value for a in call.args]
                     if any(_words(a).names & joined for a in args) or (
                             any(_words(a).names & held for a in args) and any(
@@ -634,9 +646,7 @@ class UpdateOpsCodemod(SourceCodemod):
             # `with control_dependencies(update_ops): with control_dependencies([opt]):
             # train_op = tf.no_op()`)
             for block in self._index.of(cst.With, scope=site.scope):
-                if not any(self._is(item.item, frozenset({"control_dependencies"}))
-                           and any(_words(a.value).names & held for a in item.item.args)
-                           for item in block.items):
+                if not self._over(block, held):
                     continue
                 for small in self._index.of(cst.Assign, cst.AnnAssign):
                     if block not in self._index.withs[small] or small.value is None:
@@ -666,8 +676,9 @@ class UpdateOpsCodemod(SourceCodemod):
     def _tied_by_callers(self, site: _TrainCall, held: set[str]) -> bool:
         """Whether the train op goes into a list its function is given (`training_ops.
         append(apply_op)`, early tf_cnn_benchmarks' variable manager) and every call of that
-        function in this file passes a list its caller then ties to the update ops
-        (`tf.group(*(training_ops + update_ops))`)."""
+        function, in this file and in the files connected to it
+        (`FileView.lists_tied_elsewhere`), passes a list its caller then ties to the update
+        ops (`tf.group(*(training_ops + update_ops))`)."""
         function = site.scope
         if not isinstance(function, cst.FunctionDef) or not held:
             return False
@@ -682,7 +693,12 @@ class UpdateOpsCodemod(SourceCodemod):
         name = function.name.value
         calls = [c for c in self._index.of(cst.Call)
                  if (_dotted(c.func) or "").rsplit(".", 1)[-1] == name]
-        if not calls:
+        method = bool(params) and params[0] in ("self", "cls")
+        elsewhere = [self.project.lists_tied_elsewhere(name, p, params.index(p), method)
+                     for p in lists]
+        if not calls and not any(seen for seen, _ in elsewhere):
+            return False
+        if not all(tied for _, tied in elsewhere):
             return False
         for call in calls:
             caller = self._scope(self._index.scope[call])
@@ -698,7 +714,7 @@ class UpdateOpsCodemod(SourceCodemod):
                                      else None)
                 passed = _dotted(value) if value is not None else None
                 if passed is None or not any(
-                        self._is(tie, _TIES) and tie is not call and any(
+                        self._is(tie, OP_TIES) and tie is not call and any(
                             passed in _words(a.value).names for a in tie.args) and any(
                             _mentions_update_ops(a.value, caller.update_names, {passed})
                             for a in tie.args)
@@ -712,7 +728,7 @@ class UpdateOpsCodemod(SourceCodemod):
         child, parent = site.call, self.parent(site.call)
         while parent is not None and not isinstance(
                 parent, (cst.BaseStatement, cst.Lambda, cst.FunctionDef)):
-            if self._is(parent, _TIES) and any(
+            if self._is(parent, OP_TIES) and any(
                     a is not child and _mentions_update_ops(a.value, scope.update_names)
                     for a in parent.args):
                 return True

@@ -34,6 +34,7 @@ from graphfix.source.project.facts import (
     collection_facts,
     default_untaken_functions,
     flag_branches,
+    lists_tied_to_update_ops,
     may_pass_taking,
     name_switches,
     names_function,
@@ -42,6 +43,7 @@ from graphfix.source.project.facts import (
     tower_facts,
     training_switches,
     truth_passed,
+    truth_passed_to_instances,
 )
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
@@ -228,8 +230,13 @@ class Project:
                       for tree, names in self._trees_naming(label, unit, but=label)):
             return False
         for line, function, parameter, position, landing in self.training_switches(label):
-            if line == at and not self._may_train(label, function, parameter, position,
-                                                  landing, False):
+            if line != at:
+                continue
+            of_class = part["units"].get(unit, {}).get("class")
+            if function == "__call__" and of_class:  # called through its instances
+                if not self._instances_may_train(label, of_class, parameter, position):
+                    return False
+            elif not self._may_train(label, function, parameter, position, landing, False):
                 return False
         for line, function, parameter, position, how, strings in self._facts_of(
                 self._name_switches, label, name_switches, [], ("for",)):
@@ -260,6 +267,24 @@ class Project:
             return True
         return any(self._may_train(label, caller, flag, at, lands, trains, depth + 1)
                    for _, _, caller, flag, at, lands, trains in forwards)
+
+    def _instances_may_train(self, label: str, cls: str, parameter: str,
+                             position: int | None) -> bool:
+        """`_may_train` for the training flag of class `cls`'s `__call__`: whether code
+        connected to file `label` may call an instance of it, or of a subclass, with the
+        flag set (`graphfix.source.project.facts.truth_passed_to_instances`), following a
+        flag the calls' functions take as a parameter of their own to their callers."""
+        classes = frozenset(name for _, name in [(label, cls), *self.subclasses((label, cls))])
+        trees = {id(t[0]): t for name in sorted(classes) for t in self._trees_naming(label, name)}
+        forwards = []
+        for tree, names in trees.values():
+            passes, _, forwarded = truth_passed_to_instances(tree, names, classes, parameter,
+                                                             position, False)
+            if passes:
+                return True
+            forwards += forwarded
+        return any(self._may_train(label, caller, flag, at, lands, trains, 1)
+                   for caller, flag, at, lands, trains in forwards)
 
     def called(self, unit: tuple[str, str]) -> bool:
         """Whether some code may call a function or method: a module body or a class is
@@ -1417,6 +1442,19 @@ class FileView:
                         label, at, entries):
                     found.add((label, name, at))
         return sorted(found, key=lambda b: (b[0], b[2], b[1]))
+
+    def lists_tied_elsewhere(self, function: str, parameter: str, position: int | None,
+                             method: bool) -> tuple[int, bool]:
+        """How many calls of `function` (a function or method of this file) the other files
+        connected to this one have, and whether each passes as its list `parameter` one its
+        caller ties to the update ops
+        (`graphfix.source.project.facts.lists_tied_to_update_ops`)."""
+        calls, tied = 0, True
+        for tree, names in self.project._trees_naming(self.label, function, but=self.label):
+            seen, each = lists_tied_to_update_ops(tree, names, function, parameter, position,
+                                                  method)
+            calls, tied = calls + seen, tied and each
+        return calls, tied
 
     def batch_norms_built(self, line: int) -> list[tuple[str, int]]:
         """`batch_norms`, less those no code run with the train op at `line` builds

@@ -26,9 +26,11 @@ from graphfix.source.vocabulary import (
     LIBRARY_BUILD_METHOD,
     LIBRARY_VARIABLE_MODULES,
     METRIC_CALLS,
+    OP_TIES,
     SLIM_NET_NAME,
     TF_COLLECTION_KEYS,
     UPDATE_OPS_ADDED,
+    UPDATE_OPS_NAME,
     canonical_tf_name,
     library_name,
 )
@@ -688,9 +690,17 @@ def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: 
     decide. TF's own functions of that name are not it."""
     if _named_not_called(tree, names, function):
         return True, 0, []
+    return _truth_of_calls(_calls_of(tree, names, function), parameter, landing,
+                           default_trains)
+
+
+def _truth_of_calls(found, parameter: str, landing: list[int], default_trains: bool
+                    ) -> tuple[bool, int, list[list]]:
+    """`truth_passed`'s answer over calls already found, each (call, the function whose
+    own code holds it or None)."""
     forwards: list[list] = []
     calls = 0
-    for call, enclosing in _calls_of(tree, names, function):
+    for call, enclosing in found:
         calls += 1
         if any(isinstance(a, ast.Starred) for a in call.args) or any(
                 k.arg is None for k in call.keywords):
@@ -720,6 +730,82 @@ def truth_passed(tree: ast.Module, names: AstTfNames, function: str, parameter: 
             forwards.append([enclosing.name, value.id, at, lands,
                              value.id in defaults and _truth(defaults[value.id], True)])
     return False, calls, forwards
+
+
+def truth_passed_to_instances(tree: ast.Module, names: AstTfNames, classes: frozenset[str],
+                              parameter: str, position: int | None, default_trains: bool
+                              ) -> tuple[bool, int, list[list]]:
+    """`truth_passed` for a `__call__` method's training flag: what code of a module passes
+    it in the calls of the instances of `classes` (the class and its subclasses), those it
+    binds (`self.g = Generator(); self.g(z, training=True)`, sugyan/tf-dcgan's models) or
+    calls where it makes them (`Generator()(z, training=True)`). An instance the code
+    hands on (an argument, a return, an element: its calls are not seen) may be called
+    with it set. A name binds an instance in its function (everywhere for one the module
+    binds); an attribute (`self.g`) everywhere in the module."""
+    calls, escapes = _instance_calls(tree, names, classes)
+    if escapes:
+        return True, 0, []
+    landing = [] if position is None else [position - 1]  # (self is not passed)
+    return _truth_of_calls(calls, parameter, landing, default_trains)
+
+
+def _instance_calls(tree: ast.Module, names: AstTfNames, classes: frozenset[str]
+                    ) -> tuple[list, bool]:
+    """The calls of a module on instances of `classes` (`truth_passed_to_instances`),
+    each with the function whose own code holds it (None at module level), and whether an
+    instance is handed on."""
+    found: list[tuple[ast.AST, ast.AST | None, ast.AST | None]] = []  # node, parent, enclosing
+
+    def walk(scope, enclosing):
+        stack = [(child, scope) for child in ast.iter_child_nodes(scope)]
+        while stack:
+            node, parent = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                walk(node, node)
+                continue
+            found.append((node, parent, enclosing))
+            stack.extend((child, node) for child in ast.iter_child_nodes(node))
+
+    walk(tree, None)
+
+    def spelled(node):
+        return (node.id if isinstance(node, ast.Name)
+                else node.attr if isinstance(node, ast.Attribute) else None)
+
+    handed = (ast.Call, ast.Return, ast.keyword, ast.List, ast.Tuple, ast.Set, ast.Starred,
+              ast.Yield)
+    locals_, attributes, calls = set(), set(), []
+    for node, parent, enclosing in found:
+        if not (isinstance(node, ast.Call) and spelled(node.func) in classes
+                and names.canonical(node.func) is None):
+            continue
+        if isinstance(parent, ast.Call) and parent.func is node:  # Generator()(z, ...)
+            calls.append((parent, enclosing))
+        elif isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    locals_.add((target.id, enclosing))
+                elif isinstance(target, ast.Attribute):
+                    attributes.add(target.attr)
+                else:
+                    return calls, True
+        elif isinstance(parent, handed):
+            return calls, True
+    for node, parent, enclosing in found:
+        if not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        if isinstance(node, ast.Name):
+            if (node.id, enclosing) not in locals_ and (node.id, None) not in locals_:
+                continue
+        elif not (isinstance(node, ast.Attribute) and node.attr in attributes
+                  and names.canonical(node) is None):
+            continue
+        if isinstance(parent, ast.Call) and parent.func is node:
+            calls.append((parent, enclosing))
+        elif isinstance(parent, handed):
+            return calls, True
+    return calls, False
 
 
 def _calls_of(tree: ast.Module, names: AstTfNames, function: str):
@@ -794,6 +880,79 @@ def _names_update_ops(expr: ast.expr | None) -> bool:
         return expr.value == "update_ops"
     spelled = dotted(expr) if expr is not None else None
     return spelled is not None and spelled.rsplit(".", 1)[-1] == "UPDATE_OPS"
+
+
+def _words_of(nodes) -> tuple[set[str], set[str]]:
+    """The names (dotted where they chain, and each chain's bases) and the strings some
+    expressions mention."""
+    found, strings = set(), set()
+    for expr in nodes:
+        for node in ast.walk(expr):
+            spelled = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if spelled is not None:
+                found.add(spelled)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.add(node.value)
+    return found, strings
+
+
+def lists_tied_to_update_ops(tree: ast.Module, names: AstTfNames, function: str,
+                             parameter: str, position: int | None, method: bool
+                             ) -> tuple[int, bool]:
+    """How many calls of `function` (a function's or a method's name; `method`: its first
+    parameter is self or cls) a module has, and whether each passes as `parameter` (by
+    keyword, or at `position` among the parameters) a list its calling function then ties
+    to the update ops (early tf_cnn_benchmarks: `self.variable_mgr.
+    append_apply_gradients_ops(gradient_state, opt, grads, training_ops)`, then
+    `tf.group(*(training_ops + update_ops))`): a `group`, `tuple`, `with_dependencies` or
+    `control_dependencies` whose arguments mention the list and the update ops
+    (`GraphKeys.UPDATE_OPS`, its string, a name that says so, a name the function binds to
+    them). A call through `*args` or `**kwargs`, or passing anything but a name, ties
+    nothing."""
+    calls, tied = 0, True
+    for call, enclosing in _calls_of(tree, names, function):
+        calls += 1
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return calls, False
+        given = [k.value for k in call.keywords if k.arg == parameter]
+        at = None if position is None else position - (
+            1 if method and isinstance(call.func, ast.Attribute) else 0)
+        if not given and at is not None and 0 <= at < len(call.args):
+            given = [call.args[at]]
+        passed = dotted(given[0]) if given else None
+        if passed is None:
+            return calls, False
+        body = list(own_nodes(enclosing if enclosing is not None else tree))
+        update_names: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for node in body:
+                if not isinstance(node, ast.Assign):
+                    continue
+                targets = {dotted(t) for t in node.targets} - {None} - update_names
+                if targets and _mentions_update_ops([node.value], update_names):
+                    update_names |= targets
+                    grew = True
+        if not any(isinstance(node, ast.Call) and node is not call
+                   and (names.canonical(node.func) or dotted(node.func) or "").rsplit(
+                       ".", 1)[-1] in OP_TIES
+                   and passed in _words_of(node.args)[0]
+                   and _mentions_update_ops(node.args, update_names, but=passed)
+                   for node in body):
+            tied = False
+    return calls, tied
+
+
+def _mentions_update_ops(exprs, update_names: set[str], but: str | None = None) -> bool:
+    """Whether expressions refer to the update ops: `GraphKeys.UPDATE_OPS`, its string,
+    a name that says so (`update_ops`, `bn_updates`) or one of `update_names`; `but` (the
+    train op's list) does not count."""
+    found, strings = _words_of(exprs)
+    found.discard(but)
+    return ("update_ops" in strings or bool(found & update_names)
+            or any(UPDATE_OPS_NAME.search(n.rsplit(".", 1)[-1]) for n in found))
 
 
 def unread_update_ops(tree: ast.Module, names: AstTfNames) -> list[tuple[str, int]]:
