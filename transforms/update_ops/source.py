@@ -305,7 +305,11 @@ class UpdateOpsCodemod(SourceCodemod):
     tf.no_op()`), and not built from a loss rebuilt to wait on them (`with
     control_dependencies([barrier]): loss = tf.identity(loss)`) that the code also keeps
     for the step to fetch with the train op: added to a collection, a summary, returned, an
-    attribute (youtube-8m's towers). A waiting loss used for its gradients alone runs
+    attribute (youtube-8m's towers); also a train op built in a function nested in the
+    one that keeps that loss (OpenSeq2Seq's accumulated apply handed to `tf.cond`). A
+    class's own `minimize` / `apply_gradients` method (an optimizer wrapper's
+    `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
+    is library code, no train op: its caller's call is judged. A waiting loss used for its gradients alone runs
     nothing: TF's gradients do not read a loss whose shape is known. `create_train_op` and `optimize_loss` run them
     themselves and are never touched. A block over the update ops opened *after* the train
     op was built does nothing for it; the finding says so.
@@ -392,7 +396,8 @@ class UpdateOpsCodemod(SourceCodemod):
         self._index = _index(node)
         calls = [c for c in self._index.of(cst.Call)
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
-                 and not self.tf_names.is_foreign_import(c.func)]
+                 and not self.tf_names.is_foreign_import(c.func)
+                 and not self._in_an_optimizer_method(c)]
         if not calls:
             return
         if self._batch_norm_in_a_loop_body():
@@ -467,6 +472,17 @@ class UpdateOpsCodemod(SourceCodemod):
                        for _, at in reached_part["batch_norms"]):
                     return True
         return False
+
+    def _in_an_optimizer_method(self, call: cst.Call) -> bool:
+        """Whether `call` is in the body of a class's own `minimize` / `apply_gradients`
+        method (an optimizer wrapper's `self._optimizer.apply_gradients(...)`, a subclass's
+        `super().apply_gradients(...)`, OpenSeq2Seq's mp_wrapper and NovoGrad): that is
+        library code, no model's train op; its caller's `X.apply_gradients(...)` is the
+        train op, judged where it is built."""
+        function = self._index.scope[call]
+        if not isinstance(function, cst.FunctionDef) or function.name.value not in TRAIN_METHODS:
+            return False
+        return isinstance(self.parent(self.parent(function)), cst.ClassDef)
 
     def _all_defs(self) -> list[cst.FunctionDef]:
         found = []
@@ -645,7 +661,7 @@ class UpdateOpsCodemod(SourceCodemod):
                             self._over_update_ops(w, scope.update_names - held)
                             for w in self._index.withs[small]):
                         return True, []
-        if self._waiting_loss_kept(site, scope):
+        if self._waiting_loss_kept(site, scope) or self._waiting_loss_kept_by_enclosing(site):
             return True, []
         end = self.code_range(site.statement or site.call).end.line
         late = []
@@ -788,6 +804,20 @@ class UpdateOpsCodemod(SourceCodemod):
         if isinstance(site.scope, cst.FunctionDef):
             site.scope.visit(returns)
         return any(_words(value).names & loss for value in returns.values)
+
+    def _waiting_loss_kept_by_enclosing(self, site: _TrainCall) -> bool:
+        """Whether a function enclosing the train op's own (a nested function handed to
+        `tf.cond`, OpenSeq2Seq's accumulated apply in `optimize_loss`) rebuilds the loss to
+        wait on the update ops and keeps it for the step to fetch, the train op built from
+        that loss's gradients, which the nested function reads from the enclosing one."""
+        child, parent = site.scope, self.parent(site.scope)
+        while parent is not None:
+            if isinstance(parent, cst.FunctionDef) and child is parent.body:
+                outer = dataclasses.replace(site, statement=None, withs=[], scope=parent)
+                if self._waiting_loss_kept(outer, self._scope(parent)):
+                    return True
+            child, parent = parent, self.parent(parent)
+        return False
 
     # -- findings and fixes -------------------------------------------------------------------
 

@@ -1,0 +1,102 @@
+"""Session 22's sweep of public repositories found update-ops reporting correct code in
+NVIDIA/OpenSeq2Seq (fixtures/real_code/patterns/sweep22_update_ops_*): an accumulated apply
+in a nested function whose enclosing `optimize_loss` returns the loss made to wait on the
+update ops, and optimizer classes whose own `apply_gradients` delegates to another
+optimizer's. Each beside its bug twin: graphfix reports the twin and not the correct code,
+and TF, stepping each program once, agrees: the correct code moves the batch norm's moving
+mean, the twin does not, the twin fixed by graphfix does."""
+
+from __future__ import annotations
+
+import pytest
+
+import graphfix
+
+from conftest import FIXTURES, built_by_tf
+
+NAME = "update-ops"
+PATTERNS = FIXTURES / "real_code" / "patterns"
+# Each correct shape -> its bug twin, the lines of the twin's train ops, and the arguments
+# after (images, labels) its `train_op` takes for one step.
+TWINS = {
+    "sweep22_update_ops_loss_carries_update_ops_accumulated_apply":
+        ("sweep22_update_ops_loss_carries_update_ops_accumulated_apply_returns_the_apply",
+         [34, 41], "tf.constant(False)"),
+    "sweep22_update_ops_optimizer_wrapper_apply_gradients":
+        ("sweep22_update_ops_optimizer_wrapper_apply_gradients_caller_without_updates",
+         [47], "True"),
+}
+
+
+def _code(pattern: str) -> str:
+    return (PATTERNS / f"{pattern}.py").read_text()
+
+
+@pytest.mark.parametrize("correct", sorted(TWINS))
+def test_the_correct_shape_gives_no_finding_and_its_twin_one_per_train_op(correct: str):
+    assert graphfix.check_source(_code(correct), path="train.py", only=[NAME]) == []
+    twin, lines, _ = TWINS[correct]
+    findings = graphfix.check_source(_code(twin), path="train.py", only=[NAME])
+    assert [f.line for f in findings] == lines
+    assert all("does not run the update ops of layers.batch_normalization" in f.message
+               for f in findings)
+
+
+def test_the_optimizer_classes_own_apply_gradients_is_not_their_callers_train_op():
+    findings = graphfix.check_source(
+        _code("sweep22_update_ops_optimizer_wrapper_apply_gradients_caller_without_updates"),
+        path="train.py", only=[NAME])
+    assert [f.message.split(": ")[2].split("(")[0] for f in findings] == [
+        "optimizer.apply_gradients"]
+
+
+# Builds each program's train op in a TF1 graph, runs one step, and says whether the batch
+# norm's moving mean moved.
+_ONE_STEP = r'''
+import importlib.util, json, sys
+import numpy as np
+import tensorflow as tf
+
+tf.compat.v1.disable_v2_behavior()
+v1 = tf.compat.v1
+out = {}
+for name, path, extra in json.loads(sys.argv[1]):
+    spec = importlib.util.spec_from_file_location("train_" + name.replace("-", "_"), path)
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    graph = tf.Graph()
+    with graph.as_default():
+        images = v1.random_normal([2, 8, 8, 3], seed=1)
+        step = train.train_op(images, tf.constant([0, 1]), eval(extra))
+        means = [v for v in v1.global_variables() if "moving_mean" in v.name]
+        init = v1.global_variables_initializer()
+    with v1.Session(graph=graph) as sess:
+        sess.run(init)
+        start = sess.run(means)
+        sess.run(step)
+        end = sess.run(means)
+    out[name] = bool(means) and any(not np.array_equal(a, b) for a, b in zip(start, end))
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def stepped(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("fixed")
+    programs = []
+    for correct, (twin, lines, extra) in TWINS.items():
+        fixed, findings = graphfix.fix_source(_code(twin), path="train.py", only=[NAME])
+        assert [f.line for f in findings] == lines
+        (folder / f"{twin}.py").write_text(fixed)
+        programs += [[correct, str(PATTERNS / f"{correct}.py"), extra],
+                     [twin, str(PATTERNS / f"{twin}.py"), extra],
+                     [f"{twin}-fixed", str(folder / f"{twin}.py"), extra]]
+    return built_by_tf(_ONE_STEP, programs)
+
+
+@pytest.mark.needs_tf
+@pytest.mark.parametrize("correct", sorted(TWINS))
+def test_tf_agrees_the_correct_shape_runs_its_updates_and_the_fixed_twin_too(
+        correct: str, stepped: dict):
+    twin = TWINS[correct][0]
+    assert (stepped[correct], stepped[twin], stepped[f"{twin}-fixed"]) == (True, False, True)
