@@ -100,3 +100,40 @@ def test_tf_agrees_the_correct_shape_runs_its_updates_and_the_fixed_twin_too(
         correct: str, stepped: dict):
     twin = TWINS[correct][0]
     assert (stepped[correct], stepped[twin], stepped[f"{twin}-fixed"]) == (True, False, True)
+
+
+# OpenSeq2Seq's own spellings of the two shapes: the accumulators made in a `for` loop over
+# the gradients (optimizers.py), and the delegation built in a function nested in the
+# wrapper's `apply_gradients` (mp_wrapper.py's `apply_ops_wrapper`, handed to `tf.cond`).
+_ACCUMULATED_IN_A_LOOP = (
+    "        accum_vars = [tf.Variable(tf.zeros_like(v), trainable=False) for _, v in grads_and_vars]\n"
+    "        accum_op = tf.group([tf.compat.v1.assign_add(a, g / iter_size)\n"
+    "                             for a, (g, _) in zip(accum_vars, grads_and_vars)])\n",
+    "        accum_vars, accum_ops = [], []\n"
+    "        for grad, var in grads_and_vars:\n"
+    "            accum = tf.Variable(tf.zeros_like(var), trainable=False)\n"
+    "            accum_ops.append(tf.compat.v1.assign_add(accum, grad / iter_size))\n"
+    "            accum_vars.append(accum)\n"
+    "        accum_op = tf.group(accum_ops)\n")
+_DELEGATED_IN_A_NESTED_FUNCTION = (
+    "        return self._optimizer.apply_gradients(grads_and_vars, global_step, name)\n",
+    "        def apply_and_count():\n"
+    "            return self._optimizer.apply_gradients(grads_and_vars, global_step, name)\n"
+    "        return tf.cond(tf.constant(True), apply_and_count, tf.no_op)\n")
+
+
+@pytest.mark.parametrize("correct, spelling", [
+    ("sweep22_update_ops_loss_carries_update_ops_accumulated_apply", _ACCUMULATED_IN_A_LOOP),
+    ("sweep22_update_ops_optimizer_wrapper_apply_gradients", _DELEGATED_IN_A_NESTED_FUNCTION),
+])
+def test_openseq2seqs_own_spellings_give_no_finding_and_their_twins_stay_found(
+        correct: str, spelling: tuple[str, str]):
+    written, rewritten = spelling
+    code = _code(correct)
+    assert written in code
+    assert graphfix.check_source(code.replace(written, rewritten), path="train.py",
+                                 only=[NAME]) == []
+    twin, lines, _ = TWINS[correct]
+    findings = graphfix.check_source(_code(twin).replace(written, rewritten), path="train.py",
+                                     only=[NAME])
+    assert len(findings) == len(lines)

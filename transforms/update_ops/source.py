@@ -205,6 +205,36 @@ class _Returns(cst.CSTVisitor):
         return False
 
 
+class _LoopTargets(cst.CSTVisitor):
+    """The names each `for` statement of a function (not of its nested functions) binds,
+    with the names its iterable mentions."""
+
+    def __init__(self, function: cst.CSTNode):
+        super().__init__()
+        self.function = function
+        self.found: list[tuple[set[str], set[str]]] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        target = node.target
+        elements = ([e.value for e in target.elements]
+                    if isinstance(target, (cst.Tuple, cst.List)) else [target])
+        bound = {d for d in map(_dotted, elements) if d is not None}
+        if bound:
+            self.found.append((bound, _words(node.iter).names))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.function
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _loop_targets(function: cst.CSTNode) -> list[tuple[set[str], set[str]]]:
+    loops = _LoopTargets(function)
+    function.visit(loops)
+    return loops.found
+
+
 def _index(module: cst.Module) -> _Index:
     index = _Index()
     module.visit(index)
@@ -479,10 +509,14 @@ class UpdateOpsCodemod(SourceCodemod):
         `super().apply_gradients(...)`, OpenSeq2Seq's mp_wrapper and NovoGrad): that is
         library code, no model's train op; its caller's `X.apply_gradients(...)` is the
         train op, judged where it is built."""
-        function = self._index.scope[call]
-        if not isinstance(function, cst.FunctionDef) or function.name.value not in TRAIN_METHODS:
-            return False
-        return isinstance(self.parent(self.parent(function)), cst.ClassDef)
+        child, parent = call, self.parent(call)
+        while parent is not None:
+            if (isinstance(parent, cst.FunctionDef) and child is parent.body
+                    and parent.name.value in TRAIN_METHODS
+                    and isinstance(self.parent(self.parent(parent)), cst.ClassDef)):
+                return True
+            child, parent = parent, self.parent(parent)
+        return False
 
     def _all_defs(self) -> list[cst.FunctionDef]:
         found = []
@@ -776,6 +810,11 @@ class UpdateOpsCodemod(SourceCodemod):
                 else:
                     into = loss if names & loss else grads if names & grads else None
                 if into is not None:
+                    into |= targets
+                    grew = True
+            for targets, names in _loop_targets(site.scope):  # for grad, var in grads:
+                into = loss if names & loss else grads if names & grads else None
+                if into is not None and targets - into:
                     into |= targets
                     grew = True
             for call in scope.calls:  # tower_losses.append(loss)
