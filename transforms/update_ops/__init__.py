@@ -62,7 +62,11 @@ over its function's parameter takes (`for layer in layer_lists: if
 layer.startswith("batch_norm"):`) where every call passes a list of names the branch does
 not take, nor in a script's function that only branches its flag defaults do not take call
 (`elif FLAGS.model == "inception_v3":` where the flag defaults to "mlp"): a run is judged
-with its flag defaults.
+with its flag defaults. An optimizer class's own `minimize` / `apply_gradients` method (a
+wrapper's `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
+is library code, no train op: its caller's call is judged where it is built. A loss made to
+wait on the update ops that the step fetches runs them also for an apply built in a function
+nested in the one that keeps that loss (an accumulated apply handed to `tf.cond`).
 """
 
 from __future__ import annotations

@@ -197,6 +197,36 @@ class _Returns(cst.CSTVisitor):
         return False
 
 
+class _LoopTargets(cst.CSTVisitor):
+    """The names each `for` statement of a function (not of its nested functions) binds,
+    with the names its iterable mentions."""
+
+    def __init__(self, function: cst.CSTNode):
+        super().__init__()
+        self.function = function
+        self.found: list[tuple[set[str], set[str]]] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        target = node.target
+        elements = ([e.value for e in target.elements]
+                    if isinstance(target, (cst.Tuple, cst.List)) else [target])
+        bound = {d for d in map(_dotted, elements) if d is not None}
+        if bound:
+            self.found.append((bound, _words(node.iter).names))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.function
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _loop_targets(function: cst.CSTNode) -> list[tuple[set[str], set[str]]]:
+    loops = _LoopTargets(function)
+    function.visit(loops)
+    return loops.found
+
+
 def _index(module: cst.Module) -> _Index:
     index = _Index()
     module.visit(index)
@@ -302,7 +332,11 @@ class UpdateOpsCodemod(SourceCodemod):
     tf.no_op()`), and not built from a loss rebuilt to wait on them (`with
     control_dependencies([barrier]): loss = tf.identity(loss)`) that the code also keeps
     for the step to fetch with the train op: added to a collection, a summary, returned, an
-    attribute (youtube-8m's towers). A waiting loss used for its gradients alone runs
+    attribute (youtube-8m's towers); also a train op built in a function nested in the
+    one that keeps that loss (OpenSeq2Seq's accumulated apply handed to `tf.cond`). A
+    class's own `minimize` / `apply_gradients` method (an optimizer wrapper's
+    `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
+    is library code, no train op: its caller's call is judged. A waiting loss used for its gradients alone runs
     nothing: TF's gradients do not read a loss whose shape is known. `create_train_op` and `optimize_loss` run them
     themselves and are never touched. A block over the update ops opened *after* the train
     op was built does nothing for it; the finding says so.
@@ -389,7 +423,8 @@ class UpdateOpsCodemod(SourceCodemod):
         self._index = _index(node)
         calls = [c for c in self._index.of(cst.Call)
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
-                 and not self.tf_names.is_foreign_import(c.func)]
+                 and not self.tf_names.is_foreign_import(c.func)
+                 and not self._in_an_optimizer_method(c)]
         if not calls:
             return
         if self._batch_norm_in_a_loop_body():
@@ -463,6 +498,21 @@ class UpdateOpsCodemod(SourceCodemod):
                 if any(unit_at(reached_part, at) == reached_unit
                        for _, at in reached_part["batch_norms"]):
                     return True
+        return False
+
+    def _in_an_optimizer_method(self, call: cst.Call) -> bool:
+        """Whether `call` is in the body of a class's own `minimize` / `apply_gradients`
+        method (an optimizer wrapper's `self._optimizer.apply_gradients(...)`, a subclass's
+        `super().apply_gradients(...)`, OpenSeq2Seq's mp_wrapper and NovoGrad): that is
+        library code, no model's train op; its caller's `X.apply_gradients(...)` is the
+        train op, judged where it is built."""
+        child, parent = call, self.parent(call)
+        while parent is not None:
+            if (isinstance(parent, cst.FunctionDef) and child is parent.body
+                    and parent.name.value in TRAIN_METHODS
+                    and isinstance(self.parent(self.parent(parent)), cst.ClassDef)):
+                return True
+            child, parent = parent, self.parent(parent)
         return False
 
     def _all_defs(self) -> list[cst.FunctionDef]:
@@ -655,7 +705,7 @@ class UpdateOpsCodemod(SourceCodemod):
                             self._over_update_ops(w, scope.update_names - held)
                             for w in self._index.withs[small]):
                         return True, []
-        if self._waiting_loss_kept(site, scope):
+        if self._waiting_loss_kept(site, scope) or self._waiting_loss_kept_by_enclosing(site):
             return True, []
         end = self.code_range(site.statement or site.call).end.line
         late = []
@@ -778,6 +828,11 @@ class UpdateOpsCodemod(SourceCodemod):
                 if into is not None:
                     into |= targets
                     grew = True
+            for targets, names in _loop_targets(site.scope):  # for grad, var in grads:
+                into = loss if names & loss else grads if names & grads else None
+                if into is not None and targets - into:
+                    into |= targets
+                    grew = True
             for call in scope.calls:  # tower_losses.append(loss)
                 if (isinstance(call.func, cst.Attribute)
                         and call.func.attr.value in ("append", "extend", "add", "insert")):
@@ -804,6 +859,20 @@ class UpdateOpsCodemod(SourceCodemod):
         if isinstance(site.scope, cst.FunctionDef):
             site.scope.visit(returns)
         return any(_words(value).names & loss for value in returns.values)
+
+    def _waiting_loss_kept_by_enclosing(self, site: _TrainCall) -> bool:
+        """Whether a function enclosing the train op's own (a nested function handed to
+        `tf.cond`, OpenSeq2Seq's accumulated apply in `optimize_loss`) rebuilds the loss to
+        wait on the update ops and keeps it for the step to fetch, the train op built from
+        that loss's gradients, which the nested function reads from the enclosing one."""
+        child, parent = site.scope, self.parent(site.scope)
+        while parent is not None:
+            if isinstance(parent, cst.FunctionDef) and child is parent.body:
+                outer = dataclasses.replace(site, statement=None, withs=[], scope=parent)
+                if self._waiting_loss_kept(outer, self._scope(parent)):
+                    return True
+            child, parent = parent, self.parent(parent)
+        return False
 
     # -- findings and fixes -------------------------------------------------------------------
 
