@@ -118,11 +118,14 @@ def _gradients_of_gpu_ops(graph_def) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("case, line", [
     ("stages_minimized_in_a_third_scope", 31),
     ("loss_kept_on_an_attribute", 27),
-    ("towers_summed_in_a_cpu_scope", 24)])
+    ("towers_summed_in_a_cpu_scope", 24),
+    ("stages_on_a_round_robin_device", 38)])
 def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
     """A model split into stages on two devices and minimized in a third scope (the shape of
     reger-men/Distributed-TensorFlow's train.py), the towers' loss kept on `self.loss` and
-    minimized in another method, the towers' losses summed in a `/cpu:0` block of their own:
+    minimized in another method, the towers' losses summed in a `/cpu:0` block of their own,
+    stages each on the next GPU a method's counter gives, differentiated on the last GPU
+    (scylla/tf_textsum's seq2seq_attention_model.py):
     before the fix TF's placer puts every gradient of a GPU op elsewhere than its op; after
     it, each beside its forward op, and the fixed graph places and runs."""
     before = (FIXTURES / "colocate_gradients" / "source" / case / "before.py").read_text()
@@ -139,6 +142,20 @@ def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
     on = _gradients_of_gpu_ops(correct)
     assert set(matmuls) <= on.keys()
     assert all(device.endswith(gpu[-5:]) for gpu, device in on.values())
+
+
+def test_stages_given_one_gpu_by_a_method_are_left_alone():
+    """Do no harm: a method that answers the same GPU at every call (no counter) puts the
+    whole model on that GPU, whose backward pass has no other device to go to; the round
+    robin's twin."""
+    case = FIXTURES / "colocate_gradients" / "source" / "noop_stages_on_one_device_method"
+    code = (case / "before.py").read_text()
+    assert "def _device(self):" in code and "self._cur_gpu" not in code
+    assert graphfix.check_source(code, only=[NAME]) == []
+    placed = oracle.placements(_graph_of(code), ["train"], {
+        "x:0": np.ones([4, 4], np.float32), "y:0": np.zeros([4, 1], np.float32)})
+    matmuls = [device for name, device in placed.items() if "MatMul" in name]
+    assert len(matmuls) >= 6 and all(device.endswith("GPU:1") for device in matmuls)
 
 
 def test_a_gpu_model_minimized_on_its_gpu_with_inputs_on_the_cpu_is_left_alone():

@@ -480,6 +480,17 @@ class DeviceValues:
             if returned.value is not None:
                 yield reader._items(returned.value, {}, depth)
 
+    def returned(self, function: cst.FunctionDef) -> list[str] | None:
+        """The device templates `function` (of this reader's module) returns, each `return`
+        read; None where one gives nothing readable (a bare `return`, a parameter)."""
+        found: list[str] = []
+        for returned in descendants(function, cst.Return):
+            templates = None if returned.value is None else self.templates(returned.value)
+            if not templates:
+                return None
+            found += templates
+        return found or None
+
     def _local_device_types(self, loop: cst.CompFor) -> tuple[str, ...] | None:
         """The device types a comprehension over `device_lib.list_local_devices()` (or a
         name bound to it) keeps, as its `if`s filter on `device_type`; None for a loop
@@ -529,6 +540,34 @@ class DeviceValues:
             else:
                 return None
         return found
+
+
+def keeps_counter(function: cst.FunctionDef) -> bool:
+    """Whether `function` changes state that outlives a call and reads it, so that a call
+    may answer otherwise than the last: an attribute of its first parameter, or a name it
+    declares `global`, augmented (`self.i += 1`) or assigned and read elsewhere in it
+    (`dev = '/gpu:%d' % self._cur_gpu; self._cur_gpu = (self._cur_gpu + 1) % n`)."""
+    params = function.params.params
+    owner = params[0].name.value if params else None
+    kept = {item.name.value for statement in descendants(function, cst.Global)
+            for item in statement.names}
+
+    def state(target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Name):
+            return target.value in kept
+        return (owner is not None and isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name) and target.value.value == owner)
+
+    if any(state(s.target) for s in descendants(function, cst.AugAssign)):
+        return True
+    for target in [t.target for s in descendants(function, cst.Assign) for t in s.targets]:
+        if state(target):
+            name = get_full_name_for_node(target)
+            named = sum(get_full_name_for_node(node) == name
+                        for node in descendants(function, type(target)))
+            if named > (2 if isinstance(target, cst.Name) else 1):  # (`global` names it too)
+                return True
+    return False
 
 
 def _conjuncts(tests: Iterable[cst.BaseExpression]) -> Iterator[cst.BaseExpression]:
@@ -927,6 +966,37 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             readers[path] = None if module is None else DeviceValues.of_module(module)
         return readers[path]
 
+    @property
+    def device_values(self) -> DeviceValues:
+        """The reader of this file's device strings through its names and its functions
+        (`DeviceValues`), made when first asked."""
+        if "_device_values" not in self.__dict__:
+            functions: dict[str, list[cst.FunctionDef]] = {}
+            for function in self.nodes(cst.FunctionDef):
+                functions.setdefault(function.name.value, []).append(function)
+            self._device_values = DeviceValues(
+                lambda node: self.get_metadata(ScopeProvider, node, None), self.parent,
+                lambda name: functions.get(name, []))
+        return self._device_values
+
+    def round_robin_device(self, item: cst.WithItem) -> bool:
+        """Whether a `with tf.device(next_device())` item asks for what a function or method
+        of the module returns from a counter it keeps and turns (`keeps_counter`: `dev =
+        '/gpu:%d' % self._cur_gpu; self._cur_gpu = (self._cur_gpu + 1) % n; return dev`),
+        a device built at run time, and two or more calls ask for it: each block of a model
+        split over the devices on the next one. A function given arguments, or returning a
+        fixed attribute (`'/gpu:%d' % self.gpu`), is no round robin."""
+        given = device_argument(item.item) if isinstance(item.item, cst.Call) else None
+        if not isinstance(given, cst.Call) or given.args:
+            return False
+        name = (get_full_name_for_node(given.func) or "").removeprefix("self.")
+        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name]
+        if len(functions) != 1 or not keeps_counter(functions[0]):
+            return False
+        asked = [c for c in self.nodes(cst.Call) if self.code(c.func) == self.code(given.func)]
+        return len(asked) > 1 and any(HOLE in t for t in self.device_values.returned(
+            functions[0]) or [])
+
     def device_items_around(self, node: cst.CSTNode) -> Iterator[cst.WithItem]:
         """The `with` items around `node` that call TF's `device`, innermost first, within
         the function holding `node` (the walk stops at a function's edge)."""
@@ -1113,6 +1183,6 @@ class CodemodRun:
 
 __all__ = [
     "DeviceValues", "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
-    "decode_source", "device_argument", "device_template", "nodes_of", "on_ps_job",
+    "decode_source", "device_argument", "device_template", "keeps_counter", "nodes_of", "on_ps_job",
     "qualified_name_lookup", "run_source", "scope_template", "template_spec", "v1_spelling",
 ]

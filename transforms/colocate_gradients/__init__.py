@@ -111,13 +111,12 @@ def _following(graph: GraphIndex, root: str, off: dict[int, tuple[Tower, str]]) 
     TensorArray), not by the bug; a member without a kernel there would make TF's placer
     refuse the group."""
     members = graph.group_members(root)
-    targets = {off[p][1] for p in members if p in off}
-    target = targets.pop()
+    target, *others = {off[p][1] for p in members if p in off}
     try:
         kind = device_type(target) or "CPU"
     except ValueError:
         return []
-    follow = not targets and all((p in off or in_gradients_scope(graph.names[p]) and (
+    follow = not others and all((p in off or in_gradients_scope(graph.names[p]) and (
         not graph.devices[p] or same_device(graph.devices[p], target)))
         and not lacks_kernel(graph.node_at(p), kind, graph.library_names) for p in members)
     return [p for p in members if p in off] if follow else []

@@ -62,7 +62,8 @@ class ColocateGradientsRule(SourceCodemod):
                 continue
             towers = [t for t in self._forward_scopes(loss, call) if not on_ps_job(t)]
             devices = dict.fromkeys(self.code(item.item) for item in towers)
-            if len(devices) < 2 and not any(map(self._tower_loop, towers)) or any(
+            if len(devices) < 2 and not any(
+                    self._tower_loop(t) or self.round_robin_device(t) for t in towers) or any(
                     in_one_turn_branch(call, self._tower_loop(t), self.parent) for t in towers):
                 continue
             gather = self.project.first_call(GATHER_CALLS)
