@@ -418,7 +418,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                         self._worker_locals.append((call, paths))
                         if "setter" in kinds and self._names_worker_collection(call, name):
                             shared_locals.append((call, paths))
-                    elif kinds <= {"none", "job"}:
+                    elif kinds <= {"none", "job"} and not self._named_per_task(call, name, paths):
                         unplaced.append((call, paths))
                     elif step and kinds & {"none", "job"}:
                         # The global step is what every worker must share (the optimizer
@@ -443,6 +443,41 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
         return ps_ops, unplaced, shared_locals, steps_beside
+
+    def _named_per_task(self, call: cst.Call, name: str, paths: list[_Path]) -> bool:
+        """Whether the variable made at `call` is its worker's own on purpose: made, in the
+        same function, under a worker's device scope whose task is given at run time
+        (`'/job:worker/task:%s' % worker_n`) and named after that task (`name='worker_%s_
+        user_embeddings' % worker_n`, or in `tf.variable_scope('worker_%d' % worker_n)`).
+        Each worker makes a variable of another name, which no other worker would share on
+        the ps either: a worker's partition of the data (wuzl/WarpMF's user embeddings), not
+        a copy of a shared model."""
+        scopes = {p.scope for p in paths}
+        scope = scopes.pop() if len(scopes) == 1 and {p.kind for p in paths} == {"job"} else None
+        if (scope is None or HOLE not in (scope.task or "") or enclosing_function(
+                call, self.parent) is not enclosing_function(scope.item, self.parent)):
+            return False
+        named = [argument(call, "name", 0 if name.endswith("get_variable") else None)]
+        for around in with_items_around(call, self.parent):
+            if not isinstance(around, cst.WithItem):
+                break
+            if isinstance(around.item, cst.Call) and (self.tf_canonical(around.item.func) or ""
+                                                      ).endswith(("variable_scope", "name_scope")):
+                named.append(argument(around.item, "name_or_scope", 0)
+                             or argument(around.item, "name", None))
+        task = self._reads(device_argument(scope.call))
+        return any(given is not None and task & self._reads(given) for given in named)
+
+    def _reads(self, expr: cst.BaseExpression | None) -> set[str]:
+        """The names and dotted names `expr` reads as values (`worker_n`, `FLAGS.task_index`),
+        not the functions it calls, keywords, nor the parts of a longer dotted name."""
+        found: set[str] = set()
+        for node in [] if expr is None else descendants(expr, cst.Name, cst.Attribute):
+            up = self.parent(node)
+            if not (isinstance(up, cst.Attribute) or isinstance(up, cst.Call) and up.func is node
+                    or isinstance(up, cst.Arg) and up.keyword is node):
+                found.add(get_full_name_for_node(node) or "")
+        return found - {""}
 
     def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job that the code making `call` runs with, as the project
