@@ -979,23 +979,43 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
                 lambda name: functions.get(name, []))
         return self._device_values
 
-    def round_robin_device(self, item: cst.WithItem) -> bool:
-        """Whether a `with tf.device(next_device())` item asks for what a function or method
-        of the module returns from a counter it keeps and turns (`keeps_counter`: `dev =
-        '/gpu:%d' % self._cur_gpu; self._cur_gpu = (self._cur_gpu + 1) % n; return dev`),
-        a device built at run time, and two or more calls ask for it: each block of a model
-        split over the devices on the next one. A function given arguments, or returning a
-        fixed attribute (`'/gpu:%d' % self.gpu`), is no round robin."""
+    def device_function(self, item: cst.WithItem) -> cst.FunctionDef | None:
+        """The function (or method) of the module a `with tf.device(f())` item calls, with no
+        arguments, for its device; None for any other device."""
         given = device_argument(item.item) if isinstance(item.item, cst.Call) else None
         if not isinstance(given, cst.Call) or given.args:
-            return False
+            return None
         name = (get_full_name_for_node(given.func) or "").removeprefix("self.")
         functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name]
-        if len(functions) != 1 or not keeps_counter(functions[0]):
+        return functions[0] if len(functions) == 1 else None
+
+    def round_robin_device(self, item: cst.WithItem) -> bool:
+        """Whether a `with tf.device(next_device())` item asks for what a function of the
+        module (`device_function`) returns from a counter it keeps and turns
+        (`keeps_counter`: `dev = '/gpu:%d' % self._cur_gpu; self._cur_gpu = (self._cur_gpu +
+        1) % n; return dev`), a device built at run time, and two or more calls ask for it:
+        each block of a model split over the devices on the next one."""
+        function = self.device_function(item)
+        if function is None or not keeps_counter(function):
             return False
-        asked = [c for c in self.nodes(cst.Call) if self.code(c.func) == self.code(given.func)]
+        func = self.code(device_argument(item.item).func)  # type: ignore[union-attr]
+        asked = [c for c in self.nodes(cst.Call) if self.code(c.func) == func]
         return len(asked) > 1 and any(HOLE in t for t in self.device_values.returned(
-            functions[0]) or [])
+            function) or [])
+
+    def device_changes(self, item: cst.WithItem) -> bool:
+        """Whether two entries of a `with tf.device(...)` item (the turns of a loop around it)
+        may ask for different devices: a device built at run time (`'/gpu:%d' % i`), one the
+        code does not show (a name, a device function), what a function of the module keeping
+        a counter returns (`round_robin_device`); not a fixed string, nor what a function of
+        the module called without arguments returns where it keeps no counter and each of its
+        returns is read (`'/gpu:%d' % self._gpu`: at every call the same device)."""
+        template = scope_template(item)
+        if template is not None:
+            return HOLE in template
+        function = self.device_function(item)
+        return (function is None or keeps_counter(function)
+                or self.device_values.returned(function) is None)
 
     def device_items_around(self, node: cst.CSTNode) -> Iterator[cst.WithItem]:
         """The `with` items around `node` that call TF's `device`, innermost first, within

@@ -45,7 +45,11 @@ In source: a `minimize`, `compute_gradients` or `tf.gradients` call whose loss i
 in the device scopes of several towers or stages, not in the call's own device scope (or
 none), gains `colocate_gradients_with_ops=True`: a `with tf.device(...)` given a device that
 changes with a loop, or two or more such blocks (a model split over devices, each stage in
-its block, differentiated in a third: every gradient op lands on the third). The loss is
+its block, differentiated in a third: every gradient op lands on the third), or blocks that
+each ask a function of the module for the next device, a counter it keeps and turns
+(`with tf.device(self._next_device()):` per stage, `'/gpu:%d' % self._cur_gpu`: a round
+robin over the GPUs). A function that keeps no counter gives every block the same device
+(`'/gpu:%d' % self._gpu`): its blocks, even in a loop, are one device. The loss is
 followed back through the names it is computed from, the `self.<attribute>` its class's
 methods assign (`self.loss = tf.add_n(tower_losses)`, minimized in another method) and the
 values the module's functions return; past a device scope on that path (the towers' sum

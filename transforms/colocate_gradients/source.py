@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from graphfix.source import fixes
-from graphfix.source.codemod import HOLE, SourceCodemod, argument, on_ps_job, scope_template
+from graphfix.source.codemod import SourceCodemod, argument, on_ps_job
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (descendants, enclosing, in_one_turn_branch, inside,
                                     single_value, trace_values)
@@ -119,7 +119,6 @@ class ColocateGradientsRule(SourceCodemod):
 
     def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
         """The loop that enters the device scope once per turn, with a device that changes
-        (`'/gpu:%d' % i`, a name): the loop of several towers; None if there is none."""
-        template = scope_template(item)
+        (`SourceCodemod.device_changes`): the loop of several towers; None if there is none."""
         return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
-            template is None or HOLE in template) else None
+            self.device_changes(item)) else None

@@ -236,7 +236,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
     in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
     template's ClusterSpec the graph never runs on); variables outside GLOBAL_VARIABLES
     (`tf.get_local_variable`, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private
-    collection) under no setter: the worker's own on purpose.
+    collection) under no setter: the worker's own on purpose; a variable made under a
+    worker's scope whose task is given at run time and named after that task, by its name or
+    its variable scope's, in the same function (`tf.Variable(..., name='worker_%s_users' %
+    worker_n)` under `tf.device('/job:worker/task:%s' % worker_n)`): each worker makes one
+    of another name, which no other worker would share on the ps either (a worker's
+    partition of the data).
 
     Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
     spelled through the file's own imports (TF2's `tf.device` takes no device function):
