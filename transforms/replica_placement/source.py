@@ -11,7 +11,6 @@ from libcst.metadata import Assignment, FunctionScope, GlobalScope, ScopeProvide
 
 from graphfix.source.codemod import (
     HOLE,
-    DeviceValues,
     Example,
     SourceCodemod,
     argument,
@@ -1207,17 +1206,15 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     def _returned_devices(self, given: cst.BaseExpression | None) -> list[str]:
         """The device templates a call of a function of the project returns (`codemod.
-        DeviceValues` reads each `return`), this file's or another module's
+        DeviceValues.returned` reads each `return`), this file's or another module's
         (`FileView.function_elsewhere`); [] where it is no such call or one is unread."""
         if not isinstance(given, cst.Call):
             return []
         name = get_full_name_for_node(given.func)
         if name is None:
             return []
-        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name
-                     and isinstance(self.parent(f), cst.Module)]
-        reader = DeviceValues(lambda node: self.get_metadata(ScopeProvider, node, None),
-                              self.parent, lambda _: [])
+        reader = self.device_values
+        functions = [f for f in reader.functions(name) if isinstance(self.parent(f), cst.Module)]
         if not functions:
             elsewhere = self.project.function_elsewhere(name, self.position(given)[0])
             if elsewhere is None:
@@ -1225,15 +1222,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
             path, code, unit, _ = elsewhere
             reader = self.device_values_of(path, code)
             functions = [] if reader is None else reader.functions(unit)
-        if len(functions) != 1:
+        if reader is None or len(functions) != 1:
             return []
-        found: list[str] = []
-        for returned in descendants(functions[0], cst.Return):
-            templates = None if returned.value is None else reader.templates(returned.value)
-            if not templates:
-                return []
-            found += templates
-        return found
+        return reader.returned(functions[0]) or []
 
     def _ps_setter_in(self, home: cst.FunctionDef | None, step: cst.Call) -> _Path | None:
         """The first `replica_device_setter` scope the function `home` (None: the module's
