@@ -144,6 +144,26 @@ def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
     assert all(device.endswith(gpu[-5:]) for gpu, device in on.values())
 
 
+@pytest.mark.parametrize("inputs, reported", [
+    ("x = tf.placeholder(tf.float32, [None, 4])", True),
+    ("x = tf.contrib.layers.flatten(images)", True),
+    ("x = tf.ones([8, 4])", False)])
+def test_plain_tf_gradients_is_v1s_in_a_file_written_for_tf1(inputs, reported):
+    """`import tensorflow as tf` and `tf.gradients`: TF 2's colocates always and takes no
+    keyword, but a file that reaches a name TF 2 dropped (`tf.placeholder`, `tf.contrib`)
+    runs on TF 1.x, where `tf.gradients` is v1's (scylla/tf_textsum's seq2seq model)."""
+    code = (
+        "import tensorflow as tf\n"
+        f"{inputs}\n"
+        "with tf.device('/gpu:0'):\n"
+        "    hidden = tf.compat.v1.layers.dense(x, 8)\n"
+        "with tf.device('/gpu:1'):\n"
+        "    loss = tf.reduce_mean(tf.compat.v1.layers.dense(hidden, 1))\n"
+        "grads = tf.gradients(loss, tf.compat.v1.trainable_variables())\n")
+    found = graphfix.check_source(code, only=[NAME])
+    assert [(f.line, f.fixable) for f in found] == ([(7, True)] if reported else [])
+
+
 def test_stages_given_one_gpu_by_a_method_are_left_alone():
     """Do no harm: a method that answers the same GPU at every call (no counter) puts the
     whole model on that GPU, whose backward pass has no other device to go to; the round

@@ -58,6 +58,7 @@ from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     GLOBAL_COLLECTION_KEYS,
     LOCAL_VARIABLE_MAKERS,
+    TF2_DROPPED,
     VARIABLE_COLLECTIONS_AT,
     VARIABLE_CONSTRUCTORS,
     V1_MODULES,
@@ -922,6 +923,28 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         if self._tf_names is None:
             self._tf_names = TfNames(self._tree, self._qualified, *self._project_resolvers())
         return self._tf_names
+
+    def v1_qualified(self, node: cst.CSTNode) -> str | None:
+        """`tf_qualified`, a name of plain `tensorflow` read as compat.v1's where the file
+        runs on TF 1.x (`runs_on_tf1`): `tf.gradients` is v1's there, not TF 2's."""
+        qualified = self.tf_qualified(node)
+        if (qualified is not None and qualified.startswith("tensorflow.")
+                and not qualified.startswith("tensorflow.compat.") and self.runs_on_tf1()):
+            return "tensorflow.compat.v1." + qualified.removeprefix("tensorflow.")
+        return qualified
+
+    def runs_on_tf1(self) -> bool:
+        """Whether the file reaches, through plain `tensorflow`, a name TF 2 dropped from its
+        top level (`TF2_DROPPED`: `tf.placeholder`, `tf.Session`, `tf.contrib....`): a
+        program written for TF 1.x, whose top-level names are compat.v1's."""
+        if "_runs_on_tf1" not in self.__dict__:
+            self._runs_on_tf1 = False
+            for node in self.nodes(cst.Attribute):
+                name = (self.tf_qualified(node) or "").removeprefix("tensorflow.")
+                if any(name == d or name.startswith(d + ".") for d in TF2_DROPPED):
+                    self._runs_on_tf1 = True
+                    break
+        return self._runs_on_tf1
 
     def v1_spelling_at(self, func: cst.BaseExpression | None, symbol: str) -> str | None:
         """compat.v1's `symbol` (`device`, `train.replica_device_setter`) spelled as the

@@ -49,7 +49,10 @@ its block, differentiated in a third: every gradient op lands on the third), or 
 each ask a function of the module for the next device, a counter it keeps and turns
 (`with tf.device(self._next_device()):` per stage, `'/gpu:%d' % self._cur_gpu`: a round
 robin over the GPUs). A function that keeps no counter gives every block the same device
-(`'/gpu:%d' % self._gpu`): its blocks, even in a loop, are one device. The loss is
+(`'/gpu:%d' % self._gpu`): its blocks, even in a loop, are one device. `tf.gradients` is
+compat.v1's, or plain `tensorflow`'s in a file written for TF 1.x (one that reaches a name
+TF 2 dropped: `tf.placeholder`, `tf.Session`, `tf.contrib`); TF 2's colocates always and
+takes no such keyword. The loss is
 followed back through the names it is computed from, the `self.<attribute>` its class's
 methods assign (`self.loss = tf.add_n(tower_losses)`, minimized in another method) and the
 values the module's functions return; past a device scope on that path (the towers' sum

@@ -82,14 +82,15 @@ class ColocateGradientsRule(SourceCodemod):
     def _loss_of(self, call: cst.Call) -> cst.BaseExpression | None:
         """What `call` differentiates, if it is a call that takes the keyword: an optimizer's
         `minimize`/`compute_gradients` (not a Keras optimizer's, which has no such argument)
-        or compat.v1's `gradients` (TF 2's colocates always and takes none)."""
+        or compat.v1's `gradients`, plain `tf.gradients` in a file written for TF 1.x too
+        (TF 2's colocates always and takes none)."""
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in GRADIENT_METHODS:
             made = (single_value(func.value, self.get_metadata(ScopeProvider, func.value, None),
                                  self.parent) if isinstance(func.value, cst.Name) else None)
             keras = isinstance(made, cst.Call) and "keras." in (self.tf_canonical(made.func) or "")
             return None if keras else argument(call, "loss", 0)
-        if self.tf_qualified(func) == "tensorflow.compat.v1.gradients":
+        if self.v1_qualified(func) == "tensorflow.compat.v1.gradients":
             return argument(call, "ys", 0)
         return None
 
