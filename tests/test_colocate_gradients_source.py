@@ -183,3 +183,21 @@ def test_a_gpu_model_minimized_on_its_gpu_with_inputs_on_the_cpu_is_left_alone()
     followed back to hold its inputs and a pinned variable, not forward code."""
     case = FIXTURES / "colocate_gradients" / "source" / "noop_input_pipeline_on_cpu"
     assert graphfix.check_source((case / "before.py").read_text(), only=[NAME]) == []
+
+
+@pytest.mark.parametrize("body, keeps", [
+    ("dev = '/gpu:%d' % self.turn\n    self.turn = (self.turn + 1) % 3\n    return dev", True),
+    ("self.turn += 1\n    return '/gpu:%d' % self.turn", True),
+    ("global turn\n    turn = (turn + 1) % 3\n    return '/gpu:%d' % turn", True),
+    ("global turn\n    turn = 0\n    return '/gpu:0'", False),
+    ("self.gpu = 1\n    return '/gpu:0'", False),
+    ("return '/gpu:%d' % self.gpu", False)])
+def test_a_counter_is_state_a_function_changes_and_reads(body, keeps):
+    """`codemod.keeps_counter`, what tells a round robin of devices from a function that
+    answers one device at every call."""
+    import libcst as cst
+
+    from graphfix.source.codemod import keeps_counter
+
+    (function,) = cst.parse_module(f"def next_device(self):\n    {body}\n").body
+    assert keeps_counter(function) is keeps
