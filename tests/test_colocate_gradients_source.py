@@ -118,11 +118,14 @@ def _gradients_of_gpu_ops(graph_def) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("case, line", [
     ("stages_minimized_in_a_third_scope", 31),
     ("loss_kept_on_an_attribute", 27),
-    ("towers_summed_in_a_cpu_scope", 24)])
+    ("towers_summed_in_a_cpu_scope", 24),
+    ("stages_on_a_round_robin_device", 38)])
 def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
     """A model split into stages on two devices and minimized in a third scope (the shape of
     reger-men/Distributed-TensorFlow's train.py), the towers' loss kept on `self.loss` and
-    minimized in another method, the towers' losses summed in a `/cpu:0` block of their own:
+    minimized in another method, the towers' losses summed in a `/cpu:0` block of their own,
+    stages each on the next GPU a method's counter gives, differentiated on the last GPU
+    (scylla/tf_textsum's seq2seq_attention_model.py):
     before the fix TF's placer puts every gradient of a GPU op elsewhere than its op; after
     it, each beside its forward op, and the fixed graph places and runs."""
     before = (FIXTURES / "colocate_gradients" / "source" / case / "before.py").read_text()
@@ -141,8 +144,60 @@ def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
     assert all(device.endswith(gpu[-5:]) for gpu, device in on.values())
 
 
+@pytest.mark.parametrize("inputs, reported", [
+    ("x = tf.placeholder(tf.float32, [None, 4])", True),
+    ("x = tf.contrib.layers.flatten(images)", True),
+    ("x = tf.ones([8, 4])", False)])
+def test_plain_tf_gradients_is_v1s_in_a_file_written_for_tf1(inputs, reported):
+    """`import tensorflow as tf` and `tf.gradients`: TF 2's colocates always and takes no
+    keyword, but a file that reaches a name TF 2 dropped (`tf.placeholder`, `tf.contrib`)
+    runs on TF 1.x, where `tf.gradients` is v1's (scylla/tf_textsum's seq2seq model)."""
+    code = (
+        "import tensorflow as tf\n"
+        f"{inputs}\n"
+        "with tf.device('/gpu:0'):\n"
+        "    hidden = tf.compat.v1.layers.dense(x, 8)\n"
+        "with tf.device('/gpu:1'):\n"
+        "    loss = tf.reduce_mean(tf.compat.v1.layers.dense(hidden, 1))\n"
+        "grads = tf.gradients(loss, tf.compat.v1.trainable_variables())\n")
+    found = graphfix.check_source(code, only=[NAME])
+    assert [(f.line, f.fixable) for f in found] == ([(7, True)] if reported else [])
+
+
+def test_stages_given_one_gpu_by_a_method_are_left_alone():
+    """Do no harm: a method that answers the same GPU at every call (no counter) puts the
+    whole model on that GPU, whose backward pass has no other device to go to; the round
+    robin's twin."""
+    case = FIXTURES / "colocate_gradients" / "source" / "noop_stages_on_one_device_method"
+    code = (case / "before.py").read_text()
+    assert "def _device(self):" in code and "self._cur_gpu" not in code
+    assert graphfix.check_source(code, only=[NAME]) == []
+    placed = oracle.placements(_graph_of(code), ["train"], {
+        "x:0": np.ones([4, 4], np.float32), "y:0": np.zeros([4, 1], np.float32)})
+    matmuls = [device for name, device in placed.items() if "MatMul" in name]
+    assert len(matmuls) >= 6 and all(device.endswith("GPU:1") for device in matmuls)
+
+
 def test_a_gpu_model_minimized_on_its_gpu_with_inputs_on_the_cpu_is_left_alone():
     """Do no harm: the call is in the model's own device scope; the CPU blocks the loss is
     followed back to hold its inputs and a pinned variable, not forward code."""
     case = FIXTURES / "colocate_gradients" / "source" / "noop_input_pipeline_on_cpu"
     assert graphfix.check_source((case / "before.py").read_text(), only=[NAME]) == []
+
+
+@pytest.mark.parametrize("body, keeps", [
+    ("dev = '/gpu:%d' % self.turn\n    self.turn = (self.turn + 1) % 3\n    return dev", True),
+    ("self.turn += 1\n    return '/gpu:%d' % self.turn", True),
+    ("global turn\n    turn = (turn + 1) % 3\n    return '/gpu:%d' % turn", True),
+    ("global turn\n    turn = 0\n    return '/gpu:0'", False),
+    ("self.gpu = 1\n    return '/gpu:0'", False),
+    ("return '/gpu:%d' % self.gpu", False)])
+def test_a_counter_is_state_a_function_changes_and_reads(body, keeps):
+    """`codemod.keeps_counter`, what tells a round robin of devices from a function that
+    answers one device at every call."""
+    import libcst as cst
+
+    from graphfix.source.codemod import keeps_counter
+
+    (function,) = cst.parse_module(f"def next_device(self):\n    {body}\n").body
+    assert keeps_counter(function) is keeps

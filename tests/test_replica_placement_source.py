@@ -72,6 +72,33 @@ def test_unplaced_variables_say_each_worker_trains_its_own_copy():
             assert "replica_device_setter" in finding.message
 
 
+def test_a_worker_partition_named_after_its_task_is_left_alone():
+    """Do no harm (wuzl/WarpMF's shape): a variable made under a worker's task scope and
+    named after that task is each worker's own on purpose; TF gives each worker a variable
+    of another name, on that worker. Its twin, one name for every worker, is found and
+    fixed (the fixture case worker_variable_with_a_fixed_name, built below)."""
+    import tensorflow as tf
+
+    code = (SOURCE / "noop_worker_partition_named_per_task" / "before.py").read_text()
+    assert graphfix.check_source(code, only=[NAME]) == []
+    twin = (SOURCE / "worker_variable_with_a_fixed_name" / "before.py").read_text()
+    (finding,) = graphfix.check_source(twin, only=[NAME])
+    assert "each worker trains its own copy" in finding.message and finding.fixable
+
+    namespace: dict = {"__name__": "partition"}
+    exec(compile(code, "before.py", "exec"), namespace)
+    cluster = tf.train.ClusterSpec({"ps": ["ps0:2222", "ps1:2222"],
+                                    "worker": ["w0:2222", "w1:2222"]})
+    own = {}
+    for task in (0, 1):
+        with tf.Graph().as_default() as graph:
+            namespace["build_worker"](cluster, task, n_users=10)
+        own[task] = {n.name: n.device for n in graph.as_graph_def().node
+                     if n.op in VARIABLE_OPS and n.name.endswith("user_embeddings")}
+    assert own == {0: {"worker_0_user_embeddings": "/job:worker/task:0"},
+                   1: {"worker_1_user_embeddings": "/job:worker/task:1"}}
+
+
 def test_worker_own_variables_under_the_setter_say_every_worker_shares_them():
     """A variable outside GLOBAL_VARIABLES made under replica_device_setter lands on the ps:
     the finding says so, and the fix moves it under the setter's worker device."""

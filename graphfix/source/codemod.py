@@ -58,6 +58,7 @@ from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     GLOBAL_COLLECTION_KEYS,
     LOCAL_VARIABLE_MAKERS,
+    TF2_DROPPED,
     VARIABLE_COLLECTIONS_AT,
     VARIABLE_CONSTRUCTORS,
     V1_MODULES,
@@ -480,6 +481,17 @@ class DeviceValues:
             if returned.value is not None:
                 yield reader._items(returned.value, {}, depth)
 
+    def returned(self, function: cst.FunctionDef) -> list[str] | None:
+        """The device templates `function` (of this reader's module) returns, each `return`
+        read; None where one gives nothing readable (a bare `return`, a parameter)."""
+        found: list[str] = []
+        for returned in descendants(function, cst.Return):
+            templates = None if returned.value is None else self.templates(returned.value)
+            if not templates:
+                return None
+            found += templates
+        return found or None
+
     def _local_device_types(self, loop: cst.CompFor) -> tuple[str, ...] | None:
         """The device types a comprehension over `device_lib.list_local_devices()` (or a
         name bound to it) keeps, as its `if`s filter on `device_type`; None for a loop
@@ -529,6 +541,34 @@ class DeviceValues:
             else:
                 return None
         return found
+
+
+def keeps_counter(function: cst.FunctionDef) -> bool:
+    """Whether `function` changes state that outlives a call and reads it, so that a call
+    may answer otherwise than the last: an attribute of its first parameter, or a name it
+    declares `global`, augmented (`self.i += 1`) or assigned and read elsewhere in it
+    (`dev = '/gpu:%d' % self._cur_gpu; self._cur_gpu = (self._cur_gpu + 1) % n`)."""
+    params = function.params.params
+    owner = params[0].name.value if params else None
+    kept = {item.name.value for statement in descendants(function, cst.Global)
+            for item in statement.names}
+
+    def state(target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Name):
+            return target.value in kept
+        return (owner is not None and isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name) and target.value.value == owner)
+
+    if any(state(s.target) for s in descendants(function, cst.AugAssign)):
+        return True
+    for target in [t.target for s in descendants(function, cst.Assign) for t in s.targets]:
+        if state(target):
+            name = get_full_name_for_node(target)
+            named = sum(get_full_name_for_node(node) == name
+                        for node in descendants(function, type(target)))
+            if named > (2 if isinstance(target, cst.Name) else 1):  # (`global` names it too)
+                return True
+    return False
 
 
 def _conjuncts(tests: Iterable[cst.BaseExpression]) -> Iterator[cst.BaseExpression]:
@@ -884,6 +924,28 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             self._tf_names = TfNames(self._tree, self._qualified, *self._project_resolvers())
         return self._tf_names
 
+    def v1_qualified(self, node: cst.CSTNode) -> str | None:
+        """`tf_qualified`, a name of plain `tensorflow` read as compat.v1's where the file
+        runs on TF 1.x (`runs_on_tf1`): `tf.gradients` is v1's there, not TF 2's."""
+        qualified = self.tf_qualified(node)
+        if (qualified is not None and qualified.startswith("tensorflow.")
+                and not qualified.startswith("tensorflow.compat.") and self.runs_on_tf1()):
+            return "tensorflow.compat.v1." + qualified.removeprefix("tensorflow.")
+        return qualified
+
+    def runs_on_tf1(self) -> bool:
+        """Whether the file reaches, through plain `tensorflow`, a name TF 2 dropped from its
+        top level (`TF2_DROPPED`: `tf.placeholder`, `tf.Session`, `tf.contrib....`): a
+        program written for TF 1.x, whose top-level names are compat.v1's."""
+        if "_runs_on_tf1" not in self.__dict__:
+            self._runs_on_tf1 = False
+            for node in self.nodes(cst.Attribute):
+                name = (self.tf_qualified(node) or "").removeprefix("tensorflow.")
+                if any(name == d or name.startswith(d + ".") for d in TF2_DROPPED):
+                    self._runs_on_tf1 = True
+                    break
+        return self._runs_on_tf1
+
     def v1_spelling_at(self, func: cst.BaseExpression | None, symbol: str) -> str | None:
         """compat.v1's `symbol` (`device`, `train.replica_device_setter`) spelled as the
         call `func` the fix stands beside reaches TF (`tf.device` under `import
@@ -926,6 +988,57 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
             module = self.module_of(path, code)
             readers[path] = None if module is None else DeviceValues.of_module(module)
         return readers[path]
+
+    @property
+    def device_values(self) -> DeviceValues:
+        """The reader of this file's device strings through its names and its functions
+        (`DeviceValues`), made when first asked."""
+        if "_device_values" not in self.__dict__:
+            functions: dict[str, list[cst.FunctionDef]] = {}
+            for function in self.nodes(cst.FunctionDef):
+                functions.setdefault(function.name.value, []).append(function)
+            self._device_values = DeviceValues(
+                lambda node: self.get_metadata(ScopeProvider, node, None), self.parent,
+                lambda name: functions.get(name, []))
+        return self._device_values
+
+    def device_function(self, item: cst.WithItem) -> cst.FunctionDef | None:
+        """The function (or method) of the module a `with tf.device(f())` item calls, with no
+        arguments, for its device; None for any other device."""
+        given = device_argument(item.item) if isinstance(item.item, cst.Call) else None
+        if not isinstance(given, cst.Call) or given.args:
+            return None
+        name = (get_full_name_for_node(given.func) or "").removeprefix("self.")
+        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name]
+        return functions[0] if len(functions) == 1 else None
+
+    def round_robin_device(self, item: cst.WithItem) -> bool:
+        """Whether a `with tf.device(next_device())` item asks for what a function of the
+        module (`device_function`) returns from a counter it keeps and turns
+        (`keeps_counter`: `dev = '/gpu:%d' % self._cur_gpu; self._cur_gpu = (self._cur_gpu +
+        1) % n; return dev`), a device built at run time, and two or more calls ask for it:
+        each block of a model split over the devices on the next one."""
+        function = self.device_function(item)
+        if function is None or not keeps_counter(function):
+            return False
+        func = self.code(device_argument(item.item).func)  # type: ignore[union-attr]
+        asked = [c for c in self.nodes(cst.Call) if self.code(c.func) == func]
+        return len(asked) > 1 and any(HOLE in t for t in self.device_values.returned(
+            function) or [])
+
+    def device_changes(self, item: cst.WithItem) -> bool:
+        """Whether two entries of a `with tf.device(...)` item (the turns of a loop around it)
+        may ask for different devices: a device built at run time (`'/gpu:%d' % i`), one the
+        code does not show (a name, a device function), what a function of the module keeping
+        a counter returns (`round_robin_device`); not a fixed string, nor what a function of
+        the module called without arguments returns where it keeps no counter and each of its
+        returns is read (`'/gpu:%d' % self._gpu`: at every call the same device)."""
+        template = scope_template(item)
+        if template is not None:
+            return HOLE in template
+        function = self.device_function(item)
+        return (function is None or keeps_counter(function)
+                or self.device_values.returned(function) is None)
 
     def device_items_around(self, node: cst.CSTNode) -> Iterator[cst.WithItem]:
         """The `with` items around `node` that call TF's `device`, innermost first, within
@@ -1113,6 +1226,6 @@ class CodemodRun:
 
 __all__ = [
     "DeviceValues", "HOLE", "Example", "ParentProvider", "SourceCodemod", "SourceResult", "TfNames", "argument",
-    "decode_source", "device_argument", "device_template", "nodes_of", "on_ps_job",
+    "decode_source", "device_argument", "device_template", "keeps_counter", "nodes_of", "on_ps_job",
     "qualified_name_lookup", "run_source", "scope_template", "template_spec", "v1_spelling",
 ]

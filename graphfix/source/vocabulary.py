@@ -314,6 +314,13 @@ TRAIN_METHODS = frozenset({"minimize", "apply_gradients"})
 # methods, and `tf.gradients` (its keyword in v1 only: TF 2's `tf.gradients` colocates always).
 GRADIENT_METHODS = frozenset({"minimize", "compute_gradients"})
 GRADIENT_CALLS = GRADIENT_METHODS | {"gradients"}
+# Names of TF 1.x's top level that TF 2 dropped from it (compat.v1 keeps them): a program
+# reaching one through plain `tensorflow` runs on TF 1.x, where `tf.gradients` is v1's.
+TF2_DROPPED = frozenset({
+    "contrib", "placeholder", "Session", "InteractiveSession", "ConfigProto", "get_variable",
+    "variable_scope", "global_variables_initializer", "global_variables",
+    "trainable_variables", "GraphKeys", "get_collection", "layers", "train.Saver",
+    "train.GradientDescentOptimizer", "train.AdamOptimizer", "train.MomentumOptimizer"})
 # TF functions whose op writes variables when fetched: train ops made in one call, a counter
 # (any `raw_ops.` op counts too: what it writes is its own).
 TRAIN_OP_MAKERS = frozenset({"contrib.layers.optimize_loss", "slim.create_train_op",

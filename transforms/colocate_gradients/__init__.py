@@ -45,7 +45,14 @@ In source: a `minimize`, `compute_gradients` or `tf.gradients` call whose loss i
 in the device scopes of several towers or stages, not in the call's own device scope (or
 none), gains `colocate_gradients_with_ops=True`: a `with tf.device(...)` given a device that
 changes with a loop, or two or more such blocks (a model split over devices, each stage in
-its block, differentiated in a third: every gradient op lands on the third). The loss is
+its block, differentiated in a third: every gradient op lands on the third), or blocks that
+each ask a function of the module for the next device, a counter it keeps and turns
+(`with tf.device(self._next_device()):` per stage, `'/gpu:%d' % self._cur_gpu`: a round
+robin over the GPUs). A function that keeps no counter gives every block the same device
+(`'/gpu:%d' % self._gpu`): its blocks, even in a loop, are one device. `tf.gradients` is
+compat.v1's, or plain `tensorflow`'s in a file written for TF 1.x (one that reaches a name
+TF 2 dropped: `tf.placeholder`, `tf.Session`, `tf.contrib`); TF 2's colocates always and
+takes no such keyword. The loss is
 followed back through the names it is computed from, the `self.<attribute>` its class's
 methods assign (`self.loss = tf.add_n(tower_losses)`, minimized in another method) and the
 values the module's functions return; past a device scope on that path (the towers' sum
@@ -111,13 +118,12 @@ def _following(graph: GraphIndex, root: str, off: dict[int, tuple[Tower, str]]) 
     TensorArray), not by the bug; a member without a kernel there would make TF's placer
     refuse the group."""
     members = graph.group_members(root)
-    targets = {off[p][1] for p in members if p in off}
-    target = targets.pop()
+    target, *others = {off[p][1] for p in members if p in off}
     try:
         kind = device_type(target) or "CPU"
     except ValueError:
         return []
-    follow = not targets and all((p in off or in_gradients_scope(graph.names[p]) and (
+    follow = not others and all((p in off or in_gradients_scope(graph.names[p]) and (
         not graph.devices[p] or same_device(graph.devices[p], target)))
         and not lacks_kernel(graph.node_at(p), kind, graph.library_names) for p in members)
     return [p for p in members if p in off] if follow else []

@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from graphfix.source import fixes
-from graphfix.source.codemod import HOLE, SourceCodemod, argument, on_ps_job, scope_template
+from graphfix.source.codemod import SourceCodemod, argument, on_ps_job
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (descendants, enclosing, in_one_turn_branch, inside,
                                     single_value, trace_values)
@@ -62,7 +62,8 @@ class ColocateGradientsRule(SourceCodemod):
                 continue
             towers = [t for t in self._forward_scopes(loss, call) if not on_ps_job(t)]
             devices = dict.fromkeys(self.code(item.item) for item in towers)
-            if len(devices) < 2 and not any(map(self._tower_loop, towers)) or any(
+            if len(devices) < 2 and not any(
+                    self._tower_loop(t) or self.round_robin_device(t) for t in towers) or any(
                     in_one_turn_branch(call, self._tower_loop(t), self.parent) for t in towers):
                 continue
             gather = self.project.first_call(GATHER_CALLS)
@@ -81,14 +82,15 @@ class ColocateGradientsRule(SourceCodemod):
     def _loss_of(self, call: cst.Call) -> cst.BaseExpression | None:
         """What `call` differentiates, if it is a call that takes the keyword: an optimizer's
         `minimize`/`compute_gradients` (not a Keras optimizer's, which has no such argument)
-        or compat.v1's `gradients` (TF 2's colocates always and takes none)."""
+        or compat.v1's `gradients`, plain `tf.gradients` in a file written for TF 1.x too
+        (TF 2's colocates always and takes none)."""
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in GRADIENT_METHODS:
             made = (single_value(func.value, self.get_metadata(ScopeProvider, func.value, None),
                                  self.parent) if isinstance(func.value, cst.Name) else None)
             keras = isinstance(made, cst.Call) and "keras." in (self.tf_canonical(made.func) or "")
             return None if keras else argument(call, "loss", 0)
-        if self.tf_qualified(func) == "tensorflow.compat.v1.gradients":
+        if self.v1_qualified(func) == "tensorflow.compat.v1.gradients":
             return argument(call, "ys", 0)
         return None
 
@@ -118,7 +120,6 @@ class ColocateGradientsRule(SourceCodemod):
 
     def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
         """The loop that enters the device scope once per turn, with a device that changes
-        (`'/gpu:%d' % i`, a name): the loop of several towers; None if there is none."""
-        template = scope_template(item)
+        (`SourceCodemod.device_changes`): the loop of several towers; None if there is none."""
         return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
-            template is None or HOLE in template) else None
+            self.device_changes(item)) else None

@@ -73,7 +73,10 @@ into a setter scope. The setter's `cluster=` and `worker_device=` come from the 
 ClusterSpec and `Server(..., task_index=...)`. A program whose sessions all run in-process
 (`tf.Session()` with no target) shares no variable through the cluster it makes, and a
 variable's initial value (inline, or a name only variables read) runs once: neither is
-found. Variables outside GLOBAL_VARIABLES (a local variable, `collections=
+found; nor is a variable named after the run-time task of the worker scope it is made
+under (`name='worker_%s_users' % worker_n` under `'/job:worker/task:%s' % worker_n`): each
+worker makes one of another name, its own partition, which no worker would share on the
+ps either. Variables outside GLOBAL_VARIABLES (a local variable, `collections=
 [tf.GraphKeys.LOCAL_VARIABLES]` or a private collection) are the worker's own on purpose
 and left alone, but under the setter, which places by op type, they land on the ps, shared
 by every worker: found, and moved under the setter's `worker_device` (a job an op already

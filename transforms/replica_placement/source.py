@@ -11,7 +11,6 @@ from libcst.metadata import Assignment, FunctionScope, GlobalScope, ScopeProvide
 
 from graphfix.source.codemod import (
     HOLE,
-    DeviceValues,
     Example,
     SourceCodemod,
     argument,
@@ -236,7 +235,12 @@ class ReplicaPlacementCodemod(SourceCodemod):
     in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
     template's ClusterSpec the graph never runs on); variables outside GLOBAL_VARIABLES
     (`tf.get_local_variable`, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private
-    collection) under no setter: the worker's own on purpose.
+    collection) under no setter: the worker's own on purpose; a variable made under a
+    worker's scope whose task is given at run time and named after that task, by its name or
+    its variable scope's, in the same function (`tf.Variable(..., name='worker_%s_users' %
+    worker_n)` under `tf.device('/job:worker/task:%s' % worker_n)`): each worker makes one
+    of another name, which no other worker would share on the ps either (a worker's
+    partition of the data).
 
     Fixed, with `tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(...))`
     spelled through the file's own imports (TF2's `tf.device` takes no device function):
@@ -418,7 +422,7 @@ class ReplicaPlacementCodemod(SourceCodemod):
                         self._worker_locals.append((call, paths))
                         if "setter" in kinds and self._names_worker_collection(call, name):
                             shared_locals.append((call, paths))
-                    elif kinds <= {"none", "job"}:
+                    elif kinds <= {"none", "job"} and not self._named_per_task(call, name, paths):
                         unplaced.append((call, paths))
                     elif step and kinds & {"none", "job"}:
                         # The global step is what every worker must share (the optimizer
@@ -443,6 +447,41 @@ class ReplicaPlacementCodemod(SourceCodemod):
                 for scope in scopes:
                     ps_ops.setdefault(scope, []).append((call, scopes))
         return ps_ops, unplaced, shared_locals, steps_beside
+
+    def _named_per_task(self, call: cst.Call, name: str, paths: list[_Path]) -> bool:
+        """Whether the variable made at `call` is its worker's own on purpose: made, in the
+        same function, under a worker's device scope whose task is given at run time
+        (`'/job:worker/task:%s' % worker_n`) and named after that task (`name='worker_%s_
+        user_embeddings' % worker_n`, or in `tf.variable_scope('worker_%d' % worker_n)`).
+        Each worker makes a variable of another name, which no other worker would share on
+        the ps either: a worker's partition of the data (wuzl/WarpMF's user embeddings), not
+        a copy of a shared model."""
+        scopes = {p.scope for p in paths}
+        scope = scopes.pop() if len(scopes) == 1 and {p.kind for p in paths} == {"job"} else None
+        if (scope is None or HOLE not in (scope.task or "") or enclosing_function(
+                call, self.parent) is not enclosing_function(scope.item, self.parent)):
+            return False
+        named = [argument(call, "name", 0 if name.endswith("get_variable") else None)]
+        for around in with_items_around(call, self.parent):
+            if not isinstance(around, cst.WithItem):
+                break
+            if isinstance(around.item, cst.Call) and (self.tf_canonical(around.item.func) or ""
+                                                      ).endswith(("variable_scope", "name_scope")):
+                named.append(argument(around.item, "name_or_scope", 0)
+                             or argument(around.item, "name", None))
+        task = self._reads(device_argument(scope.call))
+        return any(given is not None and task & self._reads(given) for given in named)
+
+    def _reads(self, expr: cst.BaseExpression | None) -> set[str]:
+        """The names and dotted names `expr` reads as values (`worker_n`, `FLAGS.task_index`),
+        not the functions it calls, keywords, nor the parts of a longer dotted name."""
+        found: set[str] = set()
+        for node in [] if expr is None else descendants(expr, cst.Name, cst.Attribute):
+            up = self.parent(node)
+            if not (isinstance(up, cst.Attribute) or isinstance(up, cst.Call) and up.func is node
+                    or isinstance(up, cst.Arg) and up.keyword is node):
+                found.add(get_full_name_for_node(node) or "")
+        return found - {""}
 
     def _cluster_of(self, call: cst.Call) -> tuple[str, int, int | None] | None:
         """The cluster with a ps job that the code making `call` runs with, as the project
@@ -1167,17 +1206,15 @@ class ReplicaPlacementCodemod(SourceCodemod):
 
     def _returned_devices(self, given: cst.BaseExpression | None) -> list[str]:
         """The device templates a call of a function of the project returns (`codemod.
-        DeviceValues` reads each `return`), this file's or another module's
+        DeviceValues.returned` reads each `return`), this file's or another module's
         (`FileView.function_elsewhere`); [] where it is no such call or one is unread."""
         if not isinstance(given, cst.Call):
             return []
         name = get_full_name_for_node(given.func)
         if name is None:
             return []
-        functions = [f for f in self.nodes(cst.FunctionDef) if f.name.value == name
-                     and isinstance(self.parent(f), cst.Module)]
-        reader = DeviceValues(lambda node: self.get_metadata(ScopeProvider, node, None),
-                              self.parent, lambda _: [])
+        reader = self.device_values
+        functions = [f for f in reader.functions(name) if isinstance(self.parent(f), cst.Module)]
         if not functions:
             elsewhere = self.project.function_elsewhere(name, self.position(given)[0])
             if elsewhere is None:
@@ -1185,15 +1222,9 @@ class ReplicaPlacementCodemod(SourceCodemod):
             path, code, unit, _ = elsewhere
             reader = self.device_values_of(path, code)
             functions = [] if reader is None else reader.functions(unit)
-        if len(functions) != 1:
+        if reader is None or len(functions) != 1:
             return []
-        found: list[str] = []
-        for returned in descendants(functions[0], cst.Return):
-            templates = None if returned.value is None else reader.templates(returned.value)
-            if not templates:
-                return []
-            found += templates
-        return found
+        return reader.returned(functions[0]) or []
 
     def _ps_setter_in(self, home: cst.FunctionDef | None, step: cst.Call) -> _Path | None:
         """The first `replica_device_setter` scope the function `home` (None: the module's
