@@ -234,7 +234,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
     cluster's program holds (a local evaluation graph beside the training function);
     variables made with a cluster this file makes when every session the file opens runs
     in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
-    template's ClusterSpec the graph never runs on); variables outside GLOBAL_VARIABLES
+    template's ClusterSpec the graph never runs on); variables of module-level code that
+    opens a session before module-level code makes the cluster (a notebook of separate
+    programs: a client cell to another cluster, then a cell starting a ps job; that
+    session may have no ps, and TF would refuse it the variable the fix sends there);
+    variables outside GLOBAL_VARIABLES
     (`tf.get_local_variable`, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private
     collection) under no setter: the worker's own on purpose.
 
