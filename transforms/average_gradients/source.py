@@ -10,7 +10,7 @@ import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.fixes import Replace
-from graphfix.source.project import FileView, unit_at
+from graphfix.source.project import FileView, Project, unit_at
 from graphfix.source.project.facts import library_module, own_nodes, trainable_statistics
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.scopes import descendants, enclosing
@@ -204,13 +204,35 @@ def _module_builds(tree: ast.Module, names: AstTfNames) -> list[ast.AST]:
 
 
 def _units_on_path(view: FileView) -> set[tuple[str, str]]:
-    """The units the code of `view`'s file may run: what its units, and the units that
-    refer to any of them (a script calling its tower-average helper), reach."""
+    """The units the code of `view`'s file may run with the towers whose gradients it
+    averages: what its units reach, and what the units that call them reach
+    (`_callers_feeding`)."""
     project = view.project
-    starts = set(project.units(view.label))
-    for unit in list(starts):
-        starts |= project.callers(unit)
-    return project.reached(starts)
+    own = set(project.units(view.label))
+    return project.reached(own | _callers_feeding(project, own))
+
+
+def _callers_feeding(project: Project, own: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The callers of `own` (one file's units) whose code may feed its average: those
+    that refer to one of them (a script calling its tower-average helper, the function
+    making the model's object) and, further up, those that build towers themselves (a
+    training loop calling a helper that calls the average). A caller further up that
+    builds none (a `main` training one model or another by a flag) reaches models whose
+    gradients this average never receives."""
+    found = set()
+    for unit in own:
+        for caller in project.callers(unit) - own:
+            if (own & project.references(*caller)) or _builds_towers(project, caller):
+                found.add(caller)
+    return found
+
+
+def _builds_towers(project: Project, unit: tuple[str, str]) -> bool:
+    """Whether tower code of `unit`'s file (`Project.towers`) starts in `unit`."""
+    label, name = unit
+    part = project.parts.get(label)
+    return part is not None and any(unit_at(part, span[0]) == name
+                                    for span in project.towers(label)["spans"])
 
 
 def _first(found: tuple[str, int] | None, here: tuple[str, int]) -> tuple[str, int]:

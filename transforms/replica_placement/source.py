@@ -233,7 +233,11 @@ class ReplicaPlacementCodemod(SourceCodemod):
     cluster's program holds (a local evaluation graph beside the training function);
     variables made with a cluster this file makes when every session the file opens runs
     in-process (`tf.Session()` with no target, no Supervisor, no `server.target` read: a
-    template's ClusterSpec the graph never runs on); variables outside GLOBAL_VARIABLES
+    template's ClusterSpec the graph never runs on); variables of module-level code that
+    opens a session before module-level code makes the cluster (a notebook of separate
+    programs: a client cell to another cluster, then a cell starting a ps job; that
+    session may have no ps, and TF would refuse it the variable the fix sends there);
+    variables outside GLOBAL_VARIABLES
     (`tf.get_local_variable`, `collections=[tf.GraphKeys.LOCAL_VARIABLES]` or a private
     collection) under no setter: the worker's own on purpose; a variable made under a
     worker's scope whose task is given at run time and named after that task, by its name or
@@ -498,7 +502,33 @@ class ReplicaPlacementCodemod(SourceCodemod):
         this process alone (`_runs_in_process`, for a cluster this file makes)."""
         cluster = self._cluster_of(call)
         return cluster is not None and not (self._in_process
-                                            and cluster[0] == self.project.label)
+                                            and cluster[0] == self.project.label
+                                            ) and not self._run_before_cluster(call, cluster)
+
+    def _run_before_cluster(self, call: cst.Call, cluster: tuple[str, int, int | None]
+                            ) -> bool:
+        """Whether module-level code runs the graph holding `call`'s variables in a
+        session it opens before module-level code of this file makes the cluster: a
+        notebook of separate programs (a client cell, then the cell of a ps/worker
+        cluster), a script that checks its model before it starts its server. That
+        session's cluster is not this one: it may have no ps job, and a fix sending the
+        variables there would make a graph it places one it refuses."""
+        path, made_at, _ = cluster
+        if path != self.project.label or not self._at_module_level(call):
+            return False
+        cluster_statement = next((s for s in self._tree.body if self.code_range(s).start.line
+                                  <= made_at <= self.code_range(s).end.line), None)
+        if cluster_statement is None or isinstance(
+                cluster_statement, (cst.FunctionDef, cst.ClassDef)):
+            return False  # made in a function: whoever calls it decides when
+        made_here = self.position(call)[0]
+        return any(made_here < self.position(session)[0] < made_at
+                   and self._at_module_level(session) for session in self._calls
+                   if self.tf_canonical(session.func) in _LOCAL_SESSIONS)
+
+    def _at_module_level(self, node: cst.CSTNode) -> bool:
+        """Whether `node` is in the module's own code, in no function or class."""
+        return enclosing(node, self.parent, cst.FunctionDef, cst.ClassDef, cst.Lambda) is None
 
     def _runs_in_process(self) -> bool:
         """Whether every session this file opens runs the graph in this process: there is
