@@ -325,6 +325,9 @@ TF2_DROPPED = frozenset({
 # (any `raw_ops.` op counts too: what it writes is its own).
 TRAIN_OP_MAKERS = frozenset({"contrib.layers.optimize_loss", "slim.create_train_op",
                              "contrib.training.create_train_op", "count_up_to"})
+# Contrib's `optimize_loss` (tf-slim's copy too), which runs the UPDATE_OPS collection
+# unless its `update_ops=` argument names the update ops to run instead.
+OPTIMIZE_LOSS = frozenset({"contrib.layers.optimize_loss", "slim.optimize_loss"})
 # An optimizer's constructor, canonically (`train.AdamOptimizer`, `keras.optimizers.SGD`,
 # `contrib.opt.LazyAdamOptimizer`): what it is given (a learning rate, a momentum) steers
 # the updates; the loss has no gradient to it.

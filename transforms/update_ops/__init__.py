@@ -67,6 +67,9 @@ wrapper's `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gr
 is library code, no train op: its caller's call is judged where it is built. A loss made to
 wait on the update ops that the step fetches runs them also for an apply built in a function
 nested in the one that keeps that loss (an accumulated apply handed to `tf.cond`).
+`optimize_loss` (contrib's, tf-slim's) runs UPDATE_OPS itself unless given `update_ops=` as
+a literal list holding none of them (`update_ops=[]`): that call is reported, not fixed
+(drop the argument, or pass the update ops).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ from graphfix.findings import Change, Check, Finding, IntendedChange, Watch
 from graphfix.graph.index import GraphIndex
 from graphfix.registry import Context, Param, Transform
 from graphfix.source.prefilter import SourceTriggers
-from graphfix.source.vocabulary import TRAIN_METHODS
+from graphfix.source.vocabulary import OPTIMIZE_LOSS, TRAIN_METHODS
 
 if TYPE_CHECKING:
     from graphfix.source.project import FileView
@@ -139,9 +142,11 @@ class UpdateOps(Transform):
     # The source surface lives in source.py, loaded on first use (libcst is slow to
     # import and the graph path never needs it).
     codemod = ".source:UpdateOpsCodemod"
-    # A `X.minimize(...)` or `X.apply_gradients(...)` call, in a file that a batch norm
-    # reaches (the project model: its own, or one its imports and calls reach).
-    source_triggers = SourceTriggers(calls=TRAIN_METHODS, in_project=_batch_norm_reaches)
+    # A `X.minimize(...)`, `X.apply_gradients(...)` or `optimize_loss(...)` call, in a file
+    # that a batch norm reaches (the project model: its own, or one its imports and calls
+    # reach).
+    source_triggers = SourceTriggers(calls=TRAIN_METHODS | OPTIMIZE_LOSS,
+                                     in_project=_batch_norm_reaches)
 
     def _plan(self, graph: GraphIndex, ctx: Context):
         """(train op, missing update ops) pairs, or a Finding saying what cannot be decided."""

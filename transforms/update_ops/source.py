@@ -11,7 +11,7 @@ import libcst as cst
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.project import MODULE_BODY, unit_at
 from graphfix.source.fixes import AddImport, WrapInWith
-from graphfix.source.vocabulary import OP_TIES, TRAIN_METHODS, UPDATE_OPS_NAME
+from graphfix.source.vocabulary import OP_TIES, OPTIMIZE_LOSS, TRAIN_METHODS, UPDATE_OPS_NAME
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -338,7 +338,10 @@ class UpdateOpsCodemod(SourceCodemod):
     `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
     is library code, no train op: its caller's call is judged. A waiting loss used for its gradients alone runs
     nothing: TF's gradients do not read a loss whose shape is known. `create_train_op` and `optimize_loss` run them
-    themselves and are never touched. A block over the update ops opened *after* the train
+    themselves and are never touched, but for an `optimize_loss` (contrib's, tf-slim's)
+    given `update_ops=` as a literal list or tuple holding none of them (`update_ops=[]`,
+    ikostrikov/TensorFlow-VAE-GAN-DRAW): it runs that list instead; reported, not fixed
+    (drop the argument or pass them). A block over the update ops opened *after* the train
     op was built does nothing for it; the finding says so.
 
     Fixed: the statement holding the call (a simple statement: an assignment, a `return`,
@@ -425,6 +428,8 @@ class UpdateOpsCodemod(SourceCodemod):
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
                  and not self.tf_names.is_foreign_import(c.func)
                  and not self._in_an_optimizer_method(c)]
+        self._discarding = {c for c in self._index.of(cst.Call) if self._discards_updates(c)}
+        calls += sorted(self._discarding, key=lambda c: self.position(c))
         if not calls:
             return
         if self._batch_norm_in_a_loop_body():
@@ -444,6 +449,16 @@ class UpdateOpsCodemod(SourceCodemod):
                 prepared = True
             self._judge(self._place(call), batch_norm, unrun, tf_module, needs_import, problem)
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
+
+    def _discards_updates(self, call: cst.Call) -> bool:
+        """Whether `call` is contrib's `optimize_loss` given `update_ops=` as a literal list
+        or tuple that holds none of the update ops (`update_ops=[]`): it then runs that list
+        instead of the UPDATE_OPS collection it runs by default (`update_ops=None`)."""
+        if self.tf_names.canonical(call.func) not in OPTIMIZE_LOSS:
+            return False
+        given = [a.value for a in call.args if a.keyword and a.keyword.value == "update_ops"]
+        return bool(given) and isinstance(given[0], (cst.List, cst.Tuple)) and not any(
+            _mentions_update_ops(e.value, set()) for e in given[0].elements)
 
     def _batch_norm_in_a_loop_body(self) -> bool:
         """Whether a batch norm is built by the body of one of the file's TF loops
@@ -1001,7 +1016,12 @@ class UpdateOpsCodemod(SourceCodemod):
             collections.append(f"{tf_module}.get_collection({spelled})")
         message = "; ".join(said)
         spelling = f"{tf_module}.control_dependencies({' + '.join(collections)})"
-        if site.in_lambda:
+        if site.call in self._discarding:
+            # A block over the collection would run the updates, but the call's own
+            # argument says which updates its train op runs: the argument is what to change.
+            problem = ("its update_ops= argument names none of them; drop it (optimize_loss "
+                       "then runs the UPDATE_OPS collection) or pass them")
+        elif site.in_lambda:
             problem = "it is built inside a lambda; wrap the lambda's body by hand"
         elif site.statement is None:
             problem = ("it is built in a compound statement's header; build it under the "
