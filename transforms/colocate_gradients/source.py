@@ -104,6 +104,8 @@ class ColocateGradientsRule(SourceCodemod):
 
         def step(value: cst.CSTNode, behind: bool) -> bool:
             item = next(self.device_items_around(value), None)
+            if item is not None and self._differentiated_in_tower(item):
+                return None
             if item is None or own and self.code(item.item) == self.code(own.item) or any(
                     inside(call, self.parent(s), self.parent)
                     for s in [item, *self.device_items_around(item)]):
@@ -123,3 +125,12 @@ class ColocateGradientsRule(SourceCodemod):
         (`SourceCodemod.device_changes`): the loop of several towers; None if there is none."""
         return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
             self.device_changes(item)) else None
+
+    def _differentiated_in_tower(self, item: cst.WithItem) -> bool:
+        """Whether `item` is a tower loop's device scope whose body differentiates its own
+        loss (a gradient call inside it): such towers have their gradients made beside their
+        forward ops, and a loss read from them elsewhere is another path's (a single-device
+        build, a logged average), not forward code that call differentiates across towers."""
+        scope = self.parent(item)
+        return self._tower_loop(item) is not None and isinstance(scope, cst.With) and any(
+            self._loss_of(c) is not None for c in descendants(scope.body, cst.Call))
