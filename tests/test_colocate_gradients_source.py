@@ -201,3 +201,21 @@ def test_a_counter_is_state_a_function_changes_and_reads(body, keeps):
 
     (function,) = cst.parse_module(f"def next_device(self):\n    {body}\n").body
     assert keeps_counter(function) is keeps
+
+
+def test_towers_differentiated_in_their_own_scopes_do_not_make_another_builds_loss_several():
+    """Do no harm (the shape of philferriere/tfoptflow's model_pwcnet.py): the towers each
+    compute their gradients in their own device scope, and the single-device build's
+    minimize reads attributes the towers also assign; that build's model sits under one
+    device, and TF places its whole step there. Its twin, whose towers leave the
+    differentiating to a later call, stays found."""
+    case = FIXTURES / "colocate_gradients" / "source" / "noop_towers_differentiated_in_place"
+    code = (case / "before.py").read_text()
+    assert graphfix.check_source(code, only=[NAME]) == []
+    placed = oracle.placements(_graph_of(code), ["train"], {
+        "x:0": np.ones([4, 4], np.float32), "y:0": np.zeros([4, 1], np.float32)})
+    assert placed and all(device.endswith("CPU:0") for device in placed.values())
+    in_tower = "tower_grads.append(self.optim.compute_gradients(loss))"
+    twin = code.replace(in_tower, "tower_grads.append([])")
+    assert in_tower in code
+    assert [f.line for f in graphfix.check_source(twin, only=[NAME])] == [45]

@@ -1050,6 +1050,12 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
                     and self.tf_canonical(around.item.func) in DEVICE_CALLS):
                 yield around
 
+    def calls_in_scope(self, item: cst.WithItem) -> list[cst.Call]:
+        """The calls in the body of the `with` statement that opens `item` (none if `item`
+        is not one of a `with` statement's items)."""
+        scope = self.parent(item)
+        return list(descendants(scope.body, cst.Call)) if isinstance(scope, cst.With) else []
+
     def code(self, node: cst.CSTNode) -> str:
         """`node`'s source text, as the file spells it."""
         return self._tree.code_for_node(node)

@@ -98,14 +98,19 @@ class ColocateGradientsRule(SourceCodemod):
         """The device scopes of the forward code `call` differentiates, other than the call's
         own (one holding it, or asking for its device): each `with <device>(...)` item the
         loss is computed in (`trace_values`), and behind the first such item on a path, the
-        items of a tower loop or where a layer is built (not an input's or a variable's)."""
+        items of a tower loop or where a layer is built (not an input's or a variable's). A
+        tower loop whose scope differentiates its own loss (`compute_gradients` per tower) is
+        not counted: its backward pass is built there, and a loss `call` reads from its
+        values (the first tower's output, the towers' logged average) is another path's,
+        such as a single-device build's beside it."""
         own = next(self.device_items_around(call), None)
         found: list[cst.WithItem] = []
 
         def step(value: cst.CSTNode, behind: bool) -> bool:
             item = next(self.device_items_around(value), None)
             if item is None or own and self.code(item.item) == self.code(own.item) or any(
-                    inside(call, self.parent(s), self.parent)
+                    inside(call, self.parent(s), self.parent) or self._tower_loop(s)
+                    and any(self._loss_of(c) is not None for c in self.calls_in_scope(s))
                     for s in [item, *self.device_items_around(item)]):
                 return behind
             if all(item is not f for f in found) and (not behind or self._tower_loop(item) or any(
