@@ -355,14 +355,19 @@ def phases_shown(command: str):
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    # (a phase names the script and its lines: shown as text, never as rich markup)
-    shown = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
-                     TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
-    task = shown.add_task(f"{command}: starting", total=None)
+    # The line is drawn on a descriptor of its own for this terminal: once TF is imported,
+    # descriptor 2 is a pipe (`foreign_output`), and sys.stderr is left as it is.
+    with os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8",
+                   errors="backslashreplace") as terminal:
+        # (a phase names the script and its lines: shown as text, never as rich markup)
+        shown = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False),
+                         TimeElapsedColumn(), console=Console(file=terminal), transient=True,
+                         redirect_stdout=False, redirect_stderr=False)
+        task = shown.add_task(f"{command}: starting", total=None)
 
-    def begin(text: str) -> None:
-        shown.update(task, description=f"{command}: {log_line(text)}")
-        shown.refresh()  # (a phase shorter than a refresh still shows)
+        def begin(text: str) -> None:
+            shown.update(task, description=f"{command}: {log_line(text)}")
+            shown.refresh()  # (a phase shorter than a refresh still shows)
 
-    with shown, phases.listening(begin):
-        yield
+        with shown, phases.listening(begin):
+            yield
