@@ -73,7 +73,10 @@ reading, shared with shared-variables: a loop that builds a tower per pass, a to
 function's device scope built at run time, what they call; besides, a function's first
 call before its tower loop, a file that names more than one fixed GPU), and a single-GPU
 script's float variables are no finding, as `check --trace` of it finds none (nor those of a function on one fixed GPU beside the
-towers: a script's `train` beside its `train_multi_gpu`);
+towers: a script's `train` beside its `train_multi_gpu`; nor those of one model split into
+stages over fixed GPUs, no function called under two of them and no GPU chosen at run time:
+encoders under `tf.device('/gpu:0')`, decoders under `tf.device('/gpu:1')`, each stage's
+variables read on its own GPU);
 `every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
 A device function of the file (or a lambda given to the scope) that pins op type
 `"Variable"` only (TF 0.x's op: TF 1.x makes `VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the

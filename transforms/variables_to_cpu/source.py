@@ -445,7 +445,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                     kind, device, dynamic = _classify_device(template)
                     if kind == "gpu" and not dynamic:
                         gpus.add(device)
-        self._several_gpus = len(gpus) > 1
+        self._stages = self._stages_of_one_model()
+        self._several_gpus = len(gpus) > 1 and not self._stages
         self._sites: dict[cst.CSTNode, _Site] = {}
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
         for call in calls:
@@ -466,6 +467,53 @@ class VariablesToCpuCodemod(SourceCodemod):
                             fix=fix, severity=self._severity(variable))
         self.findings.sort(key=lambda f: (f.line or 0, f.col or 0))
 
+    def _stages_of_one_model(self) -> list[tuple[int, int]]:
+        """The line ranges of the `with tf.device(...)` blocks that hold stages of one
+        model, no towers; none unless every device scope of the file naming a GPU names one
+        fixed GPU at every entry (no `SourceCodemod.device_changes`, no GPU chosen at run
+        time), two GPUs or more are named, and no function is called under two different
+        GPUs (Linfeng-Tang/DRLIE's build_model: encoders and discriminators under
+        `tf.device('/gpu:0')`, decoders under `tf.device('/gpu:1')`). Each stage's
+        variables are made and read on its own GPU, none is shared between GPUs; the same
+        code under two GPUs (towers spelled out) is no stage split."""
+        callees_on: dict[str, set[str]] = {}
+        blocks: list[tuple[int, int]] = []
+        for call in self.nodes(cst.Call):
+            if self.tf_canonical(call.func) not in DEVICE_CALLS:
+                continue
+            templates = [_classify_device(t) for t in self._device_templates(call)]
+            if any(kind == "gpu" and dynamic for kind, _, dynamic in templates):
+                return []
+            fixed = {device for kind, device, _ in templates if kind == "gpu"}
+            if not fixed:
+                continue
+            item = self.parent(call)
+            block = self.parent(item) if isinstance(item, cst.WithItem) else None
+            if not isinstance(block, cst.With) or len(fixed) > 1 or self.device_changes(item):
+                return []
+            (device,) = fixed
+            callees_on.setdefault(device, set()).update(
+                self.code(c.func) for c in descendants(block.body, cst.Call))
+            span = self.code_range(block)
+            blocks.append((span.start.line, span.end.line))
+        devices = list(callees_on)
+        if len(devices) < 2 or any(callees_on[a] & callees_on[b]
+                                   for i, a in enumerate(devices) for b in devices[i + 1:]):
+            return []
+        return blocks
+
+    def _stage_not_tower(self, scope: _GpuScope) -> bool:
+        """Whether a GPU scope is one of the file's stage blocks (`_stages_of_one_model`)
+        and the block itself runs once, in no tower code but what the stage blocks make
+        (tower code reaches a stage block only through a tower loop or tower function
+        around it)."""
+        line = self.position(scope.call)[0]
+        if not any(first <= line <= last for first, last in self._stages):
+            return False
+        towers = [(first, last) for first, last in self._tower_spans if not any(
+            s_first <= first and last <= s_last for s_first, s_last in self._stages)]
+        return not any(first <= line <= last for first, last in towers)
+
     def _outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The top-level function or method holding `node`; None in the module body."""
         found, current = None, self.parent(node)
@@ -481,6 +529,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         towers elsewhere), the file names several fixed GPUs, or the function holding the
         scope builds towers elsewhere in its body (a first call before the tower loop;
         not where the towers' results are gathered, `_gathering`)."""
+        if self._stage_not_tower(scope):
+            return False
         if self._several_gpus or self._in_tower_code(self.position(call)[0]):
             return True
         function = self._outermost_function(scope.call)
