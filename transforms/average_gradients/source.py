@@ -486,7 +486,7 @@ class AverageGradientsCodemod(SourceCodemod):
         return tf
 
     def _recipe(self, function: cst.FunctionDef) -> _Recipe | None:
-        params = {p.name.value for p in function.params.params}
+        params = _taken_from_params(function)
         loop = next((f for f in descendants(function, cst.For) if _zipped(f, params)), None)
         if loop is None:
             return None
@@ -716,6 +716,29 @@ def _zipped(loop: cst.For, params: set[str]) -> str | None:
             and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value in params):
         return call.args[0].value.value
     return None
+
+
+def _taken_from_params(function: cst.FunctionDef) -> set[str]:
+    """The function's parameters, and the names its body takes from one of them by index
+    or loop (`for tower_grads in tower_grads_list:`, `tower_grads = tower_grads_list[i]`):
+    a function averaging several models' tower lists (wchen342/SketchyGAN's, one list per
+    optimizer) is still an averaging function of its own, reported at its `def`."""
+    params = {p.name.value for p in function.params.params}
+
+    def of_param(value: cst.BaseExpression) -> bool:
+        while isinstance(value, cst.Subscript):
+            value = value.value
+        return isinstance(value, cst.Name) and value.value in params
+
+    taken = set()
+    for loop in descendants(function, cst.For):
+        if isinstance(loop.target, cst.Name) and of_param(loop.iter):
+            taken.add(loop.target.value)
+    for assign in descendants(function, cst.Assign):
+        if (len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
+                and isinstance(assign.value, cst.Subscript) and of_param(assign.value)):
+            taken.add(assign.targets[0].target.value)
+    return params | taken
 
 
 def _list_made(function: cst.FunctionDef) -> str:
