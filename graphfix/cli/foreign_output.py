@@ -112,13 +112,13 @@ def divert() -> None:
 
 
 def restore() -> None:
-    """The descriptors and streams as `divert` found them, once the lines written before
-    have been passed on. Nothing where they are not diverted."""
+    """The descriptors, streams and Python-level routes (logging, warnings) as `divert`
+    found them, once the lines written before have been passed on. Nothing where they are
+    not diverted."""
     global _diverted
     if _diverted is None:
         return
     diverted, _diverted = _diverted, None
-    diverted.python.uninstall()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -128,6 +128,7 @@ def restore() -> None:
         os.dup2(real, fd)  # (the pipe's last writer gone: its reader sees the end)
     for reader in diverted.readers:
         reader.join(_FLUSH_WAIT)
+    diverted.python.uninstall()
     sys.stdout, sys.stderr = diverted.streams
     for real in diverted.real.values():
         os.close(real)
