@@ -286,13 +286,31 @@ def pattern_copies(tmp_path_factory, shapes, *fix_options: str) -> dict[str, str
 
 def built_by_tf(script: str, argument) -> dict:
     """What `script` (Python that builds graphs with TF, reading `argument` as JSON from
-    sys.argv[1]) prints as JSON on its last line, run in a process of its own on the CPU."""
+    sys.argv[1]) prints as JSON on its last line, run in a process of its own on the CPU.
+    The script can import the tests' TF helpers (`tf_steps`)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1",
-               CUDA_VISIBLE_DEVICES="")
+               CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"),
+                                                        str(REPO / "tests")])))
     done = subprocess.run([sys.executable, "-c", script, json.dumps(argument)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def pattern_copies_built(tmp_path_factory, script: str, shapes, *fix_options: str
+                         ) -> tuple[dict, dict[str, str]]:
+    """Each real-code pattern of `shapes` copied as it is and fixed (`pattern_copies`), every
+    copy built by `script` (`built_by_tf`, given {copy: folder}): (what it printed,
+    {copy: folder})."""
+    folders = pattern_copies(tmp_path_factory, shapes, *fix_options)
+    return built_by_tf(script, folders), folders
+
+
+def check_copy(folder: str, transform: str) -> subprocess.CompletedProcess:
+    """`graphfix check --no-cache --only TRANSFORM .` run in `folder` (a pattern's copy), as
+    a user checks a tree."""
+    return run_cli("check", "--no-cache", "--only", transform, ".", cwd=folder)
 
 
 _TOWER_DEVICES = r'''
@@ -327,9 +345,8 @@ def tower_devices(tmp_path_factory, shapes, modules: tuple[str, ...], drive: str
     `train` the copy's train module, `x` a [3, 4] input and `shape` the pattern's name)
     builds them, `modules` are forgotten between copies. ({copy: {variable or MatMul:
     device}}, {copy: folder})."""
-    folders = pattern_copies(tmp_path_factory, shapes, "--only", "variables-to-cpu")
     script = _TOWER_DEVICES.replace("MODULES", repr(modules)).replace("DRIVE", drive.rstrip())
-    return built_by_tf(script, folders), folders
+    return pattern_copies_built(tmp_path_factory, script, shapes, "--only", "variables-to-cpu")
 
 
 def error_lines(stderr: str) -> list[str]:

@@ -153,6 +153,61 @@ def test_what_a_graph_prints_reaches_stderr_escaped_and_leaves_stdout_to_the_rep
     assert raw_characters(done.stderr) == [] and foreign_lines(done.stderr) == []
 
 
+def test_what_tf_logs_through_python_reaches_stderr_escaped_and_leaves_stdout_to_the_report(
+        tmp_path):
+    """TF's import of a MetaGraphDef skips a collection of no kind and names it in a Python
+    `logging` record (`ERROR:tensorflow:Cannot identify data type for collection KEY.
+    Skipping.`), written to graphfix's own standard error: escaped there too."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.versions.producer = 1087
+    meta.graph_def.node.add(name="train", op="NoOp")
+    meta.collection_def["c\x1b[31mRED\n::error::INJECTED"].SetInParent()  # (no kind)
+    path = tmp_path / "model.meta"
+    path.write_bytes(meta.SerializeToString())
+    done = run_cli("verify", path, "--fetch", "train", "--format", "json", check_exit=0)
+    assert json.loads(done.stdout)["passed"] is True  # (stdout is the document alone)
+    assert "ERROR:tensorflow:Cannot identify data type for collection c\\x1b[31mRED" in (
+        done.stderr)
+    assert "\\x3a:error::INJECTED. Skipping." in done.stderr
+    assert raw_characters(done.stderr) == [] and foreign_lines(done.stderr) == []
+
+
+_WARNS_WHILE_DIVERTED = r'''
+import logging, sys, warnings
+from graphfix.cli import foreign_output
+from graphfix.cli.output import echo
+
+NAME = "w\x1b[31mRED\n::error::INJECTED"
+foreign_output.divert()
+warnings.warn(f"deprecated in {NAME}", DeprecationWarning)
+logging.getLogger("absl").warning("skipped %s", NAME)
+echo("graphfix's own line", err=True)
+sys.stderr.write("\x1b[2K")  # (graphfix's own stream: a progress display's redraw)
+foreign_output.restore()
+warnings.warn("after", UserWarning)
+'''
+
+
+def test_python_warnings_and_library_logging_while_diverted_reach_stderr_escaped():
+    """While graphfix runs TF: a warning `warnings.warn` shows and a record of a library's
+    logger (absl's) are passed on escaped, a line at a time; graphfix's own `sys.stderr` is
+    written as it is; once restored, Python shows warnings itself again."""
+    done = subprocess.run([sys.executable, "-W", "always", "-c", _WARNS_WHILE_DIVERTED],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert "DeprecationWarning: deprecated in w\\x1b[31mRED" in lines[0]
+    assert lines[1] == "\\x3a:error::INJECTED"
+    assert "WARNING:absl:skipped w\\x1b[31mRED" in done.stderr
+    assert "graphfix's own line" in lines
+    assert "\x1b[2K" in done.stderr  # (graphfix's own, raw)
+    assert done.stderr.endswith("UserWarning: after\n")
+    assert foreign_lines(done.stderr) == []
+    assert raw_characters(done.stderr.replace("\x1b[2K", "")) == []
+
+
 # -- the process --------------------------------------------------------------------------
 
 def _graphfix(*args, stdout=None, env=None) -> subprocess.CompletedProcess:

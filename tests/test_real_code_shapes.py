@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import built_by_tf, pattern_copies, run_cli
+from conftest import pattern_copies_built, run_cli
 
 SHAPES = ("towers_on_device_specs", "device_function_pins_old_variable_op",
           "inline_tower_average_over_embedding")
@@ -79,8 +79,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = pattern_copies(tmp_path_factory, SHAPES)
-    return built_by_tf(_BUILD, folders), folders
+    return pattern_copies_built(tmp_path_factory, _BUILD, SHAPES)
 
 
 def test_towers_on_device_specs_put_their_variables_on_the_cpu_once_fixed(built):

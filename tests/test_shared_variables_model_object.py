@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from conftest import built_by_tf, pattern_copies, run_cli
+from conftest import pattern_copies_built, run_cli
 
 BUG = "model_object_makes_tf_variables_in_a_helper"
 TWIN = "model_object_makes_get_variables_in_a_helper"
@@ -65,8 +65,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = pattern_copies(tmp_path_factory, (BUG, TWIN), "--only", "shared-variables")
-    return built_by_tf(_BUILD, folders), folders
+    return pattern_copies_built(tmp_path_factory, _BUILD, (BUG, TWIN), "--only",
+                                "shared-variables")
 
 
 def test_each_tower_makes_its_own_weights_and_tower_0s_train_alone(built):

@@ -138,16 +138,17 @@ def test_keras_graph_mode_model_gets_only_its_training_pass_updates(tf):
     assert "does not run 4 of 4 update op(s)" in findings[0].message
     fixed, _ = graphfix.fix_graph(original, only=["update-ops"])
 
+    from tf_steps import moving_means_over_one_step
+
     def step(meta_graph):
         """Moving means before and after one train step fed only images and labels."""
-        with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        graph = tf.Graph()
+        with graph.as_default():
             tf.compat.v1.train.import_meta_graph(meta_graph)
-            sess.run(tf.compat.v1.global_variables_initializer())
-            means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
-            before = sess.run(means)
-            sess.run("train_op", feed_dict={"images:0": np.ones((4, 8, 8, 3), np.float32),
-                                            "labels:0": np.array([0, 1, 0, 1], np.int32)})
-            return before, sess.run(means)
+        means = moving_means_over_one_step(
+            graph, "train_op", {"images:0": np.ones((4, 8, 8, 3), np.float32),
+                                "labels:0": np.array([0, 1, 0, 1], np.int32)})
+        return means.before, means.after
 
     before, after = step(original)
     assert all((b == a).all() for b, a in zip(before, after)), "the bug: statistics stay"

@@ -53,11 +53,11 @@ def test_an_empty_argument_under_a_block_over_the_update_ops_gives_no_finding():
 
 
 _ONE_STEP = r'''
-import importlib.util, json, sys
-import numpy as np
+import json, sys
 import tensorflow as tf
 
 from tensorflow.python.framework import ops
+from tf_steps import moving_means_over_one_step, program_at
 
 tf.compat.v1.disable_v2_behavior()
 # tf_slim's optimize_loss reads `ops.Tensor` and `ops.IndexedSlices`, aliases TF 2.21 no
@@ -67,21 +67,13 @@ ops.IndexedSlices = getattr(ops, "IndexedSlices", tf.IndexedSlices)
 v1 = tf.compat.v1
 out = {}
 for name, path in json.loads(sys.argv[1]):
-    spec = importlib.util.spec_from_file_location("train_" + name, path)
-    train = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train)
+    train = program_at(path, "train_" + name)
     graph = tf.Graph()
     with graph.as_default():
         images = v1.random_normal([2, 8, 8, 3], seed=1)
         step = train.train_op(images, tf.constant([0, 1]))
-        means = [v for v in v1.global_variables() if "moving_mean" in v.name]
-        init = v1.global_variables_initializer()
-    with v1.Session(graph=graph) as sess:
-        sess.run(init)
-        start = sess.run(means)
-        sess.run(step)
-        end = sess.run(means)
-    out[name] = bool(means) and any(not np.array_equal(a, b) for a, b in zip(start, end))
+    means = moving_means_over_one_step(graph, step)
+    out[name] = bool(means.count) and means.moved
 print(json.dumps(out))
 '''
 

@@ -22,7 +22,7 @@ import graphfix
 from graphfix import registry
 from graphfix.driver import Selected, run
 
-from conftest import FIXTURES, fixture_findings, source_cases
+from conftest import FIXTURES, built_by_tf, fixture_findings, source_cases
 
 NAME = "update-ops"
 SOURCE = FIXTURES / "update_ops" / "source"
@@ -174,8 +174,8 @@ def test_fixed_program_trains_moving_statistics(case: Path, trained: dict):
 def _worker(case_dirs: list[str]) -> dict:
     """Build each case's `build()` before and after the fix in graph mode (TF1 behaviour),
     run one step, and say whether the batch-norm moving means changed."""
-    import numpy as np
     import tensorflow as tf
+    from tf_steps import moving_means_over_one_step
 
     tf.compat.v1.disable_v2_behavior()
     sys.path.insert(0, str(FIXTURES))
@@ -199,16 +199,10 @@ def _worker(case_dirs: list[str]) -> dict:
             with graph.as_default():
                 exec(compile(path.read_text(), str(path), "exec"), namespace)
                 train_op = namespace["build"]()
-                means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
-                init = tf.compat.v1.global_variables_initializer()
-            config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
-            with tf.compat.v1.Session(graph=graph, config=config) as sess:
-                sess.run(init)
-                start = sess.run(means)
-                sess.run(train_op)
-                end = sess.run(means)
-            result[which] = any(not np.array_equal(a, b) for a, b in zip(start, end))
-            result["moving_means"] = len(means)
+            means = moving_means_over_one_step(
+                graph, train_op, config=tf.compat.v1.ConfigProto(allow_soft_placement=True))
+            result[which] = means.moved
+            result["moving_means"] = means.count
     return out
 
 
@@ -277,6 +271,7 @@ _ONE_STEP = r'''
 import argparse, importlib, json, sys
 import numpy as np
 import tensorflow as tf
+from tf_steps import moving_means_over_one_step
 
 tf.compat.v1.disable_v2_behavior()
 
@@ -322,14 +317,8 @@ for case, folder in json.loads(sys.argv[1]):
                       "private_collection_never_read": resnet,
                       "private_collection_star_import": resnet,
                       "private_update_collection_read_by_caller": resnet}[case](folder)
-        means = [v for v in tf.compat.v1.global_variables() if "moving_mean" in v.name]
-        init = tf.compat.v1.global_variables_initializer()
-    with tf.compat.v1.Session(graph=graph) as sess:
-        sess.run(init)
-        start = sess.run(means)
-        sess.run(step, feed)
-        end = sess.run(means)
-    out[folder] = [len(means), any(not np.array_equal(a, b) for a, b in zip(start, end))]
+    means = moving_means_over_one_step(graph, step, feed)
+    out[folder] = [means.count, means.moved]
 print(json.dumps(out))
 '''
 _STEPPED = ("collected_and_never_read", "model_chosen_by_importlib",
@@ -345,11 +334,7 @@ def stepped() -> dict:
     cases = [[case, str(SOURCE / case / which)] for case in _STEPPED
              for which in ("before", "after")]
     cases += [[case, str(folder)] for case, folder in _STEPPED_AS_THEY_ARE.items()]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
-    done = subprocess.run([sys.executable, "-c", _ONE_STEP, json.dumps(cases)],
-                          capture_output=True, text=True, env=env, timeout=240)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return built_by_tf(_ONE_STEP, cases)
 
 
 @pytest.mark.needs_tf

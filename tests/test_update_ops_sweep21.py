@@ -49,18 +49,17 @@ def test_the_correct_shape_gives_no_finding_and_its_twin_one(correct: str):
 # step, and says how many update ops the graph collected and whether the moving means
 # moved. tf.contrib.slim is gone from TF 2, so the slim shape is not stepped.
 _ONE_STEP = r'''
-import importlib.util, json, sys
+import json, sys
 import numpy as np
 import tensorflow as tf
+from tf_steps import moving_means_over_one_step, program_at
 
 tf.compat.v1.disable_v2_behavior()
 sys.modules["tensorflow"] = tf.compat.v1
 v1 = tf.compat.v1
 out = {}
 for name, path in json.loads(sys.argv[1]):
-    spec = importlib.util.spec_from_file_location("train_" + name, path)
-    train = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train)
+    train = program_at(path, "train_" + name)
     graph = tf.Graph()
     with graph.as_default():
         images = v1.random_normal([2, 8, 8, 3], seed=1)
@@ -78,17 +77,10 @@ for name, path in json.loads(sys.argv[1]):
             step = train.build_train_op([images, images])
         else:
             step = train.build_train_op(images)
-        means = [v for v in v1.global_variables() if "moving_mean" in v.name]
-        updates = len(v1.get_collection(v1.GraphKeys.UPDATE_OPS))
-        init = v1.global_variables_initializer()
     feed = {op.outputs[0]: np.ones([2, 1], np.float32)
             for op in graph.get_operations() if op.type == "Placeholder"}
-    with v1.Session(graph=graph) as sess:
-        sess.run(init)
-        start = sess.run(means)
-        sess.run(step, feed)
-        end = sess.run(means)
-    out[name] = [updates, any(not np.array_equal(a, b) for a, b in zip(start, end))]
+    means = moving_means_over_one_step(graph, step, feed)
+    out[name] = [means.update_ops, means.moved]
 print(json.dumps(out))
 '''
 _STEPPED = [c for c in sorted(TWINS) if "bn_params" not in c]

@@ -20,8 +20,9 @@ import pytest
 
 import graphfix
 
-from conftest import run_cli, tower_devices
+from conftest import check_copy, tower_devices
 
+NAME = "variables-to-cpu"
 SHAPES = ("worker_level_helper_in_local_gpu_towers", "worker_level_helper_names_the_cpu",
           "gpu_list_from_a_function", "tower_devices_listed_as_cpus")
 
@@ -44,10 +45,6 @@ def built(tmp_path_factory):
     return tower_devices(tmp_path_factory, SHAPES, ('train', 'util', 'util.devices'), _DRIVE)
 
 
-def _check(folder: str):
-    return run_cli("check", "--no-cache", "--only", "variables-to-cpu", ".", cwd=folder)
-
-
 def test_a_worker_level_helper_in_gpu_towers_has_its_variables_moved(built):
     result, folders = built
     before = result["worker_level_helper_in_local_gpu_towers:before"]
@@ -58,9 +55,9 @@ def test_a_worker_level_helper_in_gpu_towers_has_its_variables_moved(built):
     # The towers' compute stays on their GPUs.
     matmuls = sorted(d for name, d in after.items() if "MatMul" in name)
     assert matmuls == [f"/job:localhost/task:0/device:GPU:{i}" for i in range(2)]
-    assert "names no device type" in _check(
-        folders["worker_level_helper_in_local_gpu_towers:before"]).stdout
-    clean = _check(folders["worker_level_helper_in_local_gpu_towers:after"])
+    assert "names no device type" in check_copy(
+        folders["worker_level_helper_in_local_gpu_towers:before"], NAME).stdout
+    clean = check_copy(folders["worker_level_helper_in_local_gpu_towers:after"], NAME)
     assert clean.returncode == 0, clean.stdout
 
 
@@ -69,7 +66,7 @@ def test_a_worker_level_helper_that_names_the_cpu_is_left_alone(built):
     before = result["worker_level_helper_names_the_cpu:before"]
     assert {before["w"], before["b"]} == {"/job:localhost/task:0/device:CPU:0"}
     assert result["worker_level_helper_names_the_cpu:after"] == before
-    assert _check(folders["worker_level_helper_names_the_cpu:before"]).returncode == 0
+    assert check_copy(folders["worker_level_helper_names_the_cpu:before"], NAME).returncode == 0
 
 
 def test_a_gpu_list_a_function_returns_finds_the_plain_variable_only(built):
@@ -79,7 +76,7 @@ def test_a_gpu_list_a_function_returns_finds_the_plain_variable_only(built):
     assert before["w"] == "/device:CPU:0"  # the helper pins it
     assert before["scale"] == "/device:GPU:0"
     assert after["scale"] == "/device:CPU:0" and after["w"] == "/device:CPU:0"
-    found = _check(folders["gpu_list_from_a_function:before"]).stdout
+    found = check_copy(folders["gpu_list_from_a_function:before"], NAME).stdout
     assert "train.py:32:" in found and "tf.get_variable creates a variable" in found
     assert found.count("variables-to-cpu") == 1
 
@@ -89,7 +86,7 @@ def test_towers_over_a_list_of_cpus_are_left_alone(built):
     before = result["tower_devices_listed_as_cpus:before"]
     assert {before["w_0"], before["w_1"]} == {"/device:CPU:0", "/device:CPU:1"}
     assert result["tower_devices_listed_as_cpus:after"] == before
-    assert _check(folders["tower_devices_listed_as_cpus:before"]).returncode == 0
+    assert check_copy(folders["tower_devices_listed_as_cpus:before"], NAME).returncode == 0
 
 
 _BRANCHES = '''\

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_cli, tower_devices
+from conftest import check_copy, tower_devices
 
+NAME = "variables-to-cpu"
 SHAPES = ("device_template_held_in_a_name", "cpu_template_held_in_a_name",
           "first_tower_creates_after_conditional_reuse",
           "model_pins_variables_under_conditional_reuse")
@@ -44,10 +45,6 @@ def built(tmp_path_factory):
     return tower_devices(tmp_path_factory, SHAPES, ('train', 'model', 'devices'), _DRIVE)
 
 
-def _check(folder: str):
-    return run_cli("check", "--no-cache", "--only", "variables-to-cpu", ".", cwd=folder)
-
-
 def _matmul_devices(found: dict) -> list[str]:
     return sorted(device for name, device in found.items() if "MatMul" in name)
 
@@ -61,10 +58,10 @@ def test_a_template_held_in_a_name_is_read_where_it_is_filled_in(built):
     assert (after["w"], after["formatted/v"]) == ("/device:CPU:0", "/device:CPU:0")
     assert _matmul_devices(after) == _matmul_devices(before) == [
         "/device:GPU:0", "/device:GPU:0", "/device:GPU:1", "/device:GPU:1"]
-    found = _check(folders["device_template_held_in_a_name:before"]).stdout
+    found = check_copy(folders["device_template_held_in_a_name:before"], NAME).stdout
     assert "train.py:28:" in found and "tf.device(device_string % i)" in found
     assert "train.py:39:" in found and "tf.device(template.format(i))" in found
-    clean = _check(folders["device_template_held_in_a_name:after"])
+    clean = check_copy(folders["device_template_held_in_a_name:after"], NAME)
     assert clean.returncode == 0, clean.stdout
 
 
@@ -73,7 +70,7 @@ def test_a_template_naming_the_cpu_is_left_alone(built):
     before = result["cpu_template_held_in_a_name:before"]
     assert before["w"] == "/device:CPU:0"
     assert result["cpu_template_held_in_a_name:after"] == before
-    assert _check(folders["cpu_template_held_in_a_name:before"]).returncode == 0
+    assert check_copy(folders["cpu_template_held_in_a_name:before"], NAME).returncode == 0
 
 
 def test_the_first_tower_creates_where_reuse_is_turned_on_only_after_it(built):
@@ -84,7 +81,7 @@ def test_the_first_tower_creates_where_reuse_is_turned_on_only_after_it(built):
     assert after["fc/kernel"] == "/device:CPU:0"
     assert _matmul_devices(after) == _matmul_devices(before) == [
         "/device:GPU:0", "/device:GPU:1"]
-    found = _check(folders["first_tower_creates_after_conditional_reuse:before"]).stdout
+    found = check_copy(folders["first_tower_creates_after_conditional_reuse:before"], NAME).stdout
     assert "train.py:24:" in found and "tf.device(available_gpus[i])" in found
     assert found.count("variables-to-cpu") == 1
 
@@ -94,7 +91,8 @@ def test_a_model_that_pins_its_variables_is_left_alone(built):
     before = result["model_pins_variables_under_conditional_reuse:before"]
     assert before["fc/kernel"] == "/device:CPU:0"
     assert result["model_pins_variables_under_conditional_reuse:after"] == before
-    assert _check(folders["model_pins_variables_under_conditional_reuse:before"]).returncode == 0
+    pinned = check_copy(folders["model_pins_variables_under_conditional_reuse:before"], NAME)
+    assert pinned.returncode == 0
 
 
 _CPU_NAMES = '''\

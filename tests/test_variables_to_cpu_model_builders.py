@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES, built_by_tf, pattern_copies, run_cli
+from conftest import check_copy, FIXTURES, pattern_copies_built
 from graphfix.source.project import Project, part_of_code
 
+NAME = "variables-to-cpu"
 PATTERNS = FIXTURES / "real_code" / "patterns"
 
 SHAPES = ("slim_net_built_in_gpu_towers", "model_functions_unpacked_from_a_factory")
@@ -64,13 +65,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = pattern_copies(tmp_path_factory, SHAPES, "--only", "variables-to-cpu")
-    return built_by_tf(_BUILD, folders), folders
-
-
-def _checks_clean(folder: str) -> None:
-    again = run_cli("check", "--no-cache", "--only", "variables-to-cpu", ".", cwd=folder)
-    assert again.returncode == 0, again.stdout
+    return pattern_copies_built(tmp_path_factory, _BUILD, SHAPES, "--only", NAME)
 
 
 def test_a_slim_net_built_in_gpu_towers_has_its_variables_moved(built):
@@ -85,7 +80,8 @@ def test_a_slim_net_built_in_gpu_towers_has_its_variables_moved(built):
     with open(folders["slim_net_built_in_gpu_towers:before"] + "/net_pinned.py") as original, \
             open(folders["slim_net_built_in_gpu_towers:after"] + "/net_pinned.py") as fixed:
         assert fixed.read() == original.read()
-    _checks_clean(folders["slim_net_built_in_gpu_towers:after"])
+    again = check_copy(folders["slim_net_built_in_gpu_towers:after"], NAME)
+    assert again.returncode == 0, again.stdout
 
 
 def test_model_functions_from_a_factory_have_their_first_calls_moved(built):
@@ -108,7 +104,8 @@ def test_model_functions_from_a_factory_have_their_first_calls_moved(built):
     assert [text.strip() for text in lines[wrapped[0] + 1:wrapped[0] + 4]] == [
         "fake = Generator(4)", "disc_real = Discriminator(real)",
         "disc_fake = Discriminator(fake)"]
-    _checks_clean(folder)
+    again = check_copy(folder, NAME)
+    assert again.returncode == 0, again.stdout
 
 
 def test_a_python2_helper_module_is_read_for_what_it_defines():

@@ -19,8 +19,9 @@ import json
 
 import pytest
 
-from conftest import built_by_tf, FIXTURES, pattern_copies, run_cli
+from conftest import check_copy, FIXTURES, pattern_copies_built, run_cli
 
+NAME = "variables-to-cpu"
 PATTERNS = FIXTURES / "real_code" / "patterns"
 SHAPES = ("model_object_passed_to_tower_function", "fluent_network_built_by_base_init",
           "single_gpu_path_beside_towers")
@@ -75,13 +76,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    folders = pattern_copies(tmp_path_factory, SHAPES, "--only", "variables-to-cpu")
-    return built_by_tf(_BUILD, folders), folders
-
-
-def _checks_clean(folder: str) -> None:
-    again = run_cli("check", "--no-cache", "--only", "variables-to-cpu", ".", cwd=folder)
-    assert again.returncode == 0, again.stdout
+    return pattern_copies_built(tmp_path_factory, _BUILD, SHAPES, "--only", NAME)
 
 
 def test_a_model_object_passed_to_the_tower_function_has_its_variables_moved(built):
@@ -92,7 +87,8 @@ def test_a_model_object_passed_to_the_tower_function_has_its_variables_moved(bui
     assert before == {name: "/device:GPU:0" for name in
                       ("net/hidden_w", "net/hidden_b", "net/logits_w", "net/logits_b")}
     assert after == {name: "/device:CPU:0" for name in before}
-    _checks_clean(folders["model_object_passed_to_tower_function:after"])
+    again = check_copy(folders["model_object_passed_to_tower_function:after"], NAME)
+    assert again.returncode == 0, again.stdout
 
 
 def test_a_fluent_network_built_by_its_base_constructor_has_its_variables_moved(built):
@@ -102,7 +98,8 @@ def test_a_fluent_network_built_by_its_base_constructor_has_its_variables_moved(
     assert before == {name: "/device:GPU:0" for name in
                       ("fc1/weights", "fc1/biases", "fc2/weights", "fc2/biases")}
     assert after == {name: "/device:CPU:0" for name in before}
-    _checks_clean(folders["fluent_network_built_by_base_init:after"])
+    again = check_copy(folders["fluent_network_built_by_base_init:after"], NAME)
+    assert again.returncode == 0, again.stdout
 
 
 def test_a_single_gpu_path_beside_the_towers_is_left_on_its_gpu(built):
@@ -119,7 +116,8 @@ def test_a_single_gpu_path_beside_the_towers_is_left_on_its_gpu(built):
     # The single-GPU function (up to train_multi_gpu) is byte for byte what it was.
     end = original_lines.index("def train_multi_gpu(images, labels, num_gpus):")
     assert fixed_lines[:end] == original_lines[:end]
-    _checks_clean(folders["single_gpu_path_beside_towers:after"])
+    again = check_copy(folders["single_gpu_path_beside_towers:after"], NAME)
+    assert again.returncode == 0, again.stdout
 
 
 _SINGLE_GPU_SCRIPT = '''\
