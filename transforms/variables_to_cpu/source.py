@@ -451,6 +451,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
         for call in calls:
             self._find_variable(call)
+        self._find_parameter_models(calls)
         plans = {statement: self._plan(site) for statement, site in self._sites.items()}
         # Under a device function that misses VariableV2 an inner wrap would not help (the
         # outer function has the last word): the fix is the function's own test.
@@ -534,8 +535,31 @@ class VariablesToCpuCodemod(SourceCodemod):
         if self._several_gpus or self._in_tower_code(self.position(call)[0]):
             return True
         function = self._outermost_function(scope.call)
-        return (any(self._function_at(first) is function for first, _ in self._tower_spans)
+        return (any(self._function_at(first) is function
+                    and not self._towers_on_no_gpu(first, last)
+                    for first, last in self._tower_spans)
                 and not self._gathering(scope, call))
+
+    def _towers_on_no_gpu(self, first: int, last: int) -> bool:
+        """Whether the tower code at lines `first`..`last` of this file chooses no GPU: it
+        holds device scopes, and every value the device reader knows for each names only
+        a job, a task or a CPU (deepmind/scalable_agent's loop of actors, each enqueueing
+        under `tf.device(shared_job_device)`, which is '' or '/job:learner/task:0'). Such
+        a loop builds replicas on tasks, not towers on GPUs: a fixed GPU elsewhere in its
+        function is the one GPU of a single-GPU model."""
+        scopes = [call for call in self._device_calls()
+                  if first <= self.position(call)[0] <= last]
+        return bool(scopes) and all(
+            (templates := self._device_templates(call))
+            and all(_classify_device(t)[0] in ("partial", "other") for t in templates)
+            for call in scopes)
+
+    def _device_calls(self) -> list[cst.Call]:
+        """The file's `device(...)` calls."""
+        if "_devices" not in self.__dict__:
+            self._devices = [call for call in self.nodes(cst.Call)
+                             if self.tf_canonical(call.func) in DEVICE_CALLS]
+        return self._devices
 
     def _function_at(self, line: int) -> cst.FunctionDef | None:
         """The top-level function or method whose lines hold `line`; None in the module
@@ -646,6 +670,75 @@ class VariablesToCpuCodemod(SourceCodemod):
             return
         site = self._sites.setdefault(statement, _Site(statement, scope, []))
         site.variables.append(variable)
+
+    def _find_parameter_models(self, calls: list[cst.Call]) -> None:
+        """Note the calls of a function given as a parameter that make a tower's shared
+        variables, read off the reuse scope around them (`_passes_reusing`): in each pass
+        of a tower loop, `with tf.variable_scope(scope, reuse=i > 0):` around
+        `model_fn(...)` and no other call there that creates variables (vahidk's
+        TensorflowFramework: make_parallel's towers, one per GPU). Reuse on every pass but
+        the first is how shared variables are written: the first pass makes them, through
+        get_variable, in the one call that can, on its GPU."""
+        for call in calls:
+            func = call.func
+            if not isinstance(func, cst.Name) or not self._is_parameter(func):
+                continue
+            reusing = self._passes_reusing(call)
+            block = None if reusing is None else self.parent(reusing).body
+            if block is None or any(
+                    statement in self._with_variables
+                    for statement in descendants(block, cst.SimpleStatementLine)):
+                continue
+            others = [c for c in descendants(block, cst.Call)
+                      if c is not call and isinstance(c.func, cst.Name)
+                      and self._is_parameter(c.func)]
+            if others:
+                continue  # (which of them makes the variables, this cannot tell)
+            statement, scope = self._scope_of(call, False)
+            if statement is None or scope is None:
+                continue
+            where = (f"the function passed in as {func.value}, whose first pass under "
+                     f"{self.code(reusing.item)} makes what the later "
+                     f"passes reuse")
+            variable = _Variable(call=call, name="get_variable", dtype=None, resource=False,
+                                 slim=None, through=where)
+            if not self._flagged(variable, scope) or self._in_own_tower_scope(variable):
+                continue
+            self._with_variables.add(statement)
+            site = self._sites.setdefault(statement, _Site(statement, scope, []))
+            site.variables.append(variable)
+
+    def _is_parameter(self, name: cst.Name) -> bool:
+        """Whether `name` is a parameter of the function whose body holds it."""
+        function = enclosing_function(name, self.parent)
+        if function is None:
+            return False
+        params = function.params
+        return name.value in {p.name.value for p in (
+            *params.posonly_params, *params.params, *params.kwonly_params)}
+
+    def _passes_reusing(self, call: cst.Call) -> cst.WithItem | None:
+        """The `with variable_scope(..., reuse=...)` item around `call`, in its function,
+        that reuses on some passes of a loop around it and not on others: its `reuse=`
+        reads that loop's variable (`reuse=i > 0`, `reuse=bool(i)`); None where there is
+        none."""
+        for around in with_items_around(call, self.parent):
+            if isinstance(around, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+            item = around.item
+            if not (isinstance(item, cst.Call) and (self.tf_canonical(item.func) or "")
+                    .rsplit(".", 1)[-1] == "variable_scope"):
+                continue
+            reuse = argument(item, "reuse", None)
+            if reuse is None or isinstance(reuse, cst.Name):
+                continue  # (True, False, None, or a name bound elsewhere: no pass of ours)
+            used = {node.value for node in descendants(reuse, cst.Name)}
+            loop = enclosing(item, self.parent, cst.For, within_function=True)
+            while loop is not None:
+                if used & {node.value for node in descendants(loop.target, cst.Name)}:
+                    return around
+                loop = enclosing(loop, self.parent, cst.For, within_function=True)
+        return None
 
     def _created_through(self, call: cst.Call) -> tuple[str, str, str | None] | None:
         """(name, where, dtype) of the first variable a call of one of the project's
