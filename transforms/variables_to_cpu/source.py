@@ -264,7 +264,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     after the tower loop and in no loop, the towers' results are gathered (their gradients
     summed and the optimizer's slots made there), where what the statement binds is read by
     no later tower: no two GPUs share them (openai/pixel-cnn's `adam_updates` under
-    `tf.device('/gpu:0')`). The transform's `scope` decides as on
+    `tf.device('/gpu:0')`), nor those of one GPU beside tower code that chooses no GPU: a
+    device built at run time naming the CPU (`local_job_device + '/cpu'`) is no tower
+    function's scope, and a loop whose device scopes name only jobs, tasks or the CPU
+    builds replicas on tasks, not towers on GPUs (deepmind/scalable_agent's learner
+    under `tf.device('/gpu')` beside its loop of actors). The transform's `scope` decides as on
     the graph surface: `every-gpu-variable` finds every variable under a GPU scope, one GPU
     or towers; `no-kernel` only those without a GPU kernel.
 
@@ -366,6 +370,12 @@ class VariablesToCpuCodemod(SourceCodemod):
     gets back the variables made before, wherever they are; a `tf.Variable` there is made
     anew, and found.
     It computes too, so it gets the device function.
+    A call of a function given as a parameter (`model_fn(features)`, its body out of
+    sight) counts where a variable scope around it, in a loop, reuses on some passes and
+    not the first (`reuse=i > 0`, read off the loop's variable), and no other call there
+    creates variables or calls another parameter: the reuse is written for the variables
+    the first pass makes, and this call is the one that can (vahidk/TensorflowFramework's
+    make_parallel). It computes too: the device function.
     A metric's variables (float totals and counts) have GPU kernels: a warning.
     Not seen: device strings passed in as parameters, a job-only device scope of a function
     between the tower and the helper (only the helper's own scopes are read so), Keras
