@@ -104,7 +104,11 @@ first call only, later calls spelled alike in the same function getting them bac
 the graph surface finds none. A function given as a parameter and called in a tower under
 a variable scope that reuses from the second pass on (`reuse=i > 0`), the one call there
 that could make variables, makes the towers' shared variables on the first tower's GPU
-(vahidk/TensorflowFramework's `make_parallel(model_fn, ...)`). See `VariablesToCpuCodemod`.
+(vahidk/TensorflowFramework's `make_parallel(model_fn, ...)`). A tower's get_variable calls
+under a context manager of the project that rebinds `tf.get_variable` to a getter opening a
+fixed GPU's device scope (`ops.variables_on_gpu0()`: brain-research/self-attention-gan) make
+the shared variables on that GPU: found, not fixed (the getter's scope is innermost when a
+variable is made; the context manager is what to change). See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations

@@ -376,6 +376,12 @@ class VariablesToCpuCodemod(SourceCodemod):
     creates variables or calls another parameter: the reuse is written for the variables
     the first pass makes, and this call is the one that can (vahidk/TensorflowFramework's
     make_parallel). It computes too: the device function.
+    In tower code, a `tf.get_variable` call (direct, or first in a project function the
+    call runs) under a context manager of the project that rebinds `tf.get_variable` to a
+    getter opening a fixed GPU's scope (`with ops.variables_on_gpu0():`,
+    brain-research/self-attention-gan) makes the shared variables on that GPU: a warning,
+    not fixed (the getter's scope is innermost when the variable is made, so a scope
+    around the call cannot move it; the context manager is what to change).
     A metric's variables (float totals and counts) have GPU kernels: a warning.
     Not seen: device strings passed in as parameters, a job-only device scope of a function
     between the tower and the helper (only the helper's own scopes are read so), Keras
@@ -462,6 +468,7 @@ class VariablesToCpuCodemod(SourceCodemod):
         for call in calls:
             self._find_variable(call)
         self._find_parameter_models(calls)
+        self._find_under_patched_getters()
         plans = {statement: self._plan(site) for statement, site in self._sites.items()}
         # Under a device function that misses VariableV2 an inner wrap would not help (the
         # outer function has the last word): the fix is the function's own test.
@@ -717,6 +724,95 @@ class VariablesToCpuCodemod(SourceCodemod):
             self._with_variables.add(statement)
             site = self._sites.setdefault(statement, _Site(statement, scope, []))
             site.variables.append(variable)
+
+    def _find_under_patched_getters(self) -> None:
+        """Report the get_variable calls, direct or through the project's functions, in tower
+        code under a context manager of the project that rebinds `tf.get_variable` to one
+        opening a fixed GPU's device scope (`_getter_patched_onto`: brain-research's
+        self-attention-gan, `with ops.variables_on_gpu0():` in each tower). Every tower
+        reads the variables made on that GPU. Not fixed: the patched getter's own scope is
+        innermost at creation and wins over any scope put around the call; the context
+        manager is what to change."""
+        for item in self.nodes(cst.WithItem):
+            patched = self._getter_patched_onto(item.item)
+            if patched is None:
+                continue
+            manager, device = patched
+            for call in descendants(self.parent(item).body, cst.Call, skip_lambdas=True):
+                line = self.position(call)[0]
+                if (enclosing_function(call, self.parent)
+                        is not enclosing_function(item, self.parent)
+                        or not self._in_tower_code(line)):
+                    continue
+                made = self._made_through_get_variable(call)
+                if made is None:
+                    continue
+                statement, scope = self._scope_of(call, False)
+                if statement in self._sites or scope is not None:
+                    continue  # (a GPU scope of its own around it: found as such)
+                self.report(call, (
+                    f"{self.code(call.func)} creates {made} under {self.code(item.item)}, "
+                    f"whose tf.get_variable places each variable on {device}, in a "
+                    f"multi-GPU tower: every tower reads them there; shared variables belong "
+                    f"on the CPU; not fixed: make {manager} pin \"/cpu:0\" (its getter's "
+                    f"device scope, innermost when a variable is made, wins over any around "
+                    f"the call)"), severity="warning")
+
+    def _made_through_get_variable(self, call: cst.Call) -> str | None:
+        """How `call` makes a variable with `tf.get_variable`, in words: a direct call
+        spelled as an attribute of the module (`tf.get_variable(...)`: the rebound
+        attribute is what it calls), or a call of the project's functions whose first
+        variable comes from get_variable; None otherwise."""
+        name = self.tf_canonical(call.func)
+        if name is not None:
+            return ("a variable" if name in GET_VARIABLE_CALLS
+                    and isinstance(call.func, cst.Attribute) else None)
+        through = self._created_through(call)
+        if through is None or through[0].rsplit(".", 1)[-1] != "get_variable":
+            return None
+        return f"variables ({through[1]})"
+
+    def _getter_patched_onto(self, expr: cst.BaseExpression) -> tuple[str, str] | None:
+        """(the context manager as called, the device) where `expr` calls a context
+        manager, in this module or another of the project, that assigns a function of its
+        own to `<module>.get_variable` while it is open and whose function opens a device
+        scope on a fixed GPU around the original getter (`tf.get_variable = new_fn`, `def
+        new_fn(*args, **kwargs): with tf.device('/gpu:0'): return old_fn(*args,
+        **kwargs)`); None for any other `with` item."""
+        if not isinstance(expr, cst.Call) or self.tf_canonical(expr.func) is not None:
+            return None
+        spelled = get_full_name_for_node(expr.func)
+        if spelled is None:
+            return None
+        tail = spelled.rsplit(".", 1)[-1]
+        functions = [f for f in self._functions_named(tail) if "." not in spelled]
+        if not functions:
+            elsewhere = self._device_values_elsewhere(spelled)
+            functions = [] if elsewhere is None else [elsewhere[1]]
+        if len(functions) != 1:
+            return None
+        function = functions[0]
+        if not descendants(function.body, cst.Yield):
+            return None
+        patches = {assign.value.value for assign in descendants(function.body, cst.Assign)
+                   if isinstance(assign.value, cst.Name) and any(
+                       isinstance(t.target, cst.Attribute)
+                       and t.target.attr.value == "get_variable" for t in assign.targets)}
+        for inner in descendants(function.body, cst.FunctionDef):
+            if inner.name.value not in patches:
+                continue
+            for with_item in descendants(inner.body, cst.WithItem):
+                given = (device_argument(with_item.item)
+                         if isinstance(with_item.item, cst.Call)
+                         and (get_full_name_for_node(with_item.item.func) or "")
+                         .rsplit(".", 1)[-1] == "device" else None)
+                template = None if given is None else device_template(given)
+                if template is None:
+                    continue
+                kind, device, dynamic = _classify_device(template)
+                if kind == "gpu" and not dynamic:
+                    return f"{spelled}()", device
+        return None
 
     def _is_parameter(self, name: cst.Name) -> bool:
         """Whether `name` is a parameter of the function whose body holds it."""
