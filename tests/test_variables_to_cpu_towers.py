@@ -162,3 +162,51 @@ def test_a_parameter_named_like_the_training_function_calls_nothing(tmp_path):
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["device"] == "/device:GPU:0" and result["value"] != 0.0  # it ran
     assert result["findings"] == []  # the graph surface: one GPU reads it
+
+
+_PATCHED_GETTERS = r'''
+import json, sys
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+import graphfix
+out = {}
+for case in sys.argv[1:]:
+    namespace = {}
+    exec(compile(open(case).read(), case, "exec"), namespace)
+    with tf.Graph().as_default() as graph:
+        batches = [tf.ones([2, 4]), tf.ones([2, 4])]
+        namespace["train"](["gpu:0", "gpu:1"], batches)
+        findings = graphfix.check_graph(graph.as_graph_def(), only=["variables-to-cpu"])
+        out[case] = {"variables": {v.op.name: v.device for v in tf.global_variables()},
+                     "tower_1": sorted({op.device for op in graph.get_operations()
+                                        if op.name.startswith("device_1/")}),
+                     "graph_findings": [f.message for f in findings]}
+print(json.dumps(out))
+'''
+
+
+def test_a_getter_patched_onto_gpu_0_puts_every_towers_variables_there(tmp_path):
+    """brain-research/self-attention-gan's `ops.variables_on_gpu0()`: TF builds tower 1 on
+    GPU 1 and every variable on GPU 0, as the source finding says, and the graph surface
+    warns of the same variables; under the twin that rebinds the getter onto the CPU, the
+    variables are on the CPU and neither surface finds anything."""
+    gpu0 = SOURCE / "getter_patched_onto_gpu0_in_towers" / "before.py"
+    cpu = SOURCE / "noop_getter_patched_onto_cpu_in_towers" / "before.py"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _PATCHED_GETTERS, str(gpu0), str(cpu)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    built = json.loads(done.stdout.splitlines()[-1])
+    on_gpu0, on_cpu = built[str(gpu0)], built[str(cpu)]
+    assert set(on_gpu0["variables"].values()) == {"/device:GPU:0"}
+    assert on_gpu0["tower_1"] == ["/device:GPU:1"]
+    assert on_gpu0["graph_findings"]
+    assert all("towers on several GPUs read them" in m for m in on_gpu0["graph_findings"])
+    assert set(on_cpu["variables"].values()) == {"/device:CPU:0"}
+    assert on_cpu["graph_findings"] == []
+
+    (finding,) = graphfix.check_source(gpu0.read_text(), only=[NAME])
+    assert (finding.line, finding.severity, finding.fixable) == (42, "warning", False)
+    assert "on /device:GPU:0, in a multi-GPU tower" in finding.message
+    assert "make variables_on_gpu0() pin \"/cpu:0\"" in finding.message
+    assert graphfix.check_source(cpu.read_text(), only=[NAME]) == []

@@ -76,7 +76,10 @@ script's float variables are no finding, as `check --trace` of it finds none (no
 towers: a script's `train` beside its `train_multi_gpu`; nor those of one model split into
 stages over fixed GPUs, no function called under two of them and no GPU chosen at run time:
 encoders under `tf.device('/gpu:0')`, decoders under `tf.device('/gpu:1')`, each stage's
-variables read on its own GPU);
+variables read on its own GPU; nor those of a learner's one GPU inside a CPU device built
+at run time, `local_job_device + '/cpu'`, or beside a loop whose device scopes name only
+jobs and tasks, actors enqueueing under `tf.device(shared_job_device)`: deepmind's
+scalable_agent);
 `every-gpu-variable` finds every variable under a GPU scope, `no-kernel` only the errors.
 A device function of the file (or a lambda given to the scope) that pins op type
 `"Variable"` only (TF 0.x's op: TF 1.x makes `VariableV2`) gives the variables the GPU it gives the compute: they are findings, and the
@@ -98,7 +101,14 @@ a name unpacked from a factory returning functions (`Generator, Discriminator =
 GeneratorAndDiscriminator()`) calls them, and a function whose every variable comes from a
 get-or-create cache (`if name not in _params:`, tflib's `lib.param`) creates them at its
 first call only, later calls spelled alike in the same function getting them back; a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
-the graph surface finds none. See `VariablesToCpuCodemod`.
+the graph surface finds none. A function given as a parameter and called in a tower under
+a variable scope that reuses from the second pass on (`reuse=i > 0`), the one call there
+that could make variables, makes the towers' shared variables on the first tower's GPU
+(vahidk/TensorflowFramework's `make_parallel(model_fn, ...)`). A tower's get_variable calls
+under a context manager of the project that rebinds `tf.get_variable` to a getter opening a
+fixed GPU's device scope (`ops.variables_on_gpu0()`: brain-research/self-attention-gan) make
+the shared variables on that GPU: found, not fixed (the getter's scope is innermost when a
+variable is made; the context manager is what to change). See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations

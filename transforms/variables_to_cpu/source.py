@@ -264,7 +264,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     after the tower loop and in no loop, the towers' results are gathered (their gradients
     summed and the optimizer's slots made there), where what the statement binds is read by
     no later tower: no two GPUs share them (openai/pixel-cnn's `adam_updates` under
-    `tf.device('/gpu:0')`). The transform's `scope` decides as on
+    `tf.device('/gpu:0')`), nor those of one GPU beside tower code that chooses no GPU: a
+    device built at run time naming the CPU (`local_job_device + '/cpu'`) is no tower
+    function's scope, and a loop whose device scopes name only jobs, tasks or the CPU
+    builds replicas on tasks, not towers on GPUs (deepmind/scalable_agent's learner
+    under `tf.device('/gpu')` beside its loop of actors). The transform's `scope` decides as on
     the graph surface: `every-gpu-variable` finds every variable under a GPU scope, one GPU
     or towers; `no-kernel` only those without a GPU kernel.
 
@@ -366,6 +370,18 @@ class VariablesToCpuCodemod(SourceCodemod):
     gets back the variables made before, wherever they are; a `tf.Variable` there is made
     anew, and found.
     It computes too, so it gets the device function.
+    A call of a function given as a parameter (`model_fn(features)`, its body out of
+    sight) counts where a variable scope around it, in a loop, reuses on some passes and
+    not the first (`reuse=i > 0`, read off the loop's variable), and no other call there
+    creates variables or calls another parameter: the reuse is written for the variables
+    the first pass makes, and this call is the one that can (vahidk/TensorflowFramework's
+    make_parallel). It computes too: the device function.
+    In tower code, a `tf.get_variable` call (direct, or first in a project function the
+    call runs) under a context manager of the project that rebinds `tf.get_variable` to a
+    getter opening a fixed GPU's scope (`with ops.variables_on_gpu0():`,
+    brain-research/self-attention-gan) makes the shared variables on that GPU: a warning,
+    not fixed (the getter's scope is innermost when the variable is made, so a scope
+    around the call cannot move it; the context manager is what to change).
     A metric's variables (float totals and counts) have GPU kernels: a warning.
     Not seen: device strings passed in as parameters, a job-only device scope of a function
     between the tower and the helper (only the helper's own scopes are read so), Keras
@@ -451,6 +467,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         self._with_variables: set[cst.CSTNode] = set()  # statements creating any variable
         for call in calls:
             self._find_variable(call)
+        self._find_parameter_models(calls)
+        self._find_under_patched_getters()
         plans = {statement: self._plan(site) for statement, site in self._sites.items()}
         # Under a device function that misses VariableV2 an inner wrap would not help (the
         # outer function has the last word): the fix is the function's own test.
@@ -534,8 +552,31 @@ class VariablesToCpuCodemod(SourceCodemod):
         if self._several_gpus or self._in_tower_code(self.position(call)[0]):
             return True
         function = self._outermost_function(scope.call)
-        return (any(self._function_at(first) is function for first, _ in self._tower_spans)
+        return (any(self._function_at(first) is function
+                    and not self._towers_on_no_gpu(first, last)
+                    for first, last in self._tower_spans)
                 and not self._gathering(scope, call))
+
+    def _towers_on_no_gpu(self, first: int, last: int) -> bool:
+        """Whether the tower code at lines `first`..`last` of this file chooses no GPU: it
+        holds device scopes, and every value the device reader knows for each names only
+        a job, a task or a CPU (deepmind/scalable_agent's loop of actors, each enqueueing
+        under `tf.device(shared_job_device)`, which is '' or '/job:learner/task:0'). Such
+        a loop builds replicas on tasks, not towers on GPUs: a fixed GPU elsewhere in its
+        function is the one GPU of a single-GPU model."""
+        scopes = [call for call in self._device_calls()
+                  if first <= self.position(call)[0] <= last]
+        return bool(scopes) and all(
+            (templates := self._device_templates(call))
+            and all(_classify_device(t)[0] in ("partial", "other") for t in templates)
+            for call in scopes)
+
+    def _device_calls(self) -> list[cst.Call]:
+        """The file's `device(...)` calls."""
+        if "_devices" not in self.__dict__:
+            self._devices = [call for call in self.nodes(cst.Call)
+                             if self.tf_canonical(call.func) in DEVICE_CALLS]
+        return self._devices
 
     def _function_at(self, line: int) -> cst.FunctionDef | None:
         """The top-level function or method whose lines hold `line`; None in the module
@@ -646,6 +687,164 @@ class VariablesToCpuCodemod(SourceCodemod):
             return
         site = self._sites.setdefault(statement, _Site(statement, scope, []))
         site.variables.append(variable)
+
+    def _find_parameter_models(self, calls: list[cst.Call]) -> None:
+        """Note the calls of a function given as a parameter that make a tower's shared
+        variables, read off the reuse scope around them (`_passes_reusing`): in each pass
+        of a tower loop, `with tf.variable_scope(scope, reuse=i > 0):` around
+        `model_fn(...)` and no other call there that creates variables (vahidk's
+        TensorflowFramework: make_parallel's towers, one per GPU). Reuse on every pass but
+        the first is how shared variables are written: the first pass makes them, through
+        get_variable, in the one call that can, on its GPU."""
+        for call in calls:
+            func = call.func
+            if not isinstance(func, cst.Name) or not self._is_parameter(func):
+                continue
+            reusing = self._passes_reusing(call)
+            block = None if reusing is None else self.parent(reusing).body
+            if block is None or any(
+                    statement in self._with_variables
+                    for statement in descendants(block, cst.SimpleStatementLine)):
+                continue
+            others = [c for c in descendants(block, cst.Call)
+                      if c is not call and isinstance(c.func, cst.Name)
+                      and self._is_parameter(c.func)]
+            if others:
+                continue  # (which of them makes the variables, this cannot tell)
+            statement, scope = self._scope_of(call, False)
+            if statement is None or scope is None:
+                continue
+            where = (f"the function passed in as {func.value}, whose first pass under "
+                     f"{self.code(reusing.item)} makes what the later "
+                     f"passes reuse")
+            variable = _Variable(call=call, name="get_variable", dtype=None, resource=False,
+                                 slim=None, through=where)
+            if not self._flagged(variable, scope) or self._in_own_tower_scope(variable):
+                continue
+            self._with_variables.add(statement)
+            site = self._sites.setdefault(statement, _Site(statement, scope, []))
+            site.variables.append(variable)
+
+    def _find_under_patched_getters(self) -> None:
+        """Report the get_variable calls, direct or through the project's functions, in tower
+        code under a context manager of the project that rebinds `tf.get_variable` to one
+        opening a fixed GPU's device scope (`_getter_patched_onto`: brain-research's
+        self-attention-gan, `with ops.variables_on_gpu0():` in each tower). Every tower
+        reads the variables made on that GPU. Not fixed: the patched getter's own scope is
+        innermost at creation and wins over any scope put around the call; the context
+        manager is what to change."""
+        for item in self.nodes(cst.WithItem):
+            patched = self._getter_patched_onto(item.item)
+            if patched is None:
+                continue
+            manager, device = patched
+            for call in descendants(self.parent(item).body, cst.Call, skip_lambdas=True):
+                line = self.position(call)[0]
+                if (enclosing_function(call, self.parent)
+                        is not enclosing_function(item, self.parent)
+                        or not self._in_tower_code(line)):
+                    continue
+                made = self._made_through_get_variable(call)
+                if made is None:
+                    continue
+                statement, scope = self._scope_of(call, False)
+                if statement in self._sites or scope is not None:
+                    continue  # (a GPU scope of its own around it: found as such)
+                self.report(call, (
+                    f"{self.code(call.func)} creates {made} under {self.code(item.item)}, "
+                    f"whose tf.get_variable places each variable on {device}, in a "
+                    f"multi-GPU tower: every tower reads them there; shared variables belong "
+                    f"on the CPU; not fixed: make {manager} pin \"/cpu:0\" (its getter's "
+                    f"device scope, innermost when a variable is made, wins over any around "
+                    f"the call)"), severity="warning")
+
+    def _made_through_get_variable(self, call: cst.Call) -> str | None:
+        """How `call` makes a variable with `tf.get_variable`, in words: a direct call
+        spelled as an attribute of the module (`tf.get_variable(...)`: the rebound
+        attribute is what it calls), or a call of the project's functions whose first
+        variable comes from get_variable; None otherwise."""
+        name = self.tf_canonical(call.func)
+        if name is not None:
+            return ("a variable" if name in GET_VARIABLE_CALLS
+                    and isinstance(call.func, cst.Attribute) else None)
+        through = self._created_through(call)
+        if through is None or through[0].rsplit(".", 1)[-1] != "get_variable":
+            return None
+        return f"variables ({through[1]})"
+
+    def _getter_patched_onto(self, expr: cst.BaseExpression) -> tuple[str, str] | None:
+        """(the context manager as called, the device) where `expr` calls a context
+        manager, in this module or another of the project, that assigns a function of its
+        own to `<module>.get_variable` while it is open and whose function opens a device
+        scope on a fixed GPU around the original getter (`tf.get_variable = new_fn`, `def
+        new_fn(*args, **kwargs): with tf.device('/gpu:0'): return old_fn(*args,
+        **kwargs)`); None for any other `with` item."""
+        if not isinstance(expr, cst.Call) or self.tf_canonical(expr.func) is not None:
+            return None
+        spelled = get_full_name_for_node(expr.func)
+        if spelled is None:
+            return None
+        tail = spelled.rsplit(".", 1)[-1]
+        functions = [f for f in self._functions_named(tail) if "." not in spelled]
+        if not functions:
+            elsewhere = self._device_values_elsewhere(spelled)
+            functions = [] if elsewhere is None else [elsewhere[1]]
+        if len(functions) != 1:
+            return None
+        function = functions[0]
+        if not descendants(function.body, cst.Yield):
+            return None
+        patches = {assign.value.value for assign in descendants(function.body, cst.Assign)
+                   if isinstance(assign.value, cst.Name) and any(
+                       isinstance(t.target, cst.Attribute)
+                       and t.target.attr.value == "get_variable" for t in assign.targets)}
+        for inner in descendants(function.body, cst.FunctionDef):
+            if inner.name.value not in patches:
+                continue
+            for with_item in descendants(inner.body, cst.WithItem):
+                given = (device_argument(with_item.item)
+                         if isinstance(with_item.item, cst.Call)
+                         and (get_full_name_for_node(with_item.item.func) or "")
+                         .rsplit(".", 1)[-1] == "device" else None)
+                template = None if given is None else device_template(given)
+                if template is None:
+                    continue
+                kind, device, dynamic = _classify_device(template)
+                if kind == "gpu" and not dynamic:
+                    return f"{spelled}()", device
+        return None
+
+    def _is_parameter(self, name: cst.Name) -> bool:
+        """Whether `name` is a parameter of the function whose body holds it."""
+        function = enclosing_function(name, self.parent)
+        if function is None:
+            return False
+        params = function.params
+        return name.value in {p.name.value for p in (
+            *params.posonly_params, *params.params, *params.kwonly_params)}
+
+    def _passes_reusing(self, call: cst.Call) -> cst.WithItem | None:
+        """The `with variable_scope(..., reuse=...)` item around `call`, in its function,
+        that reuses on some passes of a loop around it and not on others: its `reuse=`
+        reads that loop's variable (`reuse=i > 0`, `reuse=bool(i)`); None where there is
+        none."""
+        for around in with_items_around(call, self.parent):
+            if isinstance(around, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+            item = around.item
+            if not (isinstance(item, cst.Call) and (self.tf_canonical(item.func) or "")
+                    .rsplit(".", 1)[-1] == "variable_scope"):
+                continue
+            reuse = argument(item, "reuse", None)
+            if reuse is None or isinstance(reuse, cst.Name):
+                continue  # (True, False, None, or a name bound elsewhere: no pass of ours)
+            used = {node.value for node in descendants(reuse, cst.Name)}
+            loop = enclosing(item, self.parent, cst.For, within_function=True)
+            while loop is not None:
+                if used & {node.value for node in descendants(loop.target, cst.Name)}:
+                    return around
+                loop = enclosing(loop, self.parent, cst.For, within_function=True)
+        return None
 
     def _created_through(self, call: cst.Call) -> tuple[str, str, str | None] | None:
         """(name, where, dtype) of the first variable a call of one of the project's

@@ -1530,6 +1530,18 @@ def _names_a_worker(given: ast.expr) -> bool:
     return any("job:" in t or "task:" in t for t in texts) and not any("gpu" in t for t in texts)
 
 
+_CPU_FIELD = re.compile(r"/(?:device:)?cpu(?::|/|$)", re.IGNORECASE)
+
+
+def _names_a_cpu(given: ast.expr) -> bool:
+    """Whether a device built at run time names the CPU as its device type and no GPU:
+    `local_job_device + '/cpu'` (deepmind/scalable_agent's experiment.py, whose graph is
+    built under it) chooses a task, never a GPU, so it is no tower function's scope."""
+    texts = list(strings_in(given))
+    return (any(_CPU_FIELD.search(t) for t in texts)
+            and not any("gpu" in t.lower() for t in texts))
+
+
 class _TowerReader(ast.NodeVisitor):
     """A module's tower code (see `tower_facts`), one function (or the module body) at a
     time: its loops, device scopes and reuse origins, read in that function only."""
@@ -1564,6 +1576,7 @@ class _TowerReader(ast.NodeVisitor):
                     if self._loops:
                         self._tower_loop()
                     elif (_built_at_run_time(given) and not _names_a_worker(given)
+                          and not _names_a_cpu(given)
                           or isinstance(given, ast.Name) and given.id in self._params):
                         self.spans.append(self._span(node))
             elif _is_variable_scope(item.context_expr, self.names):
