@@ -181,6 +181,13 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
         return {name for node in ast.walk(syntax.tree) if isinstance(node, ast.For)
                 for name, iterable in looped(node.target, node.iter) if gpu_list(iterable)}
 
+    def looped_over_attributes() -> set[str]:
+        # (`for i, d in enumerate(self.devices)`: the codemod reads what the class
+        # assigns the attribute once, `_attribute_bound_once`)
+        return {name for node in ast.walk(syntax.tree) if isinstance(node, ast.For)
+                for name, iterable in looped(node.target, node.iter)
+                if isinstance(iterable, ast.Attribute) and isinstance(iterable.value, ast.Name)}
+
     def calls_in(block: ast.With | ast.AsyncWith) -> bool:  # what could create a variable
         return any(isinstance(node, ast.Call)
                    for statement in block.body for node in ast.walk(statement))
@@ -197,7 +204,7 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
              if isinstance(arg, ast.Name)}
     if named & _bound_to_gpus(syntax) or _read_through_names(syntax, scopes):
         return True
-    return bool(named) and bool(named & looped_over_gpus())
+    return bool(named) and bool(named & (looped_over_gpus() | looped_over_attributes()))
 
 
 def _read_through_names(syntax: Syntax, scopes: list) -> bool:

@@ -660,6 +660,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
+        if found is None and isinstance(call.func, cst.Name):
+            found = self._created_through_alias(call.func, line)
         if found is None and self._scope_of(call, False)[1] is not None:
             found = self._placed_without_device_type(callee, line)
         if found is not None:
@@ -672,6 +674,50 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None
         *first, method = through
         return self._described(tuple(first), method=method)
+
+    def _created_through_alias(self, name: cst.Name, line: int
+                               ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for a call of a name that assignments bind to the project's
+        functions (`inference, loss = resnet, resnet_loss` in one branch of a flag's test,
+        `inference = cnn` in another): the first variable any of them creates, the model
+        the program builds with that setting."""
+        for function in self._functions_bound_to(name):
+            found = self._described(self.project.variables_created_by(function, line=line))
+            if found is not None:
+                return (found[0], f"{found[1]}, in {function} bound to {name.value}",
+                        found[2])
+        return None
+
+    def _functions_bound_to(self, name: cst.Name) -> list[str]:
+        """The dotted names every binding of `name` in its scope assigns it, through
+        tuple unpacking (`inference, loss = resnet, resnet_loss`); [] where some binding
+        is anything else (a parameter, a loop, an import, a call's result)."""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None or not scope[name.value]:
+            return []
+        found: list[str] = []
+        for binding in scope[name.value]:
+            node = getattr(binding, "node", None)
+            statement = self.parent(node) if isinstance(node, cst.Name) else None
+            while isinstance(statement, (cst.Tuple, cst.List, cst.Element, cst.AssignTarget)):
+                statement = self.parent(statement)
+            if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+                return []
+            path = _target_path(statement.targets[0].target, name.value)
+            value = statement.value
+            for position in path or ():
+                if not (isinstance(value, (cst.Tuple, cst.List))
+                        and position < len(value.elements)
+                        and not isinstance(value.elements[position], cst.StarredElement)):
+                    return []
+                value = value.elements[position].value
+            text = (get_full_name_for_node(value)
+                    if path is not None and isinstance(value, (cst.Name, cst.Attribute))
+                    else None)
+            if text is None:
+                return []
+            found.append(text)
+        return found
 
     def _placed_without_device_type(self, callee: str, line: int
                                     ) -> tuple[str, str, str | None] | None:
@@ -1137,6 +1183,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if not isinstance(given, cst.Name):
             return self._read_through_names(given)
         looped = self._looped_over(given)
+        if isinstance(looped, cst.Attribute):
+            looped = self._attribute_bound_once(looped) or looped
         listed = looped
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
@@ -1149,6 +1197,27 @@ class VariablesToCpuCodemod(SourceCodemod):
                 [] if looped is None else self._device_values.items(looped) or [])
         templates = [device_template(e.value) for e in listed.elements]
         return self._read_through_names(given) if None in templates else templates
+
+    def _attribute_bound_once(self, read: cst.Attribute) -> cst.BaseExpression | None:
+        """The value of an attribute of a method's own object (`self.devices`) that one
+        assignment in its class binds (`self.devices = get_available_gpus()` in
+        `__init__`), for a loop over it (`for i, dev in enumerate(self.devices)`); None
+        where the class binds it otherwise or more than once, or `read` is no such
+        attribute."""
+        method = enclosing_function(read, self.parent)
+        params = method.params.params if method is not None else ()
+        if not (isinstance(read.value, cst.Name) and params
+                and params[0].name.value == read.value.value):
+            return None
+        owner = enclosing(method, self.parent, cst.ClassDef)
+        if owner is None:
+            return None
+        spelled = self.code(read)
+        values = [node.value for node in descendants(owner, cst.Assign)
+                  if any(self.code(t.target) == spelled for t in node.targets)]
+        changed = [node for node in descendants(owner, cst.AugAssign, cst.AnnAssign)
+                   if self.code(node.target) == spelled]
+        return values[0] if len(values) == 1 and not changed else None
 
     def _read_through_names(self, given: cst.BaseExpression) -> list[str]:
         """The device templates `codemod.DeviceValues` reads for what a `device(...)` call
