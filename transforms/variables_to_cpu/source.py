@@ -671,9 +671,20 @@ class VariablesToCpuCodemod(SourceCodemod):
                   if isinstance(given.value, cst.Name) and not given.star]
         through = self.project.variables_created_through_objects(callee, line, passed)
         if through is None:
-            return None
+            return self._created_through_attributes(call, callee, line)
         *first, method = through
         return self._described(tuple(first), method=method)
+
+    def _created_through_attributes(self, call: cst.Call, callee: str, line: int
+                                    ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for a call under a GPU scope that reaches the variables
+        through a method called on an attribute of an object's own, in it or in what it
+        calls (`self._compute_net_gradients(x)` calling `self._model.compute_loss(x)`,
+        where `__init__` bound `self._model = lanenet.LaneNet(cfg)`:
+        `FileView.variables_created_through_attributes`)."""
+        if self._scope_of(call, False)[1] is None:
+            return None
+        return self._described(self.project.variables_created_through_attributes(callee, line))
 
     def _created_through_alias(self, name: cst.Name, line: int
                                ) -> tuple[str, str, str | None] | None:
