@@ -94,6 +94,11 @@ user's setting, no finding; an RNN run by `tf.nn.dynamic_rnn`, `bidirectional_dy
 and so does a model function of tf-slim's nets (`resnet_v1.resnet_v1_50(images)`, from
 `tf_slim.nets` or `tf.contrib.slim.nets`); a device looped over through `enumerate` and `zip`
 (`for i, (device, x) in enumerate(zip(DEVICES, inputs))`) is read from the list it takes,
+and one looped over from an attribute its class binds once (`for dev in self.devices`
+after `self.devices = get_available_gpus()`) from that value; a name assignments bind to
+the project's functions (`inference, loss = resnet, resnet_loss` in a flag's branch) calls
+any of them, and a tower's call reaching a method called on such an attribute
+(`self._model.compute_loss(x)` after `self._model = LaneNet(cfg)`) makes its variables,
 a name unpacked from a factory returning functions (`Generator, Discriminator =
 GeneratorAndDiscriminator()`) calls them, and a function whose every variable comes from a
 get-or-create cache (`if name not in _params:`, tflib's `lib.param`) creates them at its

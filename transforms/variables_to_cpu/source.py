@@ -348,6 +348,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
     its own). So do the project's methods (`self.build_model()` inherited from a base class
     in another module, `super().build_model()`, `model.build()` after `model = Model()`),
+    the methods called on an attribute of an object's own that its class binds once
+    (`self._model.compute_loss(x)` after `self._model = lanenet.LaneNet(cfg)`, followed in
+    the calls a tower's call reaches), a name assignments bind to the project's functions
+    (`inference, loss = resnet, resnet_loss` in one branch of a flag's test, `inference =
+    cnn` in another: any of them),
     a class's constructor (a base's `__init__` calling `self.setup()` runs the subclass's
     `setup` where the base's is abstract; a layer chained on `self.feed(x).conv(...)` is
     self's `conv`), the functions a call is given one level deep (by name, or
@@ -370,7 +375,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     Not seen: device strings passed in as parameters, a job-only device scope of a function
     between the tower and the helper (only the helper's own scopes are read so), Keras
     layer objects, RNN cells (the kernels `dynamic_rnn` makes for a cell: DeepSpeech at
-    b61fb80982), methods of instances held in attributes (`self.model.build()`).
+    b61fb80982), methods of instances held in attributes bound more than once or not to a
+    call (`self.model = model` given in), a function a factory returns (slim's
+    `nets_factory.get_network_fn(...)`, calling one of a dict of nets).
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
@@ -1182,7 +1189,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         """The device templates a `device(...)` call may be given: its string's, or for a
         name a `for` loop binds, those of the literal list of strings it loops over
         (`for d in ["/gpu:0", "/gpu:1"]`, `for i, d in enumerate(gpus)` with
-        `gpus = [...]` assigned once in the file); [] when the code does not show them."""
+        `gpus = [...]` assigned once in the file, `for i, d in enumerate(self.devices)` with
+    `self.devices = ...` bound once in the class); [] when the code does not show them."""
         given = device_argument(call)
         if given is None:
             return []
