@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import ScopeProvider
+from libcst.metadata import FunctionScope, ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
@@ -732,10 +732,23 @@ class VariablesToCpuCodemod(SourceCodemod):
             text = (get_full_name_for_node(value)
                     if path is not None and isinstance(value, (cst.Name, cst.Attribute))
                     else None)
-            if text is None:
+            if text is None or self._read_off_a_local(value):
                 return []
             found.append(text)
         return found
+
+    def _read_off_a_local(self, value: cst.BaseExpression) -> bool:
+        """Whether a dotted name is read off a name its function binds (`agent._build`, a
+        method saved before the object's is wrapped): the object's method, not a function
+        of the project's modules, and no tower's model."""
+        head = value
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if head is value or not isinstance(head, cst.Name):
+            return False
+        scope = self.get_metadata(ScopeProvider, head, None)
+        return scope is None or any(isinstance(binding.scope, FunctionScope)
+                                    for binding in scope[head.value])
 
     def _placed_without_device_type(self, callee: str, line: int
                                     ) -> tuple[str, str, str | None] | None:
