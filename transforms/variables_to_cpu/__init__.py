@@ -97,6 +97,11 @@ user's setting, no finding; an RNN run by `tf.nn.dynamic_rnn`, `bidirectional_dy
 and so does a model function of tf-slim's nets (`resnet_v1.resnet_v1_50(images)`, from
 `tf_slim.nets` or `tf.contrib.slim.nets`); a device looped over through `enumerate` and `zip`
 (`for i, (device, x) in enumerate(zip(DEVICES, inputs))`) is read from the list it takes,
+and one looped over from an attribute its class binds once (`for dev in self.devices`
+after `self.devices = get_available_gpus()`) from that value; a name assignments bind to
+the project's functions (`inference, loss = resnet, resnet_loss` in a flag's branch) calls
+any of them, and a tower's call reaching a method called on such an attribute
+(`self._model.compute_loss(x)` after `self._model = LaneNet(cfg)`) makes its variables,
 a name unpacked from a factory returning functions (`Generator, Discriminator =
 GeneratorAndDiscriminator()`) calls them, and a function whose every variable comes from a
 get-or-create cache (`if name not in _params:`, tflib's `lib.param`) creates them at its
@@ -191,6 +196,13 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
         return {name for node in ast.walk(syntax.tree) if isinstance(node, ast.For)
                 for name, iterable in looped(node.target, node.iter) if gpu_list(iterable)}
 
+    def looped_over_attributes() -> set[str]:
+        # (`for i, d in enumerate(self.devices)`: the codemod reads what the class
+        # assigns the attribute once, `_attribute_bound_once`)
+        return {name for node in ast.walk(syntax.tree) if isinstance(node, ast.For)
+                for name, iterable in looped(node.target, node.iter)
+                if isinstance(iterable, ast.Attribute) and isinstance(iterable.value, ast.Name)}
+
     def calls_in(block: ast.With | ast.AsyncWith) -> bool:  # what could create a variable
         return any(isinstance(node, ast.Call)
                    for statement in block.body for node in ast.walk(statement))
@@ -207,7 +219,7 @@ def _gpu_device_scope(syntax: Syntax) -> bool:
              if isinstance(arg, ast.Name)}
     if named & _bound_to_gpus(syntax) or _read_through_names(syntax, scopes):
         return True
-    return bool(named) and bool(named & looped_over_gpus())
+    return bool(named) and bool(named & (looped_over_gpus() | looped_over_attributes()))
 
 
 def _read_through_names(syntax: Syntax, scopes: list) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import ScopeProvider
+from libcst.metadata import FunctionScope, ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
@@ -352,6 +352,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     modules: a tower's `conv_net(x)` building tf.layers; a `_variable_on_cpu` helper places
     its own). So do the project's methods (`self.build_model()` inherited from a base class
     in another module, `super().build_model()`, `model.build()` after `model = Model()`),
+    the methods called on an attribute of an object's own that its class binds once
+    (`self._model.compute_loss(x)` after `self._model = lanenet.LaneNet(cfg)`, followed in
+    the calls a tower's call reaches), a name assignments bind to the project's functions
+    (`inference, loss = resnet, resnet_loss` in one branch of a flag's test, `inference =
+    cnn` in another: any of them),
     a class's constructor (a base's `__init__` calling `self.setup()` runs the subclass's
     `setup` where the base's is abstract; a layer chained on `self.feed(x).conv(...)` is
     self's `conv`), the functions a call is given one level deep (by name, or
@@ -386,7 +391,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     Not seen: device strings passed in as parameters, a job-only device scope of a function
     between the tower and the helper (only the helper's own scopes are read so), Keras
     layer objects, RNN cells (the kernels `dynamic_rnn` makes for a cell: DeepSpeech at
-    b61fb80982), methods of instances held in attributes (`self.model.build()`).
+    b61fb80982), methods of instances held in attributes bound more than once or not to a
+    call (`self.model = model` given in), a function a factory returns (slim's
+    `nets_factory.get_network_fn(...)`, calling one of a dict of nets).
     """
 
     DESCRIPTION = "Place variables created under GPU device scopes on /cpu:0."
@@ -859,6 +866,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
+        if found is None and isinstance(call.func, cst.Name):
+            found = self._created_through_alias(call.func, line)
         if found is None and self._scope_of(call, False)[1] is not None:
             found = self._placed_without_device_type(callee, line)
         if found is not None:
@@ -868,9 +877,77 @@ class VariablesToCpuCodemod(SourceCodemod):
                   if isinstance(given.value, cst.Name) and not given.star]
         through = self.project.variables_created_through_objects(callee, line, passed)
         if through is None:
-            return None
+            return self._created_through_attributes(call, callee, line)
         *first, method = through
         return self._described(tuple(first), method=method)
+
+    def _created_through_attributes(self, call: cst.Call, callee: str, line: int
+                                    ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for a call under a GPU scope that reaches the variables
+        through a method called on an attribute of an object's own, in it or in what it
+        calls (`self._compute_net_gradients(x)` calling `self._model.compute_loss(x)`,
+        where `__init__` bound `self._model = lanenet.LaneNet(cfg)`:
+        `FileView.variables_created_through_attributes`)."""
+        if self._scope_of(call, False)[1] is None:
+            return None
+        return self._described(self.project.variables_created_through_attributes(callee, line))
+
+    def _created_through_alias(self, name: cst.Name, line: int
+                               ) -> tuple[str, str, str | None] | None:
+        """`_created_through` for a call of a name that assignments bind to the project's
+        functions (`inference, loss = resnet, resnet_loss` in one branch of a flag's test,
+        `inference = cnn` in another): the first variable any of them creates, the model
+        the program builds with that setting."""
+        for function in self._functions_bound_to(name):
+            found = self._described(self.project.variables_created_by(function, line=line))
+            if found is not None:
+                return (found[0], f"{found[1]}, in {function} bound to {name.value}",
+                        found[2])
+        return None
+
+    def _functions_bound_to(self, name: cst.Name) -> list[str]:
+        """The dotted names every binding of `name` in its scope assigns it, through
+        tuple unpacking (`inference, loss = resnet, resnet_loss`); [] where some binding
+        is anything else (a parameter, a loop, an import, a call's result)."""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None or not scope[name.value]:
+            return []
+        found: list[str] = []
+        for binding in scope[name.value]:
+            node = getattr(binding, "node", None)
+            statement = self.parent(node) if isinstance(node, cst.Name) else None
+            while isinstance(statement, (cst.Tuple, cst.List, cst.Element, cst.AssignTarget)):
+                statement = self.parent(statement)
+            if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+                return []
+            path = _target_path(statement.targets[0].target, name.value)
+            value = statement.value
+            for position in path or ():
+                if not (isinstance(value, (cst.Tuple, cst.List))
+                        and position < len(value.elements)
+                        and not isinstance(value.elements[position], cst.StarredElement)):
+                    return []
+                value = value.elements[position].value
+            text = (get_full_name_for_node(value)
+                    if path is not None and isinstance(value, (cst.Name, cst.Attribute))
+                    else None)
+            if text is None or self._read_off_a_local(value):
+                return []
+            found.append(text)
+        return found
+
+    def _read_off_a_local(self, value: cst.BaseExpression) -> bool:
+        """Whether a dotted name is read off a name its function binds (`agent._build`, a
+        method saved before the object's is wrapped): the object's method, not a function
+        of the project's modules, and no tower's model."""
+        head = value
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if head is value or not isinstance(head, cst.Name):
+            return False
+        scope = self.get_metadata(ScopeProvider, head, None)
+        return scope is None or any(isinstance(binding.scope, FunctionScope)
+                                    for binding in scope[head.value])
 
     def _placed_without_device_type(self, callee: str, line: int
                                     ) -> tuple[str, str, str | None] | None:
@@ -1324,7 +1401,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         """The device templates a `device(...)` call may be given: its string's, or for a
         name a `for` loop binds, those of the literal list of strings it loops over
         (`for d in ["/gpu:0", "/gpu:1"]`, `for i, d in enumerate(gpus)` with
-        `gpus = [...]` assigned once in the file); [] when the code does not show them."""
+        `gpus = [...]` assigned once in the file, `for i, d in enumerate(self.devices)` with
+    `self.devices = ...` bound once in the class); [] when the code does not show them."""
         given = device_argument(call)
         if given is None:
             return []
@@ -1336,6 +1414,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if not isinstance(given, cst.Name):
             return self._read_through_names(given)
         looped = self._looped_over(given)
+        if isinstance(looped, cst.Attribute):
+            looped = self._attribute_bound_once(looped) or looped
         listed = looped
         if isinstance(listed, cst.Name):
             assigned = [node.value for node in self.nodes(cst.Assign)
@@ -1348,6 +1428,27 @@ class VariablesToCpuCodemod(SourceCodemod):
                 [] if looped is None else self._device_values.items(looped) or [])
         templates = [device_template(e.value) for e in listed.elements]
         return self._read_through_names(given) if None in templates else templates
+
+    def _attribute_bound_once(self, read: cst.Attribute) -> cst.BaseExpression | None:
+        """The value of an attribute of a method's own object (`self.devices`) that one
+        assignment in its class binds (`self.devices = get_available_gpus()` in
+        `__init__`), for a loop over it (`for i, dev in enumerate(self.devices)`); None
+        where the class binds it otherwise or more than once, or `read` is no such
+        attribute."""
+        method = enclosing_function(read, self.parent)
+        params = method.params.params if method is not None else ()
+        if not (isinstance(read.value, cst.Name) and params
+                and params[0].name.value == read.value.value):
+            return None
+        owner = enclosing(method, self.parent, cst.ClassDef)
+        if owner is None:
+            return None
+        spelled = self.code(read)
+        values = [node.value for node in descendants(owner, cst.Assign)
+                  if any(self.code(t.target) == spelled for t in node.targets)]
+        changed = [node for node in descendants(owner, cst.AugAssign, cst.AnnAssign)
+                   if self.code(node.target) == spelled]
+        return values[0] if len(values) == 1 and not changed else None
 
     def _read_through_names(self, given: cst.BaseExpression) -> list[str]:
         """The device templates `codemod.DeviceValues` reads for what a `device(...)` call

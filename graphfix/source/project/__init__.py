@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 
 from graphfix.source.project.cluster import cluster_programs
 from graphfix.source.project.facts import (
+    attribute_instances,
     COLLECTION_WORDS,
     REUSE_WORDS,
     TOWER_WORDS,
@@ -99,6 +100,7 @@ class Project:
         self._branches: dict[str, list[list]] = {}
         self._collections: dict[str, dict] = {}
         self._switches: dict[str, list[list]] = {}
+        self._attributes: dict[str, dict[str, dict[str, str]]] = {}  # see `attribute_instances`
         self._name_switches: dict[str, list[list]] = {}
         self._defaults_untaken: dict[str, list[str]] = {}
         self._cache_guards: dict[str, list[tuple[int, int]]] = {}  # see `FileView._cache_guarded`
@@ -540,6 +542,45 @@ class Project:
             return frozenset()
         return self.resolve(label, name)
 
+    def resolve_through_attribute(self, label: str, unit: str, name: str
+                                  ) -> frozenset[tuple[str, str]]:
+        """The methods `name` read in a method of `label` may be where it calls a method on
+        an attribute of the method's own object (`self._model.compute_loss`) that the class,
+        or a base, binds once to an instance of one of the project's classes
+        (`self._model = lanenet.LaneNet(cfg)`: `facts.attribute_instances`); none for any
+        other name."""
+        part = self.parts.get(label)
+        of_unit = part["units"].get(unit) if part is not None else None
+        parts = name.split(".")
+        if (of_unit is None or not of_unit.get("class") or len(parts) < 3
+                or of_unit.get("params", [None])[:1] != [parts[0]]):
+            return frozenset()
+        attribute, method = parts[1], parts[2]
+        owner = (label, of_unit["class"])
+        if self.member(owner, attribute) is not None:
+            return frozenset()  # (a method of the class, not an attribute it binds)
+        for cls in [owner, *self.ancestors(owner)]:
+            callee = self._facts_of(self._attributes, cls[0], attribute_instances,
+                                   {}).get(cls[1], {}).get(attribute)
+            if callee is not None:
+                return frozenset(
+                    found for target in self.resolve(cls[0], callee)
+                    if self._kind(target) == "class"
+                    for found in [self.member(target, method)] if found is not None)
+        return frozenset()
+
+    def ancestors(self, cls: tuple[str, str]) -> list[tuple[str, str]]:
+        """The project's classes a class derives from, directly or not, nearest first
+        (recursion-safe)."""
+        found: list[tuple[str, str]] = []
+        queue = deque(self.bases(cls))
+        while queue:
+            base = queue.popleft()
+            if base not in found and base != cls:
+                found.append(base)
+                queue.extend(self.bases(base))
+        return found
+
     def _abstract(self, unit: tuple[str, str]) -> bool:
         return bool(self.parts[unit[0]]["units"][unit[1]].get("abstract"))
 
@@ -795,11 +836,12 @@ def _called(project: Project, targets: Iterable[tuple[str, str]]) -> set[tuple[s
     return found - {None}
 
 
-def _called_functions(project: Project, starts: Iterable[tuple[str, str]], placed_too: bool
-                      ) -> set[tuple[str, str]]:
+def _called_functions(project: Project, starts: Iterable[tuple[str, str]], placed_too: bool,
+                      through_attributes: bool = False) -> set[tuple[str, str]]:
     """`starts`, the functions and methods they call (only where no device scope of theirs
     places them, unless `placed_too`), and the ones those call so, transitively
-    (recursion-safe)."""
+    (recursion-safe); `through_attributes`: the methods called on attributes of `self`
+    too (`Project.resolve_through_attribute`)."""
     seen: set[tuple[str, str]] = set()
     queue = deque(sorted(starts))
     while queue:
@@ -809,7 +851,10 @@ def _called_functions(project: Project, starts: Iterable[tuple[str, str]], place
         seen.add((label, unit))
         unit_of = project.parts[label]["units"][unit]
         for name in unit_of["refs" if placed_too else "free"]:
-            for target in sorted(_called(project, project.resolve_in(label, unit, name))):
+            targets = project.resolve_in(label, unit, name)
+            if through_attributes:
+                targets |= project.resolve_through_attribute(label, unit, name)
+            for target in sorted(_called(project, targets)):
                 if target not in seen:
                     queue.append(target)
     return seen
@@ -972,11 +1017,28 @@ class FileView:
                     found.append((label, code, name, at, dtype))
         return sorted(found, key=lambda f: (f[0] != self.label, f[0], f[3]))
 
+    def variables_created_through_attributes(self, callee: str, line: int
+                                             ) -> tuple[str, str, int, str | None] | None:
+        """`variables_created_by`, following also the methods called on attributes of an
+        object's own (`self._model.compute_loss(...)` where the class bound `self._model =
+        LaneNet(cfg)` once: `Project.resolve_through_attribute`), in `callee` and in what
+        it calls."""
+        part = self.part
+        if part is None:
+            return None
+        unit = unit_at(part, line)
+        targets = (self.project.resolve_in(self.label, unit, callee)
+                   | self.project.resolve_through_attribute(self.label, unit, callee))
+        return self._first_variable(_called(self.project, targets), False,
+                                    self.reuses_at(line), through_attributes=True)
+
     def _first_variable(self, starts: Iterable[tuple[str, str]], placed_too: bool,
-                        reusing: bool) -> tuple[str, str, int, str | None] | None:
+                        reusing: bool, through_attributes: bool = False
+                        ) -> tuple[str, str, int, str | None] | None:
         """`variables_created_by`'s answer for a call that runs `starts`."""
         found = []
-        for label, unit in _called_functions(self.project, starts, placed_too):
+        for label, unit in _called_functions(self.project, starts, placed_too,
+                                             through_attributes):
             for name, line, dtype, placed in self.project.parts[label]["units"][unit][
                     "variables"]:
                 if reusing and name in REUSED_UNDER_REUSE:

@@ -1706,3 +1706,42 @@ def flag_branches(tree: ast.Module, names: AstTfNames) -> list[list]:
                          if isinstance(node, ast.If) else [None, None])
                 found.append([node.lineno, *lines, flag[0], taken, only])
     return sorted(found, key=lambda b: (b[0], b[1] or 0, b[2] or 0, b[3], b[4]))
+
+
+def attribute_instances(tree: ast.Module, names: AstTfNames) -> dict[str, dict[str, str]]:
+    """{class: {attribute: the callee as spelled}} for each top-level class whose methods
+    bind an attribute of their own object once, to a call's result (`self._model =
+    lanenet.LaneNet(cfg)` in `__init__`): a method called on it (`self._model.compute_loss`)
+    is that class's, where the callee is one of the project's classes. An attribute bound
+    anywhere else in the class (a second assignment, `+=`, a tuple target) is left out."""
+    found: dict[str, dict[str, str]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        bound: dict[str, list[str | None]] = {}
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            params = [*method.args.posonlyargs, *method.args.args]
+            if not params:
+                continue
+            owner = params[0].arg
+            for node in ast.walk(method):
+                targets = (node.targets if isinstance(node, ast.Assign)
+                           else [node.target] if isinstance(node, (ast.AugAssign,
+                                                                   ast.AnnAssign))
+                           else [])
+                for target in targets:
+                    for part in ast.walk(target):
+                        if (isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name)
+                                and part.value.id == owner):
+                            single = (isinstance(node, ast.Assign) and part is target
+                                      and len(node.targets) == 1
+                                      and isinstance(node.value, ast.Call))
+                            bound.setdefault(part.attr, []).append(
+                                dotted(node.value.func) if single else None)
+        made = {attribute: callees[0] for attribute, callees in bound.items()
+                if len(callees) == 1 and callees[0] is not None}
+        if made:
+            found[cls.name] = made
+    return found
