@@ -552,6 +552,9 @@ def slim_nets_frozen_by_normalizer_params(tree: ast.Module,
     (`with arg_scope(resnet_arg_scope()):`, `self.resnet_arg_scope()`); the innermost
     one that gives a `normalizer_fn` decides, and a scope from elsewhere stops the search
     (it may give one)."""
+    if not any(SLIM_NETS_NORMALIZED_BY_LAYERS.fullmatch(name.rsplit(".", 1)[-1])
+               for name, _ in finder.found):
+        return set()  # (the walks below only where such a net was found)
     functions: dict[str, list] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
