@@ -226,6 +226,10 @@ ARG_SCOPE = "slim.arg_scope"
 # tf_slim.nets or tensorflow/models' research/slim `nets` package: their last names.
 SLIM_NET_NAME = re.compile(r"resnet_v[12](_\d+)?|inception_v[234]|inception_resnet_v2"
                            r"|mobilenet(_v\d)?(_\d+)?")
+# The slim nets that build no batch norm of their own: each one is a layer's
+# `normalizer_fn`, called with the layer's `normalizer_params` (resnet_v1's convolutions;
+# resnet_v2 calls `batch_norm` itself for its pre-activations).
+SLIM_NETS_NORMALIZED_BY_LAYERS = re.compile(r"resnet_v1(_\d+)?")
 
 # -- library modules: objects that make their variables when called ------------------------
 #

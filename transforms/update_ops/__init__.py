@@ -62,7 +62,12 @@ over its function's parameter takes (`for layer in layer_lists: if
 layer.startswith("batch_norm"):`) where every call passes a list of names the branch does
 not take, nor in a script's function that only branches its flag defaults do not take call
 (`elif FLAGS.model == "inception_v3":` where the flag defaults to "mlp"): a run is judged
-with its flag defaults. An optimizer class's own `minimize` / `apply_gradients` method (a
+with its flag defaults; nor where the innermost arg_scope freezes it: the layers'
+`normalizer_fn=slim.batch_norm` a scope function sets up (mobilenet's `training_scope`)
+where every use enters that scope with `arg_scope([slim.batch_norm], is_training=False)`
+inside it, and slim's resnet_v1 (whose only batch norms are its convolutions') under an
+arg_scope whose `normalizer_params` say `is_training: False`, a keyword of the layer's call
+that beats the net's own `arg_scope([batch_norm], is_training=is_training)`. An optimizer class's own `minimize` / `apply_gradients` method (a
 wrapper's `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
 is library code, no train op: its caller's call is judged where it is built. A loss made to
 wait on the update ops that the step fetches runs them also for an apply built in a function

@@ -290,7 +290,16 @@ class UpdateOpsCodemod(SourceCodemod):
     (updates run in place, also in the dict a helper function returns as its params),
     another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
-    placeholder does. tf.keras layers keep their updates on the model, not in UPDATE_OPS,
+    placeholder does. Nor does one the innermost arg_scope freezes: the layers'
+    `normalizer_fn=slim.batch_norm` a module function's arg_scope sets up (mobilenet's
+    `training_scope`) where every use of that function enters its scope with an
+    `arg_scope([slim.batch_norm], is_training=False)` inside it (the DetectionTeamUCAS
+    detectors' `mobilenetv2_scope`), also through a function that only returns its call;
+    and slim's resnet_v1, whose only batch norms are its convolutions', under an arg_scope
+    (in the `with`, or given back by a function of the file entered there) whose
+    `normalizer_params` say `is_training: False`: a keyword of the layer's call of its
+    batch norm, it beats resnet_v1's own `arg_scope([batch_norm], is_training=is_training)`
+    (alexchung16/Faster-RCNN). tf.keras layers keep their updates on the model, not in UPDATE_OPS,
     and are left alone, and so is a file whose TF loop (`tf.map_fn`, `scan`, `foldl`,
     `foldr`, `tf.while_loop`) builds a batch norm in its body: the updates are the loop's,
     and a control dependency on them outside it is TF's "has inputs from different frames"

@@ -41,6 +41,8 @@ from graphfix.source.project.facts import (
     names_function,
     names_passed,
     reuse_facts,
+    scope_function_batch_norms,
+    scope_uses,
     tower_facts,
     training_switches,
     truth_passed,
@@ -103,6 +105,7 @@ class Project:
         self._attributes: dict[str, dict[str, dict[str, str]]] = {}  # see `attribute_instances`
         self._name_switches: dict[str, list[list]] = {}
         self._defaults_untaken: dict[str, list[str]] = {}
+        self._scope_batch_norms: dict[str, list[list]] = {}  # see `frozen_where_scoped`
         self._cache_guards: dict[str, list[tuple[int, int]]] = {}  # see `FileView._cache_guarded`
         self._called_units: dict[tuple[str, str], bool] = {}  # see `called`
         self._trees: dict[str, tuple[ast.Module, AstTfNames] | None] = {}  # see `_trees_naming`
@@ -226,6 +229,8 @@ class Project:
         unit = unit_at(part, at)
         if (label, unit) not in entries and not self.called((label, unit)):
             return False
+        if self.frozen_where_scoped(label, at):
+            return False
         if (label, unit) not in entries and unit in self._facts_of(
                 self._defaults_untaken, label, default_untaken_functions, [], ("==", " in ")
         ) and not any(names_function(tree, names, unit)
@@ -247,6 +252,31 @@ class Project:
                     for tree, names in self._trees_naming(label, function)):
                 return False
         return True
+
+    def frozen_where_scoped(self, label: str, at: int) -> bool:
+        """Whether the batch norm at line `at` of file `label` is one a function's arg_scope
+        gives the layers (`scope_function_batch_norms`: mobilenet's `training_scope`) and
+        every use of that function in the code connected to the file enters its scope with
+        batch norm frozen inside it (`scope_uses`: the DetectionTeamUCAS detectors'
+        `mobilenetv2_scope`), through functions that only return its call: no layer under
+        it trains."""
+        functions = [function for line, function in self._facts_of(
+            self._scope_batch_norms, label, scope_function_batch_norms, [], ("arg_scope",))
+            if line == at]
+        pending, seen = functions[:1], set()
+        while pending:
+            function = pending.pop()
+            if function in seen:
+                continue
+            seen.add(function)
+            if len(seen) > 4:
+                return False
+            for tree, names in self._trees_naming(label, function):
+                unfrozen, wrappers = scope_uses(tree, names, function)
+                if unfrozen:
+                    return False
+                pending += wrappers
+        return bool(seen)
 
     def _may_train(self, label: str, function: str, parameter: str, position: int | None,
                    landing: list[int], default_trains: bool, depth: int = 0) -> bool:

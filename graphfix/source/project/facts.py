@@ -28,6 +28,7 @@ from graphfix.source.vocabulary import (
     METRIC_CALLS,
     OP_TIES,
     SLIM_NET_NAME,
+    SLIM_NETS_NORMALIZED_BY_LAYERS,
     TF_COLLECTION_KEYS,
     UPDATE_OPS_ADDED,
     UPDATE_OPS_NAME,
@@ -408,7 +409,190 @@ def batch_norms(tree: ast.Module, names: AstTfNames | None = None) -> list[tuple
     (name as the vocabulary spells it, line), in line order."""
     finder = _BatchNorms(names or AstTfNames(tree), _dict_bindings(tree), _dict_returns(tree))
     finder.visit(tree)
-    return finder.finish()
+    frozen = slim_nets_frozen_by_normalizer_params(tree, finder)
+    return [found for found in finder.finish() if found not in frozen]
+
+
+# -- batch norms frozen by a scope entered inside, or by their layers' normalizer_params -----
+
+
+def _pins_training_off(settings: dict[str, ast.expr] | None, norms: list[str | None]) -> bool:
+    """Whether `settings` (keywords, dicts spelled out) set the training flag of every one
+    of the batch norms `norms` to a literal False."""
+    keys = {BATCH_NORMS[n].training for n in norms if n in BATCH_NORMS}
+    return bool(settings is not None and keys) and all(
+        key in settings and not _truth(settings[key], True) for key in keys)
+
+
+def _freezing_scope(finder: _BatchNorms, call: ast.expr) -> bool:
+    """Whether `call` is an arg_scope over batch norms that sets each one's training flag to
+    a literal False (`arg_scope([slim.batch_norm], is_training=False)`)."""
+    if not finder._over_batch_norm(call):
+        return False
+    listed = [finder.names.canonical(e) for e in call.args[0].elts]
+    return _pins_training_off(finder._kwargs(call), listed)
+
+
+def _frozen_inside(finder: _BatchNorms, node: ast.With | ast.AsyncWith, item: int) -> bool:
+    """Whether all the code under item `item` of a `with` is under an arg_scope, entered
+    after it, that freezes batch norm (`_freezing_scope`): a later item of the same `with`,
+    or one of the `with` blocks each the only statement of the one before (the innermost
+    arg_scope wins). A layer's `normalizer_params` set on the way stops the chain: a
+    keyword at the layer's call of its batch norm beats every arg_scope default."""
+    items = [i.context_expr for i in node.items[item + 1:]]
+    body = node.body
+    while True:
+        for call in items:
+            if _freezing_scope(finder, call):
+                return True
+            if isinstance(call, ast.Call) and any(
+                    k.arg in ("normalizer_params", None) for k in call.keywords):
+                return False
+        if len(body) != 1 or not isinstance(body[0], (ast.With, ast.AsyncWith)):
+            return False
+        items, body = [i.context_expr for i in body[0].items], body[0].body
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def scope_function_batch_norms(tree: ast.Module, names: AstTfNames) -> list[list]:
+    """The batch norms of a module (`batch_norms`) that a module-level function's arg_scope
+    gives the layers (`arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm)`), their
+    training flag left to the arg_scopes over batch norm, not set by the layers'
+    `normalizer_params`: the scope the function gives back (mobilenet's `training_scope`)
+    trains only where no arg_scope entered inside it freezes batch norm. As [line,
+    function name]."""
+    finder = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
+    finder.visit(tree)
+    lines = {line for _, line in finder.finish()}
+    found = []
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in own_nodes(function):
+            if not (isinstance(node, ast.Call) and node.lineno in lines
+                    and names.canonical(node.func) == ARG_SCOPE):
+                continue
+            normalizer = names.canonical(argument(node, "normalizer_fn", None) or _UNKNOWN)
+            if normalizer not in BATCH_NORMS:
+                continue
+            given = argument(node, "normalizer_params", None)
+            settings = {} if given is None else finder._dict(given)
+            if (settings is not None and "**" not in settings
+                    and BATCH_NORMS[normalizer].training not in settings):
+                found.append([node.lineno, function.name])
+    return sorted(found)
+
+
+def scope_uses(tree: ast.Module, names: AstTfNames, function: str) -> tuple[list[int], list[str]]:
+    """How code of a module uses the scope `function` gives back: the lines where it is
+    used other than entered with batch norm frozen inside (`with arg_scope(
+    training_scope()): with arg_scope([slim.batch_norm], is_training=False) as sc: return
+    sc`, `_frozen_inside`), a reference that is not a call (a callback; a string but an
+    `__all__` entry) counting; and the module-level functions that only return its call
+    (`def training_scope(**kwargs): return lib.training_scope(**kwargs)`), whose own uses
+    say. TF's own functions of that name are not it."""
+    parents = _parents(tree)
+    finder = _BatchNorms(names, _dict_bindings(tree), _dict_returns(tree))
+    unfrozen, wrappers = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == function:
+            holder = parents.get(parents.get(node))
+            if not (isinstance(holder, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in holder.targets)):
+                unfrozen.append(node.lineno)
+            continue
+        spelled = (node.id if isinstance(node, ast.Name) else
+                   node.attr if isinstance(node, ast.Attribute) else None)
+        if (spelled != function or not isinstance(node.ctx, ast.Load)
+                or names.canonical(node) is not None):
+            continue
+        call = parents.get(node)
+        if not (isinstance(call, ast.Call) and call.func is node):
+            unfrozen.append(node.lineno)
+            continue
+        outer = parents.get(call)
+        item = parents.get(outer)
+        if (isinstance(outer, ast.Call) and names.canonical(outer.func) == ARG_SCOPE
+                and call in outer.args and isinstance(item, ast.withitem)
+                and _frozen_inside(finder, parents[item], parents[item].items.index(item))):
+            continue
+        owner = parents.get(outer)
+        if (isinstance(outer, ast.Return) and isinstance(owner, ast.FunctionDef)
+                and parents.get(owner) is tree):
+            wrappers.append(owner.name)
+            continue
+        unfrozen.append(node.lineno)
+    return unfrozen, wrappers
+
+
+def _normalizer_pinned(finder: _BatchNorms, call: ast.Call) -> bool | None:
+    """What an arg_scope that gives layers a `normalizer_fn` says of their batch norms:
+    True where it is a batch norm whose `normalizer_params` set its training flag to a
+    literal False, False where it is another (or trains), None where it gives none."""
+    normalizer = argument(call, "normalizer_fn", None)
+    if normalizer is None:
+        return None
+    name = finder.names.canonical(normalizer)
+    if name not in BATCH_NORMS:
+        return False
+    return _pins_training_off(finder._dict(argument(call, "normalizer_params", None)), [name])
+
+
+def slim_nets_frozen_by_normalizer_params(tree: ast.Module,
+                                          finder: _BatchNorms) -> set[tuple[str, int]]:
+    """The slim nets found in a module (`_BatchNorms`) whose only batch norms are their
+    layers' `normalizer_fn` (`SLIM_NETS_NORMALIZED_BY_LAYERS`: resnet_v1) built under an
+    arg_scope whose `normalizer_params` set the training flag to a literal False: a
+    keyword of the layer's call of its batch norm, it beats the net's own
+    `arg_scope([batch_norm], is_training=is_training)`. The arg_scope is given in a `with`
+    around the call, or is the one a function of the module entered there gives back
+    (`with arg_scope(resnet_arg_scope()):`, `self.resnet_arg_scope()`); the innermost
+    one that gives a `normalizer_fn` decides, and a scope from elsewhere stops the search
+    (it may give one)."""
+    if not any(SLIM_NETS_NORMALIZED_BY_LAYERS.fullmatch(name.rsplit(".", 1)[-1])
+               for name, _ in finder.found):
+        return set()  # (the walks below only where such a net was found)
+    functions: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, []).append(node)
+    parents = _parents(tree)
+    frozen = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and any(
+                _SLIM_NET.search(q) and SLIM_NETS_NORMALIZED_BY_LAYERS.fullmatch(
+                    q.rsplit(".", 1)[-1]) for q in finder.names.qualified(node.func))):
+            continue
+        around, pinned = parents.get(node), None
+        while around is not None and pinned is None:
+            if isinstance(around, (ast.With, ast.AsyncWith)):
+                for item in reversed(around.items):
+                    call = item.context_expr
+                    if not (isinstance(call, ast.Call) and pinned is None
+                            and finder.names.canonical(call.func) == ARG_SCOPE and call.args):
+                        continue
+                    given = call.args[0]
+                    if isinstance(given, (ast.List, ast.Tuple)):
+                        pinned = _normalizer_pinned(finder, call)
+                        continue
+                    named = dotted(given.func) if isinstance(given, ast.Call) else None
+                    short = named.rsplit(".", 1)[-1] if named else None
+                    if (named not in (short, f"self.{short}")
+                            or len(functions.get(short, ())) != 1):
+                        pinned = False
+                        continue
+                    said = [_normalizer_pinned(finder, c) for c in own_nodes(functions[short][0])
+                            if isinstance(c, ast.Call)
+                            and finder.names.canonical(c.func) == ARG_SCOPE]
+                    said = [s for s in said if s is not None]
+                    pinned = all(said) if said else None
+            around = parents.get(around)
+        if pinned:
+            frozen.add((dotted(node.func) or "slim net", node.lineno))
+    return frozen
 
 
 def _landing(function: ast.FunctionDef | ast.AsyncFunctionDef,
