@@ -98,7 +98,13 @@ a name unpacked from a factory returning functions (`Generator, Discriminator =
 GeneratorAndDiscriminator()`) calls them, and a function whose every variable comes from a
 get-or-create cache (`if name not in _params:`, tflib's `lib.param`) creates them at its
 first call only, later calls spelled alike in the same function getting them back; a tower's own state (`tf.Variable`, `trainable=False`, in LOCAL_VARIABLES) is no finding, as
-the graph surface finds none. See `VariablesToCpuCodemod`.
+the graph surface finds none.
+Nor is a float `tf.Variable` that every pass of a tower loop makes anew and keeps to itself
+(NVlabs/stylegan2's per-tower data buffers; one made in the first pass only, `if w is
+None:`, is found), nor is any variable under a scope whose GPU is chosen at run time from
+names the module binds once and entered in no loop (`tf.device('/gpu:' + str(FLAGS.gpu))`:
+one GPU, the flag's), nor under a tower loop that turns once (`for i in range(0, gpu_num)`
+with `gpu_num = 1`): a single-GPU script's. See `VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations

@@ -332,14 +332,21 @@ class VariablesToCpuCodemod(SourceCodemod):
     (`collections=[tf.GraphKeys.LOCAL_VARIABLES]`), made anew in each tower, read by that
     tower alone: no gradient or saver pairs it across towers, and the graph surface, which
     warns where towers on two GPUs read a variable, finds none (rafaljozefowicz/lm's
-    recurrent states). Trained or global, a per-tower `tf.Variable` is the model's state
-    the towers are meant to share: found. Nor are the variables a tower makes in its own
-    variable scope (`with tf.variable_scope("tower_%d" % i)`, named from the tower loop's
-    variable) that never reuses (no `reuse=True`, AUTO_REUSE or `reuse_variables()` in
+    recurrent states). Trained or global, a `tf.Variable` a tower's model function
+    makes is the model's state the towers are meant to share: found. Nor are the
+    variables a tower makes in its own variable scope (`with tf.variable_scope("tower_%d"
+    % i)`, named from the tower loop's variable) that never reuses (no `reuse=True`, AUTO_REUSE or `reuse_variables()` in
     it): each tower has its own copy and no GPU reads another's (replicated training,
     tf_cnn_benchmarks' `replicated` mode; towers that should share and do not are
     shared-variables' finding). A get-or-create global step counts so in an `if` in that
     scope only (made by one tower: a later tower's call would get the first one's back).
+    Nor is a float `tf.Variable` called in the body of the tower loop, in no `if` there
+    (every pass makes its own), whose value is bound or listed, not handed to a call that
+    may keep it (NVlabs/stylegan2's per-tower data buffers, tf_cnn_benchmarks' replicated
+    copies): each is read on its own pass's GPU. A scope whose GPU is chosen at run time
+    from names the module binds once (`tf.device('/gpu:' + str(FLAGS.gpu))`, in no loop)
+    and a tower loop that turns once (`for i in range(0, gpu_num)`, `gpu_num = 1`) build
+    one tower: a single-GPU script.
 
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
