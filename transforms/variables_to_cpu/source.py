@@ -335,8 +335,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     recurrent states). Trained or global, a `tf.Variable` a tower's model function
     makes is the model's state the towers are meant to share: found. Nor are the
     variables a tower makes in its own variable scope (`with tf.variable_scope("tower_%d"
-    % i)`, named from the tower loop's variable) that never reuses (no `reuse=True`, AUTO_REUSE or `reuse_variables()` in
-    it): each tower has its own copy and no GPU reads another's (replicated training,
+    % i)`, named from the tower loop's variable) that never reuses (no `reuse=True`,
+    AUTO_REUSE or `reuse_variables()` in it): each tower has its own copy and no GPU reads another's (replicated training,
     tf_cnn_benchmarks' `replicated` mode; towers that should share and do not are
     shared-variables' finding). A get-or-create global step counts so in an `if` in that
     scope only (made by one tower: a later tower's call would get the first one's back).
