@@ -113,7 +113,15 @@ that could make variables, makes the towers' shared variables on the first tower
 under a context manager of the project that rebinds `tf.get_variable` to a getter opening a
 fixed GPU's device scope (`ops.variables_on_gpu0()`: brain-research/self-attention-gan) make
 the shared variables on that GPU: found, not fixed (the getter's scope is innermost when a
-variable is made; the context manager is what to change). See `VariablesToCpuCodemod`.
+variable is made; the context manager is what to change).
+Nor is a float `tf.Variable` that every pass of a tower loop makes anew and keeps to itself
+(NVlabs/stylegan2's per-tower data buffers; one made in the first pass only, `if w is
+None:`, is found), nor is any variable under a scope whose GPU is chosen at run time from
+names the module binds once and entered in no loop (`tf.device('/gpu:' + str(FLAGS.gpu))`:
+one GPU, the flag's). A tower loop over a module constant of one GPU (`num_gpus = 1`) is
+still tower code: the constant is the script's setting, and authors who ran such a script
+on several GPUs fixed it (lomyal/simple-word-embedding 5987ecf). See
+`VariablesToCpuCodemod`.
 """
 
 from __future__ import annotations

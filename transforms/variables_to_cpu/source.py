@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import FunctionScope, ScopeProvider
+from libcst.metadata import BuiltinScope, FunctionScope, GlobalScope, ScopeProvider
 
 from graphfix.source.codemod import (
     HOLE,
@@ -335,14 +335,21 @@ class VariablesToCpuCodemod(SourceCodemod):
     (`collections=[tf.GraphKeys.LOCAL_VARIABLES]`), made anew in each tower, read by that
     tower alone: no gradient or saver pairs it across towers, and the graph surface, which
     warns where towers on two GPUs read a variable, finds none (rafaljozefowicz/lm's
-    recurrent states). Trained or global, a per-tower `tf.Variable` is the model's state
-    the towers are meant to share: found. Nor are the variables a tower makes in its own
-    variable scope (`with tf.variable_scope("tower_%d" % i)`, named from the tower loop's
-    variable) that never reuses (no `reuse=True`, AUTO_REUSE or `reuse_variables()` in
-    it): each tower has its own copy and no GPU reads another's (replicated training,
+    recurrent states). Trained or global, a `tf.Variable` a tower's model function
+    makes is the model's state the towers are meant to share: found. Nor are the
+    variables a tower makes in its own variable scope (`with tf.variable_scope("tower_%d"
+    % i)`, named from the tower loop's variable) that never reuses (no `reuse=True`,
+    AUTO_REUSE or `reuse_variables()` in it): each tower has its own copy and no GPU reads another's (replicated training,
     tf_cnn_benchmarks' `replicated` mode; towers that should share and do not are
     shared-variables' finding). A get-or-create global step counts so in an `if` in that
     scope only (made by one tower: a later tower's call would get the first one's back).
+    Nor is a float `tf.Variable` called in the body of the tower loop, in no `if` there
+    (every pass makes its own), whose value is bound or listed, not handed to a call that
+    may keep it (NVlabs/stylegan2's per-tower data buffers, tf_cnn_benchmarks' replicated
+    copies): each is read on its own pass's GPU. A scope whose GPU is chosen at run time
+    from names the module binds once (`tf.device('/gpu:' + str(FLAGS.gpu))`, in no loop)
+    and a tower loop that turns once (`for i in range(0, gpu_num)`, `gpu_num = 1`) build
+    one tower: a single-GPU script.
 
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
@@ -598,8 +605,49 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _tower_spans(self) -> list[tuple[int, int]]:
         """This file's tower code, as line ranges (`FileView.tower_code`), read once."""
         if "_towers" not in self.__dict__:
-            self._towers = self.project.tower_code()
+            self._towers = [span for span in self.project.tower_code()
+                            if not self._one_gpu_span(span[0])]
         return self._towers
+
+    def _one_gpu_span(self, first: int) -> bool:
+        """Whether the tower code starting at line `first` of this file builds one tower
+        only: a `with` whose GPU is chosen at run time from names the module binds once
+        (`tf.device('/gpu:' + str(FLAGS.gpu))`, entered in no loop: the same GPU at every
+        entry). A tower loop over a module constant of one GPU (`gpu_num = 1`) is not: the
+        constant is the script's setting (lomyal/simple-word-embedding's authors ran theirs
+        on several GPUs and fixed its placement, 5987ecf)."""
+        for node in self.nodes(cst.With):
+            if self.position(node)[0] != first:
+                continue
+            devices = [item.item for item in node.items
+                       if self._chooses_gpu_at_run_time(item.item)]
+            return bool(devices) and all(self._same_gpu_each_run(d) for d in devices)
+        return False
+
+    def _module_binds_once(self, name: cst.Name) -> bool:
+        """Whether `name`, where it is read, is the module's (or a builtin): one binding,
+        at the module's top level, or none of the file's (`str`)."""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None:
+            return False
+        bindings = list(scope[name.value])
+        if any(isinstance(b.scope, BuiltinScope) for b in bindings):
+            return len(bindings) == 1
+        return len(bindings) == 1 and isinstance(bindings[0].scope, GlobalScope)
+
+    def _same_gpu_each_run(self, call: cst.Call) -> bool:
+        """Whether a device scope chosen at run time names the same GPU at every entry: what
+        it is given (through one assignment of its scope) reads only names the module binds
+        once (a flag, a constant), none of its function's (a parameter, a loop's target,
+        `self`)."""
+        given = device_asked(call, lambda node: self.get_metadata(ScopeProvider, node, None),
+                             self.parent)
+        if given is None:
+            return False
+        names = [n for n in descendants(given, cst.Name)
+                 if not (isinstance(self.parent(n), cst.Attribute) and self.parent(n).attr is n)
+                 and not (isinstance(self.parent(n), cst.Arg) and self.parent(n).keyword is n)]
+        return all(self._module_binds_once(n) for n in names)
 
     def _in_tower_code(self, line: int) -> bool:
         return any(first <= line <= last for first, last in self._tower_spans)
@@ -684,7 +732,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 slim=self._slim_module(node.func) if name.startswith("slim.") else None,
             )
         if (not self._flagged(variable, scope) or self._tower_private(variable)
-                or self._in_own_tower_scope(variable)):
+                or self._in_own_tower_scope(variable) or self._made_per_pass(variable, scope)):
             return
         if statement is None:
             self.report(node, self._message(variable, scope)
@@ -1717,6 +1765,38 @@ class VariablesToCpuCodemod(SourceCodemod):
                 and self.options.get("scope", "all") != "every-gpu-variable"
                 and trained(variable.call, variable.name) is False
                 and outside_global_variables(variable.call, variable.name))
+
+    def _made_per_pass(self, variable: _Variable, scope: _GpuScope) -> bool:
+        """Whether a float `tf.Variable` is its tower's own, no finding unless scope
+        `every-gpu-variable` asks for every GPU variable: called in the body of a loop in its
+        function that enters the GPU scope each pass (the tower loop), in no `if` or
+        conditional expression within that loop (every pass makes a new one: reuse never
+        gives a `tf.Variable` back), and what it makes is bound, listed or appended, not
+        handed to a call that may keep one (NVlabs/stylegan2's per-tower data buffers,
+        tf_cnn_benchmarks' replicated copies). Each variable is made on its pass's GPU and
+        read there: no two GPUs share it, as the graph surface finds. A variable made in
+        one pass only (`if w is None: w = tf.Variable(...)`) and the variables a project
+        function called per tower makes are found."""
+        if (variable.through is not None or variable.name not in VARIABLE_CALLS
+                or self._no_gpu_kernel(variable)
+                or self.options.get("scope", "all") == "every-gpu-variable"):
+            return False
+        loop = enclosing(scope.call, self.parent, cst.For, cst.While, within_function=True)
+        if loop is None or not inside(variable.call, loop, self.parent):
+            return False
+        child, current = variable.call, self.parent(variable.call)
+        while current is not None and current is not loop:
+            if isinstance(current, (cst.If, cst.IfExp, cst.BooleanOperation, cst.Try,
+                                    cst.Lambda, cst.FunctionDef, cst.ClassDef,
+                                    cst.CompFor)):
+                return False
+            if isinstance(current, cst.Call):
+                # only a list's own growth keeps what it is given
+                if not (isinstance(current.func, cst.Attribute)
+                        and current.func.attr.value in ("append", "extend", "insert")):
+                    return False
+            child, current = current, self.parent(current)
+        return current is loop and child is loop.body
 
     def _in_own_tower_scope(self, variable: _Variable) -> bool:
         """Whether a float variable is made in its tower's own variable scope, no finding
