@@ -34,6 +34,8 @@ from graphfix.source.project.facts import (
     collection_facts,
     default_untaken_functions,
     flag_branches,
+    calls_under_update_ops,
+    fills_list_from_callback,
     lists_tied_to_update_ops,
     may_pass_taking,
     name_switches,
@@ -1455,6 +1457,33 @@ class FileView:
                                                   method)
             calls, tied = calls + seen, tied and each
         return calls, tied
+
+    def called_under_update_ops_elsewhere(self, function: str) -> tuple[int, bool]:
+        """How many calls of `function` (a function of this file) the other files connected
+        to this one have, and whether each is made inside a block over the update ops
+        (`graphfix.source.project.facts.calls_under_update_ops`)."""
+        calls, under = 0, True
+        for tree, names in self.project._trees_naming(self.label, function, but=self.label):
+            seen, each = calls_under_update_ops(tree, names, function)
+            calls, under = calls + seen, under and each
+        return calls, under
+
+    def fills_list_from_callback(self, callee: str, line: int, given: dict[str | int, str],
+                                 into: str, callback: str) -> bool:
+        """Whether the function `callee` names at `line` of this file (one of this file's
+        or, through its imports, another's) calls the function passed as `callback` and
+        adds to the list passed as `into` (`graphfix.source.project.facts.
+        fills_list_from_callback`); False where the callee is not known."""
+        elsewhere = self.function_elsewhere(callee, line)
+        if elsewhere is not None:
+            _, code, function, first = elsewhere
+        else:
+            code, function, first = self.project._code_of(self.label), callee, None
+            if "." in callee:
+                return False
+        tree = parsed(code) if code is not None else None
+        return tree is not None and fills_list_from_callback(tree, function, first, given,
+                                                             into, callback)
 
     def batch_norms_built(self, line: int) -> list[tuple[str, int]]:
         """`batch_norms`, less those no code run with the train op at `line` builds
