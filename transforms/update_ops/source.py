@@ -314,7 +314,8 @@ class UpdateOpsCodemod(SourceCodemod):
     Every `X.minimize(...)` / `X.apply_gradients(...)` that does not run the update ops is
     an error: not inside a `with ...control_dependencies(E):` whose `E` refers to them (a
     `get_collection(GraphKeys.UPDATE_OPS)`, a name bound to one, a name that says so:
-    `update_ops`, `bn_updates`), not in a function called inside such a block, and its
+    `update_ops`, `bn_updates`), not in a function called inside such a block (in another
+    file, a helper this file does not call: every call there inside one), and its
     result not tied to them afterwards in the same function (`tf.group(train_op,
     *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
     update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`, or
@@ -324,7 +325,10 @@ class UpdateOpsCodemod(SourceCodemod):
     control dependency on it, to a list its function is given that every call of it, in
     the file and in the files its imports connect it to, passes from a caller that ties the
     list to them, early tf_cnn_benchmarks' `append_apply_gradients_ops(opt, grads,
-    training_ops)` (variable_mgr.py) grouped with them in tf_cnn_benchmarks.py; or
+    training_ops)` (variable_mgr.py) grouped with them in tf_cnn_benchmarks.py, also
+    returned by a callback the function hands with that list to one that calls the
+    callback and fills the list (`append_gradients_with_loss_scale(training_ops,
+    get_apply_gradients_ops_func, ...)`); or
     rebuilt inside such a block:
     `train_op = tf.group(train_op)`; or an op built under blocks over both the update ops
     and the train op, in either order, tensorflow-yolov3's `with
