@@ -449,6 +449,8 @@ class UpdateOpsCodemod(SourceCodemod):
             if not prepared:
                 self._module_scope = self._scope(node)
                 self._called_under_updates = self._functions_called_under_updates(node)
+                # (a session hook of the project runs UPDATE_OPS beside every step)
+                self._hooked = self.project.update_ops_hook() is not None
                 tf_module, needs_import, problem = self._spelling(node)
                 prepared = True
             self._judge(self._place(call), batch_norm, unrun, tf_module, needs_import, problem)
@@ -671,7 +673,7 @@ class UpdateOpsCodemod(SourceCodemod):
         if (isinstance(site.scope, cst.FunctionDef)
                 and site.scope.name.value in self._called_under_updates):
             return True, []
-        if self._called_only_under_updates_elsewhere(site):
+        if self._called_only_under_updates_elsewhere(site) or self._hooked:
             return True, []
         # What holds the train op: the statement's targets, and what they flow into.
         held = {name for small in (site.statement.body if site.statement else ())

@@ -37,6 +37,7 @@ from graphfix.source.project.facts import (
     calls_under_update_ops,
     fills_list_from_callback,
     lists_tied_to_update_ops,
+    update_ops_hooks,
     may_pass_taking,
     name_switches,
     names_function,
@@ -1467,6 +1468,22 @@ class FileView:
             seen, each = calls_under_update_ops(tree, names, function)
             calls, under = calls + seen, under and each
         return calls, under
+
+    def update_ops_hook(self) -> tuple[str, str, int] | None:
+        """(path, class, line) of the first session hook (`facts.update_ops_hooks`) of the
+        files connected to this one that runs the UPDATE_OPS collection beside every step,
+        and that some connected file makes (`RunUpdateOps()`, in tensorpack's default
+        callbacks); None where there is none."""
+        codes = self.connected_code()
+        for label, code in codes.items():
+            if "before_run" not in code or "UPDATE_OPS" not in code and "update_ops" not in code:
+                continue
+            tree = parsed(code)
+            for name, line in update_ops_hooks(tree) if tree is not None else ():
+                made = re.compile(rf"(?<!class )\b{re.escape(name)}\s*\(")
+                if any(made.search(other) for other in codes.values()):
+                    return label, name, line
+        return None
 
     def fills_list_from_callback(self, callee: str, line: int, given: dict[str | int, str],
                                  into: str, callback: str) -> bool:

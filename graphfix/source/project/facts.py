@@ -1021,6 +1021,32 @@ def fills_list_from_callback(tree: ast.Module, function: str, line: int | None,
         and dotted(c.func.value) == bound[into] for c in calls)
 
 
+# The methods of a session hook that add fetches to every step: TF's `SessionRunHook.
+# before_run`, tensorpack's `Callback._before_run`.
+_HOOK_METHODS = frozenset({"before_run", "_before_run"})
+
+
+def update_ops_hooks(tree: ast.Module) -> list[tuple[str, int]]:
+    """The classes of a module that read the UPDATE_OPS collection (`GraphKeys.UPDATE_OPS`
+    or its string anywhere in the class) and add fetches to every step of a session (a
+    `before_run` / `_before_run` method of their own or of a base class of the same
+    module): a hook that runs the update ops beside each step (tensorpack's
+    `RunUpdateOps(RunOp)`), as (name, line)."""
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+    def hooks_steps(node: ast.ClassDef, seen: set[str]) -> bool:
+        if any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and item.name in _HOOK_METHODS for item in node.body):
+            return True
+        bases = {(dotted(b) or "").rsplit(".", 1)[-1] for b in node.bases} - seen
+        return any(hooks_steps(classes[b], seen | bases) for b in bases if b in classes)
+
+    return sorted(((name, node.lineno) for name, node in classes.items()
+                   if any(_names_update_ops(n) for n in ast.walk(node)
+                          if isinstance(n, (ast.Attribute, ast.Constant)))
+                   and hooks_steps(node, {name})), key=lambda c: c[1])
+
+
 def _mentions_update_ops(exprs, update_names: set[str], but: str | None = None) -> bool:
     """Whether expressions refer to the update ops: `GraphKeys.UPDATE_OPS`, its string,
     a name that says so (`update_ops`, `bn_updates`) or one of `update_names`; `but` (the
