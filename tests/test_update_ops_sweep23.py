@@ -3,10 +3,12 @@ the update ops, through code in other files (fixtures/real_code/patterns/sweep23
 tf_cnn_benchmarks' variable manager returns its apply from a callback that a util module
 puts into the caller's list, which the caller groups with the first tower's UPDATE_OPS (the
 rewrite there would run every tower's); yyht/deepspeech's optimizer helper is called, in
-every training script, inside `with tf.control_dependencies(update_ops):`. Each beside its
-bug twin (the list grouped alone; the helper called outside any block): graphfix reports the
-twin and not the correct code, and TF, stepping each program once, agrees: the correct code
-moves the batch norm's moving mean, the twin does not, the twin fixed by graphfix does."""
+every training script, inside `with tf.control_dependencies(update_ops):`; tensorpack's
+default callbacks hook the session with RunUpdateOps, which fetches UPDATE_OPS beside every
+step. Each beside its bug twin (the list grouped alone; the helper called outside any block;
+the hook class never made): graphfix reports the twin and not the correct code, and TF,
+stepping each program once, agrees: the correct code moves the batch norm's moving mean, the
+twin does not, the twin fixed by graphfix does."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ TWINS = {
          "variable_mgr.py:12", "build"),
     "sweep23_update_ops_helper_apply_under_callers_update_ops":
         ("sweep23_update_ops_helper_apply_called_bare", "optimizer_utils.py:12", "model_fn"),
+    "sweep23_update_ops_run_by_a_session_hook":
+        ("sweep23_update_ops_session_hook_never_made", "train.py:36", "train"),
 }
 
 
@@ -86,9 +90,15 @@ for label, folder, function in json.loads(sys.argv[1]):
     train = importlib.import_module("train")
     graph = tf.Graph()
     with graph.as_default():
-        step = getattr(train, function)(tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3)))
-    means = moving_means_over_one_step(graph, step)
-    out[label] = bool(means.count) and means.moved
+        if function == "train":  # steps its own session (hooked or not)
+            before, after = train.train()
+            out[label] = not np.allclose(before, after)
+        else:
+            step = getattr(train, function)(
+                tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3)))
+    if function != "train":
+        means = moving_means_over_one_step(graph, step)
+        out[label] = bool(means.count) and means.moved
     sys.path.remove(folder)
 print(json.dumps(out))
 '''
