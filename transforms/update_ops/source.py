@@ -341,8 +341,12 @@ class UpdateOpsCodemod(SourceCodemod):
     class's own `minimize` / `apply_gradients` method (an optimizer wrapper's
     `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
     is library code, no train op: its caller's call is judged. A waiting loss used for its gradients alone runs
-    nothing: TF's gradients do not read a loss whose shape is known. `create_train_op` and `optimize_loss` run them
-    themselves and are never touched, but for an `optimize_loss` (contrib's, tf-slim's)
+    nothing: TF's gradients do not read a loss whose shape is known. A project with a
+    session hook that fetches the collection beside every step (a class reading
+    `GraphKeys.UPDATE_OPS` whose own or same-file base's `before_run` / `_before_run`
+    adds fetches, made somewhere: tensorpack's `RunUpdateOps` among its default
+    callbacks) runs them; its train ops are left alone. `create_train_op` and
+    `optimize_loss` run them themselves and are never touched, but for an `optimize_loss` (contrib's, tf-slim's)
     given `update_ops=` as a literal list or tuple holding none of them (`update_ops=[]`,
     ikostrikov/TensorFlow-VAE-GAN-DRAW): it runs that list instead; reported, not fixed
     (drop the argument or pass them). A block over the update ops opened *after* the train

@@ -31,13 +31,12 @@ from graphfix.source.project.facts import (
     COLLECTION_WORDS,
     REUSE_WORDS,
     TOWER_WORDS,
+    calls_under_update_ops,
     collection_facts,
     default_untaken_functions,
-    flag_branches,
-    calls_under_update_ops,
     fills_list_from_callback,
+    flag_branches,
     lists_tied_to_update_ops,
-    update_ops_hooks,
     may_pass_taking,
     name_switches,
     names_function,
@@ -47,6 +46,7 @@ from graphfix.source.project.facts import (
     training_switches,
     truth_passed,
     truth_passed_to_instances,
+    update_ops_hooks,
 )
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
