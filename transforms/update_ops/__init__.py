@@ -52,7 +52,13 @@ update ops is built under
 `with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`, spelled with
 the file's own TF alias; code that already runs them is left alone (a group of the train
 op's list extended with them, of the apply op built inline with them, of the list a helper
-appends the apply op to that its callers, in this file or another, group with them). A
+appends the apply op to that its callers, in this file or another, group with them, also
+where the apply comes back from a callback that the helper hands with that list to a
+function that calls it and fills the list, tf_cnn_benchmarks' `get_apply_gradients_ops_func`;
+of a helper, in another file, that every caller calls inside a block over them; every
+train op of a project whose session hook fetches UPDATE_OPS beside each step, a class that
+reads the collection and has a `before_run` / `_before_run` method, made somewhere:
+tensorpack's `RunUpdateOps`). A
 batch norm counts only where it is built: not in a function or method nothing calls, nor where its training flag
 is a parameter (with no default, or defaulting to False) that every call sets to False,
 directly or through a parameter of the caller's own that its callers set so (a model's

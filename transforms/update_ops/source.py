@@ -323,7 +323,8 @@ class UpdateOpsCodemod(SourceCodemod):
     Every `X.minimize(...)` / `X.apply_gradients(...)` that does not run the update ops is
     an error: not inside a `with ...control_dependencies(E):` whose `E` refers to them (a
     `get_collection(GraphKeys.UPDATE_OPS)`, a name bound to one, a name that says so:
-    `update_ops`, `bn_updates`), not in a function called inside such a block, and its
+    `update_ops`, `bn_updates`), not in a function called inside such a block (in another
+    file, a helper this file does not call: every call there inside one), and its
     result not tied to them afterwards in the same function (`tf.group(train_op,
     *update_ops)`, also through `tower_ops.append(train_op)`, or added to the list of the
     update ops that is then grouped, model_deploy's `update_ops.append(grad_updates)`, or
@@ -333,7 +334,10 @@ class UpdateOpsCodemod(SourceCodemod):
     control dependency on it, to a list its function is given that every call of it, in
     the file and in the files its imports connect it to, passes from a caller that ties the
     list to them, early tf_cnn_benchmarks' `append_apply_gradients_ops(opt, grads,
-    training_ops)` (variable_mgr.py) grouped with them in tf_cnn_benchmarks.py; or
+    training_ops)` (variable_mgr.py) grouped with them in tf_cnn_benchmarks.py, also
+    returned by a callback the function hands with that list to one that calls the
+    callback and fills the list (`append_gradients_with_loss_scale(training_ops,
+    get_apply_gradients_ops_func, ...)`); or
     rebuilt inside such a block:
     `train_op = tf.group(train_op)`; or an op built under blocks over both the update ops
     and the train op, in either order, tensorflow-yolov3's `with
@@ -346,8 +350,12 @@ class UpdateOpsCodemod(SourceCodemod):
     class's own `minimize` / `apply_gradients` method (an optimizer wrapper's
     `self._optimizer.apply_gradients(...)`, a subclass's `super().apply_gradients(...)`)
     is library code, no train op: its caller's call is judged. A waiting loss used for its gradients alone runs
-    nothing: TF's gradients do not read a loss whose shape is known. `create_train_op` and `optimize_loss` run them
-    themselves and are never touched, but for an `optimize_loss` (contrib's, tf-slim's)
+    nothing: TF's gradients do not read a loss whose shape is known. A project with a
+    session hook that fetches the collection beside every step (a class reading
+    `GraphKeys.UPDATE_OPS` whose own or same-file base's `before_run` / `_before_run`
+    adds fetches, made somewhere: tensorpack's `RunUpdateOps` among its default
+    callbacks) runs them; its train ops are left alone. `create_train_op` and
+    `optimize_loss` run them themselves and are never touched, but for an `optimize_loss` (contrib's, tf-slim's)
     given `update_ops=` as a literal list or tuple holding none of them (`update_ops=[]`,
     ikostrikov/TensorFlow-VAE-GAN-DRAW): it runs that list instead; reported, not fixed
     (drop the argument or pass them). A block over the update ops opened *after* the train
@@ -454,6 +462,8 @@ class UpdateOpsCodemod(SourceCodemod):
             if not prepared:
                 self._module_scope = self._scope(node)
                 self._called_under_updates = self._functions_called_under_updates(node)
+                # (a session hook of the project runs UPDATE_OPS beside every step)
+                self._hooked = self.project.update_ops_hook() is not None
                 tf_module, needs_import, problem = self._spelling(node)
                 prepared = True
             self._judge(self._place(call), batch_norm, unrun, tf_module, needs_import, problem)
@@ -637,6 +647,22 @@ class UpdateOpsCodemod(SourceCodemod):
                    and any(_words(a.value).names & names for a in item.item.args)
                    for item in block.items)
 
+    def _called_only_under_updates_elsewhere(self, site: _TrainCall) -> bool:
+        """Whether the train op's function is a helper this file never calls, and every
+        call of it in the files connected to this one is made inside a block over the
+        update ops (yyht/deepspeech's optimizer_utils.create_optimizer, called under
+        `with tf.control_dependencies(update_ops):` by each training script): what it
+        builds runs them, as for a function this file calls in such a block."""
+        function = site.scope
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        name = function.name.value
+        if any((_dotted(c.func) or "").rsplit(".", 1)[-1] == name
+               for c in self._index.of(cst.Call)):
+            return False
+        calls, under = self.project.called_under_update_ops_elsewhere(name)
+        return calls > 0 and under
+
     def _functions_called_under_updates(self, module: cst.Module) -> set[str]:
         """Names of functions called inside a block over the update ops: what they build
         (`train_op = build_train_op(loss)`) runs them."""
@@ -659,6 +685,8 @@ class UpdateOpsCodemod(SourceCodemod):
             return True, []
         if (isinstance(site.scope, cst.FunctionDef)
                 and site.scope.name.value in self._called_under_updates):
+            return True, []
+        if self._called_only_under_updates_elsewhere(site) or self._hooked:
             return True, []
         # What holds the train op: the statement's targets, and what they flow into.
         held = {name for small in (site.statement.body if site.statement else ())
@@ -703,7 +731,7 @@ class UpdateOpsCodemod(SourceCodemod):
                                 for a in call.args)):
                     joined.add(_dotted(call.func.value))
                     grew = True
-        if self._tied_by_callers(site, held):
+        if self._tied_by_callers(site, held) or self._tied_through_a_callback(site, held):
             return True, []
         if held:
             for call in scope.calls:  # tf.group(train_op, *update_ops)
@@ -762,8 +790,13 @@ class UpdateOpsCodemod(SourceCodemod):
                  and c.func.attr.value in ("append", "extend", "insert")
                  and any(_words(a.value).names & held for a in c.args)}
         lists = [p for p in params if p in given and p not in ("self", "cls")]
-        if not lists:
-            return False
+        return bool(lists) and self._callers_tie(function, lists)
+
+    def _callers_tie(self, function: cst.FunctionDef, lists: list[str]) -> bool:
+        """Whether every call of `function`, in this file and in the files connected to it
+        (`FileView.lists_tied_elsewhere`), passes as each of its parameters `lists` a list
+        its caller ties to the update ops; False where nothing calls it."""
+        params = [p.name.value for p in function.params.params]
         name = function.name.value
         calls = [c for c in self._index.of(cst.Call)
                  if (_dotted(c.func) or "").rsplit(".", 1)[-1] == name]
@@ -795,6 +828,53 @@ class UpdateOpsCodemod(SourceCodemod):
                         for tie in caller.calls):
                     return False
         return True
+
+    def _tied_through_a_callback(self, site: _TrainCall, held: set[str]) -> bool:
+        """Whether the train op is returned by a function nested in another (a callback)
+        that the enclosing function hands, with a list it is given, to a function that
+        calls the callback and adds to that list, and every call of the enclosing function
+        passes a list its caller ties to the update ops (tf_cnn_benchmarks'
+        `def get_apply_gradients_ops_func(): return [opt.apply_gradients(grads)]`, handed
+        to `variable_mgr_util.append_gradients_with_loss_scale(training_ops,
+        get_apply_gradients_ops_func, ...)`, the caller's `tf.group(*(training_ops +
+        update_ops))`)."""
+        callback = site.scope
+        if not isinstance(callback, cst.FunctionDef):
+            return False
+        returned = site.statement is not None and any(
+            isinstance(small, cst.Return) for small in site.statement.body)
+        if not returned:
+            returns = _Returns(callback)
+            callback.visit(returns)
+            returned = bool(held) and any(_words(v).names & held for v in returns.values)
+        enclosing = self.parent(callback)
+        while enclosing is not None and not isinstance(
+                enclosing, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
+            enclosing = self.parent(enclosing)
+        if not returned or not isinstance(enclosing, cst.FunctionDef):
+            return False
+        params = [p.name.value for p in enclosing.params.params]
+        name = callback.name.value
+        for call in self._scope(enclosing).calls:
+            given: dict[str | int, str] = {}
+            for at, arg in enumerate(a for a in call.args if a.keyword is None):
+                if not arg.star and isinstance(arg.value, cst.Name):
+                    given[at] = arg.value.value
+            for arg in call.args:
+                if arg.keyword is not None and isinstance(arg.value, cst.Name):
+                    given[arg.keyword.value] = arg.value.value
+            if name not in given.values():
+                continue
+            lists = [p for p in given.values() if p in params and p not in ("self", "cls")]
+            callee = _dotted(call.func)
+            if callee is None:
+                continue
+            for into in lists:
+                if self.project.fills_list_from_callback(
+                        callee, self.position(call)[0], given, into, name) and (
+                        self._callers_tie(enclosing, [into])):
+                    return True
+        return False
 
     def _tied_inline(self, site: _TrainCall, scope: _Scope) -> bool:
         """Whether the train op is built as an argument of a call that ties it to the

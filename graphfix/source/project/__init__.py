@@ -32,8 +32,10 @@ from graphfix.source.project.facts import (
     COLLECTION_WORDS,
     REUSE_WORDS,
     TOWER_WORDS,
+    calls_under_update_ops,
     collection_facts,
     default_untaken_functions,
+    fills_list_from_callback,
     flag_branches,
     lists_tied_to_update_ops,
     may_pass_taking,
@@ -47,6 +49,7 @@ from graphfix.source.project.facts import (
     training_switches,
     truth_passed,
     truth_passed_to_instances,
+    update_ops_hooks,
 )
 from graphfix.source.project.feeds import FeedFacts, feed_facts, name_reads
 from graphfix.source.project.names import AstTfNames
@@ -1547,6 +1550,49 @@ class FileView:
                                                   method)
             calls, tied = calls + seen, tied and each
         return calls, tied
+
+    def called_under_update_ops_elsewhere(self, function: str) -> tuple[int, bool]:
+        """How many calls of `function` (a function of this file) the other files connected
+        to this one have, and whether each is made inside a block over the update ops
+        (`graphfix.source.project.facts.calls_under_update_ops`)."""
+        calls, under = 0, True
+        for tree, names in self.project._trees_naming(self.label, function, but=self.label):
+            seen, each = calls_under_update_ops(tree, names, function)
+            calls, under = calls + seen, under and each
+        return calls, under
+
+    def update_ops_hook(self) -> tuple[str, str, int] | None:
+        """(path, class, line) of the first session hook (`facts.update_ops_hooks`) of the
+        files connected to this one that runs the UPDATE_OPS collection beside every step,
+        and that some connected file makes (`RunUpdateOps()`, in tensorpack's default
+        callbacks); None where there is none."""
+        codes = self.connected_code()
+        for label, code in codes.items():
+            if "before_run" not in code or "UPDATE_OPS" not in code and "update_ops" not in code:
+                continue
+            tree = parsed(code)
+            for name, line in update_ops_hooks(tree) if tree is not None else ():
+                made = re.compile(rf"(?<!class )\b{re.escape(name)}\s*\(")
+                if any(made.search(other) for other in codes.values()):
+                    return label, name, line
+        return None
+
+    def fills_list_from_callback(self, callee: str, line: int, given: dict[str | int, str],
+                                 into: str, callback: str) -> bool:
+        """Whether the function `callee` names at `line` of this file (one of this file's
+        or, through its imports, another's) calls the function passed as `callback` and
+        adds to the list passed as `into` (`graphfix.source.project.facts.
+        fills_list_from_callback`); False where the callee is not known."""
+        elsewhere = self.function_elsewhere(callee, line)
+        if elsewhere is not None:
+            _, code, function, first = elsewhere
+        else:
+            code, function, first = self.project._code_of(self.label), callee, None
+            if "." in callee:
+                return False
+        tree = parsed(code) if code is not None else None
+        return tree is not None and fills_list_from_callback(tree, function, first, given,
+                                                             into, callback)
 
     def batch_norms_built(self, line: int) -> list[tuple[str, int]]:
         """`batch_norms`, less those no code run with the train op at `line` builds

@@ -1108,17 +1108,7 @@ def lists_tied_to_update_ops(tree: ast.Module, names: AstTfNames, function: str,
         if passed is None:
             return calls, False
         body = list(own_nodes(enclosing if enclosing is not None else tree))
-        update_names: set[str] = set()
-        grew = True
-        while grew:
-            grew = False
-            for node in body:
-                if not isinstance(node, ast.Assign):
-                    continue
-                targets = {dotted(t) for t in node.targets} - {None} - update_names
-                if targets and _mentions_update_ops([node.value], update_names):
-                    update_names |= targets
-                    grew = True
+        update_names = _names_bound_to_update_ops(body)
         if not any(isinstance(node, ast.Call) and node is not call
                    and (names.canonical(node.func) or dotted(node.func) or "").rsplit(
                        ".", 1)[-1] in OP_TIES
@@ -1127,6 +1117,118 @@ def lists_tied_to_update_ops(tree: ast.Module, names: AstTfNames, function: str,
                    for node in body):
             tied = False
     return calls, tied
+
+
+def _names_bound_to_update_ops(body: list[ast.AST]) -> set[str]:
+    """The names a function's own code (`body`) binds to the update ops, directly
+    (`update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)`) or from such a name."""
+    update_names: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for node in body:
+            if not isinstance(node, ast.Assign):
+                continue
+            targets = {dotted(t) for t in node.targets} - {None} - update_names
+            if targets and _mentions_update_ops([node.value], update_names):
+                update_names |= targets
+                grew = True
+    return update_names
+
+
+def calls_under_update_ops(tree: ast.Module, names: AstTfNames, function: str
+                           ) -> tuple[int, bool]:
+    """How many calls of `function` a module has, and whether each is made inside a
+    `with control_dependencies(E):` whose `E` refers to the update ops (the helper then
+    builds its train op after them: yyht/deepspeech's `with tf.control_dependencies(
+    update_ops): train_op, lr = create_optimizer(...)`). A call through a name its calling
+    function binds to `function` (`optimizer_fn = create_optimizer`, a helper chosen by a
+    flag, then `optimizer_fn(...)`) is a call of it."""
+    calls, under = 0, True
+    scopes = [tree, *(n for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        body = list(own_nodes(scope))
+        spellings = {function} | {
+            node.targets[0].id for node in body
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and (dotted(node.value) or "").rsplit(".", 1)[-1] == function}
+        own_calls = [node for node in body if isinstance(node, ast.Call)
+                     and names.canonical(node.func) is None
+                     and (dotted(node.func) or "").rsplit(".", 1)[-1] in spellings]
+        if not own_calls:
+            continue
+        update_names = _names_bound_to_update_ops(body)
+        covered: set[int] = set()
+        for node in body:
+            if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                    isinstance(item.context_expr, ast.Call)
+                    and (names.canonical(item.context_expr.func)
+                         or dotted(item.context_expr.func) or "").rsplit(".", 1)[-1]
+                    == "control_dependencies"
+                    and _mentions_update_ops(item.context_expr.args, update_names)
+                    for item in node.items):
+                covered |= {id(inner) for statement in node.body
+                            for inner in ast.walk(statement)}
+        calls += len(own_calls)
+        under = under and all(id(call) in covered for call in own_calls)
+    return calls, under
+
+
+def fills_list_from_callback(tree: ast.Module, function: str, line: int | None,
+                             given: dict[str | int, str], into: str, callback: str) -> bool:
+    """Whether `function` of a module (the def at `line`, or the only def of that name),
+    given argument `into` (a list) and argument `callback` (a function), both among
+    `given` (parameter position or keyword -> the name its caller passes), calls the
+    callback and adds to the list (`append`, `extend`, `insert`) in its code:
+    tf_cnn_benchmarks' `append_gradients_with_loss_scale(training_ops,
+    get_apply_gradients_ops_func, ...)`, which puts the ops the callback returns (or a
+    `tf.cond` over them) into `training_ops`."""
+    defs = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+            and node.name == function]
+    defs = [node for node in defs if node.lineno == line] or defs
+    if len(defs) != 1:
+        return False
+    params = [a.arg for a in defs[0].args.posonlyargs + defs[0].args.args]
+    bound = {}
+    for at, passed in given.items():
+        parameter = params[at] if isinstance(at, int) and at < len(params) else at
+        if isinstance(parameter, str) and parameter in params:
+            bound[passed] = parameter
+    if into not in bound or callback not in bound:
+        return False
+    calls = [node for node in ast.walk(defs[0]) if isinstance(node, ast.Call)]
+    return any(isinstance(c.func, ast.Name) and c.func.id == bound[callback]
+               for c in calls) and any(
+        isinstance(c.func, ast.Attribute) and c.func.attr in ("append", "extend", "insert")
+        and dotted(c.func.value) == bound[into] for c in calls)
+
+
+# The methods of a session hook that add fetches to every step: TF's `SessionRunHook.
+# before_run`, tensorpack's `Callback._before_run`.
+_HOOK_METHODS = frozenset({"before_run", "_before_run"})
+
+
+def update_ops_hooks(tree: ast.Module) -> list[tuple[str, int]]:
+    """The classes of a module that read the UPDATE_OPS collection (`GraphKeys.UPDATE_OPS`
+    or its string anywhere in the class) and add fetches to every step of a session (a
+    `before_run` / `_before_run` method of their own or of a base class of the same
+    module): a hook that runs the update ops beside each step (tensorpack's
+    `RunUpdateOps(RunOp)`), as (name, line)."""
+    classes = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+    def hooks_steps(node: ast.ClassDef, seen: set[str]) -> bool:
+        if any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and item.name in _HOOK_METHODS for item in node.body):
+            return True
+        bases = {(dotted(b) or "").rsplit(".", 1)[-1] for b in node.bases} - seen
+        return any(hooks_steps(classes[b], seen | bases) for b in bases if b in classes)
+
+    return sorted(((name, node.lineno) for name, node in classes.items()
+                   if any(_names_update_ops(n) for n in ast.walk(node)
+                          if isinstance(n, (ast.Attribute, ast.Constant)))
+                   and hooks_steps(node, {name})), key=lambda c: c[1])
 
 
 def _mentions_update_ops(exprs, update_names: set[str], but: str | None = None) -> bool:
