@@ -190,6 +190,18 @@ def test_feeds_left_alone_work_and_are_read(worked: dict):
     assert result["weights"] == pytest.approx([-0.5, -0.5])
 
 
+def test_variables_nothing_updates_are_read_from_the_feed(worked: dict):
+    """The search's loss and gradient are computed at the fed reference point and weight
+    (2 * (1 + 2) + (0 + 1) = 7; d/dx: 2 + 2 * (x - origin)), its variables keep their own
+    zeros, and the other search's optimizer updates its `var_list` alone (1 - 0.25 * 2)."""
+    result = worked["noop_fed_where_no_update_writes_it"]["before"]
+    assert "error" not in result, result
+    assert result["loss"] == pytest.approx(7.0)
+    assert result["grad"] == pytest.approx([2.0, 4.0])
+    assert result["kept"] == pytest.approx([0.0, 0.0])
+    assert result["modifier"] == pytest.approx([0.5, 0.5])
+
+
 def test_a_variable_fed_to_runs_that_only_evaluate_is_read_for_that_run_alone(worked: dict):
     """Between train runs that do not feed it, the weights are fed to evaluations (the
     loss, a streaming mean, by name and as the model's attributes) at other values: TF
@@ -296,6 +308,28 @@ def test_a_run_of_another_files_attributes_evaluates_where_that_file_says_so(tmp
              "    sess.run(model.total, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})\n"
              "    sess.run(model.train_op, {model.x: [1.0, 1.0], model.weights: [0.0, 0.0]})"
              "  # expect: error col 52\n")
+    _assert_train_findings(tmp_path, train)
+
+
+@pytest.mark.parametrize("trains", [False, True])
+def test_a_variable_is_found_only_where_an_update_the_program_runs_may_write_it(
+        tmp_path: Path, trains: bool):
+    """helpers.py holds a loss helper and a trainer: a run of a loss built through the
+    helper may write anything the source can tell, but where train.py never calls the
+    trainer (a sibling module's optimizer, which trains its own model) nothing it runs
+    updates `w`, and feeding it works. Where it does call it, the run of the train op it
+    gives fails with the float_ref error: found."""
+    (tmp_path / "helpers.py").write_text(
+        "import tensorflow as tf\n\n\ndef summed(x):\n    return tf.reduce_sum(x)\n\n\n"
+        "def fit(loss):\n    return tf.train.GradientDescentOptimizer(0.1).minimize(loss)\n")
+    fetched = "fit(loss)" if trains else "loss"
+    train = ("import tensorflow as tf\n\nfrom helpers import fit, summed\n\n"
+             "x = tf.placeholder(tf.float32, [2])\nw = tf.Variable(tf.ones([2]))\n"
+             f"loss = summed(x * w)\nfetched = {fetched}\n"
+             "with tf.Session() as sess:\n"
+             "    sess.run(tf.global_variables_initializer())\n"
+             "    sess.run(fetched, feed_dict={x: [1.0, 2.0], w: [0.5, 0.5]})"
+             + ("  # expect: error col 49\n" if trains else "\n"))
     _assert_train_findings(tmp_path, train)
 
 

@@ -19,6 +19,7 @@ from graphfix.source.codemod import Example, SourceCodemod, TfNames, argument
 from graphfix.source.fixes import InsertBefore, Remove, Replace
 from graphfix.source.scopes import descendants
 from graphfix.source.vocabulary import MONITORED_SESSIONS
+from graphfix.source.project import FileView, unit_at
 from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, VARIABLE_KINDS, FeedFacts
 
 # -- Source surface -------------------------------------------------------------------------
@@ -196,6 +197,29 @@ class _Reader:
         return None
 
 
+def _updates_in_reach(view: FileView) -> set[str | None]:
+    """What the optimizer updates (`FeedFacts.facts`' `trains`) the program may run with
+    `view`'s file may write: the last names of their `var_list`s, None for an update of
+    every trainable variable. Counted: the file's own, and those in units of the files
+    connected to it that its units, or the units that call them, reach (`Project.reached`):
+    an attack's optimizer in a sibling module of a library package trains its own
+    variables, not this file's."""
+    project, own = view.project, view.label
+    reach = None
+    found: set[str | None] = set()
+    for label in sorted(project.connected(own)):
+        part = project.parts.get(label)
+        for line, listed in project.feeds(label).get("trains", []):
+            if label != own:
+                if reach is None:
+                    units = set(project.units(own))
+                    reach = project.reached(units.union(*(project.callers(u) for u in units)))
+                if part is None or (label, unit_at(part, line)) not in reach:
+                    continue
+            found.update(listed if listed is not None else [None])
+    return found
+
+
 @dataclasses.dataclass
 class _Run:
     """A `sess.run` (or `op.run` / `tensor.eval`) given a feed dict."""
@@ -225,6 +249,14 @@ class FeedToAssignCodemod(SourceCodemod):
     - an attribute (`self.embeddings`, `model.embeddings`, a namedtuple's field) or a name
       imported from another module, when every file connected to this one by imports (the
       project model's) that assigns that name assigns it a variable.
+
+    A trainable variable counts only where the program may update it: an assign to it
+    (`tf.assign(v, ...)`, `v.assign_add(...)`), or an optimizer's `minimize`,
+    `compute_gradients` or `apply_gradients` (or a train op maker: `optimize_loss`) with no
+    `var_list`, or one that may hold it, in this file or in the code of a connected file
+    that its code, or the code calling it, reaches. Where none does (an attack's objective
+    fed its reference point every run, a sibling module's optimizer training its own
+    `var_list`), no run writes it, and feeding it works: left alone.
 
     Variables no optimizer updates (`trainable=False`, bool or int: `is_training`, a step
     counter; a trainable one that only optimizers' arguments read, as a learning rate, which
@@ -331,6 +363,7 @@ class FeedToAssignCodemod(SourceCodemod):
         reader.updated = facts["updated"]
         self._reader, self._facts = reader, facts
         self._not_stored: set[cst.DictElement] = set()  # entries of runs that store nothing
+        self._trains: set[str | None] | None = None  # asked once a variable is fed
         named: dict[frozenset, list[_Run]] = {}
         for call in nodes:
             run = self._run(call)
@@ -451,7 +484,7 @@ class FeedToAssignCodemod(SourceCodemod):
         if kind in VARIABLE_KINDS and quiet:
             return None
         if kind == "variable":
-            return "move"
+            return "move" if self._may_update(key) else None
         if kind in ("frozen", "global_step"):
             updated = self._reader.updated
             if _update_key(key) in updated or (kind == "global_step" and GLOBAL_STEP_UPDATED in updated):
@@ -461,6 +494,17 @@ class FeedToAssignCodemod(SourceCodemod):
         if op is not None and op.rsplit("/", 1)[-1] in self._facts["names"]:
             return ("by-name", op)
         return None
+
+    def _may_update(self, key: cst.BaseExpression) -> bool:
+        """Whether something the program runs may write the variable `key`: an assign to
+        it, or an optimizer update (`_updates_in_reach`) of every trainable variable or of
+        a `var_list` naming it. Where none does, no run writes it and feeding it works."""
+        name = _update_key(key)
+        if name in self._reader.updated:
+            return True
+        if self._trains is None:
+            self._trains = _updates_in_reach(self.project)
+        return None in self._trains or name in self._trains
 
     def _error(self, key: cst.BaseExpression) -> str:
         """What TF says when the run feeds the variable `key` while it updates it."""

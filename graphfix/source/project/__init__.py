@@ -71,7 +71,7 @@ __all__ = ["MODULE_BODY", "PART_FORMAT", "FileView", "PackedParts", "Project", "
 
 # Words without which a file says nothing about feed keys (conservative, as the pre-filter).
 _FEED_WORDS = ("Variable", "variable", "assign", "global_step", "minimize", "apply_gradients",
-               "Monitored")
+               "compute_gradients", "optimize_loss", "create_train_op", "Monitored")
 
 
 def unit_at(part: dict, line: int) -> str:
@@ -172,7 +172,8 @@ class Project:
         """What file `label` says about the names a feed key may hold
         (`graphfix.source.project.feeds`)."""
         return self._facts_of(self._feeds, label, feed_facts, {
-            "attributes": {}, "updated": [], "monitored": [], "names": []}, _FEED_WORDS)
+            "attributes": {}, "updated": [], "monitored": [], "names": [], "trains": []},
+            _FEED_WORDS)
 
     def reads(self, label: str) -> dict:
         """What file `label` reads in optimizers' arguments and elsewhere

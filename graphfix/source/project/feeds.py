@@ -9,7 +9,10 @@ fields count as its attributes. `updated`: the last names of what the file write
 MonitoredSession. `names`: the `name=` of the trainable variables it creates. `fetched`: an
 attribute (or module-level) name -> {"writes": whether a value the file assigns it may
 write a variable when fetched (a train op), "reads": the attribute names those values read,
-whose own values say the rest}.
+whose own values say the rest}. `trains`: [line, the last names of the variables it may
+update, or None for any trainable one] of each optimizer update (`minimize`,
+`compute_gradients`, `apply_gradients`, a train op maker): what a variable must be in for a
+run of that update to write it.
 
 What a file reads (`name_reads`), asked of any file, whatever words it holds: `steering`, the
 last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`: a learning
@@ -46,6 +49,11 @@ GLOBAL_STEP_UPDATED = "<global_step>"
 NOT_TRAINED_DTYPES = frozenset(
     {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "string"}
 )
+# An optimizer's methods that update (or take the gradients an update applies) of the
+# variables in their `var_list` (`compute_gradients(loss, var_list)`, TF1's
+# `minimize(loss, global_step, var_list)`), or of every trainable one when it is not given.
+_UPDATE_METHODS = frozenset({"minimize", "compute_gradients", "apply_gradients"})
+_VAR_LIST_AT = {"compute_gradients": 1, "minimize": 2}
 VARIABLE_KINDS = frozenset({"variable", "frozen", "global_step"})
 _SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
            ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -427,9 +435,11 @@ class FeedFacts:
                        key=lambda n: (n.lineno, n.col_offset))
         records = _namedtuple_fields(nodes)
         fetched: dict[str, dict] = {}
+        trains: list[list] = []
         for node in nodes:
             if isinstance(node, ast.Call):
                 self._call_facts(node, updated, labels)
+                self._train_facts(node, trains)
                 self._field_facts(node, records, attributes)
                 continue
             if node.value is None:
@@ -451,7 +461,7 @@ class FeedFacts:
                     monitored.add(name)
         return {"attributes": {k: sorted(v) for k, v in sorted(attributes.items())},
                 "updated": sorted(updated), "monitored": sorted(monitored),
-                "names": sorted(labels),
+                "names": sorted(labels), "trains": trains,
                 "fetched": {k: {"writes": v["writes"], "reads": sorted(v["reads"])}
                             for k, v in sorted(fetched.items())}}
 
@@ -513,6 +523,23 @@ class FeedFacts:
             label = argument(call, "name", 0 if name in GET_VARIABLE_CALLS else None)
             if isinstance(label, ast.Constant) and isinstance(label.value, str):
                 labels.add(label.value.rsplit("/", 1)[-1])
+
+    def _train_facts(self, call: ast.Call, trains: list[list]) -> None:
+        """An optimizer update (`opt.minimize(loss, var_list=[w])`, `compute_gradients`,
+        `apply_gradients`, `optimize_loss`): [line, the last names of a literal `var_list`],
+        or [line, None] where it may update any trainable variable (no `var_list`, or one
+        the syntax does not list: `apply_gradients` takes its pairs from elsewhere)."""
+        name = self.names.canonical(call.func)
+        func = call.func
+        method = func.attr if isinstance(func, ast.Attribute) and name is None else None
+        if method not in _UPDATE_METHODS and name not in TRAIN_OP_MAKERS - {"count_up_to"}:
+            return
+        given = argument(call, "var_list", _VAR_LIST_AT.get(method))
+        listed = None
+        if isinstance(given, (ast.List, ast.Tuple)) and all(
+                isinstance(e, (ast.Name, ast.Attribute)) for e in given.elts):
+            listed = sorted({e.id if isinstance(e, ast.Name) else e.attr for e in given.elts})
+        trains.append([call.lineno, listed])
 
     def _note_update(self, expr: ast.expr | None, updated: set[str]) -> None:
         if isinstance(expr, ast.Name):
