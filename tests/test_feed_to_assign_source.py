@@ -311,25 +311,32 @@ def test_a_run_of_another_files_attributes_evaluates_where_that_file_says_so(tmp
     _assert_train_findings(tmp_path, train)
 
 
-@pytest.mark.parametrize("trains", [False, True])
+@pytest.mark.parametrize("fetched, found", [
+    ("loss", False),  # the trainer is never called: nothing the program runs writes `w`
+    ("fit(loss)", True),  # it trains every trainable variable: the run fails
+    ("fit_bias(loss)", False),  # its var_list is `b` alone: `w` is read from the feed
+])
 def test_a_variable_is_found_only_where_an_update_the_program_runs_may_write_it(
-        tmp_path: Path, trains: bool):
-    """helpers.py holds a loss helper and a trainer: a run of a loss built through the
-    helper may write anything the source can tell, but where train.py never calls the
+        tmp_path: Path, fetched: str, found: bool):
+    """helpers.py holds a loss helper and two trainers: a run of a loss built through the
+    helper may write anything the source can tell, but where train.py never calls a
     trainer (a sibling module's optimizer, which trains its own model) nothing it runs
-    updates `w`, and feeding it works. Where it does call it, the run of the train op it
-    gives fails with the float_ref error: found."""
+    updates `w`, and feeding it works; nor where the trainer it calls updates only its
+    `var_list`. Where the trainer may update every trainable variable, the run of its
+    train op fails with the float_ref error: found."""
     (tmp_path / "helpers.py").write_text(
-        "import tensorflow as tf\n\n\ndef summed(x):\n    return tf.reduce_sum(x)\n\n\n"
-        "def fit(loss):\n    return tf.train.GradientDescentOptimizer(0.1).minimize(loss)\n")
-    fetched = "fit(loss)" if trains else "loss"
-    train = ("import tensorflow as tf\n\nfrom helpers import fit, summed\n\n"
+        "import tensorflow as tf\n\nb = tf.Variable(0.0)\n\n\n"
+        "def summed(x):\n    return tf.reduce_sum(x) + b\n\n\n"
+        "def fit(loss):\n    return tf.train.GradientDescentOptimizer(0.1).minimize(loss)\n\n\n"
+        "def fit_bias(loss):\n"
+        "    return tf.train.GradientDescentOptimizer(0.1).minimize(loss, var_list=[b])\n")
+    train = ("import tensorflow as tf\n\nfrom helpers import fit, fit_bias, summed\n\n"
              "x = tf.placeholder(tf.float32, [2])\nw = tf.Variable(tf.ones([2]))\n"
              f"loss = summed(x * w)\nfetched = {fetched}\n"
              "with tf.Session() as sess:\n"
              "    sess.run(tf.global_variables_initializer())\n"
              "    sess.run(fetched, feed_dict={x: [1.0, 2.0], w: [0.5, 0.5]})"
-             + ("  # expect: error col 49\n" if trains else "\n"))
+             + ("  # expect: error col 49\n" if found else "\n"))
     _assert_train_findings(tmp_path, train)
 
 

@@ -198,12 +198,12 @@ class _Reader:
 
 
 def _updates_in_reach(view: FileView) -> set[str | None]:
-    """What the optimizer updates (`FeedFacts.facts`' `trains`) the program may run with
-    `view`'s file may write: the last names of their `var_list`s, None for an update of
-    every trainable variable. Counted: the file's own, and those in units of the files
-    connected to it that its units, or the units that call them, reach (`Project.reached`):
-    an attack's optimizer in a sibling module of a library package trains its own
-    variables, not this file's."""
+    """What the updates (`FeedFacts.facts`' `trains`: optimizers, assigns) the program may
+    run with `view`'s file may write: the last names of their `var_list`s or targets, None
+    for an update of every trainable variable. Counted: the file's own, and those in units
+    of the files connected to it that its units, or the units that call them, reach
+    (`Project.reached`): an attack's optimizer in a sibling module of a library package
+    trains its own variables, not this file's."""
     project, own = view.project, view.label
     reach = None
     found: set[str | None] = set()
@@ -496,12 +496,10 @@ class FeedToAssignCodemod(SourceCodemod):
         return None
 
     def _may_update(self, key: cst.BaseExpression) -> bool:
-        """Whether something the program runs may write the variable `key`: an assign to
-        it, or an optimizer update (`_updates_in_reach`) of every trainable variable or of
-        a `var_list` naming it. Where none does, no run writes it and feeding it works."""
+        """Whether something the program runs (`_updates_in_reach`) may write the variable
+        `key`: an assign to it, or an optimizer update of every trainable variable or of a
+        `var_list` naming it. Where none does, no run writes it and feeding it works."""
         name = _update_key(key)
-        if name in self._reader.updated:
-            return True
         if self._trains is None:
             self._trains = _updates_in_reach(self.project)
         return None in self._trains or name in self._trains

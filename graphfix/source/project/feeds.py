@@ -12,7 +12,7 @@ write a variable when fetched (a train op), "reads": the attribute names those v
 whose own values say the rest}. `trains`: [line, the last names of the variables it may
 update, or None for any trainable one] of each optimizer update (`minimize`,
 `compute_gradients`, `apply_gradients`, a train op maker): what a variable must be in for a
-run of that update to write it.
+run of that update to write it (an assign, `global_step=v`: [line, [its last name]]).
 
 What a file reads (`name_reads`), asked of any file, whatever words it holds: `steering`, the
 last names read in an optimizer's arguments (`GradientDescentOptimizer(lr)`: a learning
@@ -438,7 +438,10 @@ class FeedFacts:
         trains: list[list] = []
         for node in nodes:
             if isinstance(node, ast.Call):
-                self._call_facts(node, updated, labels)
+                written: set[str] = set()
+                self._call_facts(node, written, labels)
+                updated |= written
+                trains.extend([node.lineno, [name]] for name in sorted(written))
                 self._train_facts(node, trains)
                 self._field_facts(node, records, attributes)
                 continue
@@ -535,6 +538,10 @@ class FeedFacts:
         if method not in _UPDATE_METHODS and name not in TRAIN_OP_MAKERS - {"count_up_to"}:
             return
         given = argument(call, "var_list", _VAR_LIST_AT.get(method))
+        second = argument(call, "", 1)
+        if method == "minimize" and isinstance(second, (ast.List, ast.Tuple)):
+            # Keras' `minimize(loss, var_list, tape)`: a list there is no TF 1 global step.
+            given = argument(call, "var_list", 1)
         listed = None
         if isinstance(given, (ast.List, ast.Tuple)) and all(
                 isinstance(e, (ast.Name, ast.Attribute)) for e in given.elts):
