@@ -36,10 +36,10 @@ op to the graph however often it runs. Any variable stays in the feed of a run t
 no variable (an evaluation of the loss or a metric at fed weights, a decay schedule at a fed
 step: TF reads the fed value for that run alone, where a load would keep it for the train
 runs after it), and a variable no optimizer updates (a step counter, a learning rate only
-the optimizer reads, a trainable one no optimizer update the program runs may write: no
-`var_list` naming it, none of all trainable variables reached) wherever nothing updates it;
-a run that fetches nothing but the
-variables it feeds stores nothing, and gets the load too.
+the optimizer reads, a trainable one that no optimizer or assign the program may run
+writes: none it reaches trains every trainable variable or names it in its `var_list`)
+wherever nothing updates it; a run that fetches nothing but the variables it feeds stores
+nothing, and gets the load too.
 Feeds of placeholders and tensors stay; variables known only at run time (keys taken from a
 collection, fed by name) and runs a load cannot safely precede are reported, not fixed. See
 `FeedToAssignCodemod`.

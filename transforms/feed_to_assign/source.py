@@ -17,10 +17,10 @@ from libcst.metadata import (
 
 from graphfix.source.codemod import Example, SourceCodemod, TfNames, argument
 from graphfix.source.fixes import InsertBefore, Remove, Replace
-from graphfix.source.scopes import descendants
-from graphfix.source.vocabulary import MONITORED_SESSIONS
 from graphfix.source.project import FileView, unit_at
 from graphfix.source.project.feeds import GLOBAL_STEP_UPDATED, VARIABLE_KINDS, FeedFacts
+from graphfix.source.scopes import descendants
+from graphfix.source.vocabulary import MONITORED_SESSIONS
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -209,7 +209,7 @@ def _updates_in_reach(view: FileView) -> set[str | None]:
     found: set[str | None] = set()
     for label in sorted(project.connected(own)):
         part = project.parts.get(label)
-        for line, listed in project.feeds(label).get("trains", []):
+        for line, listed in project.feeds(label)["trains"]:
             if label != own:
                 if reach is None:
                     units = set(project.units(own))

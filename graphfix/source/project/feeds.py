@@ -538,10 +538,9 @@ class FeedFacts:
         if method not in _UPDATE_METHODS and name not in TRAIN_OP_MAKERS - {"count_up_to"}:
             return
         given = argument(call, "var_list", _VAR_LIST_AT.get(method))
-        second = argument(call, "", 1)
-        if method == "minimize" and isinstance(second, (ast.List, ast.Tuple)):
-            # Keras' `minimize(loss, var_list, tape)`: a list there is no TF 1 global step.
-            given = argument(call, "var_list", 1)
+        keras = argument(call, "var_list", 1)
+        if method == "minimize" and isinstance(keras, (ast.List, ast.Tuple)):
+            given = keras  # Keras' `minimize(loss, var_list)`: a list is no TF 1 global step
         listed = None
         if isinstance(given, (ast.List, ast.Tuple)) and all(
                 isinstance(e, (ast.Name, ast.Attribute)) for e in given.elts):
