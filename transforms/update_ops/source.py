@@ -10,6 +10,7 @@ import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.project import MODULE_BODY, unit_at
+from graphfix.source.project.dynamic_imports import flag_truth_default
 from graphfix.source.fixes import AddImport, WrapInWith
 from graphfix.source.vocabulary import OP_TIES, OPTIMIZE_LOSS, TRAIN_METHODS, UPDATE_OPS_NAME
 
@@ -440,6 +441,8 @@ class UpdateOpsCodemod(SourceCodemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._scopes: dict[cst.CSTNode, _Scope] = {}
+        self._unset_names: dict[cst.CSTNode, set[str]] = {}
+        self._ast_tree: ast.Module | None = None
         self._index = _index(node)
         calls = [c for c in self._index.of(cst.Call)
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
@@ -637,9 +640,79 @@ class UpdateOpsCodemod(SourceCodemod):
         return isinstance(call.func, cst.Attribute) and call.func.attr.value in names
 
     def _over_update_ops(self, block: cst.With, update_names: set[str]) -> bool:
+        unset = self._none_by_default(self._index.scope[block])
         return any(self._is(item.item, frozenset({"control_dependencies"}))
-                   and any(_mentions_update_ops(a.value, update_names) for a in item.item.args)
+                   and any(_mentions_update_ops(a.value, update_names)
+                           and not (isinstance(a.value, cst.Name) and a.value.value in unset)
+                           for a in item.item.args)
                    for item in block.items)
+
+    def _none_by_default(self, scope: cst.CSTNode) -> set[str]:
+        """Names of the update ops that a run with the script's flag defaults binds to None
+        (hellochick/PSPNet-tensorflow's `if args.update_mean_var == False: update_ops =
+        None` / `else: update_ops = tf.get_collection(...)`, the flag off unless given):
+        `control_dependencies(None)` waits on nothing. Only a name bound in that `if` alone,
+        to None in the branch the defaults take and to the update ops in the other."""
+        if scope in self._unset_names:
+            return self._unset_names[scope]
+        self._unset_names[scope] = found = set()
+        if "None" not in self.code(scope):
+            return found
+        tree = self._ast_tree
+        if tree is None:
+            try:
+                tree = ast.parse(self._tree.code)
+            except (SyntaxError, ValueError):
+                return found
+            self._ast_tree = tree
+        bound: dict[str, int] = {}
+        for small in self._index.of(cst.Assign, cst.AnnAssign, cst.AugAssign, scope=scope):
+            for name in _assigned(small):
+                bound[name] = bound.get(name, 0) + 1
+        for branch in self._ifs(scope):
+            try:
+                test = ast.parse(self.code(branch.test).strip(), mode="eval").body
+            except SyntaxError:
+                continue
+            truth = flag_truth_default(tree, test)
+            if truth is None or not isinstance(branch.orelse, cst.Else):
+                continue
+            taken, other = ((branch.body, branch.orelse.body) if truth
+                            else (branch.orelse.body, branch.body))
+            nones = {name for small in self._smalls(taken) if isinstance(small, cst.Assign)
+                     and isinstance(small.value, cst.Name) and small.value.value == "None"
+                     for name in _assigned(small)}
+            updates = {name for small in self._smalls(other) if isinstance(small, cst.Assign)
+                       and _mentions_update_ops(small.value, set())
+                       for name in _assigned(small)}
+            found |= {name for name in nones & updates if bound.get(name) == 2}
+        return found
+
+    def _ifs(self, scope: cst.CSTNode) -> list[cst.If]:
+        """The `if` statements of a function's own body (or the module's), not of its
+        nested functions."""
+        found = []
+
+        class _Ifs(cst.CSTVisitor):
+            def visit_If(self, node: cst.If) -> None:
+                found.append(node)
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is scope
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                return False
+
+        scope.visit(_Ifs())
+        return found
+
+    @staticmethod
+    def _smalls(block: cst.BaseSuite) -> list[cst.BaseSmallStatement]:
+        """The simple statements directly in a block's body."""
+        lines = block.body if isinstance(block, cst.IndentedBlock) else [block]
+        return [small for line in lines
+                if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+                for small in line.body]
 
     def _over(self, block: cst.With, names: set[str]) -> bool:
         """Whether a `with` opens control_dependencies over one of `names`."""
