@@ -138,7 +138,36 @@ def _batch_norm_reaches(view: FileView) -> bool:
     moving-average updates collected in a collection of the project's own that no code
     reads reach it (`FileView.unrun_collections`)."""
     return bool(view.batch_norms() or view.batch_norms_reaching() or view.unread_update_ops()
-                or view.unrun_collections())
+                or view.unrun_collections() or imported_classes_batch_norms(view))
+
+
+def imported_classes_batch_norms(view: FileView) -> dict[tuple[str, str], tuple[str, str, int]]:
+    """{class (path, name): its first batch norm that trains (path, name, line)} for each
+    class the file imports from another file of the project whose code, or the code it
+    calls, builds one: a model a train op's function may be given (the source rule's
+    `_batch_norm_of_a_model_given`). The class's code counts as run, its maker may be a
+    script no file imports."""
+    from graphfix.source.project import unit_at  # (not on the graph path)
+
+    part = view.part
+    if part is None:
+        return {}
+    project, label = view.project, view.label
+    found = {}
+    for bound, *_ in part.get("imports", ()):
+        for target in project.resolve(label, bound):
+            if target[0] == label or target in found or project._kind(target) != "class":
+                continue
+            run = project.reached({target})
+            norms = sorted((at, reached_label, name) for reached_label, reached_unit in run
+                           for name, at in project.parts.get(reached_label, {}).get(
+                               "batch_norms", ())
+                           if unit_at(project.parts[reached_label], at) == reached_unit
+                           and project.builds_batch_norm(reached_label, at, run))
+            if norms:
+                at, reached_label, name = norms[0]
+                found[target] = (reached_label, name, at)
+    return found
 
 
 class UpdateOps(Transform):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import textwrap
 
 import libcst as cst
 
@@ -13,6 +14,8 @@ from graphfix.source.project import MODULE_BODY, unit_at
 from graphfix.source.project.dynamic_imports import flag_truth_default
 from graphfix.source.fixes import AddImport, WrapInWith
 from graphfix.source.vocabulary import OP_TIES, OPTIMIZE_LOSS, TRAIN_METHODS, UPDATE_OPS_NAME
+
+from . import imported_classes_batch_norms
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -458,7 +461,8 @@ class UpdateOpsCodemod(SourceCodemod):
         for call in calls:
             own = self.project.batch_norms_built(self.position(call)[0])
             here = f"{own[0][0]} (line {own[0][1]})" if own else None
-            batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
+            batch_norm = (here or self._batch_norm_reaching(call) or self._unread_list(call)
+                          or self._batch_norm_of_a_model_given(call))
             unrun = self.project.unrun_collections(self.position(call)[0])
             if batch_norm is None and not unrun:
                 continue
@@ -570,6 +574,69 @@ class UpdateOpsCodemod(SourceCodemod):
             return None
         path, name, line = reaching[0]
         return f"{name} ({path}:{line})"
+
+    def _batch_norm_of_a_model_given(self, call: cst.Call) -> str | None:
+        """The first batch norm of a model the train op's function is given (a parameter),
+        in words: the parameter read as an instance of the one class this file imports from
+        another file of the project that binds every attribute the function reads of it
+        (hanna-xu/FusionDN's `train_task(model, ...)` minimizing `model.content_loss`,
+        `from model import Model`, the model built by a script no file imports). The
+        class's code and what it calls count as run; None where no class, or more than one,
+        fits."""
+        part = self.project.part
+        function = self._place(call).scope
+        if part is None or not isinstance(function, cst.FunctionDef):
+            return None
+        params = {p.name.value for p in function.params.params} - {"self", "cls"}
+        given = {n.split(".")[0] for a in call.args for n in _words(a.value).names
+                 if "." in n} & params
+        if len(given) != 1:
+            return None
+        (model,) = given
+        try:
+            tree = ast.parse(textwrap.dedent(self.code(function)))
+        except (SyntaxError, ValueError):
+            return None
+        of_model = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name) and n.value.id == model]
+        # (what the function binds on the model itself, `model.train_op = ...`, is its own)
+        read = ({n.attr for n in of_model}
+                - {n.attr for n in of_model if isinstance(n.ctx, ast.Store)})
+        project, label = self.project.project, self.project.label
+        fitting = {target for bound, *_ in part.get("imports", ())
+                   for target in project.resolve(label, bound)
+                   if target[0] != label and project._kind(target) == "class"
+                   and read and read <= self._members(*target)}
+        norms = imported_classes_batch_norms(self.project)
+        if len(fitting) != 1 or next(iter(fitting)) not in norms:
+            return None
+        path, name, at = norms[next(iter(fitting))]
+        return f"{name} ({path}:{at}), built by the {fitting.pop()[1]} it is given"
+
+    def _members(self, label: str, cls: str) -> set[str]:
+        """The attributes a project class binds: its methods, and what its methods assign
+        to their own object (`self.loss = ...`)."""
+        code = self.project.project._code_of(label)
+        try:
+            tree = ast.parse(code or "")
+        except (SyntaxError, ValueError):
+            return set()
+        members: set[str] = set()
+        for node in tree.body:
+            if not (isinstance(node, ast.ClassDef) and node.name == cls):
+                continue
+            for method in node.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                members.add(method.name)
+                own = (method.args.posonlyargs or method.args.args)[:1]
+                for inner in ast.walk(method):
+                    if (own and isinstance(inner, ast.Attribute)
+                            and isinstance(inner.ctx, ast.Store)
+                            and isinstance(inner.value, ast.Name)
+                            and inner.value.id == own[0].arg):
+                        members.add(inner.attr)
+        return members
 
     def _unread_list(self, call: cst.Call) -> str | None:
         """The list of the UPDATE_OPS collection that the train op's function (or the
