@@ -84,3 +84,13 @@ def test_tf_agrees_the_bugs_run_no_update_and_the_fixed_code_and_the_twins_do():
     ])
     assert stepped == {"flag-off": False, "flag-off-fixed": True, "flag-on": True,
                        "given": False, "given-fixed": True}
+
+
+def test_the_finding_says_the_block_it_sits_in_waits_on_nothing():
+    import graphfix
+
+    _, findings = graphfix.fix_source((FLAG_OFF / "before.py").read_text(),
+                                      only=["update-ops"])
+    assert [f.line for f in findings] == [35, 36]
+    assert all("control_dependencies(update_ops) (line 31) waits on nothing: update_ops is "
+               "None with the script's flag defaults" in f.message for f in findings)

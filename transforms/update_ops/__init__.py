@@ -44,7 +44,10 @@ of the run that the file's imports and calls reach (or that reaches the train op
 a module imported with `importlib.import_module` of a name the file spells out, from
 literals and its flags' defaults, counts as imported), or where the train op's function
 collects UPDATE_OPS into a list that nothing reads (its author's word that a batch norm
-feeds them, its model given as an argument), or where moving-average updates written by
+feeds them, its model given as an argument), or where that function is given its model as
+a parameter that reads as the one class the file imports from the project that binds every
+attribute the function reads of it (`train_task(model, ...)` minimizing `model.loss`, after
+`from model import Model`) and that class's code builds a batch norm that trains, or where moving-average updates written by
 hand (`assign_moving_average`, an `ExponentialMovingAverage`'s `apply`) go to a collection
 of the code's own that nothing reads with `get_collection` (then the fix reads that
 collection), each `minimize(...)` / `apply_gradients(...)` that does not run the
@@ -68,7 +71,9 @@ over its function's parameter takes (`for layer in layer_lists: if
 layer.startswith("batch_norm"):`) where every call passes a list of names the branch does
 not take, nor in a script's function that only branches its flag defaults do not take call
 (`elif FLAGS.model == "inception_v3":` where the flag defaults to "mlp"): a run is judged
-with its flag defaults; nor where the innermost arg_scope freezes it: the layers'
+with its flag defaults, as is a block over update ops that they bind to None (`if
+args.update_mean_var == False: update_ops = None`, a store_true flag): it waits on nothing,
+and the train op inside is found; nor where the innermost arg_scope freezes it: the layers'
 `normalizer_fn=slim.batch_norm` a scope function sets up (mobilenet's `training_scope`)
 where every use enters that scope with `arg_scope([slim.batch_norm], is_training=False)`
 inside it, and slim's resnet_v1 (whose only batch norms are its convolutions') under an

@@ -269,7 +269,10 @@ class UpdateOpsCodemod(SourceCodemod):
     through imports, calls, and an `importlib.import_module` of a name the file spells out
     from literals and its flags' defaults), or where the train op's function collects
     UPDATE_OPS into a list that nothing reads (its author's word that a batch norm feeds
-    them, as when the model comes in as an argument): `slim.batch_norm`,
+    them, as when the model comes in as an argument), or where that function's parameter
+    reads as an instance of the one class its file imports from the project that binds every
+    attribute the function reads of it, a class whose code builds a batch norm that trains
+    (hanna-xu/FusionDN's `train_task(model, ...)`): `slim.batch_norm`,
     `tf.contrib.layers.batch_norm`, `tf.layers.batch_normalization` and its compat.v1
     spellings, slim's `normalizer_fn=slim.batch_norm` (with `normalizer_params` and
     `slim.arg_scope([slim.batch_norm], ...)` defaults read where the code spells them out),
@@ -294,7 +297,10 @@ class UpdateOpsCodemod(SourceCodemod):
     (updates run in place, also in the dict a helper function returns as its params),
     another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
-    placeholder does. Nor does one the innermost arg_scope freezes: the layers'
+    placeholder does. A block over a name of the update ops that the script's flag
+    defaults bind to None (`if args.update_mean_var == False: update_ops = None`, a
+    store_true flag; hellochick/PSPNet-tensorflow) waits on nothing: the train op in it is
+    found. Nor does one the innermost arg_scope freezes: the layers'
     `normalizer_fn=slim.batch_norm` a module function's arg_scope sets up (mobilenet's
     `training_scope`) where every use of that function enters its scope with an
     `arg_scope([slim.batch_norm], is_training=False)` inside it (the DetectionTeamUCAS
@@ -753,6 +759,18 @@ class UpdateOpsCodemod(SourceCodemod):
                        and _mentions_update_ops(small.value, set())
                        for name in _assigned(small)}
             found |= {name for name in nones & updates if bound.get(name) == 2}
+        return found
+
+    def _unset_blocks(self, site: _TrainCall) -> list[tuple[cst.With, str]]:
+        """The blocks around the train op over a name of the update ops that the script's
+        flag defaults bind to None (`_none_by_default`), each with that name."""
+        found = []
+        for block in reversed(site.withs):
+            unset = self._none_by_default(self._index.scope[block])
+            for item in block.items:
+                if self._is(item.item, frozenset({"control_dependencies"})):
+                    found += [(block, a.value.value) for a in item.item.args
+                              if isinstance(a.value, cst.Name) and a.value.value in unset]
         return found
 
     def _ifs(self, scope: cst.CSTNode) -> list[cst.If]:
@@ -1215,6 +1233,12 @@ class UpdateOpsCodemod(SourceCodemod):
             where = "line" if len(late) == 1 else "lines"
             said[-1] += (f"; control_dependencies over them opened after the train op was "
                          f"built ({where} {lines}) does nothing for it")
+        unset = self._unset_blocks(site) if batch_norm is not None else []
+        if unset:
+            said[-1] += "; " + "; ".join(
+                f"control_dependencies({name}) (line {self.position(block)[0]}) waits on "
+                f"nothing: {name} is None with the script's flag defaults"
+                for block, name in unset)
         here = self.project.label
         by_key: dict[str, list[tuple[str, int, str | None]]] = {}
         for key, path, line, constant in unrun:
