@@ -44,7 +44,10 @@ of the run that the file's imports and calls reach (or that reaches the train op
 a module imported with `importlib.import_module` of a name the file spells out, from
 literals and its flags' defaults, counts as imported), or where the train op's function
 collects UPDATE_OPS into a list that nothing reads (its author's word that a batch norm
-feeds them, its model given as an argument), or where moving-average updates written by
+feeds them, its model given as an argument), or where that function is given its model as
+a parameter that reads as the one class the file imports from the project that binds every
+attribute the function reads of it (`train_task(model, ...)` minimizing `model.loss`, after
+`from model import Model`) and that class's code builds a batch norm that trains, or where moving-average updates written by
 hand (`assign_moving_average`, an `ExponentialMovingAverage`'s `apply`) go to a collection
 of the code's own that nothing reads with `get_collection` (then the fix reads that
 collection), each `minimize(...)` / `apply_gradients(...)` that does not run the
@@ -68,7 +71,9 @@ over its function's parameter takes (`for layer in layer_lists: if
 layer.startswith("batch_norm"):`) where every call passes a list of names the branch does
 not take, nor in a script's function that only branches its flag defaults do not take call
 (`elif FLAGS.model == "inception_v3":` where the flag defaults to "mlp"): a run is judged
-with its flag defaults; nor where the innermost arg_scope freezes it: the layers'
+with its flag defaults, as is a block over update ops that they bind to None (`if
+args.update_mean_var == False: update_ops = None`, a store_true flag): it waits on nothing,
+and the train op inside is found; nor where the innermost arg_scope freezes it: the layers'
 `normalizer_fn=slim.batch_norm` a scope function sets up (mobilenet's `training_scope`)
 where every use enters that scope with `arg_scope([slim.batch_norm], is_training=False)`
 inside it, and slim's resnet_v1 (whose only batch norms are its convolutions') under an
@@ -138,7 +143,36 @@ def _batch_norm_reaches(view: FileView) -> bool:
     moving-average updates collected in a collection of the project's own that no code
     reads reach it (`FileView.unrun_collections`)."""
     return bool(view.batch_norms() or view.batch_norms_reaching() or view.unread_update_ops()
-                or view.unrun_collections())
+                or view.unrun_collections() or imported_classes_batch_norms(view))
+
+
+def imported_classes_batch_norms(view: FileView) -> dict[tuple[str, str], tuple[str, str, int]]:
+    """{class (path, name): its first batch norm that trains (path, name, line)} for each
+    class the file imports from another file of the project whose code, or the code it
+    calls, builds one: a model a train op's function may be given (the source rule's
+    `_batch_norm_of_a_model_given`). The class's code counts as run, its maker may be a
+    script no file imports."""
+    from graphfix.source.project import unit_at  # (not on the graph path)
+
+    part = view.part
+    if part is None:
+        return {}
+    project, label = view.project, view.label
+    found = {}
+    for bound, *_ in part.get("imports", ()):
+        for target in project.resolve(label, bound):
+            if target[0] == label or target in found or project._kind(target) != "class":
+                continue
+            run = project.reached({target})
+            norms = sorted((at, reached_label, name) for reached_label, reached_unit in run
+                           for name, at in project.parts.get(reached_label, {}).get(
+                               "batch_norms", ())
+                           if unit_at(project.parts[reached_label], at) == reached_unit
+                           and project.builds_batch_norm(reached_label, at, run))
+            if norms:
+                at, reached_label, name = norms[0]
+                found[target] = (reached_label, name, at)
+    return found
 
 
 class UpdateOps(Transform):

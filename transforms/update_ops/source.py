@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import textwrap
 
 import libcst as cst
 
 from graphfix.source.codemod import Example, SourceCodemod
 from graphfix.source.project import MODULE_BODY, unit_at
+from graphfix.source.project.dynamic_imports import flag_truth_default
 from graphfix.source.fixes import AddImport, WrapInWith
 from graphfix.source.vocabulary import OP_TIES, OPTIMIZE_LOSS, TRAIN_METHODS, UPDATE_OPS_NAME
+
+from . import imported_classes_batch_norms
 
 # -- Source surface -------------------------------------------------------------------------
 #
@@ -265,7 +269,10 @@ class UpdateOpsCodemod(SourceCodemod):
     through imports, calls, and an `importlib.import_module` of a name the file spells out
     from literals and its flags' defaults), or where the train op's function collects
     UPDATE_OPS into a list that nothing reads (its author's word that a batch norm feeds
-    them, as when the model comes in as an argument): `slim.batch_norm`,
+    them, as when the model comes in as an argument), or where that function's parameter
+    reads as an instance of the one class its file imports from the project that binds every
+    attribute the function reads of it, a class whose code builds a batch norm that trains
+    (hanna-xu/FusionDN's `train_task(model, ...)`): `slim.batch_norm`,
     `tf.contrib.layers.batch_norm`, `tf.layers.batch_normalization` and its compat.v1
     spellings, slim's `normalizer_fn=slim.batch_norm` (with `normalizer_params` and
     `slim.arg_scope([slim.batch_norm], ...)` defaults read where the code spells them out),
@@ -290,7 +297,10 @@ class UpdateOpsCodemod(SourceCodemod):
     (updates run in place, also in the dict a helper function returns as its params),
     another collection, or a literal `is_training=False` /
     `training=False` (tf.layers' default) does not count; a flag given as a variable or a
-    placeholder does. Nor does one the innermost arg_scope freezes: the layers'
+    placeholder does. A block over a name of the update ops that the script's flag
+    defaults bind to None (`if args.update_mean_var == False: update_ops = None`, a
+    store_true flag; hellochick/PSPNet-tensorflow) waits on nothing: the train op in it is
+    found. Nor does one the innermost arg_scope freezes: the layers'
     `normalizer_fn=slim.batch_norm` a module function's arg_scope sets up (mobilenet's
     `training_scope`) where every use of that function enters its scope with an
     `arg_scope([slim.batch_norm], is_training=False)` inside it (the DetectionTeamUCAS
@@ -440,6 +450,8 @@ class UpdateOpsCodemod(SourceCodemod):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._scopes: dict[cst.CSTNode, _Scope] = {}
+        self._unset_names: dict[cst.CSTNode, set[str]] = {}
+        self._ast_tree: ast.Module | None = None
         self._index = _index(node)
         calls = [c for c in self._index.of(cst.Call)
                  if isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAIN_METHODS
@@ -455,7 +467,8 @@ class UpdateOpsCodemod(SourceCodemod):
         for call in calls:
             own = self.project.batch_norms_built(self.position(call)[0])
             here = f"{own[0][0]} (line {own[0][1]})" if own else None
-            batch_norm = here or self._batch_norm_reaching(call) or self._unread_list(call)
+            batch_norm = (here or self._batch_norm_reaching(call) or self._unread_list(call)
+                          or self._batch_norm_of_a_model_given(call))
             unrun = self.project.unrun_collections(self.position(call)[0])
             if batch_norm is None and not unrun:
                 continue
@@ -568,6 +581,69 @@ class UpdateOpsCodemod(SourceCodemod):
         path, name, line = reaching[0]
         return f"{name} ({path}:{line})"
 
+    def _batch_norm_of_a_model_given(self, call: cst.Call) -> str | None:
+        """The first batch norm of a model the train op's function is given (a parameter),
+        in words: the parameter read as an instance of the one class this file imports from
+        another file of the project that binds every attribute the function reads of it
+        (hanna-xu/FusionDN's `train_task(model, ...)` minimizing `model.content_loss`,
+        `from model import Model`, the model built by a script no file imports). The
+        class's code and what it calls count as run; None where no class, or more than one,
+        fits."""
+        part = self.project.part
+        function = self._place(call).scope
+        if part is None or not isinstance(function, cst.FunctionDef):
+            return None
+        params = {p.name.value for p in function.params.params} - {"self", "cls"}
+        given = {n.split(".")[0] for a in call.args for n in _words(a.value).names
+                 if "." in n} & params
+        if len(given) != 1:
+            return None
+        (model,) = given
+        try:
+            tree = ast.parse(textwrap.dedent(self.code(function)))
+        except (SyntaxError, ValueError):
+            return None
+        of_model = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name) and n.value.id == model]
+        # (what the function binds on the model itself, `model.train_op = ...`, is its own)
+        read = ({n.attr for n in of_model}
+                - {n.attr for n in of_model if isinstance(n.ctx, ast.Store)})
+        project, label = self.project.project, self.project.label
+        fitting = {target for bound, *_ in part.get("imports", ())
+                   for target in project.resolve(label, bound)
+                   if target[0] != label and project._kind(target) == "class"
+                   and read and read <= self._members(*target)}
+        norms = imported_classes_batch_norms(self.project)
+        if len(fitting) != 1 or next(iter(fitting)) not in norms:
+            return None
+        path, name, at = norms[next(iter(fitting))]
+        return f"{name} ({path}:{at}), built by the {fitting.pop()[1]} it is given"
+
+    def _members(self, label: str, cls: str) -> set[str]:
+        """The attributes a project class binds: its methods, and what its methods assign
+        to their own object (`self.loss = ...`)."""
+        code = self.project.project._code_of(label)
+        try:
+            tree = ast.parse(code or "")
+        except (SyntaxError, ValueError):
+            return set()
+        members: set[str] = set()
+        for node in tree.body:
+            if not (isinstance(node, ast.ClassDef) and node.name == cls):
+                continue
+            for method in node.body:
+                if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                members.add(method.name)
+                own = (method.args.posonlyargs or method.args.args)[:1]
+                for inner in ast.walk(method):
+                    if (own and isinstance(inner, ast.Attribute)
+                            and isinstance(inner.ctx, ast.Store)
+                            and isinstance(inner.value, ast.Name)
+                            and inner.value.id == own[0].arg):
+                        members.add(inner.attr)
+        return members
+
     def _unread_list(self, call: cst.Call) -> str | None:
         """The list of the UPDATE_OPS collection that the train op's function (or the
         module, for one at module level) binds and never reads, in words; None if none."""
@@ -637,9 +713,91 @@ class UpdateOpsCodemod(SourceCodemod):
         return isinstance(call.func, cst.Attribute) and call.func.attr.value in names
 
     def _over_update_ops(self, block: cst.With, update_names: set[str]) -> bool:
+        unset = self._none_by_default(self._index.scope[block])
         return any(self._is(item.item, frozenset({"control_dependencies"}))
-                   and any(_mentions_update_ops(a.value, update_names) for a in item.item.args)
+                   and any(_mentions_update_ops(a.value, update_names)
+                           and not (isinstance(a.value, cst.Name) and a.value.value in unset)
+                           for a in item.item.args)
                    for item in block.items)
+
+    def _none_by_default(self, scope: cst.CSTNode) -> set[str]:
+        """Names of the update ops that a run with the script's flag defaults binds to None
+        (hellochick/PSPNet-tensorflow's `if args.update_mean_var == False: update_ops =
+        None` / `else: update_ops = tf.get_collection(...)`, the flag off unless given):
+        `control_dependencies(None)` waits on nothing. Only a name bound in that `if` alone,
+        to None in the branch the defaults take and to the update ops in the other."""
+        if scope in self._unset_names:
+            return self._unset_names[scope]
+        self._unset_names[scope] = found = set()
+        if "None" not in self.code(scope):
+            return found
+        tree = self._ast_tree
+        if tree is None:
+            try:
+                tree = ast.parse(self._tree.code)
+            except (SyntaxError, ValueError):
+                return found
+            self._ast_tree = tree
+        bound: dict[str, int] = {}
+        for small in self._index.of(cst.Assign, cst.AnnAssign, cst.AugAssign, scope=scope):
+            for name in _assigned(small):
+                bound[name] = bound.get(name, 0) + 1
+        for branch in self._ifs(scope):
+            try:
+                test = ast.parse(self.code(branch.test).strip(), mode="eval").body
+            except SyntaxError:
+                continue
+            truth = flag_truth_default(tree, test)
+            if truth is None or not isinstance(branch.orelse, cst.Else):
+                continue
+            taken, other = ((branch.body, branch.orelse.body) if truth
+                            else (branch.orelse.body, branch.body))
+            nones = {name for small in self._smalls(taken) if isinstance(small, cst.Assign)
+                     and isinstance(small.value, cst.Name) and small.value.value == "None"
+                     for name in _assigned(small)}
+            updates = {name for small in self._smalls(other) if isinstance(small, cst.Assign)
+                       and _mentions_update_ops(small.value, set())
+                       for name in _assigned(small)}
+            found |= {name for name in nones & updates if bound.get(name) == 2}
+        return found
+
+    def _unset_blocks(self, site: _TrainCall) -> list[tuple[cst.With, str]]:
+        """The blocks around the train op over a name of the update ops that the script's
+        flag defaults bind to None (`_none_by_default`), each with that name."""
+        found = []
+        for block in reversed(site.withs):
+            unset = self._none_by_default(self._index.scope[block])
+            for item in block.items:
+                if self._is(item.item, frozenset({"control_dependencies"})):
+                    found += [(block, a.value.value) for a in item.item.args
+                              if isinstance(a.value, cst.Name) and a.value.value in unset]
+        return found
+
+    def _ifs(self, scope: cst.CSTNode) -> list[cst.If]:
+        """The `if` statements of a function's own body (or the module's), not of its
+        nested functions."""
+        found = []
+
+        class _Ifs(cst.CSTVisitor):
+            def visit_If(self, node: cst.If) -> None:
+                found.append(node)
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is scope
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                return False
+
+        scope.visit(_Ifs())
+        return found
+
+    @staticmethod
+    def _smalls(block: cst.BaseSuite) -> list[cst.BaseSmallStatement]:
+        """The simple statements directly in a block's body."""
+        lines = block.body if isinstance(block, cst.IndentedBlock) else [block]
+        return [small for line in lines
+                if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+                for small in line.body]
 
     def _over(self, block: cst.With, names: set[str]) -> bool:
         """Whether a `with` opens control_dependencies over one of `names`."""
@@ -1075,6 +1233,12 @@ class UpdateOpsCodemod(SourceCodemod):
             where = "line" if len(late) == 1 else "lines"
             said[-1] += (f"; control_dependencies over them opened after the train op was "
                          f"built ({where} {lines}) does nothing for it")
+        unset = self._unset_blocks(site) if batch_norm is not None else []
+        if unset:
+            said[-1] += "; " + "; ".join(
+                f"control_dependencies({name}) (line {self.position(block)[0]}) waits on "
+                f"nothing: {name} is None with the script's flag defaults"
+                for block, name in unset)
         here = self.project.label
         by_key: dict[str, list[tuple[str, int, str | None]]] = {}
         for key, path, line, constant in unrun:

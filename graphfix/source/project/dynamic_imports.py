@@ -152,3 +152,77 @@ def flag_default(tree: ast.Module, expr: ast.expr) -> str | None:
     if not (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
         return None
     return _Strings(tree).flags.get(expr.attr)
+
+
+# absl's and tf.app.flags' definers of a flag that is true or false.
+_BOOL_FLAG_DEFINERS = frozenset({"DEFINE_bool", "DEFINE_boolean"})
+
+
+def _bool_flag_defaults(tree: ast.Module) -> dict[str, bool | None]:
+    """{flag: its default} for each true-or-false flag the file defines: argparse's
+    `action="store_true"` (False unless a default says otherwise) and `"store_false"`, an
+    `add_argument` whose default is True or False, absl's `DEFINE_bool("flag", False, ...)`;
+    a flag defined twice with different defaults (or a default not spelled as a literal)
+    maps to None."""
+    found: dict[str, bool | None] = {}
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        callee = (func.attr if isinstance(func, ast.Attribute)
+                  else func.id if isinstance(func, ast.Name) else None)
+        default = argument(call, "default", None)
+        if callee == "add_argument":
+            options = [a.value for a in call.args
+                       if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            dest = argument(call, "dest", None)
+            long = [o for o in options if o.startswith("--")]
+            if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+                name = dest.value
+            elif long:
+                name = long[0][2:].replace("-", "_")
+            else:
+                continue
+            action = argument(call, "action", None)
+            action = action.value if isinstance(action, ast.Constant) else None
+            if default is None and action in ("store_true", "store_false"):
+                value: bool | None = action == "store_false"
+            elif default is not None:
+                value = default.value if (isinstance(default, ast.Constant)
+                                          and isinstance(default.value, bool)) else None
+            else:
+                continue
+        elif callee in _BOOL_FLAG_DEFINERS:
+            given = argument(call, "name", 0)
+            if not (isinstance(given, ast.Constant) and isinstance(given.value, str)):
+                continue
+            name = given.value
+            default = argument(call, "default", 1)
+            value = default.value if (isinstance(default, ast.Constant)
+                                      and isinstance(default.value, bool)) else None
+        else:
+            continue
+        found[name] = value if found.get(name, value) == value else None
+    return found
+
+
+def flag_truth_default(tree: ast.Module, test: ast.expr) -> bool | None:
+    """Whether a test on one true-or-false flag (`args.update_mean_var`, `not FLAGS.bn`,
+    `args.flag == False`, `args.flag is True`) holds when the script runs with the defaults
+    it defines (`_bool_flag_defaults`); None for any other test, or a flag whose default the
+    file does not spell out."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = flag_truth_default(tree, test.operand)
+        return None if inner is None else not inner
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and isinstance(test.comparators[0].value, bool)):
+        flag = flag_truth_default(tree, test.left)
+        if flag is None:
+            return None
+        same = flag == test.comparators[0].value
+        return same if isinstance(test.ops[0], (ast.Eq, ast.Is)) else not same
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name):
+        return _bool_flag_defaults(tree).get(test.attr)
+    return None
