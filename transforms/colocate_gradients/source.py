@@ -15,7 +15,8 @@ import libcst as cst
 from libcst.metadata import ScopeProvider
 
 from graphfix.source import fixes
-from graphfix.source.codemod import SourceCodemod, argument, on_ps_job
+from graphfix.source.codemod import (RUNTIME_DIGITS, SourceCodemod, argument, on_ps_job,
+                                     scope_template, template_spec)
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (descendants, enclosing, in_one_turn_branch, inside,
                                     single_value, trace_values)
@@ -62,10 +63,13 @@ class ColocateGradientsRule(SourceCodemod):
                 continue
             towers = [t for t in self._forward_scopes(loss, call) if not on_ps_job(t)]
             devices = dict.fromkeys(self.code(item.item) for item in towers)
-            if len(devices) < 2 and not any(
+            beside_default = len(devices) == 1 and self._beside_default_device(loss, call, towers)
+            if len(devices) < 2 and not beside_default and not any(
                     self._tower_loop(t) or self.round_robin_device(t) for t in towers) or any(
                     in_one_turn_branch(call, self._tower_loop(t), self.parent) for t in towers):
                 continue
+            if beside_default:
+                devices["the default device (layers built outside every device scope)"] = None
             gather = self.project.first_call(GATHER_CALLS)
             self.report(call, (
                 f"{self.code(call.func)}(...) differentiates a loss computed in several towers' "
@@ -122,6 +126,33 @@ class ColocateGradientsRule(SourceCodemod):
 
         trace_values(loss, self.parent, self.nodes(cst.Module)[0], step, False)
         return found
+
+    def _beside_default_device(self, loss: cst.BaseExpression, call: cst.Call,
+                               stages: list[cst.WithItem]) -> bool:
+        """Whether the loss `call` differentiates, outside every device scope, is computed
+        in one stage's block on a GPU other than the first (`'/gpu:1'`) and from layers
+        built outside every device scope: those take TF's default device, GPU 0, so the
+        model is split over two GPUs though the code names one. A stage on GPU 0, on a CPU
+        or on a device built at run time may be the default device's own (an input
+        pipeline, a pinned block): not a split the code shows."""
+        if len(stages) != 1 or next(self.device_items_around(call), None) is not None:
+            return False
+        spec = template_spec(scope_template(stages[0]))
+        if spec is None or spec.device_type != "GPU" or spec.device_index in (
+                None, 0, int(RUNTIME_DIGITS)) or spec.job not in (None, "localhost"):
+            return False
+        built: list[cst.CSTNode] = []
+
+        def step(value: cst.CSTNode, _: bool) -> bool:
+            if next(self.device_items_around(value), None) is None and any(
+                    self.tf_canonical(c.func) in LAYER_CALLS or self.project.variables_created_by(
+                        self.code(c.func), line=self.position(c)[0])
+                    for c in descendants(value, cst.Call)):
+                built.append(value)
+            return True
+
+        trace_values(loss, self.parent, self.nodes(cst.Module)[0], step, False)
+        return bool(built)
 
     def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
         """The loop that enters the device scope once per turn, with a device that changes
