@@ -76,7 +76,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from graphfix.findings import Change, Finding
 from graphfix.graph.devices import device_type, same_device
@@ -87,6 +87,9 @@ from graphfix.graph.towers import Tower, find_towers
 from graphfix.registry import Context, Transform
 from graphfix.source.prefilter import SourceTriggers
 from graphfix.source.vocabulary import GRADIENT_CALLS
+
+if TYPE_CHECKING:
+    from graphfix.source.project import FileView
 
 
 def _off_their_towers(graph: GraphIndex) -> dict[int, tuple[Tower, str]]:
@@ -129,12 +132,19 @@ def _following(graph: GraphIndex, root: str, off: dict[int, tuple[Tower, str]]) 
     return [p for p in members if p in off] if follow else []
 
 
+def _device_scope_connected(view: FileView) -> bool:
+    """Whether the file, or one its imports connect it to, names a device (`tf.device`):
+    without one, no forward code is on another device than its backward pass."""
+    return any("device" in code for code in view.connected_code().values())
+
+
 class ColocateGradients(Transform):
     name = "colocate-gradients"
     summary = "put each tower's gradient ops on its tower's device (colocate_gradients_with_ops)"
     codemod = ".source:ColocateGradientsRule"
-    # A gradients call, in a file that opens a device scope.
-    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, all_of=(("device",),))
+    # A gradients call, in a file that opens a device scope or whose imports connect it
+    # to one that does (a model of another module split into stages).
+    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, in_project=_device_scope_connected)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         off = _off_their_towers(graph)
