@@ -119,13 +119,15 @@ def _gradients_of_gpu_ops(graph_def) -> dict[str, tuple[str, str]]:
     ("stages_minimized_in_a_third_scope", 31),
     ("loss_kept_on_an_attribute", 27),
     ("towers_summed_in_a_cpu_scope", 24),
-    ("stages_on_a_round_robin_device", 38)])
+    ("stages_on_a_round_robin_device", 38),
+    ("critic_on_a_second_gpu_beside_default_device", 29)])
 def test_a_loss_from_other_device_scopes_than_the_calls_is_fixed(case, line):
     """A model split into stages on two devices and minimized in a third scope (the shape of
     reger-men/Distributed-TensorFlow's train.py), the towers' loss kept on `self.loss` and
     minimized in another method, the towers' losses summed in a `/cpu:0` block of their own,
     stages each on the next GPU a method's counter gives, differentiated on the last GPU
-    (scylla/tf_textsum's seq2seq_attention_model.py):
+    (scylla/tf_textsum's seq2seq_attention_model.py), a critic in a `/gpu:1` block on a
+    generator built on the default device (hanna-xu/FusionDN's model.py):
     before the fix TF's placer puts every gradient of a GPU op elsewhere than its op; after
     it, each beside its forward op, and the fixed graph places and runs."""
     before = (FIXTURES / "colocate_gradients" / "source" / case / "before.py").read_text()
@@ -176,6 +178,18 @@ def test_stages_given_one_gpu_by_a_method_are_left_alone():
         "x:0": np.ones([4, 4], np.float32), "y:0": np.zeros([4, 1], np.float32)})
     matmuls = [device for name, device in placed.items() if "MatMul" in name]
     assert len(matmuls) >= 6 and all(device.endswith("GPU:1") for device in matmuls)
+
+
+def test_a_block_on_the_default_gpu_beside_default_device_layers_is_left_alone():
+    """Do no harm: the critic's block names `/gpu:0`, the GPU the generator built outside
+    every device scope takes by default on a machine with GPUs: one device, whose backward
+    pass has nowhere else to go. The twin of the `/gpu:1` critic, which is reported."""
+    case = FIXTURES / "colocate_gradients" / "source"
+    code = (case / "noop_critic_on_the_first_gpu" / "before.py").read_text()
+    split = (case / "critic_on_a_second_gpu_beside_default_device" / "before.py").read_text()
+    assert code.split('"""', 2)[2] == split.split('"""', 2)[2].replace(
+        '"/gpu:1"', '"/gpu:0"').replace("  # expect: warning", "")
+    assert graphfix.check_source(code, only=[NAME]) == []
 
 
 def test_a_gpu_model_minimized_on_its_gpu_with_inputs_on_the_cpu_is_left_alone():

@@ -68,8 +68,8 @@ def test_one_parse_is_shared_by_the_rules_the_text_let_through():
     found = prefilter.prefilter(code, _source_rules())
     # (replica-placement and shared-variables too: a cluster, or a reusing scope, of
     # another module may reach the variable, which the project model says once it is
-    # built: `SourceTriggers.in_project`; colocate-gradients: a `minimize` in a file that
-    # opens a device scope)
+    # built: `SourceTriggers.in_project`; colocate-gradients: a `minimize`, in a file that
+    # opens a device scope or whose imports reach one)
     assert {t.name for t in found.work} == {"variables-to-cpu", "update-ops",
                                             "replica-placement", "shared-variables",
                                             "colocate-gradients"}

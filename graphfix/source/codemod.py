@@ -53,7 +53,7 @@ from graphfix.source.syntax import (  # noqa: F401  (part of this module's API)
     python_syntax_error,
 )
 from graphfix.source.run import run_source  # noqa: F401  (part of this module's API)
-from graphfix.source.scopes import descendants, single_value, with_items_around
+from graphfix.source.scopes import descendants, enclosing, single_value, with_items_around
 from graphfix.source.vocabulary import (
     DEVICE_CALLS,
     GLOBAL_COLLECTION_KEYS,
@@ -1039,6 +1039,12 @@ class SourceCodemod(AsksTfNames, VisitorBasedCodemodCommand):
         function = self.device_function(item)
         return (function is None or keeps_counter(function)
                 or self.device_values.returned(function) is None)
+
+    def tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
+        """The loop that enters a `with tf.device(...)` item once per turn, with a device
+        that changes (`device_changes`): the loop of several towers; None if there is none."""
+        return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
+            self.device_changes(item)) else None
 
     def device_items_around(self, node: cst.CSTNode) -> Iterator[cst.WithItem]:
         """The `with` items around `node` that call TF's `device`, innermost first, within

@@ -49,7 +49,15 @@ its block, differentiated in a third: every gradient op lands on the third), or 
 each ask a function of the module for the next device, a counter it keeps and turns
 (`with tf.device(self._next_device()):` per stage, `'/gpu:%d' % self._cur_gpu`: a round
 robin over the GPUs). A function that keeps no counter gives every block the same device
-(`'/gpu:%d' % self._gpu`): its blocks, even in a loop, are one device. `tf.gradients` is
+(`'/gpu:%d' % self._gpu`): its blocks, even in a loop, are one device. One block on a GPU
+other than the first (`'/gpu:1'`) counts too where the loss is also computed from layers
+built outside every device scope, and the call is outside every scope: those take TF's
+default device, GPU 0 (a perceptual-loss network on `/gpu:1` scoring a generator built
+on the default device); a block on GPU 0 or a CPU beside them is not a split. For a call
+outside every device scope, the functions and methods of the project the loss is computed
+through (a model class imported from another module, its methods and the ones they call)
+count with their device blocks that hold forward code and name one GPU (a string, a
+module's constant): blocks on two GPUs there are a split too. `tf.gradients` is
 compat.v1's, or plain `tensorflow`'s in a file written for TF 1.x (one that reaches a name
 TF 2 dropped: `tf.placeholder`, `tf.Session`, `tf.contrib`); TF 2's colocates always and
 takes no such keyword. The loss is
@@ -133,8 +141,9 @@ class ColocateGradients(Transform):
     name = "colocate-gradients"
     summary = "put each tower's gradient ops on its tower's device (colocate_gradients_with_ops)"
     codemod = ".source:ColocateGradientsRule"
-    # A gradients call, in a file that opens a device scope.
-    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, all_of=(("device",),))
+    # A gradients call, in a file that opens a device scope or whose imports connect it
+    # to one that does (a model of another module split into stages).
+    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, in_project=".source:device_nearby")
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         off = _off_their_towers(graph)

@@ -5,7 +5,8 @@ device scopes of several towers or stages, not in its own, gains
 Read within the module making the call: the names its loss is computed from are followed
 back (`graphfix.source.scopes.trace_values`: their assignments, the lists they are appended
 to, `self.<attribute>`s, the module's functions' returns) to where they are bound inside a
-`with tf.device(...)`. A call is reported but not fixed where the file, or one its imports
+`with tf.device(...)`; for a call outside every device scope, into the project's code the
+loss's calls run too (`graphfix.source.stages.stage_gpus`). A call is reported but not fixed where the file, or one its imports
 connect it to, calls TF's `gather` (the transform's page says why).
 """
 
@@ -17,8 +18,10 @@ from libcst.metadata import ScopeProvider
 from graphfix.source import fixes
 from graphfix.source.codemod import SourceCodemod, argument, on_ps_job
 from graphfix.source.examples import Example
-from graphfix.source.scopes import (descendants, enclosing, in_one_turn_branch, inside,
+from graphfix.source.scopes import (descendants, in_one_turn_branch, inside,
                                     single_value, trace_values)
+# (device_nearby: the transform's pre-filter asks it, `in_project`)
+from graphfix.source.stages import device_nearby, stage_gpus  # noqa: F401
 from graphfix.source.vocabulary import GATHER_CALLS, GRADIENT_METHODS, LAYER_CALLS
 
 KEYWORD = "colocate_gradients_with_ops"
@@ -62,10 +65,12 @@ class ColocateGradientsRule(SourceCodemod):
                 continue
             towers = [t for t in self._forward_scopes(loss, call) if not on_ps_job(t)]
             devices = dict.fromkeys(self.code(item.item) for item in towers)
-            if len(devices) < 2 and not any(
-                    self._tower_loop(t) or self.round_robin_device(t) for t in towers) or any(
-                    in_one_turn_branch(call, self._tower_loop(t), self.parent) for t in towers):
+            gpus = stage_gpus(self, call, loss, towers)
+            if len(devices) < 2 and len(gpus) < 2 and not any(
+                    self.tower_loop(t) or self.round_robin_device(t) for t in towers) or any(
+                    in_one_turn_branch(call, self.tower_loop(t), self.parent) for t in towers):
                 continue
+            devices.update(dict.fromkeys(gpus.values()))
             gather = self.project.first_call(GATHER_CALLS)
             self.report(call, (
                 f"{self.code(call.func)}(...) differentiates a loss computed in several towers' "
@@ -109,11 +114,11 @@ class ColocateGradientsRule(SourceCodemod):
         def step(value: cst.CSTNode, behind: bool) -> bool:
             item = next(self.device_items_around(value), None)
             if item is None or own and self.code(item.item) == self.code(own.item) or any(
-                    inside(call, self.parent(s), self.parent) or self._tower_loop(s)
+                    inside(call, self.parent(s), self.parent) or self.tower_loop(s)
                     and any(self._loss_of(c) is not None for c in self.calls_in_scope(s))
                     for s in [item, *self.device_items_around(item)]):
                 return behind
-            if all(item is not f for f in found) and (not behind or self._tower_loop(item) or any(
+            if all(item is not f for f in found) and (not behind or self.tower_loop(item) or any(
                     self.tf_canonical(c.func) in LAYER_CALLS or self.project.variables_created_by(
                         self.code(c.func), line=self.position(c)[0])
                     for c in descendants(value, cst.Call))):
@@ -122,9 +127,3 @@ class ColocateGradientsRule(SourceCodemod):
 
         trace_values(loss, self.parent, self.nodes(cst.Module)[0], step, False)
         return found
-
-    def _tower_loop(self, item: cst.WithItem) -> cst.For | cst.While | None:
-        """The loop that enters the device scope once per turn, with a device that changes
-        (`SourceCodemod.device_changes`): the loop of several towers; None if there is none."""
-        return enclosing(item, self.parent, cst.For, cst.While, within_function=True) if (
-            self.device_changes(item)) else None

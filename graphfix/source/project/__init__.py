@@ -1066,6 +1066,28 @@ class FileView:
         return self._first_variable(_called(self.project, targets), False,
                                     self.reuses_at(line), through_attributes=True)
 
+    def code_run_by(self, callee: str, line: int) -> list[tuple[str, str, list[tuple[int, int]]]]:
+        """The project's functions and methods a call of `callee` at `line` runs (resolved
+        as `variables_created_through_attributes` resolves it) and the ones they call,
+        under a device scope of theirs or not, methods called on attributes of an object's
+        own too: as (label, that file's code, the unit's spans of lines), by label and
+        first line; none where `callee` is none of the project's."""
+        part = self.part
+        if part is None:
+            return []
+        unit = unit_at(part, line)
+        targets = (self.project.resolve_in(self.label, unit, callee)
+                   | self.project.resolve_through_attribute(self.label, unit, callee))
+        found = []
+        for label, name in _called_functions(self.project, _called(self.project, targets), True,
+                                             through_attributes=True):
+            code = self.project._code_of(label)
+            spans = [(first, last) for first, last in self.project.parts[label]["units"][name][
+                "spans"]]
+            if code is not None and spans:
+                found.append((label, code, spans))
+        return sorted(found, key=lambda f: (f[0], f[2][0]))
+
     def _first_variable(self, starts: Iterable[tuple[str, str]], placed_too: bool,
                         reusing: bool, through_attributes: bool = False
                         ) -> tuple[str, str, int, str | None] | None:
