@@ -192,6 +192,22 @@ def test_a_block_on_the_default_gpu_beside_default_device_layers_is_left_alone()
     assert graphfix.check_source(code, only=[NAME]) == []
 
 
+def test_a_block_fed_only_the_inputs_takes_no_gradient_and_is_left_alone():
+    """Do no harm: a scorer under `/gpu:1` reads only the placeholders (hanna-xu/U2Fusion's
+    VGG16 weighing its loss terms), so the generator built on the default device does not
+    feed it: TF builds no gradient op for any op of the block, and every gradient op sits
+    where the generator does. The `/gpu:1` critic on the generator's output is reported."""
+    code = (FIXTURES / "colocate_gradients" / "source"
+            / "noop_pretrained_scorer_on_inputs_on_a_second_gpu" / "before.py").read_text()
+    assert graphfix.check_source(code, only=[NAME]) == []
+    graph_def = _graph_of(code)
+    asked = {node.name: node.device for node in graph_def.node}
+    gradients = [match.group(1) for node in graph_def.node
+                 if (match := _GRADIENT_OF.match(node.name))]
+    assert gradients and any("GPU:1" in device for device in asked.values())
+    assert not [forward for forward in gradients if "GPU" in asked.get(forward, "")]
+
+
 def test_a_gpu_model_minimized_on_its_gpu_with_inputs_on_the_cpu_is_left_alone():
     """Do no harm: the call is in the model's own device scope; the CPU blocks the loss is
     followed back to hold its inputs and a pinned variable, not forward code."""

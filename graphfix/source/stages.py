@@ -59,10 +59,13 @@ def stage_gpus(rule: SourceCodemod, call: cst.Call, loss: cst.BaseExpression,
     found: dict[DeviceSpec, str] = {}
     if next(rule.device_items_around(call), None) is not None:
         return found
+    fed_by_inputs_only: set[DeviceSpec] = set()  # a block of this module reading only inputs
     for stage in stages:
         spec = one_gpu([scope_template(stage)])
         if spec is not None:
             found.setdefault(spec, rule.code(stage.item))
+            if _reads_only_inputs(rule, stage):
+                fed_by_inputs_only.add(spec)
     calls = {id(c): c for c in descendants(loss, cst.Call)}
     unplaced = dict(calls)  # (the loss itself is computed at the call, outside every scope)
 
@@ -87,12 +90,35 @@ def stage_gpus(rule: SourceCodemod, call: cst.Call, loss: cst.BaseExpression,
                         found.setdefault(spec, f"{_WRITER.code_for_node(asked)} at "
                                                f"{os.path.basename(label)}:{line}")
     only = next(iter(found)) if len(found) == 1 else None
-    if only and only.device_index != 0 and only.job in (None, "localhost") and any(
+    if only and only.device_index != 0 and only.job in (None, "localhost") and (
+            only not in fed_by_inputs_only) and any(
             rule.tf_canonical(c.func) in LAYER_CALLS or rule.project.variables_created_by(
                 rule.code(c.func), line=rule.position(c)[0]) and id(c) not in placing
             for c in unplaced.values()):
         found[DEFAULT_GPU] = "the default device (layers built outside every device scope)"
     return found
+
+
+def _reads_only_inputs(rule: SourceCodemod, stage: cst.WithItem) -> bool:
+    """Whether the block `stage` opens reads, of the values made outside it, only the
+    graph's inputs (`tf.placeholder`s): then no layer built outside the block feeds it, and
+    no gradient of theirs passes through it (a pretrained network weighing a loss by the
+    source images alone, hanna-xu/U2Fusion's VGG16 under '/gpu:1'). A value made outside by
+    anything else, or read from elsewhere, counts as a model's."""
+    block = rule.parent(stage)
+    if not isinstance(block, cst.With):
+        return False
+    inside = {id(n) for n in descendants(block, cst.CSTNode)}
+    made_outside: dict[str, list[cst.BaseExpression]] = {}
+    for assign in rule.nodes(cst.Assign):
+        if id(assign) not in inside:
+            for target in assign.targets:
+                made_outside.setdefault(rule.code(target.target), []).append(assign.value)
+    read = [rule.code(n) for n in descendants(block.body, cst.Name, cst.Attribute)]
+    values = [value for code in dict.fromkeys(read) for value in made_outside.get(code, ())]
+    return bool(values) and all(
+        isinstance(v, cst.Call) and (rule.tf_canonical(v.func) or "").endswith("placeholder")
+        for v in values)
 
 
 def _forward_gpu_block(values: DeviceValues, asked: cst.Call) -> DeviceSpec | None:
