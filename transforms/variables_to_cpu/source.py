@@ -384,7 +384,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     It computes too, so it gets the device function.
     A call of a function given as a parameter (`model_fn(features)`, its body out of
     sight) counts where a variable scope around it, in a loop, reuses on some passes and
-    not the first (`reuse=i > 0`, read off the loop's variable), and no other call there
+    not the first (`reuse=i > 0`, read off the loop's variable, or get-or-create:
+    `reuse=tf.AUTO_REUSE`, PaParaZz1/vehicle-triplet-reid), and no other call there
     creates variables or calls another parameter: the reuse is written for the variables
     the first pass makes, and this call is the one that can (vahidk/TensorflowFramework's
     make_parallel). It computes too: the device function.
@@ -881,8 +882,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _passes_reusing(self, call: cst.Call) -> cst.WithItem | None:
         """The `with variable_scope(..., reuse=...)` item around `call`, in its function,
         that reuses on some passes of a loop around it and not on others: its `reuse=`
-        reads that loop's variable (`reuse=i > 0`, `reuse=bool(i)`); None where there is
-        none."""
+        reads that loop's variable (`reuse=i > 0`, `reuse=bool(i)`) or gets or creates in
+        a loop (`_auto_reuse_in_a_loop`); None where there is none."""
         for around in with_items_around(call, self.parent):
             if isinstance(around, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
@@ -891,6 +892,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                     .rsplit(".", 1)[-1] == "variable_scope"):
                 continue
             reuse = argument(item, "reuse", None)
+            if self._auto_reuse_in_a_loop(item, reuse):
+                return around
             if reuse is None or isinstance(reuse, cst.Name):
                 continue  # (True, False, None, or a name bound elsewhere: no pass of ours)
             used = {node.value for node in descendants(reuse, cst.Name)}
@@ -900,6 +903,15 @@ class VariablesToCpuCodemod(SourceCodemod):
                     return around
                 loop = enclosing(loop, self.parent, cst.For, within_function=True)
         return None
+
+    def _auto_reuse_in_a_loop(self, item: cst.Call, reuse: cst.BaseExpression | None
+                              ) -> bool:
+        """Whether a variable scope `item` gets or creates (`reuse=tf.AUTO_REUSE`) inside a
+        loop of its function: the first pass creates what the later passes get back, as
+        `reuse=i > 0` says in other words (PaParaZz1/vehicle-triplet-reid's
+        make_parallel)."""
+        return (reuse is not None and self.tf_canonical(reuse) == "AUTO_REUSE"
+                and enclosing(item, self.parent, cst.For, within_function=True) is not None)
 
     def _created_through(self, call: cst.Call) -> tuple[str, str, str | None] | None:
         """(name, where, dtype) of the first variable a call of one of the project's
