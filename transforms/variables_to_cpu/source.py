@@ -26,7 +26,9 @@ from graphfix.source.codemod import (
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
-from graphfix.source.project.facts import library_module
+from graphfix.source.project.facts import library_module, tower_facts
+from graphfix.source.project.names import AstTfNames
+from graphfix.source.project.part import parsed
 from graphfix.source.scopes import (
     descendants,
     enclosing,
@@ -606,9 +608,33 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _tower_spans(self) -> list[tuple[int, int]]:
         """This file's tower code, as line ranges (`FileView.tower_code`), read once."""
         if "_towers" not in self.__dict__:
-            self._towers = [span for span in self.project.tower_code()
+            spans = set(self.project.tower_code()) | self._towers_through_star_imports()
+            self._towers = [span for span in sorted(spans)
                             if not self._one_gpu_span(span[0])]
         return self._towers
+
+    def _towers_through_star_imports(self) -> set[tuple[int, int]]:
+        """This file's own tower code where the module its device scopes are called on
+        (`tf.device`) comes to it only through a star import of one of the project's
+        modules (taki0112/StyleGAN-Tensorflow: `from ops import *`, ops.py's `import
+        tensorflow as tf`). The project model reads a file's towers through the file's own
+        imports, which bind no such name; read here with the star-imported binding added."""
+        star_bound: dict[str, str] = {}
+        for call in self._device_calls():
+            head = call.func
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if isinstance(head, cst.Name) and not self.tf_names.imported_names(head):
+                qualified = self.project.tf_name_of_star(head.value)
+                if qualified is not None:
+                    star_bound[head.value] = qualified
+        tree = parsed(self._tree_code()) if star_bound else None
+        if tree is None:
+            return set()
+        names = AstTfNames(tree)
+        for name, qualified in star_bound.items():
+            names.imports.setdefault(name, set()).add(qualified)
+        return {(first, last) for first, last in tower_facts(tree, names)["spans"]}
 
     def _one_gpu_span(self, first: int) -> bool:
         """Whether the tower code starting at line `first` of this file builds one tower
@@ -922,7 +948,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if callee is None:
             return None
         if (self._reuses(call, callee) or self._template_reuses(call)
-                or self._cache_reuses(call, callee)):
+                or self._cache_reuses(call, callee)
+                or self._auto_reuse_repeats(call, callee)):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
@@ -1108,6 +1135,12 @@ class VariablesToCpuCodemod(SourceCodemod):
         of it spelled alike, earlier in the same function, runs whenever this one does
         (igul222/improved_wgan_training: `Discriminator(real_data)`, then
         `Discriminator(fake_data)` in the same tower asks for the same names)."""
+        return self._repeats_an_earlier_call(call, callee) and (
+            self.project.creates_only_through_caches(callee, self.position(call)[0]))
+
+    def _repeats_an_earlier_call(self, call: cst.Call, callee: str) -> bool:
+        """Whether a call of `callee` spelled alike, earlier in the same function, runs
+        whenever `call` does."""
         function = enclosing_function(call, self.parent)
         around = set()
         current = self.parent(call)
@@ -1123,9 +1156,39 @@ class VariablesToCpuCodemod(SourceCodemod):
             while common is not None and id(common) not in around:
                 common = self.parent(common)
             if common is not None and self._runs_surely(node, common):
-                return self.project.creates_only_through_caches(callee,
-                                                                self.position(call)[0])
+                return True
         return False
+
+    def _auto_reuse_repeats(self, call: cst.Call, callee: str) -> bool:
+        """Whether `call` gets back what an earlier call of the same function made: the
+        function (one of this file's, by its name) runs its whole body in one variable
+        scope named by a literal that gets or creates (`reuse=tf.AUTO_REUSE`, or a `reuse`
+        parameter defaulting to it that `call` does not give), and a call of it spelled
+        alike runs first (taki0112/StyleGAN-Tensorflow: `self.discriminator(real_img)`,
+        then `self.discriminator(fake_img)` in the same tower)."""
+        functions = self._functions_named(callee.rsplit(".", 1)[-1])
+        if len(functions) != 1:
+            return False
+        body = [s for s in functions[0].body.body if not (
+            isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+            and isinstance(s.body[0], cst.Expr)
+            and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+        if len(body) != 1 or not isinstance(body[0], cst.With) or len(body[0].items) != 1:
+            return False
+        scope = body[0].items[0].item
+        if not (isinstance(scope, cst.Call) and (self.tf_canonical(scope.func) or "")
+                .rsplit(".", 1)[-1] == "variable_scope"
+                and isinstance(argument(scope, "name_or_scope", 0), cst.SimpleString)):
+            return False
+        reuse = argument(scope, "reuse", None)
+        if isinstance(reuse, cst.Name):
+            params = functions[0].params
+            given = {a.keyword.value for a in call.args if a.keyword is not None}
+            defaults = [p.default for p in (*params.params, *params.kwonly_params)
+                        if p.name.value == reuse.value and reuse.value not in given]
+            reuse = defaults[0] if defaults else reuse
+        return (reuse is not None and self.tf_canonical(reuse) == "AUTO_REUSE"
+                and self._repeats_an_earlier_call(call, callee))
 
     def _connected_module(self, call: cst.Call) -> tuple[str, str, None] | None:
         """(name, where, None) for a call that connects a library module (`snt.Linear(10)(x)`,
