@@ -351,7 +351,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     copies): each is read on its own pass's GPU. A scope whose GPU is chosen at run time
     from names the module binds once (`tf.device('/gpu:' + str(FLAGS.gpu))`, in no loop)
     and a tower loop that turns once (`for i in range(0, gpu_num)`, `gpu_num = 1`) build
-    one tower: a single-GPU script.
+    one tower: a single-GPU script. Tower code is read in a module that has `tf` only
+    through a star import of one of the project's modules (`from ops import *`, ops.py's
+    `import tensorflow as tf`) as in one that imports it.
 
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
@@ -378,6 +380,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     bound to `tf.make_template(...)`) after its first call, which makes its variables
     (pixel-cnn's `model(x_init, init=True)` outside every device scope, then `model(xs[i])`
     in the towers); a first call in tower 0 makes them on GPU 0, and is found.
+    So does a later call of one of the file's functions whose whole body is one variable
+    scope, named by a literal, that gets or creates (`reuse=tf.AUTO_REUSE`, or a `reuse`
+    parameter defaulting to it and not given), after a call of it sure to run first:
+    it gets back the same variables (taki0112/StyleGAN-Tensorflow's discriminator, called
+    on the real and then the fake images in one tower).
     So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
     with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
     reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input
