@@ -1142,12 +1142,6 @@ class VariablesToCpuCodemod(SourceCodemod):
         of it spelled alike, earlier in the same function, runs whenever this one does
         (igul222/improved_wgan_training: `Discriminator(real_data)`, then
         `Discriminator(fake_data)` in the same tower asks for the same names)."""
-        return self._repeats_an_earlier_call(call, callee) and (
-            self.project.creates_only_through_caches(callee, self.position(call)[0]))
-
-    def _repeats_an_earlier_call(self, call: cst.Call, callee: str) -> bool:
-        """Whether a call of `callee` spelled alike, earlier in the same function, runs
-        whenever `call` does."""
         function = enclosing_function(call, self.parent)
         around = set()
         current = self.parent(call)
@@ -1163,7 +1157,8 @@ class VariablesToCpuCodemod(SourceCodemod):
             while common is not None and id(common) not in around:
                 common = self.parent(common)
             if common is not None and self._runs_surely(node, common):
-                return True
+                return self.project.creates_only_through_caches(callee,
+                                                                self.position(call)[0])
         return False
 
     def _auto_reuse_repeats(self, call: cst.Call, callee: str) -> bool:
@@ -1195,7 +1190,24 @@ class VariablesToCpuCodemod(SourceCodemod):
                         if p.name.value == reuse.value and reuse.value not in given]
             reuse = defaults[0] if defaults else reuse
         return (reuse is not None and self.tf_canonical(reuse) == "AUTO_REUSE"
-                and self._repeats_an_earlier_call(call, callee))
+                and self._called_before_in_its_block(call, callee))
+
+    def _called_before_in_its_block(self, call: cst.Call, callee: str) -> bool:
+        """Whether a call of `callee` spelled alike runs, whenever `call` does, in an earlier
+        statement of the same block (so under the same variable scopes)."""
+        statement = enclosing(call, self.parent, cst.SimpleStatementLine, within_function=True)
+        if statement is None:
+            return False
+        for node in self._calls_named(callee.rsplit(".", 1)[-1]):
+            earlier = enclosing(node, self.parent, cst.SimpleStatementLine,
+                                within_function=True)
+            if (node is not call and get_full_name_for_node(node.func) == callee
+                    and earlier is not None and earlier is not statement
+                    and self.parent(earlier) is self.parent(statement)
+                    and self.position(node) < self.position(call)
+                    and self._runs_surely(node, earlier)):
+                return True
+        return False
 
     def _connected_module(self, call: cst.Call) -> tuple[str, str, None] | None:
         """(name, where, None) for a call that connects a library module (`snt.Linear(10)(x)`,
