@@ -1194,18 +1194,26 @@ class VariablesToCpuCodemod(SourceCodemod):
 
     def _called_before_in_its_block(self, call: cst.Call, callee: str) -> bool:
         """Whether a call of `callee` spelled alike runs, whenever `call` does, in an earlier
-        statement of the same block (so under the same variable scopes)."""
+        statement of the same block, or in a `with` there that opens no variable scope (a
+        device scope: the fix's own wrap), so under the same variable scopes."""
         statement = enclosing(call, self.parent, cst.SimpleStatementLine, within_function=True)
         if statement is None:
             return False
+        block = self.parent(statement)
         for node in self._calls_named(callee.rsplit(".", 1)[-1]):
+            if (node is call or get_full_name_for_node(node.func) != callee
+                    or self.position(node) >= self.position(call)):
+                continue
             earlier = enclosing(node, self.parent, cst.SimpleStatementLine,
                                 within_function=True)
-            if (node is not call and get_full_name_for_node(node.func) == callee
-                    and earlier is not None and earlier is not statement
-                    and self.parent(earlier) is self.parent(statement)
-                    and self.position(node) < self.position(call)
-                    and self._runs_surely(node, earlier)):
+            while earlier is not None and self.parent(earlier) is not block:
+                earlier = self.parent(self.parent(earlier))  # (its block's `with`)
+                if not isinstance(earlier, cst.With) or any(
+                        isinstance(item.item, cst.Call) and (
+                            self.tf_canonical(item.item.func) or "").endswith("variable_scope")
+                        for item in earlier.items):
+                    earlier = None
+            if earlier is not None and self._runs_surely(node, earlier):
                 return True
         return False
 
