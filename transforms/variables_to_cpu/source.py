@@ -26,7 +26,9 @@ from graphfix.source.codemod import (
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
-from graphfix.source.project.facts import library_module
+from graphfix.source.project.facts import library_module, tower_facts
+from graphfix.source.project.names import AstTfNames
+from graphfix.source.project.part import parsed
 from graphfix.source.scopes import (
     descendants,
     enclosing,
@@ -349,7 +351,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     copies): each is read on its own pass's GPU. A scope whose GPU is chosen at run time
     from names the module binds once (`tf.device('/gpu:' + str(FLAGS.gpu))`, in no loop)
     and a tower loop that turns once (`for i in range(0, gpu_num)`, `gpu_num = 1`) build
-    one tower: a single-GPU script.
+    one tower: a single-GPU script. Tower code is read in a module that has `tf` only
+    through a star import of one of the project's modules (`from ops import *`, ops.py's
+    `import tensorflow as tf`) as in one that imports it.
 
     The produced code needs TensorFlow only. Findings and fixes honour
     `# graphfix: ignore[variables-to-cpu]` on the line or on an enclosing `with` line.
@@ -376,6 +380,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     bound to `tf.make_template(...)`) after its first call, which makes its variables
     (pixel-cnn's `model(x_init, init=True)` outside every device scope, then `model(xs[i])`
     in the towers); a first call in tower 0 makes them on GPU 0, and is found.
+    So does a later call of one of the file's functions whose whole body is one variable
+    scope, named by a literal, that gets or creates (`reuse=tf.AUTO_REUSE`, or a `reuse`
+    parameter defaulting to it and not given), after a call of it sure to run first:
+    it gets back the same variables (taki0112/StyleGAN-Tensorflow's discriminator, called
+    on the real and then the fake images in one tower).
     So does the get_variable family (`tf.get_variable`, layers, slim) where a variable scope
     with `reuse=True` is on already (or `reuse_variables()` was called, as the project model
     reads it: `FileView.reuses_at`): a tower rebuilt under a GPU scope for a second input
@@ -384,7 +393,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     It computes too, so it gets the device function.
     A call of a function given as a parameter (`model_fn(features)`, its body out of
     sight) counts where a variable scope around it, in a loop, reuses on some passes and
-    not the first (`reuse=i > 0`, read off the loop's variable), and no other call there
+    not the first (`reuse=i > 0`, read off the loop's variable, or get-or-create:
+    `reuse=tf.AUTO_REUSE`, PaParaZz1/vehicle-triplet-reid), and no other call there
     creates variables or calls another parameter: the reuse is written for the variables
     the first pass makes, and this call is the one that can (vahidk/TensorflowFramework's
     make_parallel). It computes too: the device function.
@@ -605,9 +615,33 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _tower_spans(self) -> list[tuple[int, int]]:
         """This file's tower code, as line ranges (`FileView.tower_code`), read once."""
         if "_towers" not in self.__dict__:
-            self._towers = [span for span in self.project.tower_code()
+            spans = set(self.project.tower_code()) | self._towers_through_star_imports()
+            self._towers = [span for span in sorted(spans)
                             if not self._one_gpu_span(span[0])]
         return self._towers
+
+    def _towers_through_star_imports(self) -> set[tuple[int, int]]:
+        """This file's own tower code where the module its device scopes are called on
+        (`tf.device`) comes to it only through a star import of one of the project's
+        modules (taki0112/StyleGAN-Tensorflow: `from ops import *`, ops.py's `import
+        tensorflow as tf`). The project model reads a file's towers through the file's own
+        imports, which bind no such name; read here with the star-imported binding added."""
+        star_bound: dict[str, str] = {}
+        for call in self._device_calls():
+            head = call.func
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if isinstance(head, cst.Name) and not self.tf_names.imported_names(head):
+                qualified = self.project.tf_name_of_star(head.value)
+                if qualified is not None:
+                    star_bound[head.value] = qualified
+        tree = parsed(self._tree_code()) if star_bound else None
+        if tree is None:
+            return set()
+        names = AstTfNames(tree)
+        for name, qualified in star_bound.items():
+            names.imports.setdefault(name, set()).add(qualified)
+        return {(first, last) for first, last in tower_facts(tree, names)["spans"]}
 
     def _one_gpu_span(self, first: int) -> bool:
         """Whether the tower code starting at line `first` of this file builds one tower
@@ -881,8 +915,8 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _passes_reusing(self, call: cst.Call) -> cst.WithItem | None:
         """The `with variable_scope(..., reuse=...)` item around `call`, in its function,
         that reuses on some passes of a loop around it and not on others: its `reuse=`
-        reads that loop's variable (`reuse=i > 0`, `reuse=bool(i)`); None where there is
-        none."""
+        reads that loop's variable (`reuse=i > 0`, `reuse=bool(i)`) or gets or creates in
+        a loop (`_auto_reuse_in_a_loop`); None where there is none."""
         for around in with_items_around(call, self.parent):
             if isinstance(around, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
@@ -891,6 +925,8 @@ class VariablesToCpuCodemod(SourceCodemod):
                     .rsplit(".", 1)[-1] == "variable_scope"):
                 continue
             reuse = argument(item, "reuse", None)
+            if self._auto_reuse_in_a_loop(item, reuse):
+                return around
             if reuse is None or isinstance(reuse, cst.Name):
                 continue  # (True, False, None, or a name bound elsewhere: no pass of ours)
             used = {node.value for node in descendants(reuse, cst.Name)}
@@ -901,6 +937,15 @@ class VariablesToCpuCodemod(SourceCodemod):
                 loop = enclosing(loop, self.parent, cst.For, within_function=True)
         return None
 
+    def _auto_reuse_in_a_loop(self, item: cst.Call, reuse: cst.BaseExpression | None
+                              ) -> bool:
+        """Whether a variable scope `item` gets or creates (`reuse=tf.AUTO_REUSE`) inside a
+        loop of its function: the first pass creates what the later passes get back, as
+        `reuse=i > 0` says in other words (PaParaZz1/vehicle-triplet-reid's
+        make_parallel)."""
+        return (reuse is not None and self.tf_canonical(reuse) == "AUTO_REUSE"
+                and enclosing(item, self.parent, cst.For, within_function=True) is not None)
+
     def _created_through(self, call: cst.Call) -> tuple[str, str, str | None] | None:
         """(name, where, dtype) of the first variable a call of one of the project's
         functions creates where no device scope of that function places it (the project
@@ -910,7 +955,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if callee is None:
             return None
         if (self._reuses(call, callee) or self._template_reuses(call)
-                or self._cache_reuses(call, callee)):
+                or self._cache_reuses(call, callee)
+                or self._auto_reuse_repeats(call, callee)):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
         found = self._described(self.project.variables_created_by(callee, line=line))
@@ -1113,6 +1159,62 @@ class VariablesToCpuCodemod(SourceCodemod):
             if common is not None and self._runs_surely(node, common):
                 return self.project.creates_only_through_caches(callee,
                                                                 self.position(call)[0])
+        return False
+
+    def _auto_reuse_repeats(self, call: cst.Call, callee: str) -> bool:
+        """Whether `call` gets back what an earlier call of the same function made: the
+        function (one of this file's, by its name) runs its whole body in one variable
+        scope named by a literal that gets or creates (`reuse=tf.AUTO_REUSE`, or a `reuse`
+        parameter defaulting to it that `call` does not give), and a call of it spelled
+        alike runs first (taki0112/StyleGAN-Tensorflow: `self.discriminator(real_img)`,
+        then `self.discriminator(fake_img)` in the same tower)."""
+        functions = self._functions_named(callee.rsplit(".", 1)[-1])
+        if len(functions) != 1:
+            return False
+        body = [s for s in functions[0].body.body if not (
+            isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+            and isinstance(s.body[0], cst.Expr)
+            and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+        if len(body) != 1 or not isinstance(body[0], cst.With) or len(body[0].items) != 1:
+            return False
+        scope = body[0].items[0].item
+        if not (isinstance(scope, cst.Call) and (self.tf_canonical(scope.func) or "")
+                .rsplit(".", 1)[-1] == "variable_scope"
+                and isinstance(argument(scope, "name_or_scope", 0), cst.SimpleString)):
+            return False
+        reuse = argument(scope, "reuse", None)
+        if isinstance(reuse, cst.Name):
+            params = functions[0].params
+            given = {a.keyword.value for a in call.args if a.keyword is not None}
+            defaults = [p.default for p in (*params.params, *params.kwonly_params)
+                        if p.name.value == reuse.value and reuse.value not in given]
+            reuse = defaults[0] if defaults else reuse
+        return (reuse is not None and self.tf_canonical(reuse) == "AUTO_REUSE"
+                and self._called_before_in_its_block(call, callee))
+
+    def _called_before_in_its_block(self, call: cst.Call, callee: str) -> bool:
+        """Whether a call of `callee` spelled alike runs, whenever `call` does, in an earlier
+        statement of the same block, or in a `with` there that opens no variable scope (a
+        device scope: the fix's own wrap), so under the same variable scopes."""
+        statement = enclosing(call, self.parent, cst.SimpleStatementLine, within_function=True)
+        if statement is None:
+            return False
+        block = self.parent(statement)
+        for node in self._calls_named(callee.rsplit(".", 1)[-1]):
+            if (node is call or get_full_name_for_node(node.func) != callee
+                    or self.position(node) >= self.position(call)):
+                continue
+            earlier = enclosing(node, self.parent, cst.SimpleStatementLine,
+                                within_function=True)
+            while earlier is not None and self.parent(earlier) is not block:
+                earlier = self.parent(self.parent(earlier))  # (its block's `with`)
+                if not isinstance(earlier, cst.With) or any(
+                        isinstance(item.item, cst.Call) and (
+                            self.tf_canonical(item.item.func) or "").endswith("variable_scope")
+                        for item in earlier.items):
+                    earlier = None
+            if earlier is not None and self._runs_surely(node, earlier):
+                return True
         return False
 
     def _connected_module(self, call: cst.Call) -> tuple[str, str, None] | None:
