@@ -27,6 +27,7 @@ from graphfix.source.codemod import (
 )
 from graphfix.source.fixes import Replace, WrapInWith
 from graphfix.source.project.facts import library_module
+from graphfix.source.project.branches import first_variable_taken, taken_from
 from graphfix.source.scopes import (
     descendants,
     enclosing,
@@ -712,7 +713,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return
             name, where, dtype = through
         slim_family = name.startswith(("slim.", "contrib.layers."))
-        statement, scope = self._scope_of(node, slim_family)
+        statement, scope = self._scope_of(node, slim_family, name if slim_family else None)
         if statement is not None:
             self._with_variables.add(statement)
         if scope is None:
@@ -913,7 +914,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 or self._cache_reuses(call, callee)):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
-        found = self._described(self.project.variables_created_by(callee, line=line))
+        found = self._described(first_variable_taken(self.project, callee, line))
         if found is None and isinstance(call.func, cst.Name):
             found = self._created_through_alias(call.func, line)
         if found is None and self._scope_of(call, False)[1] is not None:
@@ -927,6 +928,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if through is None:
             return self._created_through_attributes(call, callee, line)
         *first, method = through
+        if not taken_from(self.project, callee, line, tuple(first)):
+            return None
         return self._described(tuple(first), method=method)
 
     def _created_through_attributes(self, call: cst.Call, callee: str, line: int
@@ -938,7 +941,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         `FileView.variables_created_through_attributes`)."""
         if self._scope_of(call, False)[1] is None:
             return None
-        return self._described(self.project.variables_created_through_attributes(callee, line))
+        found = self.project.variables_created_through_attributes(callee, line)
+        return self._described(found) if taken_from(self.project, callee, line, found) else None
 
     def _created_through_alias(self, name: cst.Name, line: int
                                ) -> tuple[str, str, str | None] | None:
@@ -1231,22 +1235,24 @@ class VariablesToCpuCodemod(SourceCodemod):
                     return self._described(found, passed=text)
         return None
 
-    def _scope_of(self, call: cst.Call, slim_family: bool):
+    def _scope_of(self, call: cst.Call, slim_family: bool, made_by: str | None = None):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
         device scope (None if it sits in a compound statement's header), and that scope if it
-        is a GPU's (None for a CPU, a device function, a slim device, or no scope)."""
+        is a GPU's (None for a CPU, a device function, a slim device, or no scope). `made_by`
+        names the slim-family call that makes the variable, where known (`_slim_arg_scope_places`)."""
         statement = enclosing(call, self.parent, cst.SimpleStatementLine,
                               cst.SimpleStatementSuite, within_function=True)
         for around in with_items_around(call, self.parent):
             if isinstance(around, (cst.FunctionDef, cst.Lambda)):
                 return statement, None  # runs when called, under the caller's scopes
             if isinstance(around, cst.WithItem):
-                verdict = self._scope_verdict(around.item, slim_family)
+                verdict = self._scope_verdict(around.item, slim_family, made_by)
                 if verdict != "outer":
                     return statement, verdict if isinstance(verdict, _GpuScope) else None
         return statement, None
 
-    def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool):
+    def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool,
+                       made_by: str | None = None):
         """A `_GpuScope`, "outer" (this with item places nothing: look further out) or
         "stop" (it decides, and not for a GPU)."""
         if not isinstance(expr, cst.Call):
@@ -1254,7 +1260,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         name = self.tf_canonical(expr.func)
         if name == "slim.arg_scope":
             has_device = argument(expr, "device", None) is not None
-            return "stop" if slim_family and has_device else "outer"
+            return ("stop" if slim_family and has_device
+                    and self._slim_arg_scope_places(expr, made_by) else "outer")
         if name not in DEVICE_CALLS:
             return "outer"
         templates = self._device_templates(expr)
@@ -1271,6 +1278,31 @@ class VariablesToCpuCodemod(SourceCodemod):
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
+
+    def _slim_arg_scope_places(self, arg_scope: cst.Call, made_by: str | None) -> bool:
+        """Whether `slim.arg_scope(functions, device=...)` gives its device to the variable
+        that `made_by` (a slim-family call, as `tf_canonical` names it) makes. slim's layers
+        make their weights through `slim.model_variable`, which calls `slim.variable` passing
+        its own `device=` (None unless given): an argument given outright wins over an
+        arg_scope's, so `arg_scope([slim.variable], device='/cpu:0')` places a direct
+        `slim.variable(...)` only, and a layer's weights stay under the caller's GPU scope
+        (yeekit24/CapsNet-Tensorflow). Where `made_by` is unknown, or some function of the
+        list is not one TF's names read, the arg_scope is taken to place it."""
+        if made_by is None or not arg_scope.args or arg_scope.args[0].keyword is not None:
+            return True
+        listed = arg_scope.args[0].value
+        if not isinstance(listed, (cst.List, cst.Tuple)):
+            return True
+        needed = "variable" if made_by.rsplit(".", 1)[-1] == "variable" else "model_variable"
+        tails = []
+        for element in listed.elements:
+            if isinstance(element, cst.StarredElement):
+                return True
+            canonical = self.tf_canonical(element.value)
+            if canonical is None:
+                return True
+            tails.append(canonical.rsplit(".", 1)[-1])
+        return needed in tails
 
     def _configured_gpu_or_cpu(self, expr: cst.Call) -> bool:
         """Whether `device(...)` is given a conditional between one fixed GPU and the CPU
