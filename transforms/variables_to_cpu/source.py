@@ -254,6 +254,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     that names a GPU (`for d in ["/gpu:0", "/gpu:1"]: with tf.device(d):`). An inner
     `tf.device('/cpu:0')`, a device function (`replica_device_setter`, any non-string), a
     slim `arg_scope(..., device=...)` or `device=` argument, or no scope at all: left alone.
+    An arg_scope places only what the functions it names make: slim's layers make their
+    weights through `slim.model_variable`, which passes its own `device=` on to
+    `slim.variable`, so `arg_scope([slim.variable], device='/cpu:0')` places a direct
+    `slim.variable(...)` and leaves the layers' weights on the tower's GPU: found
+    (yeekit24/CapsNet-Tensorflow).
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
     an error, TF's own. Other variables are warnings in tower code only, as the graph surface
     finds the variables towers on two or more GPUs share: under a device built at run time
@@ -370,8 +375,14 @@ class VariablesToCpuCodemod(SourceCodemod):
     self's `conv`), the functions a call is given one level deep (by name, or
     called in a lambda: `run(lambda x: model_fn(x))`), and the methods a function calls on
     an object it is given (`tower_loss(x, net)` calling `net.compute_loss`, where the caller
-    made `net = Net(...)`). A call passing True as `reuse=` (a literal, or a name set True
-    before it in its function, with no branch or loop between), or to a parameter the
+    made `net = Net(...)`). A variable made in an arm of an `if` on a parameter of its
+    function (`if useMultiGPU:` pinning a get_variable on the CPU, `else: tf.Variable(...)`)
+    counts only where some call path from the tower's call takes that arm: where every call
+    reaching the function gives the parameter the other truth (a literal, or the caller's
+    own parameter passed on, its value known: `inference(x, useMultiGPU=True)` passing it
+    down), the arm is not built by the towers (binLearning/tensorflow_mnist). A call
+    passing True as `reuse=` (a literal, or a name set True before it in its function,
+    with no branch or loop between), or to a parameter the
     function passes on as `reuse=`, reuses what an earlier call created and counts for
     nothing: the finding is at the creating call. So does a call of a template (a name
     bound to `tf.make_template(...)`) after its first call, which makes its variables
@@ -1238,8 +1249,9 @@ class VariablesToCpuCodemod(SourceCodemod):
     def _scope_of(self, call: cst.Call, slim_family: bool, made_by: str | None = None):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
         device scope (None if it sits in a compound statement's header), and that scope if it
-        is a GPU's (None for a CPU, a device function, a slim device, or no scope). `made_by`
-        names the slim-family call that makes the variable, where known (`_slim_arg_scope_places`)."""
+        is a GPU's (None for a CPU, a device function, a slim device, or no scope).
+        `made_by`: the slim-family call that makes the variable, where known
+        (`_slim_arg_scope_places`)."""
         statement = enclosing(call, self.parent, cst.SimpleStatementLine,
                               cst.SimpleStatementSuite, within_function=True)
         for around in with_items_around(call, self.parent):
