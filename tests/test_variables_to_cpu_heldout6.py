@@ -11,7 +11,8 @@ asks to be.
   whose `tf.Variable` arm only the single-device path takes; the towers pass
   multi_gpu=True down to it and get its CPU arm: no finding, nothing rewritten. Its twin
   (branch_the_towers_argument_takes) leaves the default, takes the tf.Variable arm on each
-  tower's GPU, and is fixed.
+  tower's GPU, and is fixed; noop_branch_a_method_argument_skips passes the truth down
+  through methods (`net.build(x, shared=True)`, then `self.weight('w', [4, 2], shared)`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ FILES = {
     "arm_skipped": "noop_branch_the_towers_argument_skips/before.py",
     "arm_taken:before": "branch_the_towers_argument_takes/before.py",
     "arm_taken:after": "branch_the_towers_argument_takes/after.py",
+    "method_arm_skipped": "noop_branch_a_method_argument_skips/before.py",
 }
 
 
@@ -71,10 +73,13 @@ def test_an_arg_scope_naming_slim_model_variable_places_every_weight(built):
     assert len(devices) == 7 and set(devices.values()) == {"/device:CPU:0"}
 
 
-def test_a_variable_in_an_arm_the_towers_argument_skips_is_no_finding(built):
-    # The towers' multi_gpu=True takes the helper's get_variable arm, pinned on the CPU.
-    assert built["arm_skipped"] == {"w": "/device:CPU:0"}
-    code = (CASES / "noop_branch_the_towers_argument_skips" / "before.py").read_text()
+@pytest.mark.parametrize("label, case", [
+    ("arm_skipped", "noop_branch_the_towers_argument_skips"),
+    ("method_arm_skipped", "noop_branch_a_method_argument_skips")])
+def test_a_variable_in_an_arm_the_towers_argument_skips_is_no_finding(built, label, case):
+    # The towers' argument takes the helper's get_variable arm, pinned on the CPU.
+    assert built[label] == {"w": "/device:CPU:0"}
+    code = (CASES / case / "before.py").read_text()
     assert graphfix.check_source(code, only=["variables-to-cpu"]) == []
 
 

@@ -112,9 +112,11 @@ class ArmsTaken:
         if function is None:
             return {}
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        if self.project._kind(target) == "method" and positional and isinstance(
-                call.func, ast.Attribute):
-            positional = positional[1:]  # (the receiver is `self`)
+        if self.project._kind(target) == "method":
+            if not positional or any(dotted(d) == "staticmethod"
+                                     for d in function.decorator_list):
+                return {}
+            positional = positional[1:]  # (`self`, or a constructor's new object)
         if any(isinstance(a, ast.Starred) for a in call.args) or any(
                 k.arg is None for k in call.keywords):
             return {}  # (*args, **kwargs: which parameter gets what is not read)
