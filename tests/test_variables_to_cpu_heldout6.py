@@ -66,6 +66,10 @@ def test_slim_weights_under_an_arg_scope_naming_slim_variable_only_are_moved(bui
     assert before["model/step"] == "/device:CPU:0"
     assert {before[name] for name in weights} == {"/device:GPU:0"}
     assert after == {name: "/device:CPU:0" for name in before}
+    code = (CASES / "slim_arg_scope_on_variable_only" / "before.py").read_text()
+    fixed, findings = graphfix.fix_source(code, only=["variables-to-cpu"])
+    assert [f.line for f in findings] == [20, 22]  # tower(images), slim.fully_connected
+    assert fixed == (CASES / "slim_arg_scope_on_variable_only" / "after.py").read_text()
 
 
 def test_an_arg_scope_naming_slim_model_variable_places_every_weight(built):
