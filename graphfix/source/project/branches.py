@@ -44,12 +44,20 @@ def _params(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
 
 
+def _rebound(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names `function`'s code assigns (a parameter among them holds no longer what the
+    call gave it)."""
+    return {node.id for node in ast.walk(function)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))}
+
+
 def arm_conditions(function: ast.FunctionDef | ast.AsyncFunctionDef, line: int
                    ) -> list[tuple[str, bool]]:
     """The (parameter, truth) every `if` of `function` around `line` asks of a parameter
     for `line` to run: `[("useMultiGPU", False)]` for a statement in the `else` of `if
-    useMultiGPU:`. A nested function's body is not the function's own: none there."""
-    params = set(_params(function))
+    useMultiGPU:`, where the function never assigns the parameter. A nested function's
+    body is not the function's own: none there."""
+    params = set(_params(function)) - _rebound(function)
     found: list[tuple[str, bool]] = []
 
     def walk(statements: list[ast.stmt]) -> bool:
@@ -109,12 +117,12 @@ class ArmsTaken:
         """What `call` gives `target`'s parameters that is known: literals, the caller's
         known parameters passed on by name, and the literal defaults of the others."""
         function = self._definition(target)
-        if function is None:
-            return {}
+        if function is None or any(dotted(d) not in ("classmethod", "property")
+                                   for d in function.decorator_list):
+            return {}  # (a decorator may give other arguments: slim's add_arg_scope)
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
         if self.project._kind(target) == "method":
-            if not positional or any(dotted(d) == "staticmethod"
-                                     for d in function.decorator_list):
+            if not positional:
                 return {}
             positional = positional[1:]  # (`self`, or a constructor's new object)
         if any(isinstance(a, ast.Starred) for a in call.args) or any(
@@ -165,10 +173,12 @@ class ArmsTaken:
             if len(seen) >= _MOST_STATES:
                 return False
             seen.add(key)
-            self._entered.setdefault(target, []).append(values)
             function = self._definition(target)
             if function is None:
                 return False
+            rebound = _rebound(function)
+            values = {name: truth for name, truth in values.items() if name not in rebound}
+            self._entered.setdefault(target, []).append(values)
             of_unit = self.project.parts[target[0]]["units"].get(target[1], {})
             callees: set[int] = set()
             for node in ast.walk(function):
