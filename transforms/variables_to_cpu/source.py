@@ -26,6 +26,7 @@ from graphfix.source.codemod import (
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
+from graphfix.source.project.branches import first_variable_taken, taken_from
 from graphfix.source.project.facts import library_module, tower_facts
 from graphfix.source.project.names import AstTfNames
 from graphfix.source.project.part import parsed
@@ -255,6 +256,11 @@ class VariablesToCpuCodemod(SourceCodemod):
     that names a GPU (`for d in ["/gpu:0", "/gpu:1"]: with tf.device(d):`). An inner
     `tf.device('/cpu:0')`, a device function (`replica_device_setter`, any non-string), a
     slim `arg_scope(..., device=...)` or `device=` argument, or no scope at all: left alone.
+    An arg_scope places only what the functions it names make: slim's layers make their
+    weights through `slim.model_variable`, which passes its own `device=` on to
+    `slim.variable`, so `arg_scope([slim.variable], device='/cpu:0')` places a direct
+    `slim.variable(...)` and leaves the layers' weights on the tower's GPU: found
+    (yeekit24/CapsNet-Tensorflow).
     A dtype whose variable op has no GPU kernel (int32, int8, int16, uint8, string, ...) is
     an error, TF's own. Other variables are warnings in tower code only, as the graph surface
     finds the variables towers on two or more GPUs share: under a device built at run time
@@ -373,8 +379,14 @@ class VariablesToCpuCodemod(SourceCodemod):
     self's `conv`), the functions a call is given one level deep (by name, or
     called in a lambda: `run(lambda x: model_fn(x))`), and the methods a function calls on
     an object it is given (`tower_loss(x, net)` calling `net.compute_loss`, where the caller
-    made `net = Net(...)`). A call passing True as `reuse=` (a literal, or a name set True
-    before it in its function, with no branch or loop between), or to a parameter the
+    made `net = Net(...)`). A variable made in an arm of an `if` on a parameter of its
+    function (`if useMultiGPU:` pinning a get_variable on the CPU, `else: tf.Variable(...)`)
+    counts only where some call path from the tower's call takes that arm: where every call
+    reaching the function gives the parameter the other truth (a literal, or the caller's
+    own parameter passed on, its value known: `inference(x, useMultiGPU=True)` passing it
+    down), the arm is not built by the towers (binLearning/tensorflow_mnist). A call
+    passing True as `reuse=` (a literal, or a name set True before it in its function,
+    with no branch or loop between), or to a parameter the
     function passes on as `reuse=`, reuses what an earlier call created and counts for
     nothing: the finding is at the creating call. So does a call of a template (a name
     bound to `tf.make_template(...)`) after its first call, which makes its variables
@@ -746,7 +758,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return
             name, where, dtype = through
         slim_family = name.startswith(("slim.", "contrib.layers."))
-        statement, scope = self._scope_of(node, slim_family)
+        statement, scope = self._scope_of(node, slim_family, name if slim_family else None)
         if statement is not None:
             self._with_variables.add(statement)
         if scope is None:
@@ -959,7 +971,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 or self._auto_reuse_repeats(call, callee)):
             return None  # the call reuses what an earlier call (the first tower's) created
         line = self.position(call)[0]
-        found = self._described(self.project.variables_created_by(callee, line=line))
+        found = self._described(first_variable_taken(self.project, callee, line))
         if found is None and isinstance(call.func, cst.Name):
             found = self._created_through_alias(call.func, line)
         if found is None and self._scope_of(call, False)[1] is not None:
@@ -973,6 +985,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         if through is None:
             return self._created_through_attributes(call, callee, line)
         *first, method = through
+        if not taken_from(self.project, callee, line, tuple(first)):
+            return None
         return self._described(tuple(first), method=method)
 
     def _created_through_attributes(self, call: cst.Call, callee: str, line: int
@@ -984,7 +998,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         `FileView.variables_created_through_attributes`)."""
         if self._scope_of(call, False)[1] is None:
             return None
-        return self._described(self.project.variables_created_through_attributes(callee, line))
+        found = self.project.variables_created_through_attributes(callee, line)
+        return self._described(found) if taken_from(self.project, callee, line, found) else None
 
     def _created_through_alias(self, name: cst.Name, line: int
                                ) -> tuple[str, str, str | None] | None:
@@ -1333,22 +1348,25 @@ class VariablesToCpuCodemod(SourceCodemod):
                     return self._described(found, passed=text)
         return None
 
-    def _scope_of(self, call: cst.Call, slim_family: bool):
+    def _scope_of(self, call: cst.Call, slim_family: bool, made_by: str | None = None):
         """(statement, GPU scope): the simple statement holding `call` below its innermost
         device scope (None if it sits in a compound statement's header), and that scope if it
-        is a GPU's (None for a CPU, a device function, a slim device, or no scope)."""
+        is a GPU's (None for a CPU, a device function, a slim device, or no scope).
+        `made_by`: the slim-family call that makes the variable, where known
+        (`_slim_arg_scope_places`)."""
         statement = enclosing(call, self.parent, cst.SimpleStatementLine,
                               cst.SimpleStatementSuite, within_function=True)
         for around in with_items_around(call, self.parent):
             if isinstance(around, (cst.FunctionDef, cst.Lambda)):
                 return statement, None  # runs when called, under the caller's scopes
             if isinstance(around, cst.WithItem):
-                verdict = self._scope_verdict(around.item, slim_family)
+                verdict = self._scope_verdict(around.item, slim_family, made_by)
                 if verdict != "outer":
                     return statement, verdict if isinstance(verdict, _GpuScope) else None
         return statement, None
 
-    def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool):
+    def _scope_verdict(self, expr: cst.BaseExpression, slim_family: bool,
+                       made_by: str | None = None):
         """A `_GpuScope`, "outer" (this with item places nothing: look further out) or
         "stop" (it decides, and not for a GPU)."""
         if not isinstance(expr, cst.Call):
@@ -1356,7 +1374,8 @@ class VariablesToCpuCodemod(SourceCodemod):
         name = self.tf_canonical(expr.func)
         if name == "slim.arg_scope":
             has_device = argument(expr, "device", None) is not None
-            return "stop" if slim_family and has_device else "outer"
+            return ("stop" if slim_family and has_device
+                    and self._slim_arg_scope_places(expr, made_by) else "outer")
         if name not in DEVICE_CALLS:
             return "outer"
         templates = self._device_templates(expr)
@@ -1373,6 +1392,31 @@ class VariablesToCpuCodemod(SourceCodemod):
         if all(kind == "partial" for kind, _, _ in kinds):
             return "outer"  # `/job:worker` merges with the device type from outside
         return "stop"
+
+    def _slim_arg_scope_places(self, arg_scope: cst.Call, made_by: str | None) -> bool:
+        """Whether `slim.arg_scope(functions, device=...)` gives its device to the variable
+        that `made_by` (a slim-family call, as `tf_canonical` names it) makes. slim's layers
+        make their weights through `slim.model_variable`, which calls `slim.variable` passing
+        its own `device=` (None unless given): an argument given outright wins over an
+        arg_scope's, so `arg_scope([slim.variable], device='/cpu:0')` places a direct
+        `slim.variable(...)` only, and a layer's weights stay under the caller's GPU scope
+        (yeekit24/CapsNet-Tensorflow). Where `made_by` is unknown, or some function of the
+        list is not one TF's names read, the arg_scope is taken to place it."""
+        if made_by is None or not arg_scope.args or arg_scope.args[0].keyword is not None:
+            return True
+        listed = arg_scope.args[0].value
+        if not isinstance(listed, (cst.List, cst.Tuple)):
+            return True
+        needed = "variable" if made_by.rsplit(".", 1)[-1] == "variable" else "model_variable"
+        tails = []
+        for element in listed.elements:
+            if isinstance(element, cst.StarredElement):
+                return True
+            canonical = self.tf_canonical(element.value)
+            if canonical is None:
+                return True
+            tails.append(canonical.rsplit(".", 1)[-1])
+        return needed in tails
 
     def _configured_gpu_or_cpu(self, expr: cst.Call) -> bool:
         """Whether `device(...)` is given a conditional between one fixed GPU and the CPU
