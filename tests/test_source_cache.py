@@ -440,6 +440,8 @@ def test_files_without_what_a_codemod_acts_on_never_load_libcst(tmp_path):
 
 FED_ATTRIBUTE = ("import tensorflow as tf\n"
                  "class Trainer:\n"
+                 "    def __init__(self):\n"
+                 "        self.model = model.Model()\n"
                  "    def step(self, sess, value):\n"
                  "        sess.run(self.train_op, feed_dict={self.emb: value})\n"
                  "import model, other  # (what a fact about them needs to reach this file)\n")
@@ -447,14 +449,15 @@ FED_ATTRIBUTE = ("import tensorflow as tf\n"
 
 def test_what_another_file_assigns_reaches_a_feed_through_imports(tmp_path):
     """feed-to-assign: `self.emb` is a variable because model.py, which the trainer
-    imports, assigns one to `.emb` (other.py's variables are other names); a trainer that
-    imports neither knows nothing of them."""
+    imports, assigns one to `.emb` (other.py's variables are other names), and the model
+    the trainer builds trains it; a trainer that imports neither knows nothing of them."""
     (tmp_path / "trainer.py").write_text(FED_ATTRIBUTE)
     (tmp_path / "model.py").write_text(
         "import tensorflow as tf\n"
         "class Model:\n"
         "    def __init__(self):\n"
-        "        self.emb = tf.Variable(tf.zeros([10, 4]))\n")
+        "        self.emb = tf.Variable(tf.zeros([10, 4]))\n"
+        "        self.train_op = tf.train.AdamOptimizer().minimize(tf.reduce_sum(self.emb))\n")
     (tmp_path / "other.py").write_text(
         "import tensorflow as tf\n"
         "class Other:\n"
@@ -463,7 +466,7 @@ def test_what_another_file_assigns_reaches_a_feed_through_imports(tmp_path):
         "        self.step = tf.assign_add(self.weights, tf.ones([4]))\n")
     cache = tmp_path / "cache"
     found = _run("check", ".", "--only", "feed-to-assign", cache=cache, cwd=tmp_path)
-    assert [(f["path"], f["line"]) for f in found["findings"]] == [("trainer.py", 4)]
+    assert [(f["path"], f["line"]) for f in found["findings"]] == [("trainer.py", 6)]
     (tmp_path / "alone").mkdir()
     (tmp_path / "alone" / "trainer.py").write_text(FED_ATTRIBUTE.rsplit("import", 1)[0])
     (tmp_path / "alone" / "model.py").write_text((tmp_path / "model.py").read_text())

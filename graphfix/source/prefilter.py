@@ -191,3 +191,10 @@ def _in_syntax(transform: type["Transform"], syntax: "Syntax") -> bool:
         return triggers.in_syntax(syntax, transform.__module__)
     except Exception:
         return True
+
+
+def device_nearby(view: "FileView") -> bool:
+    """Whether the file, or one its imports connect it to, names a device (`tf.device`):
+    without one, no stage of a model is placed anywhere (colocate-gradients' `in_project`;
+    here, not beside the rule, so that asking it loads no libcst)."""
+    return any("device" in code for code in view.connected_code().values())

@@ -8,7 +8,6 @@ the forward pass used (colocate-gradients)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -18,20 +17,11 @@ from graphfix.source.codemod import (RUNTIME_DIGITS, DeviceValues, SourceCodemod
 from graphfix.source.scopes import descendants, trace_values
 from graphfix.source.vocabulary import GET_VARIABLE_CALLS, LAYER_CALLS, VARIABLE_CALLS
 
-if TYPE_CHECKING:
-    from graphfix.source.project import FileView
-
 # What a GPU block beside layers built outside every device scope is split from: TF's
 # placer puts an op that asks for no device on the first GPU of a machine with GPUs.
 DEFAULT_GPU = DeviceSpec(device_type="GPU", device_index=0)
 _WRITER = cst.Module([])  # writes a node of another module out as code
 _VARIABLE_MAKERS = frozenset(n.rsplit(".", 1)[-1] for n in VARIABLE_CALLS | GET_VARIABLE_CALLS)
-
-
-def device_nearby(view: FileView) -> bool:
-    """Whether the file, or one its imports connect it to, names a device (`tf.device`): a
-    pre-filter, without which no stage of a model is placed anywhere."""
-    return any("device" in code for code in view.connected_code().values())
 
 
 def one_gpu(templates: list[str | None] | None) -> DeviceSpec | None:

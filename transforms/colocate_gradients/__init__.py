@@ -93,7 +93,7 @@ from graphfix.graph.index import GraphIndex
 from graphfix.graph.placement import lacks_kernel
 from graphfix.graph.towers import Tower, find_towers
 from graphfix.registry import Context, Transform
-from graphfix.source.prefilter import SourceTriggers
+from graphfix.source.prefilter import SourceTriggers, device_nearby
 from graphfix.source.vocabulary import GRADIENT_CALLS
 
 
@@ -143,7 +143,7 @@ class ColocateGradients(Transform):
     codemod = ".source:ColocateGradientsRule"
     # A gradients call, in a file that opens a device scope or whose imports connect it
     # to one that does (a model of another module split into stages).
-    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, in_project=".source:device_nearby")
+    source_triggers = SourceTriggers(calls=GRADIENT_CALLS, in_project=device_nearby)
 
     def graph(self, graph: GraphIndex, ctx: Context) -> Iterator[Finding]:
         off = _off_their_towers(graph)

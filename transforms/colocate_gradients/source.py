@@ -20,8 +20,7 @@ from graphfix.source.codemod import SourceCodemod, argument, on_ps_job
 from graphfix.source.examples import Example
 from graphfix.source.scopes import (descendants, in_one_turn_branch, inside,
                                     single_value, trace_values)
-# (device_nearby: the transform's pre-filter asks it, `in_project`)
-from graphfix.source.stages import device_nearby, stage_gpus  # noqa: F401
+from graphfix.source.stages import stage_gpus
 from graphfix.source.vocabulary import GATHER_CALLS, GRADIENT_METHODS, LAYER_CALLS
 
 KEYWORD = "colocate_gradients_with_ops"
