@@ -41,17 +41,7 @@ def next_batch():
     return tf.random.normal([4, 3]), tf.random.normal([4, 2])
 
 
-def gpus_reading(variable):
-    found, todo = set(), list(variable.op.outputs[0].consumers())
-    while todo:
-        op = todo.pop()
-        if op.type == "Identity":
-            todo.extend(op.outputs[0].consumers())
-            continue
-        spec = tf.DeviceSpec.from_string(op.device)
-        if (spec.device_type or "").upper() == "GPU":
-            found.add(spec.device_index)
-    return sorted(found)
+from tf_steps import gpus_reading
 
 
 out = {}

@@ -1,5 +1,6 @@
 """One step of a train op, as the tests that step a program with TF look at it: whether its
-batch norms' moving statistics moved (update-ops' proof); the program loaded from its file.
+batch norms' moving statistics moved (update-ops' proof); the program loaded from its file;
+the GPUs that read a variable (variables-to-cpu's proof).
 Imported where TF runs: by the scripts `conftest.built_by_tf` runs (which find this folder
 on their path), by a test's own TF subprocess, or inside a test that has TF (never at a test
 module's top: without TF, importing this skips the module importing it)."""
@@ -55,3 +56,17 @@ def moving_means_over_one_step(graph, step, feed=None, config=None) -> MovingMea
         before = session.run(means)
         session.run(step, feed)
         return MovingMeans(before, session.run(means), update_ops)
+
+
+def gpus_reading(variable) -> list[int]:
+    """The GPUs (indexes) of the ops reading a graph variable, through its identities."""
+    found, todo = set(), list(variable.op.outputs[0].consumers())
+    while todo:
+        op = todo.pop()
+        if op.type == "Identity":
+            todo.extend(op.outputs[0].consumers())
+            continue
+        spec = tf.DeviceSpec.from_string(op.device)
+        if (spec.device_type or "").upper() == "GPU":
+            found.add(spec.device_index)
+    return sorted(found)
