@@ -27,11 +27,7 @@ from conftest import expected_findings, run_cli
 NAME = "variables-to-cpu"
 SOURCE = Path(__file__).resolve().parent.parent / "fixtures" / "variables_to_cpu" / "source"
 CASES = sorted(p for p in SOURCE.iterdir() if (p / "before.py").is_file())
-# One model split into stages over GPUs keeps each stage's variables on its GPU, where only
-# that GPU reads them (the rule's contract): tests/test_variables_to_cpu_heldout6.py shows it.
-STAGE_SPLITS = ("noop_stage_layers_alternating_gpus",)
-BUILT = [c for c in CASES if re.search(r"^def build\(", (c / "before.py").read_text(), re.M)
-         and c.name not in STAGE_SPLITS]
+BUILT = [c for c in CASES if re.search(r"^def build\(", (c / "before.py").read_text(), re.M)]
 VARIABLE_OPS = ("VariableV2", "VarHandleOp")
 
 

@@ -26,7 +26,6 @@ from graphfix.source.codemod import (
     trained,
 )
 from graphfix.source.fixes import Replace, WrapInWith
-from graphfix.source.project import unit_at
 from graphfix.source.project.branches import first_variable_taken, taken_from
 from graphfix.source.project.facts import library_module, tower_facts
 from graphfix.source.project.names import AstTfNames
@@ -528,17 +527,11 @@ class VariablesToCpuCodemod(SourceCodemod):
         fixed GPU at every entry (no `SourceCodemod.device_changes`, no GPU chosen at run
         time), two GPUs or more are named, and no function is called under two different
         GPUs (Linfeng-Tang/DRLIE's build_model: encoders and discriminators under
-        `tf.device('/gpu:0')`, decoders under `tf.device('/gpu:1')`; TF's calls and
-        classes constructed count only where reuse is asked for nearby). Each stage's
+        `tf.device('/gpu:0')`, decoders under `tf.device('/gpu:1')`). Each stage's
         variables are made and read on its own GPU, none is shared between GPUs; the same
         code under two GPUs (towers spelled out) is no stage split."""
         callees_on: dict[str, set[str]] = {}
         blocks: list[tuple[int, int]] = []
-        # Where neither the file nor a file its imports connect it to asks for reuse, TF's
-        # own calls and the project's classes built under two GPUs share nothing: each
-        # makes variables of its own (bruvduroiu/rnn-protein-structure: conv layers and
-        # cell wrappers in blocks alternating '/gpu:0' and '/gpu:1').
-        may_reuse = any("reuse" in code for code in self.project.connected_code().values())
         for call in self.nodes(cst.Call):
             if self.tf_canonical(call.func) not in DEVICE_CALLS:
                 continue
@@ -554,8 +547,7 @@ class VariablesToCpuCodemod(SourceCodemod):
                 return []
             (device,) = fixed
             callees_on.setdefault(device, set()).update(
-                self.code(c.func) for c in descendants(block.body, cst.Call)
-                if may_reuse or not self._makes_its_own(c))
+                self.code(c.func) for c in descendants(block.body, cst.Call))
             span = self.code_range(block)
             blocks.append((span.start.line, span.end.line))
         devices = list(callees_on)
@@ -563,20 +555,6 @@ class VariablesToCpuCodemod(SourceCodemod):
                                    for i, a in enumerate(devices) for b in devices[i + 1:]):
             return []
         return blocks
-
-    def _makes_its_own(self, call: cst.Call) -> bool:
-        """Whether each run of `call` makes new variables, if any, never another run's: a
-        TF function, or the construction of one of the project's classes (a new object)."""
-        if self.tf_canonical(call.func) is not None:
-            return True
-        project, label = self.project.project, self.project.label
-        part = project.parts.get(label)
-        if part is None:
-            return False
-        targets = project.resolve_in(label, unit_at(part, self.position(call)[0]),
-                                     self.code(call.func))
-        return bool(targets) and all(
-            project.parts[t[0]]["units"][t[1]]["kind"] == "class" for t in targets)
 
     def _stage_not_tower(self, scope: _GpuScope) -> bool:
         """Whether a GPU scope is one of the file's stage blocks (`_stages_of_one_model`)
